@@ -1,0 +1,25 @@
+//===- Passes.h - graph dialect passes --------------------------*- C++ -*-===//
+//
+// Passes over the graph dialect. Each is declared in Passes.td, implemented in
+// a file of the same name, and registered by registerGraphPasses().
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_DIALECT_GRAPH_TRANSFORMS_PASSES_H
+#define TESSERA_DIALECT_GRAPH_TRANSFORMS_PASSES_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/Pass.h"
+
+namespace tessera::graph {
+class GraphDialect;
+
+#define GEN_PASS_DECL
+#include "tessera/Dialect/Graph/Transforms/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "tessera/Dialect/Graph/Transforms/Passes.h.inc"
+
+} // namespace tessera::graph
+
+#endif // TESSERA_DIALECT_GRAPH_TRANSFORMS_PASSES_H

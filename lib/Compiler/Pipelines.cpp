@@ -1,0 +1,77 @@
+//===- Pipelines.cpp - Tessera's pass pipelines and phases ---------------===//
+
+#include "tessera/Compiler/Pipelines.h"
+#include "tessera/Dialect/Graph/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/StringSwitch.h"
+
+#include <string>
+
+using namespace mlir;
+
+namespace tessera {
+
+std::optional<Phase> parsePhase(llvm::StringRef name) {
+  return llvm::StringSwitch<std::optional<Phase>>(name)
+      .Case("input", Phase::Input)
+      .Case("graph", Phase::Graph)
+      .Case("training", Phase::Training)
+      .Case("partitioned", Phase::Partitioned)
+      .Case("linalg", Phase::Linalg)
+      .Case("ipu", Phase::Ipu)
+      .Case("llvm", Phase::Llvm)
+      .Case("executable", Phase::Executable)
+      .Default(std::nullopt);
+}
+
+llvm::StringRef phaseName(Phase phase) {
+  switch (phase) {
+  case Phase::Input:
+    return "input";
+  case Phase::Graph:
+    return "graph";
+  case Phase::Training:
+    return "training";
+  case Phase::Partitioned:
+    return "partitioned";
+  case Phase::Linalg:
+    return "linalg";
+  case Phase::Ipu:
+    return "ipu";
+  case Phase::Llvm:
+    return "llvm";
+  case Phase::Executable:
+    return "executable";
+  }
+  llvm_unreachable("unknown phase");
+}
+
+bool isPhaseAvailable(Phase phase) { return phase <= Phase::Graph; }
+
+std::string availablePhaseList() {
+  std::string list;
+  for (int p = 0; p <= static_cast<int>(Phase::Executable); ++p) {
+    if (!isPhaseAvailable(static_cast<Phase>(p)))
+      continue;
+    if (!list.empty())
+      list += ", ";
+    list += phaseName(static_cast<Phase>(p)).str();
+  }
+  return list;
+}
+
+void buildGraphPipeline(OpPassManager &pm,
+                        const GraphPipelineOptions &options) {
+  pm.addNestedPass<func::FuncOp>(graph::createGraphInferShapes());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  // Folding leaves globals and constants without users.
+  pm.addPass(createSymbolDCEPass());
+  if (options.requireStaticShapes)
+    pm.addNestedPass<func::FuncOp>(graph::createGraphRequireStaticShapes());
+}
+
+} // namespace tessera

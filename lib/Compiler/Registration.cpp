@@ -1,0 +1,55 @@
+//===- Registration.cpp - what Tessera's tools register ------------------===//
+
+#include "tessera/Compiler/Registration.h"
+#include "tessera/Compiler/Pipelines.h"
+#include "tessera/Dialect/Graph/IR/Graph.h"
+#include "tessera/Dialect/Graph/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MLProgram/IR/MLProgram.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+namespace tessera {
+
+void registerTesseraDialects(mlir::DialectRegistry &registry) {
+  registry.insert<graph::GraphDialect, mlir::func::FuncDialect,
+                  mlir::ml_program::MLProgramDialect, mlir::arith::ArithDialect,
+                  mlir::tensor::TensorDialect>();
+}
+
+namespace {
+struct GraphPipelineCLOptions
+    : public mlir::PassPipelineOptions<GraphPipelineCLOptions> {
+  Option<bool> requireStaticShapes{
+      *this, "require-static-shapes",
+      llvm::cl::desc("Fail unless every shape is static"),
+      llvm::cl::init(true)};
+};
+} // namespace
+
+void registerTesseraPasses() {
+  static bool registered = [] {
+    graph::registerGraphPasses();
+    mlir::registerCanonicalizerPass();
+    mlir::registerCSEPass();
+    mlir::registerSymbolDCEPass();
+    mlir::registerInlinerPass();
+    mlir::PassPipelineRegistration<GraphPipelineCLOptions>(
+        "tessera-graph-pipeline",
+        "The input -> graph phase of tessera-compile",
+        [](mlir::OpPassManager &pm, const GraphPipelineCLOptions &cl) {
+          GraphPipelineOptions options;
+          options.requireStaticShapes = cl.requireStaticShapes;
+          buildGraphPipeline(pm, options);
+        });
+    return true;
+  }();
+  (void)registered;
+}
+
+} // namespace tessera
