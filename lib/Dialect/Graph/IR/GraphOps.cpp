@@ -546,3 +546,64 @@ LogicalResult ResizeOp::verify() {
       return emitOpError("scales must be positive");
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// Result type compatibility
+//===----------------------------------------------------------------------===//
+
+/// A written result type may be less (or more) static than the inferred one:
+/// `graph-infer-shapes` refines `?` dims later. Ranks, element types and
+/// every known size must agree.
+static bool compatibleResults(TypeRange inferred, TypeRange actual) {
+  if (inferred.size() != actual.size())
+    return false;
+  for (auto [a, b] : llvm::zip(inferred, actual))
+    if (a != b && failed(verifyCompatibleShape(a, b)))
+      return false;
+  for (auto [a, b] : llvm::zip(inferred, actual))
+    if (getElementTypeOrSelf(a) != getElementTypeOrSelf(b))
+      return false;
+  return true;
+}
+
+#define TESSERA_COMPATIBLE(OP)                                                 \
+  bool OP::isCompatibleReturnTypes(TypeRange l, TypeRange r) {                 \
+    return compatibleResults(l, r);                                            \
+  }
+TESSERA_COMPATIBLE(AddOp)
+TESSERA_COMPATIBLE(AndOp)
+TESSERA_COMPATIBLE(ArgMaxOp)
+TESSERA_COMPATIBLE(ArgMinOp)
+TESSERA_COMPATIBLE(AvgPoolOp)
+TESSERA_COMPATIBLE(BatchNormOp)
+TESSERA_COMPATIBLE(ConcatOp)
+TESSERA_COMPATIBLE(ConvOp)
+TESSERA_COMPATIBLE(DivOp)
+TESSERA_COMPATIBLE(EqualOp)
+TESSERA_COMPATIBLE(GatherOp)
+TESSERA_COMPATIBLE(GreaterEqualOp)
+TESSERA_COMPATIBLE(GreaterOp)
+TESSERA_COMPATIBLE(GroupNormOp)
+TESSERA_COMPATIBLE(LayerNormOp)
+TESSERA_COMPATIBLE(LessEqualOp)
+TESSERA_COMPATIBLE(LessOp)
+TESSERA_COMPATIBLE(MatmulOp)
+TESSERA_COMPATIBLE(MaxOp)
+TESSERA_COMPATIBLE(MaxPoolOp)
+TESSERA_COMPATIBLE(MinOp)
+TESSERA_COMPATIBLE(MulOp)
+TESSERA_COMPATIBLE(OrOp)
+TESSERA_COMPATIBLE(PadOp)
+TESSERA_COMPATIBLE(PowOp)
+TESSERA_COMPATIBLE(ReduceMaxOp)
+TESSERA_COMPATIBLE(ReduceMeanOp)
+TESSERA_COMPATIBLE(ReduceMinOp)
+TESSERA_COMPATIBLE(ReduceProdOp)
+TESSERA_COMPATIBLE(ReduceSumOp)
+TESSERA_COMPATIBLE(RemOp)
+TESSERA_COMPATIBLE(SelectOp)
+TESSERA_COMPATIBLE(SliceOp)
+TESSERA_COMPATIBLE(SubOp)
+TESSERA_COMPATIBLE(TransposeOp)
+TESSERA_COMPATIBLE(XorOp)
+#undef TESSERA_COMPATIBLE

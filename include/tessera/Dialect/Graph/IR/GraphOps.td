@@ -108,7 +108,7 @@ def Graph_ClampOp : Graph_UnaryOp<"clamp", Graph_NumericTensor,
 //===----------------------------------------------------------------------===//
 
 class Graph_BroadcastOp<string mnemonic, list<Trait> traits = []>
-    : Graph_Op<mnemonic, !listconcat([Pure, InferTypeOpAdaptor], traits)> {
+    : Graph_Op<mnemonic, !listconcat([Pure, InferTypeOpAdaptorWithIsCompatible], traits)> {
   let assemblyFormat =
       "operands attr-dict `:` functional-type(operands, results)";
   let hasFolder = 1;
@@ -182,7 +182,7 @@ def Graph_CastOp : Graph_Op<"cast", [Pure, SameOperandsAndResultShape]> {
 // Linear algebra and neural-network operators
 //===----------------------------------------------------------------------===//
 
-def Graph_MatmulOp : Graph_Op<"matmul", [Pure, InferTypeOpAdaptor]> {
+def Graph_MatmulOp : Graph_Op<"matmul", [Pure, InferTypeOpAdaptorWithIsCompatible]> {
   let summary = "NumPy matmul: batched matrix product with broadcast batch dims";
   let description = [{
     Rank-1 operands are promoted (a leading or trailing 1 is inserted and then
@@ -195,7 +195,7 @@ def Graph_MatmulOp : Graph_Op<"matmul", [Pure, InferTypeOpAdaptor]> {
       "operands attr-dict `:` functional-type(operands, results)";
 }
 
-def Graph_ConvOp : Graph_Op<"conv", [Pure, InferTypeOpAdaptor]> {
+def Graph_ConvOp : Graph_Op<"conv", [Pure, InferTypeOpAdaptorWithIsCompatible]> {
   let summary = "N-d grouped, strided, dilated convolution (cross-correlation)";
   let description = [{
     `input` is N x C x D1 ... Dn, `weight` is M x C/groups x K1 ... Kn, the
@@ -213,7 +213,7 @@ def Graph_ConvOp : Graph_Op<"conv", [Pure, InferTypeOpAdaptor]> {
 }
 
 class Graph_PoolOp<string mnemonic, string doc> : Graph_Op<mnemonic,
-    [Pure, InferTypeOpAdaptor]> {
+    [Pure, InferTypeOpAdaptorWithIsCompatible]> {
   let summary = doc;
   let description = [{
     Pools over the spatial dims of an N x C x D1 ... Dn input. `pads` holds
@@ -240,7 +240,7 @@ def Graph_AvgPoolOp : Graph_PoolOp<"avg_pool",
 }
 
 class Graph_ReduceOp<string mnemonic, string doc, Type tensorType>
-    : Graph_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
+    : Graph_Op<mnemonic, [Pure, InferTypeOpAdaptorWithIsCompatible]> {
   let summary = doc # " over `axes`";
   let description = [{
     `axes` is sorted, unique and non-negative; empty `axes` is the identity.
@@ -259,7 +259,7 @@ def Graph_ReduceMinOp : Graph_ReduceOp<"reduce_min", "Minimum", Graph_NumericTen
 def Graph_ReduceProdOp : Graph_ReduceOp<"reduce_prod", "Product", Graph_NumericTensor>;
 
 class Graph_ArgReduceOp<string mnemonic, string doc>
-    : Graph_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
+    : Graph_Op<mnemonic, [Pure, InferTypeOpAdaptorWithIsCompatible]> {
   let summary = "Index of the " # doc # " along `axis` (i64)";
   let description = [{
     Ties resolve to the first index, or the last with `select_last_index`.
@@ -283,7 +283,7 @@ class Graph_SoftmaxBase<string mnemonic, string doc>
 def Graph_SoftmaxOp : Graph_SoftmaxBase<"softmax", "Softmax">;
 def Graph_LogSoftmaxOp : Graph_SoftmaxBase<"log_softmax", "Log of softmax">;
 
-def Graph_BatchNormOp : Graph_Op<"batch_norm", [Pure, InferTypeOpAdaptor]> {
+def Graph_BatchNormOp : Graph_Op<"batch_norm", [Pure, InferTypeOpAdaptorWithIsCompatible]> {
   let summary = "Batch normalisation with running statistics (inference form)";
   let description = [{
     `(x - mean) / sqrt(var + epsilon) * scale + bias`, with the per-channel
@@ -297,7 +297,7 @@ def Graph_BatchNormOp : Graph_Op<"batch_norm", [Pure, InferTypeOpAdaptor]> {
       "operands attr-dict `:` functional-type(operands, results)";
 }
 
-def Graph_LayerNormOp : Graph_Op<"layer_norm", [Pure, InferTypeOpAdaptor]> {
+def Graph_LayerNormOp : Graph_Op<"layer_norm", [Pure, InferTypeOpAdaptorWithIsCompatible]> {
   let summary = "Layer normalisation over dimensions `axis` .. rank-1";
   let description = [{
     Normalises over the trailing dims from `axis`, then multiplies by `scale`
@@ -311,7 +311,7 @@ def Graph_LayerNormOp : Graph_Op<"layer_norm", [Pure, InferTypeOpAdaptor]> {
       "operands attr-dict `:` functional-type(operands, results)";
 }
 
-def Graph_GroupNormOp : Graph_Op<"group_norm", [Pure, InferTypeOpAdaptor]> {
+def Graph_GroupNormOp : Graph_Op<"group_norm", [Pure, InferTypeOpAdaptorWithIsCompatible]> {
   let summary = "Group normalisation (instance norm when groups == channels)";
   let description = [{
     Splits the C channels of an N x C x ... input into `num_groups` groups,
@@ -339,7 +339,7 @@ def Graph_ReshapeOp : Graph_Op<"reshape", [Pure]> {
   let hasFolder = 1;
 }
 
-def Graph_TransposeOp : Graph_Op<"transpose", [Pure, InferTypeOpAdaptor]> {
+def Graph_TransposeOp : Graph_Op<"transpose", [Pure, InferTypeOpAdaptorWithIsCompatible]> {
   let summary = "Permute dimensions: result dim i is input dim `perm[i]`";
   let arguments = (ins Graph_Tensor:$input, DenseI64ArrayAttr:$perm);
   let results = (outs Graph_Tensor:$result);
@@ -360,7 +360,7 @@ def Graph_ExpandOp : Graph_Op<"expand", [Pure]> {
   let hasFolder = 1;
 }
 
-def Graph_ConcatOp : Graph_Op<"concat", [Pure, InferTypeOpAdaptor]> {
+def Graph_ConcatOp : Graph_Op<"concat", [Pure, InferTypeOpAdaptorWithIsCompatible]> {
   let summary = "Join tensors along `axis`";
   let arguments = (ins Variadic<Graph_Tensor>:$inputs, I64Attr:$axis);
   let results = (outs Graph_Tensor:$result);
@@ -369,7 +369,7 @@ def Graph_ConcatOp : Graph_Op<"concat", [Pure, InferTypeOpAdaptor]> {
   let hasFolder = 1;
 }
 
-def Graph_SliceOp : Graph_Op<"slice", [Pure, InferTypeOpAdaptor]> {
+def Graph_SliceOp : Graph_Op<"slice", [Pure, InferTypeOpAdaptorWithIsCompatible]> {
   let summary = "Strided slice with one (start, limit, stride) per dimension";
   let description = [{
     Result dim d holds elements `start[d] + i * stride[d]` for i from 0 while
@@ -383,7 +383,7 @@ def Graph_SliceOp : Graph_Op<"slice", [Pure, InferTypeOpAdaptor]> {
   let hasFolder = 1;
 }
 
-def Graph_PadOp : Graph_Op<"pad", [Pure, InferTypeOpAdaptor]> {
+def Graph_PadOp : Graph_Op<"pad", [Pure, InferTypeOpAdaptorWithIsCompatible]> {
   let summary = "Pad each dimension with constant, reflected or edge values";
   let arguments = (ins Graph_Tensor:$input, DenseI64ArrayAttr:$pads_low,
                    DenseI64ArrayAttr:$pads_high, Graph_PadModeAttr:$mode,
@@ -393,7 +393,7 @@ def Graph_PadOp : Graph_Op<"pad", [Pure, InferTypeOpAdaptor]> {
   let hasFolder = 1;
 }
 
-def Graph_GatherOp : Graph_Op<"gather", [Pure, InferTypeOpAdaptor]> {
+def Graph_GatherOp : Graph_Op<"gather", [Pure, InferTypeOpAdaptorWithIsCompatible]> {
   let summary = "Take slices of `input` along `axis` at `indices`";
   let description = [{
     Result shape: input.shape[:axis] + indices.shape + input.shape[axis+1:].

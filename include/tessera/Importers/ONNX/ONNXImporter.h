@@ -1,0 +1,67 @@
+//===- ONNXImporter.h - ONNX models to the graph dialect --------*- C++ -*-===//
+//
+// Imports an ONNX model (opsets 7-17) into a module holding one `func.func
+// @main` of graph-dialect ops, with initializers as `ml_program.global`s and
+// ONNX node names as `loc("...")`. Every problem with the model (malformed
+// protobuf, unsupported opset or operators, missing initializers, unresolved
+// symbolic dims, inconsistent shapes) is reported as a diagnostic through the
+// context's diagnostic engine and the import returns failure; nothing is
+// thrown and nothing aborts.
+//
+// File I/O stays at the edge: importONNXModel() takes the serialized bytes,
+// importONNXFile() reads them (and resolves external data next to the file).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_IMPORTERS_ONNX_ONNXIMPORTER_H
+#define TESSERA_IMPORTERS_ONNX_ONNXIMPORTER_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace tessera::onnx_importer {
+
+/// The opsets of the default ("ai.onnx") domain this importer implements.
+constexpr int64_t kMinOpset = 7;
+constexpr int64_t kMaxOpset = 17;
+
+struct ImportOptions {
+  /// Shapes for graph inputs, by name: fixes symbolic dims (`--input-shape`).
+  std::map<std::string, std::vector<int64_t>> inputShapes;
+  /// Where external-data files are looked up (the model's directory).
+  std::string externalDataDir;
+  /// Name of the model shown in messages and recorded on the module.
+  std::string modelName = "model.onnx";
+  /// Which initializers and Constant values stay inline as graph.constant
+  /// (so that shape computations fold) instead of becoming ml_program
+  /// globals: integer and boolean tensors up to this many elements, and
+  /// scalars of any type. Float tensors are parameters and always globals.
+  int64_t inlineIntegerLimit = 1024;
+};
+
+/// Parses `bytes` as an ONNX ModelProto and imports it.
+mlir::OwningOpRef<mlir::ModuleOp> importONNXModel(llvm::StringRef bytes,
+                                                  mlir::MLIRContext *context,
+                                                  const ImportOptions &options);
+
+/// Reads `path` and imports it; external data is resolved next to it.
+mlir::OwningOpRef<mlir::ModuleOp> importONNXFile(llvm::StringRef path,
+                                                 mlir::MLIRContext *context,
+                                                 ImportOptions options);
+
+/// Parses "name=1x3x224x224" into options.inputShapes; returns an error
+/// message, or an empty string on success.
+std::string parseInputShape(llvm::StringRef spec, ImportOptions &options);
+
+/// Names of every operator type the importer supports for `opset`.
+std::vector<std::string> supportedOperators(int64_t opset);
+
+} // namespace tessera::onnx_importer
+
+#endif // TESSERA_IMPORTERS_ONNX_ONNXIMPORTER_H

@@ -1,0 +1,235 @@
+//===- NodeImporter.cpp - what an ONNX op converter works with -----------===//
+
+#include "NodeImporter.h"
+#include "tessera/Dialect/Graph/IR/ShapeUtils.h"
+#include "tessera/Importers/ONNX/ONNXImporter.h"
+
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/Verifier.h"
+
+using namespace mlir;
+
+namespace tessera::onnx_importer {
+
+NodeImporter::NodeImporter(ModelImporter &model, const onnx::NodeProto &node,
+                           Location loc)
+    : model_(model), node_(node), loc_(loc) {}
+
+int64_t NodeImporter::opset() const { return model_.opset(); }
+OpBuilder &NodeImporter::builder() { return model_.builder(); }
+
+Value NodeImporter::input(size_t i) const {
+  return hasInput(i) ? model_.lookup(node_.input(i)) : Value();
+}
+
+RankedTensorType NodeImporter::inputType(size_t i) const {
+  return cast<RankedTensorType>(input(i).getType());
+}
+
+DenseElementsAttr NodeImporter::constantInput(size_t i) const {
+  Value v = input(i);
+  DenseElementsAttr attr;
+  if (v && matchPattern(v, m_Constant(&attr)))
+    return attr;
+  return {};
+}
+
+FailureOr<SmallVector<int64_t>> NodeImporter::constantInts(size_t i,
+                                                           StringRef what) {
+  DenseElementsAttr attr = constantInput(i);
+  if (!attr || !isa<IntegerType>(attr.getElementType())) {
+    if (attr)
+      return error() << "input '" << what << "' must hold integers";
+    return error() << "input '" << what
+                   << "' must be a constant (an initializer, a Constant node "
+                      "or computable from static shapes); Tessera compiles "
+                      "static shapes only";
+  }
+  SmallVector<int64_t> out;
+  for (const APInt &v : attr.getValues<APInt>())
+    out.push_back(v.getSExtValue());
+  return out;
+}
+
+FailureOr<double> NodeImporter::constantScalar(size_t i, StringRef what) {
+  DenseElementsAttr attr = constantInput(i);
+  if (!attr || attr.getNumElements() != 1)
+    return error() << "input '" << what
+                   << "' must be a constant scalar; a computed value is not "
+                      "supported here";
+  if (isa<FloatType>(attr.getElementType()))
+    return (*attr.getValues<APFloat>().begin()).convertToDouble();
+  APInt v = *attr.getValues<APInt>().begin();
+  auto it = cast<IntegerType>(attr.getElementType());
+  return it.isUnsigned() || it.getWidth() == 1
+             ? static_cast<double>(v.getZExtValue())
+             : static_cast<double>(v.getSExtValue());
+}
+
+const onnx::AttributeProto *NodeImporter::attr(StringRef name) const {
+  for (const auto &a : node_.attribute())
+    if (a.name() == name)
+      return &a;
+  return nullptr;
+}
+
+int64_t NodeImporter::intAttr(StringRef name, int64_t dflt) const {
+  const auto *a = attr(name);
+  return a ? a->i() : dflt;
+}
+
+double NodeImporter::floatAttr(StringRef name, double dflt) const {
+  const auto *a = attr(name);
+  return a ? a->f() : dflt;
+}
+
+std::string NodeImporter::stringAttr(StringRef name, StringRef dflt) const {
+  const auto *a = attr(name);
+  return a ? a->s() : dflt.str();
+}
+
+std::optional<SmallVector<int64_t>>
+NodeImporter::intsAttr(StringRef name) const {
+  const auto *a = attr(name);
+  if (!a)
+    return std::nullopt;
+  return SmallVector<int64_t>(a->ints().begin(), a->ints().end());
+}
+
+std::optional<SmallVector<double>>
+NodeImporter::floatsAttr(StringRef name) const {
+  const auto *a = attr(name);
+  if (!a)
+    return std::nullopt;
+  return SmallVector<double>(a->floats().begin(), a->floats().end());
+}
+
+Type NodeImporter::placeholderType() {
+  // Replaced by the inferred type in finish() before anyone sees it.
+  return UnrankedTensorType::get(builder().getF32Type());
+}
+
+FailureOr<Value> NodeImporter::finish(Operation *op) {
+  if (auto infer = dyn_cast<InferTypeOpInterface>(op)) {
+    SmallVector<Type> types;
+    if (failed(infer.inferReturnTypes(
+            op->getContext(), op->getLoc(), op->getOperands(),
+            op->getRawDictionaryAttrs(), op->getPropertiesStorage(),
+            op->getRegions(), types))) {
+      op->erase();
+      return failure();
+    }
+    for (auto [result, type] : llvm::zip(op->getResults(), types))
+      result.setType(type);
+  }
+  if (failed(verify(op, /*verifyRecursively=*/false))) {
+    op->erase();
+    return failure();
+  }
+  SmallVector<Value> folded;
+  if (succeeded(builder().tryFold(op, folded)) && !folded.empty() &&
+      folded.front() != op->getResult(0)) {
+    op->erase();
+    return folded.front();
+  }
+  return op->getResult(0);
+}
+
+Value NodeImporter::constant(DenseElementsAttr value) {
+  return graph::ConstantOp::create(builder(), loc_, value).getResult();
+}
+
+Value NodeImporter::splat(Type elementType, ArrayRef<int64_t> shape, double v) {
+  auto type = RankedTensorType::get(shape, elementType);
+  Attribute element;
+  if (auto ft = dyn_cast<FloatType>(elementType)) {
+    element = FloatAttr::get(ft, v);
+  } else if (elementType.isInteger(1)) {
+    element = builder().getBoolAttr(v != 0);
+  } else {
+    element = IntegerAttr::get(elementType, static_cast<int64_t>(v));
+  }
+  return constant(DenseElementsAttr::get(type, element));
+}
+
+Value NodeImporter::i64Constant(ArrayRef<int64_t> values) {
+  auto type = RankedTensorType::get({static_cast<int64_t>(values.size())},
+                                    builder().getI64Type());
+  return constant(DenseElementsAttr::get(type, values));
+}
+
+FailureOr<Value> NodeImporter::tensorValue(const onnx::TensorProto &tensor) {
+  std::string name = tensor.name().empty() ? node_.output(0) : tensor.name();
+  return model_.tensorValue(tensor, name, loc_);
+}
+
+FailureOr<Value> NodeImporter::reshape(Value v, ArrayRef<int64_t> shape) {
+  auto type = cast<RankedTensorType>(v.getType());
+  return build<graph::ReshapeOp>(
+      RankedTensorType::get(shape, type.getElementType()), v);
+}
+
+FailureOr<Value> NodeImporter::transpose(Value v, ArrayRef<int64_t> perm) {
+  return infer<graph::TransposeOp>(v, builder().getDenseI64ArrayAttr(perm));
+}
+
+FailureOr<Value> NodeImporter::castTo(Value v, Type elementType) {
+  auto type = cast<RankedTensorType>(v.getType());
+  if (type.getElementType() == elementType)
+    return v;
+  return build<graph::CastOp>(type.clone(elementType), v);
+}
+
+FailureOr<Value> NodeImporter::expand(Value v, ArrayRef<int64_t> shape) {
+  auto type = cast<RankedTensorType>(v.getType());
+  return build<graph::ExpandOp>(type.clone(shape), v);
+}
+
+FailureOr<int64_t> NodeImporter::normalizeAxis(int64_t axis, int64_t rank,
+                                               StringRef what) {
+  int64_t normalized = axis < 0 ? axis + rank : axis;
+  if (normalized < 0 || normalized >= rank)
+    return error() << what << " " << axis << " is out of range for rank "
+                   << rank << " (valid: " << -rank << " to " << rank - 1
+                   << ")";
+  return normalized;
+}
+
+FailureOr<SmallVector<int64_t>>
+NodeImporter::normalizeAxes(ArrayRef<int64_t> axes, int64_t rank) {
+  SmallVector<int64_t> out;
+  for (int64_t a : axes) {
+    TESSERA_ASSIGN_OR_FAIL(n, normalizeAxis(a, rank));
+    if (llvm::is_contained(out, n))
+      return error() << "axis " << a << " is listed twice";
+    out.push_back(n);
+  }
+  llvm::sort(out);
+  return out;
+}
+
+LogicalResult NodeImporter::setOutputs(ArrayRef<Value> values) {
+  for (int i = 0; i < node_.output_size(); ++i) {
+    const std::string &name = node_.output(i);
+    if (name.empty())
+      continue;
+    if (i < static_cast<int>(values.size()) && values[i]) {
+      model_.define(name, values[i]);
+    } else if (model_.isUsed(name)) {
+      return error() << "output " << i << " ('" << name
+                     << "') is used, but Tessera only computes the first "
+                     << values.size() << " output(s) of " << opType();
+    }
+  }
+  return success();
+}
+
+InFlightDiagnostic NodeImporter::error() {
+  return emitError(loc_) << opType() << ": ";
+}
+
+LogicalResult NodeImporter::unsupported(const Twine &what) {
+  return error() << what << " is not supported yet";
+}
+
+} // namespace tessera::onnx_importer

@@ -1,0 +1,220 @@
+//===- NodeImporter.h - what an ONNX op converter works with ----*- C++ -*-===//
+//
+// Private to the ONNX importer. ModelImporter walks the graph; for each node
+// it hands a NodeImporter to the converter registered for the node's op type.
+// Converters read inputs and attributes through it, build graph ops with
+// build()/infer() (which infer the result type, verify and fold, turning any
+// inconsistency into a diagnostic at the node), and publish results with
+// setOutputs().
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_LIB_IMPORTERS_ONNX_NODEIMPORTER_H
+#define TESSERA_LIB_IMPORTERS_ONNX_NODEIMPORTER_H
+
+#include "tessera/Dialect/Graph/IR/Graph.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Diagnostics.h"
+
+#include <onnx/onnx_pb.h>
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+
+#include <optional>
+#include <set>
+#include <string>
+
+namespace tessera::onnx_importer {
+
+struct ImportOptions;
+
+/// Per-import state: the module being built, the values defined so far, and
+/// the model's tensors. NodeImporter reaches the model through this.
+class ModelImporter {
+public:
+  ModelImporter(mlir::MLIRContext *context, const onnx::ModelProto &model,
+                const ImportOptions &options);
+  /// Builds the module; null after reporting errors.
+  mlir::OwningOpRef<mlir::ModuleOp> run();
+
+  mlir::OpBuilder &builder() { return builder_; }
+  int64_t opset() const { return opset_; }
+  /// The value named `name`: a graph input, an initializer (materialised on
+  /// first use) or an earlier node's output. Null if none.
+  mlir::Value lookup(llvm::StringRef name);
+  void define(llvm::StringRef name, mlir::Value value);
+  /// True if some node or graph output reads `name`.
+  bool isUsed(llvm::StringRef name) const { return used_.count(name.str()); }
+  /// A tensor's data as an attribute (any size; for small tensors).
+  mlir::FailureOr<mlir::DenseElementsAttr>
+  tensorAttr(const onnx::TensorProto &tensor, mlir::Location loc);
+  /// A tensor as a value: a graph.constant if small, else an ml_program
+  /// global (named after `name`) read with global_load_const.
+  mlir::FailureOr<mlir::Value> tensorValue(const onnx::TensorProto &tensor,
+                                           llvm::StringRef name,
+                                           mlir::Location loc);
+
+private:
+  mlir::LogicalResult checkModel();
+  mlir::LogicalResult checkOperatorsSupported();
+  mlir::LogicalResult buildSignature();
+  mlir::LogicalResult importNodes();
+  mlir::LogicalResult buildReturn();
+  void crossCheckWithONNXShapeInference();
+  /// Raw little-endian bytes of a tensor (raw_data, typed fields or external
+  /// file), validated against its shape and type.
+  mlir::FailureOr<std::string> tensorBytes(const onnx::TensorProto &tensor,
+                                           mlir::Location loc);
+  mlir::FailureOr<mlir::RankedTensorType>
+  tensorType(const onnx::TensorProto &tensor, mlir::Location loc);
+  mlir::Location nodeLoc(const onnx::NodeProto &node, int index);
+  mlir::Location modelLoc();
+
+  mlir::MLIRContext *context_;
+  const onnx::ModelProto &model_;
+  const ImportOptions &options_;
+  mlir::OpBuilder builder_;
+  mlir::OwningOpRef<mlir::ModuleOp> module_;
+  mlir::func::FuncOp func_;
+  int64_t opset_ = 0;
+  llvm::StringMap<mlir::Value> values_;
+  llvm::StringMap<const onnx::TensorProto *> initializers_;
+  std::set<std::string> used_;
+  llvm::StringSet<> globalNames_;
+};
+
+/// Unwraps a FailureOr<T> into `var` or returns failure from the caller.
+#define TESSERA_ASSIGN_OR_FAIL(var, expr)                                      \
+  auto var##OrFailure = (expr);                                                \
+  if (::mlir::failed(var##OrFailure))                                          \
+    return ::mlir::failure();                                                  \
+  auto var = std::move(*var##OrFailure)
+
+class NodeImporter {
+public:
+  NodeImporter(ModelImporter &model, const onnx::NodeProto &node,
+               mlir::Location loc);
+
+  const onnx::NodeProto &node() const { return node_; }
+  llvm::StringRef opType() const { return node_.op_type(); }
+  int64_t opset() const;
+  mlir::OpBuilder &builder();
+  mlir::MLIRContext *context() { return builder().getContext(); }
+  mlir::Location loc() const { return loc_; }
+
+  //===--- Inputs ---------------------------------------------------------===//
+  size_t numInputs() const { return node_.input_size(); }
+  /// True if input `i` exists and is not the empty name ONNX uses for
+  /// "optional input left out".
+  bool hasInput(size_t i) const {
+    return i < numInputs() && !node_.input(i).empty();
+  }
+  /// The value of input `i`, or null if it was left out.
+  mlir::Value input(size_t i) const;
+  mlir::RankedTensorType inputType(size_t i) const;
+  int64_t inputRank(size_t i) const { return inputType(i).getRank(); }
+  /// The constant value of input `i`, or null if it is not a constant.
+  mlir::DenseElementsAttr constantInput(size_t i) const;
+  /// Input `i` as integers; an error naming `what` if it is not a constant.
+  mlir::FailureOr<llvm::SmallVector<int64_t>> constantInts(size_t i,
+                                                           llvm::StringRef what);
+  /// Input `i` as a scalar double; an error if it is not a constant scalar.
+  mlir::FailureOr<double> constantScalar(size_t i, llvm::StringRef what);
+
+  //===--- Attributes -----------------------------------------------------===//
+  const onnx::AttributeProto *attr(llvm::StringRef name) const;
+  bool hasAttr(llvm::StringRef name) const { return attr(name) != nullptr; }
+  int64_t intAttr(llvm::StringRef name, int64_t dflt) const;
+  double floatAttr(llvm::StringRef name, double dflt) const;
+  std::string stringAttr(llvm::StringRef name, llvm::StringRef dflt) const;
+  std::optional<llvm::SmallVector<int64_t>> intsAttr(llvm::StringRef name) const;
+  std::optional<llvm::SmallVector<double>> floatsAttr(llvm::StringRef name) const;
+
+  //===--- Building -------------------------------------------------------===//
+  /// Creates OpTy with an explicit result type, verifies it and folds it.
+  template <typename OpTy, typename... Args>
+  mlir::FailureOr<mlir::Value> build(mlir::Type resultType, Args &&...args) {
+    auto op = OpTy::create(builder(), loc_, resultType,
+                           std::forward<Args>(args)...);
+    return finish(op.getOperation());
+  }
+  /// Creates OpTy whose result type is inferred from operands and attributes.
+  template <typename OpTy, typename... Args>
+  mlir::FailureOr<mlir::Value> infer(Args &&...args) {
+    return build<OpTy>(placeholderType(), std::forward<Args>(args)...);
+  }
+  /// graph.constant of `value` (always folded/uniqued by the builder).
+  mlir::Value constant(mlir::DenseElementsAttr value);
+  /// Splat constant of shape `shape` and `elementType` holding `v`.
+  mlir::Value splat(mlir::Type elementType, llvm::ArrayRef<int64_t> shape,
+                    double v);
+  /// Scalar-like constant (rank 0) of `elementType`.
+  mlir::Value scalar(mlir::Type elementType, double v) {
+    return splat(elementType, {}, v);
+  }
+  mlir::Value i64Constant(llvm::ArrayRef<int64_t> values);
+  /// An ONNX tensor (e.g. a Constant's value) as a constant or a global.
+  mlir::FailureOr<mlir::Value> tensorValue(const onnx::TensorProto &tensor);
+
+  mlir::FailureOr<mlir::Value> reshape(mlir::Value v,
+                                       llvm::ArrayRef<int64_t> shape);
+  mlir::FailureOr<mlir::Value> transpose(mlir::Value v,
+                                         llvm::ArrayRef<int64_t> perm);
+  mlir::FailureOr<mlir::Value> castTo(mlir::Value v, mlir::Type elementType);
+  mlir::FailureOr<mlir::Value> expand(mlir::Value v,
+                                      llvm::ArrayRef<int64_t> shape);
+
+  /// Normalises a possibly negative axis into [0, rank); error otherwise.
+  mlir::FailureOr<int64_t> normalizeAxis(int64_t axis, int64_t rank,
+                                         llvm::StringRef what = "axis");
+  mlir::FailureOr<llvm::SmallVector<int64_t>>
+  normalizeAxes(llvm::ArrayRef<int64_t> axes, int64_t rank);
+
+  //===--- Results and errors ---------------------------------------------===//
+  /// Publishes the node's outputs in order; fewer values than outputs is an
+  /// error if one of the missing outputs is used later.
+  mlir::LogicalResult setOutputs(llvm::ArrayRef<mlir::Value> values);
+  mlir::LogicalResult setOutput(mlir::Value v) { return setOutputs({v}); }
+  /// An error at the node: "<OpType> node '<name>': ...".
+  mlir::InFlightDiagnostic error();
+  /// An error for an attribute or input value the importer does not handle.
+  mlir::LogicalResult unsupported(const llvm::Twine &what);
+
+private:
+  mlir::Type placeholderType();
+  mlir::FailureOr<mlir::Value> finish(mlir::Operation *op);
+
+  ModelImporter &model_;
+  const onnx::NodeProto &node_;
+  mlir::Location loc_;
+};
+
+/// Converts one node; defined per op type in ONNXOps.cpp.
+using ConvertFn = mlir::LogicalResult (*)(NodeImporter &);
+
+struct OpConverter {
+  const char *opType;
+  /// The converter handles this op from this opset on (ONNX "since_version").
+  int64_t sinceOpset;
+  ConvertFn convert;
+};
+
+/// The converter for `opType` at `opset`, or null if unsupported.
+const OpConverter *lookupConverter(llvm::StringRef opType, int64_t opset);
+/// Every registered converter.
+llvm::ArrayRef<OpConverter> allConverters();
+
+/// Maps an ONNX TensorProto data type to an MLIR element type (null if the
+/// type has no graph-dialect equivalent, e.g. strings and complex numbers).
+mlir::Type elementTypeFor(int32_t onnxType, mlir::MLIRContext *context);
+/// ONNX's name for a data type, e.g. "FLOAT16".
+std::string onnxTypeName(int32_t onnxType);
+
+} // namespace tessera::onnx_importer
+
+#endif // TESSERA_LIB_IMPORTERS_ONNX_NODEIMPORTER_H

@@ -1,0 +1,668 @@
+//===- ONNXImporter.cpp - ONNX models to the graph dialect ---------------===//
+//
+// The model-level half of the importer: parsing and validating the protobuf,
+// the function signature (input shapes, --input-shape), initializers and
+// constants (inline graph.constant or ml_program.global with a dense_resource
+// payload), the node walk, and outputs. Op converters are in ONNXOps.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tessera/Importers/ONNX/ONNXImporter.h"
+#include "NodeImporter.h"
+
+#include "tessera/Dialect/Graph/IR/ShapeUtils.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MLProgram/IR/MLProgram.h"
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include <google/protobuf/io/coded_stream.h>
+#include <onnx/defs/schema.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include <climits>
+#include <cstring>
+
+using namespace mlir;
+
+namespace tessera::onnx_importer {
+
+//===----------------------------------------------------------------------===//
+// Types
+//===----------------------------------------------------------------------===//
+
+Type elementTypeFor(int32_t onnxType, MLIRContext *ctx) {
+  Builder b(ctx);
+  switch (onnxType) {
+  case onnx::TensorProto::FLOAT:
+    return b.getF32Type();
+  case onnx::TensorProto::DOUBLE:
+    return b.getF64Type();
+  case onnx::TensorProto::FLOAT16:
+    return b.getF16Type();
+  case onnx::TensorProto::BFLOAT16:
+    return b.getBF16Type();
+  case onnx::TensorProto::INT64:
+    return b.getIntegerType(64);
+  case onnx::TensorProto::INT32:
+    return b.getIntegerType(32);
+  case onnx::TensorProto::INT16:
+    return b.getIntegerType(16);
+  case onnx::TensorProto::INT8:
+    return b.getIntegerType(8);
+  case onnx::TensorProto::UINT8:
+    return b.getIntegerType(8, /*isSigned=*/false);
+  case onnx::TensorProto::UINT16:
+    return b.getIntegerType(16, false);
+  case onnx::TensorProto::UINT32:
+    return b.getIntegerType(32, false);
+  case onnx::TensorProto::UINT64:
+    return b.getIntegerType(64, false);
+  case onnx::TensorProto::BOOL:
+    return b.getI1Type();
+  default:
+    return {};
+  }
+}
+
+std::string onnxTypeName(int32_t onnxType) {
+  if (onnx::TensorProto_DataType_IsValid(onnxType))
+    return onnx::TensorProto_DataType_Name(
+        static_cast<onnx::TensorProto_DataType>(onnxType));
+  return "data type " + std::to_string(onnxType);
+}
+
+/// Bytes per element in raw_data (bool is one byte).
+static int64_t rawElementSize(Type t) {
+  return t.isInteger(1) ? 1 : t.getIntOrFloatBitWidth() / 8;
+}
+
+//===----------------------------------------------------------------------===//
+// ModelImporter
+//===----------------------------------------------------------------------===//
+
+ModelImporter::ModelImporter(MLIRContext *context,
+                             const onnx::ModelProto &model,
+                             const ImportOptions &options)
+    : context_(context), model_(model), options_(options), builder_(context) {}
+
+Location ModelImporter::modelLoc() {
+  return FileLineColLoc::get(context_, options_.modelName, 0, 0);
+}
+
+Location ModelImporter::nodeLoc(const onnx::NodeProto &node, int index) {
+  std::string name = node.name().empty()
+                         ? node.op_type() + "_" + std::to_string(index)
+                         : node.name();
+  return NameLoc::get(StringAttr::get(context_, name));
+}
+
+LogicalResult ModelImporter::checkModel() {
+  Location loc = modelLoc();
+  if (!model_.has_graph() || model_.ir_version() <= 0)
+    return emitError(loc) << "not an ONNX model: it has no graph or IR version "
+                             "(is the file an ONNX ModelProto?)";
+  std::vector<std::string> otherDomains;
+  for (const auto &imp : model_.opset_import()) {
+    if (imp.domain().empty() || imp.domain() == "ai.onnx")
+      opset_ = imp.version();
+  }
+  if (opset_ == 0)
+    return emitError(loc) << "the model imports no opset of the default "
+                             "ONNX domain";
+  if (opset_ < kMinOpset || opset_ > kMaxOpset)
+    return emitError(loc) << "the model uses ONNX opset " << opset_
+                          << "; Tessera imports opsets " << kMinOpset << " to "
+                          << kMaxOpset
+                          << " (convert it with onnx.version_converter)";
+  return success();
+}
+
+LogicalResult ModelImporter::checkOperatorsSupported() {
+  // Collect every unsupported operator before failing: users should not
+  // discover them one compile at a time.
+  struct Missing {
+    std::string op;
+    std::vector<std::string> nodes;
+  };
+  std::vector<Missing> missing;
+  for (auto [i, node] : llvm::enumerate(model_.graph().node())) {
+    bool defaultDomain = node.domain().empty() || node.domain() == "ai.onnx";
+    if (defaultDomain && lookupConverter(node.op_type(), opset_))
+      continue;
+    std::string op = defaultDomain ? node.op_type()
+                                   : node.domain() + "::" + node.op_type();
+    auto it = llvm::find_if(missing, [&](const Missing &m) { return m.op == op; });
+    if (it == missing.end()) {
+      missing.push_back({op, {}});
+      it = std::prev(missing.end());
+    }
+    it->nodes.push_back(node.name().empty()
+                            ? node.op_type() + "_" + std::to_string(i)
+                            : node.name());
+  }
+  if (missing.empty())
+    return success();
+  InFlightDiagnostic diag = emitError(modelLoc());
+  diag << missing.size() << " unsupported operator"
+       << (missing.size() > 1 ? "s" : "") << " (opset " << opset_ << "):";
+  for (const Missing &m : missing) {
+    diag << "\n  " << m.op << " in " << m.nodes.size() << " node"
+         << (m.nodes.size() > 1 ? "s" : "") << ": ";
+    for (size_t i = 0; i < m.nodes.size() && i < 5; ++i)
+      diag << (i ? ", " : "") << "'" << m.nodes[i] << "'";
+    if (m.nodes.size() > 5)
+      diag << ", ...";
+  }
+  diag << "\nsee docs/onnx-coverage.md for the supported operators";
+  return failure();
+}
+
+LogicalResult ModelImporter::buildSignature() {
+  const onnx::GraphProto &graph = model_.graph();
+  for (const auto &init : graph.initializer())
+    initializers_[init.name()] = &init;
+  for (const auto &node : graph.node())
+    for (const auto &in : node.input())
+      used_.insert(in);
+  for (const auto &out : graph.output())
+    used_.insert(out.name());
+
+  // Check --input-shape names first: a typo should not surface as an
+  // "unresolved dim" error.
+  llvm::StringSet<> inputNames;
+  for (const auto &in : graph.input())
+    if (!initializers_.count(in.name()))
+      inputNames.insert(in.name());
+  for (const auto &[name, shape] : options_.inputShapes) {
+    if (inputNames.contains(name))
+      continue;
+    InFlightDiagnostic diag = emitError(modelLoc())
+                              << "--input-shape names '" << name
+                              << "', which is not a graph input; inputs are:";
+    for (const auto &in : graph.input())
+      if (!initializers_.count(in.name()))
+        diag << " '" << in.name() << "'";
+    return failure();
+  }
+
+  SmallVector<Type> argTypes;
+  SmallVector<std::string> argNames;
+  for (const auto &in : graph.input()) {
+    if (initializers_.count(in.name()))
+      continue; // an initializer listed as input (IR < 4): a parameter
+    Location loc = NameLoc::get(StringAttr::get(context_, in.name()));
+    if (!in.type().has_tensor_type())
+      return emitError(loc) << "graph input '" << in.name()
+                            << "' is not a tensor (sequences, maps and "
+                               "optionals are not supported)";
+    const auto &tt = in.type().tensor_type();
+    Type elem = elementTypeFor(tt.elem_type(), context_);
+    if (!elem)
+      return emitError(loc) << "graph input '" << in.name() << "' has type "
+                            << onnxTypeName(tt.elem_type())
+                            << ", which Tessera does not support";
+    auto given = options_.inputShapes.find(in.name());
+    SmallVector<int64_t> shape;
+    if (tt.has_shape()) {
+      for (const auto &dim : tt.shape().dim())
+        shape.push_back(dim.has_dim_value() ? dim.dim_value()
+                                            : graph::kDynamicDim);
+    }
+    if (given != options_.inputShapes.end()) {
+      const std::vector<int64_t> &g = given->second;
+      if (tt.has_shape() && g.size() != shape.size())
+        return emitError(loc)
+               << "--input-shape gives " << g.size() << " dims for input '"
+               << in.name() << "', but the model declares rank "
+               << shape.size() << " (" << graph::formatShape(shape) << ")";
+      for (size_t d = 0; d < shape.size(); ++d)
+        if (shape[d] != graph::kDynamicDim && shape[d] != g[d])
+          return emitError(loc)
+                 << "--input-shape sets dim " << d << " of input '"
+                 << in.name() << "' to " << g[d]
+                 << ", but the model fixes it to " << shape[d];
+      shape.assign(g.begin(), g.end());
+    } else if (!tt.has_shape() ||
+               llvm::is_contained(shape, graph::kDynamicDim)) {
+      InFlightDiagnostic diag = emitError(loc);
+      diag << "input '" << in.name() << "' has ";
+      if (!tt.has_shape()) {
+        diag << "no shape";
+      } else {
+        diag << "symbolic dims (";
+        bool first = true;
+        for (auto [d, dim] : llvm::enumerate(tt.shape().dim())) {
+          if (dim.has_dim_value())
+            continue;
+          diag << (first ? "" : ", ") << "dim " << d;
+          if (!dim.dim_param().empty())
+            diag << " '" << dim.dim_param() << "'";
+          first = false;
+        }
+        diag << ")";
+      }
+      diag << "; give its shape with --input-shape " << in.name()
+           << "=" << (tt.has_shape() ? "" : "D0xD1x...");
+      if (tt.has_shape())
+        for (auto [d, s] : llvm::enumerate(shape))
+          diag << (d ? "x" : "") << (s == graph::kDynamicDim ? "N" : std::to_string(s));
+      return failure();
+    }
+    for (int64_t s : shape)
+      if (s < 0)
+        return emitError(loc) << "input '" << in.name()
+                              << "' has a negative dimension";
+    argTypes.push_back(RankedTensorType::get(shape, elem));
+    argNames.push_back(in.name());
+  }
+
+  builder_.setInsertionPointToEnd(module_->getBody());
+  func_ = func::FuncOp::create(builder_, modelLoc(), "main",
+                               builder_.getFunctionType(argTypes, {}));
+  Block *entry = func_.addEntryBlock();
+  for (auto [i, name] : llvm::enumerate(argNames)) {
+    func_.setArgAttr(i, "graph.name", builder_.getStringAttr(name));
+    values_[name] = entry->getArgument(i);
+  }
+  builder_.setInsertionPointToStart(entry);
+  return success();
+}
+
+Value ModelImporter::lookup(StringRef name) {
+  auto it = values_.find(name);
+  if (it != values_.end())
+    return it->second;
+  auto init = initializers_.find(name);
+  if (init == initializers_.end())
+    return {};
+  // Materialise initializers on first use, at the top of the function, so
+  // that unused ones cost nothing.
+  OpBuilder::InsertionGuard guard(builder_);
+  builder_.setInsertionPointToStart(&func_.getBody().front());
+  Location loc = NameLoc::get(StringAttr::get(context_, name));
+  FailureOr<Value> v = tensorValue(*init->second, name, loc);
+  if (failed(v))
+    return {};
+  values_[name] = *v;
+  return *v;
+}
+
+void ModelImporter::define(StringRef name, Value value) {
+  values_[name] = value;
+}
+
+FailureOr<RankedTensorType>
+ModelImporter::tensorType(const onnx::TensorProto &tensor, Location loc) {
+  Type elem = elementTypeFor(tensor.data_type(), context_);
+  if (!elem)
+    return emitError(loc) << "tensor '" << tensor.name() << "' has type "
+                          << onnxTypeName(tensor.data_type())
+                          << ", which Tessera does not support";
+  SmallVector<int64_t> shape(tensor.dims().begin(), tensor.dims().end());
+  if (llvm::any_of(shape, [](int64_t d) { return d < 0; }))
+    return emitError(loc) << "tensor '" << tensor.name()
+                          << "' has a negative dimension";
+  return RankedTensorType::get(shape, elem);
+}
+
+FailureOr<std::string>
+ModelImporter::tensorBytes(const onnx::TensorProto &tensor, Location loc) {
+  TESSERA_ASSIGN_OR_FAIL(type, tensorType(tensor, loc));
+  Type elem = type.getElementType();
+  int64_t n = type.getNumElements();
+  int64_t size = n * rawElementSize(elem);
+  auto badSize = [&](int64_t got) {
+    return emitError(loc) << "tensor '" << tensor.name() << "' of shape "
+                          << graph::formatShape(type.getShape()) << " needs "
+                          << size << " bytes of data but holds " << got;
+  };
+
+  if (tensor.data_location() == onnx::TensorProto::EXTERNAL) {
+    std::string location;
+    int64_t offset = 0, length = -1;
+    for (const auto &kv : tensor.external_data()) {
+      if (kv.key() == "location")
+        location = kv.value();
+      else if (kv.key() == "offset")
+        offset = std::strtoll(kv.value().c_str(), nullptr, 10);
+      else if (kv.key() == "length")
+        length = std::strtoll(kv.value().c_str(), nullptr, 10);
+    }
+    if (location.empty() || llvm::sys::path::is_absolute(location) ||
+        StringRef(location).contains(".."))
+      return emitError(loc) << "tensor '" << tensor.name()
+                            << "' has external data at '" << location
+                            << "'; it must be a relative path inside the "
+                               "model's directory";
+    SmallString<256> path(options_.externalDataDir);
+    llvm::sys::path::append(path, location);
+    auto file = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+    if (!file)
+      return emitError(loc) << "cannot read external data of tensor '"
+                            << tensor.name() << "' from '" << path
+                            << "': " << file.getError().message()
+                            << " (keep the data file next to the model)";
+    int64_t fileSize = (*file)->getBufferSize();
+    if (length < 0)
+      length = fileSize - offset;
+    if (offset < 0 || offset + length > fileSize)
+      return emitError(loc) << "external data of tensor '" << tensor.name()
+                            << "' lies outside '" << path << "' (offset "
+                            << offset << ", length " << length << ", file "
+                            << fileSize << " bytes)";
+    if (length != size)
+      return badSize(length);
+    return std::string((*file)->getBufferStart() + offset, length);
+  }
+
+  if (tensor.has_raw_data()) {
+    if (static_cast<int64_t>(tensor.raw_data().size()) != size)
+      return badSize(tensor.raw_data().size());
+    return tensor.raw_data();
+  }
+
+  std::string bytes(size, '\0');
+  char *out = bytes.data();
+  auto store = [&](auto value, int64_t i) {
+    std::memcpy(out + i * sizeof(value), &value, sizeof(value));
+  };
+  switch (tensor.data_type()) {
+  case onnx::TensorProto::FLOAT:
+    if (tensor.float_data_size() != n)
+      return badSize(tensor.float_data_size() * 4);
+    for (int64_t i = 0; i < n; ++i)
+      store(tensor.float_data(i), i);
+    break;
+  case onnx::TensorProto::DOUBLE:
+    if (tensor.double_data_size() != n)
+      return badSize(tensor.double_data_size() * 8);
+    for (int64_t i = 0; i < n; ++i)
+      store(tensor.double_data(i), i);
+    break;
+  case onnx::TensorProto::INT64:
+    if (tensor.int64_data_size() != n)
+      return badSize(tensor.int64_data_size() * 8);
+    for (int64_t i = 0; i < n; ++i)
+      store(static_cast<int64_t>(tensor.int64_data(i)), i);
+    break;
+  case onnx::TensorProto::UINT32:
+  case onnx::TensorProto::UINT64:
+    if (tensor.uint64_data_size() != n)
+      return badSize(tensor.uint64_data_size() * rawElementSize(elem));
+    for (int64_t i = 0; i < n; ++i) {
+      if (tensor.data_type() == onnx::TensorProto::UINT32)
+        store(static_cast<uint32_t>(tensor.uint64_data(i)), i);
+      else
+        store(static_cast<uint64_t>(tensor.uint64_data(i)), i);
+    }
+    break;
+  default: {
+    // int32_data carries every type of 32 bits or less, one per entry
+    // (fp16/bf16 as their bit patterns).
+    if (tensor.int32_data_size() != n)
+      return badSize(tensor.int32_data_size() * rawElementSize(elem));
+    int64_t width = rawElementSize(elem);
+    for (int64_t i = 0; i < n; ++i) {
+      int32_t v = tensor.int32_data(i);
+      std::memcpy(out + i * width, &v, width); // little-endian low bytes
+    }
+  }
+  }
+  return bytes;
+}
+
+FailureOr<DenseElementsAttr>
+ModelImporter::tensorAttr(const onnx::TensorProto &tensor, Location loc) {
+  TESSERA_ASSIGN_OR_FAIL(type, tensorType(tensor, loc));
+  TESSERA_ASSIGN_OR_FAIL(bytes, tensorBytes(tensor, loc));
+  if (type.getElementType().isInteger(1)) {
+    SmallVector<bool> bits;
+    for (char c : bytes)
+      bits.push_back(c != 0);
+    return DenseElementsAttr::get(type, ArrayRef<bool>(bits));
+  }
+  ArrayRef<char> raw(bytes.data(), bytes.size());
+  bool detectedSplat = false;
+  if (!DenseElementsAttr::isValidRawBuffer(type, raw, detectedSplat))
+    return emitError(loc) << "tensor '" << tensor.name()
+                          << "' has malformed data";
+  return DenseElementsAttr::getFromRawBuffer(type, raw);
+}
+
+FailureOr<Value> ModelImporter::tensorValue(const onnx::TensorProto &tensor,
+                                            StringRef name, Location loc) {
+  TESSERA_ASSIGN_OR_FAIL(type, tensorType(tensor, loc));
+  bool isInteger = isa<IntegerType>(type.getElementType());
+  if (type.getNumElements() <= 1 || type.getElementType().isInteger(1) ||
+      (isInteger && type.getNumElements() <= options_.inlineIntegerLimit)) {
+    TESSERA_ASSIGN_OR_FAIL(attr, tensorAttr(tensor, loc));
+    return graph::ConstantOp::create(builder_, loc, attr).getResult();
+  }
+  TESSERA_ASSIGN_OR_FAIL(bytes, tensorBytes(tensor, loc));
+  // A unique symbol; keep the ONNX name readable ("conv1.weight").
+  std::string symbol = name.str();
+  for (int suffix = 1; globalNames_.contains(symbol); ++suffix)
+    symbol = name.str() + "_" + std::to_string(suffix);
+  globalNames_.insert(symbol);
+  // 64-byte alignment lets the executable mmap weights straight into
+  // vector loads later.
+  AsmResourceBlob blob = HeapAsmResourceBlob::allocateAndCopyWithAlign(
+      ArrayRef<char>(bytes.data(), bytes.size()), /*align=*/64,
+      /*dataIsMutable=*/false);
+  auto payload = DenseResourceElementsAttr::get(type, symbol, std::move(blob));
+  {
+    OpBuilder::InsertionGuard guard(builder_);
+    builder_.setInsertionPoint(func_);
+    ml_program::GlobalOp::create(builder_, loc, symbol, type,
+                                 /*is_mutable=*/false, payload,
+                                 builder_.getStringAttr("private"));
+  }
+  return ml_program::GlobalLoadConstOp::create(
+             builder_, loc, type,
+             FlatSymbolRefAttr::get(context_, symbol))
+      .getResult();
+}
+
+LogicalResult ModelImporter::importNodes() {
+  const onnx::GraphProto &graph = model_.graph();
+  const onnx::NodeProto *current = nullptr;
+  int currentIndex = 0;
+  // Every diagnostic raised while a node is imported says which node.
+  ScopedDiagnosticHandler context(context_, [&](Diagnostic &diag) {
+    if (current && diag.getSeverity() == DiagnosticSeverity::Error)
+      diag.attachNote() << "while importing ONNX node '"
+                        << (current->name().empty()
+                                ? current->op_type() + "_" +
+                                      std::to_string(currentIndex)
+                                : current->name())
+                        << "' (" << current->op_type() << ", opset " << opset_
+                        << ")";
+    return failure(); // let the next handler report it
+  });
+  for (auto [i, node] : llvm::enumerate(graph.node())) {
+    current = &node;
+    currentIndex = i;
+    Location loc = nodeLoc(node, i);
+    for (const std::string &in : node.input()) {
+      if (in.empty() || lookup(in))
+        continue;
+      if (initializers_.count(in))
+        return failure(); // the initializer itself was reported
+      return emitError(loc) << node.op_type() << ": input '" << in
+                            << "' is not a graph input, an initializer or an "
+                               "output of an earlier node";
+    }
+    const OpConverter *converter = lookupConverter(node.op_type(), opset_);
+    assert(converter && "unsupported operators were rejected up front");
+    NodeImporter importer(*this, node, loc);
+    if (failed(converter->convert(importer)))
+      return failure();
+  }
+  return success();
+}
+
+LogicalResult ModelImporter::buildReturn() {
+  SmallVector<Value> results;
+  for (const auto &out : model_.graph().output()) {
+    Value v = lookup(out.name());
+    if (!v)
+      return emitError(modelLoc())
+             << "graph output '" << out.name()
+             << "' is not produced by any node, input or initializer";
+    // Cross-check with the declared (or ONNX-inferred) static shape: a
+    // mismatch is a bug in a converter or an inconsistent model.
+    auto type = cast<RankedTensorType>(v.getType());
+    if (out.type().has_tensor_type() && out.type().tensor_type().has_shape()) {
+      const auto &dims = out.type().tensor_type().shape().dim();
+      bool allStatic = llvm::all_of(
+          dims, [](const auto &d) { return d.has_dim_value(); });
+      SmallVector<int64_t> declared;
+      for (const auto &d : dims)
+        declared.push_back(d.dim_value());
+      if (allStatic && ArrayRef<int64_t>(declared) != type.getShape())
+        return emitError(v.getLoc())
+               << "output '" << out.name() << "' is declared (or inferred by "
+               << "ONNX) as " << graph::formatShape(declared)
+               << " but Tessera computes " << graph::formatShape(type.getShape());
+    }
+    results.push_back(v);
+  }
+  func::ReturnOp::create(builder_, modelLoc(), results);
+  func_.setType(builder_.getFunctionType(func_.getArgumentTypes(),
+                                         ValueRange(results).getTypes()));
+  for (auto [i, out] : llvm::enumerate(model_.graph().output()))
+    func_.setResultAttr(i, "graph.name", builder_.getStringAttr(out.name()));
+  return success();
+}
+
+OwningOpRef<ModuleOp> ModelImporter::run() {
+  module_ = ModuleOp::create(modelLoc());
+  if (failed(checkModel()) || failed(checkOperatorsSupported()))
+    return nullptr;
+  (*module_)->setAttr("graph.source", builder_.getStringAttr(options_.modelName));
+  (*module_)->setAttr("graph.onnx_opset", builder_.getI64IntegerAttr(opset_));
+  if (!model_.producer_name().empty())
+    (*module_)->setAttr("graph.producer",
+                        builder_.getStringAttr(model_.producer_name()));
+  if (failed(buildSignature()) || failed(importNodes()) ||
+      failed(buildReturn()))
+    return nullptr;
+  if (failed(verify(*module_)))
+    return nullptr;
+  return std::move(module_);
+}
+
+//===----------------------------------------------------------------------===//
+// Entry points
+//===----------------------------------------------------------------------===//
+
+/// Writes --input-shape dims into the graph inputs and runs ONNX's own shape
+/// inference, so declared output shapes become static and can be checked
+/// against Tessera's. ONNX inference failing is only a warning: Tessera's own
+/// inference is authoritative and reports real errors with more context.
+static void runONNXShapeInference(onnx::ModelProto &model,
+                                  const ImportOptions &options,
+                                  MLIRContext *ctx) {
+  for (auto &in : *model.mutable_graph()->mutable_input()) {
+    auto it = options.inputShapes.find(in.name());
+    if (it == options.inputShapes.end() || !in.type().has_tensor_type())
+      continue;
+    auto *shape = in.mutable_type()->mutable_tensor_type()->mutable_shape();
+    if (shape->dim_size() != static_cast<int>(it->second.size()))
+      continue; // reported by the importer with a better message
+    for (auto [d, size] : llvm::enumerate(it->second))
+      shape->mutable_dim(d)->set_dim_value(size);
+  }
+  try {
+    onnx::ShapeInferenceOptions siOptions(/*check_type=*/false,
+                                          /*strict_mode=*/1,
+                                          /*data_prop=*/true);
+    onnx::shape_inference::InferShapes(
+        model, onnx::OpSchemaRegistry::Instance(), siOptions);
+  } catch (const std::exception &e) {
+    emitWarning(FileLineColLoc::get(ctx, options.modelName, 0, 0))
+        << "ONNX shape inference failed (" << e.what()
+        << "); continuing with Tessera's own shape inference";
+  }
+}
+
+OwningOpRef<ModuleOp> importONNXModel(StringRef bytes, MLIRContext *context,
+                                      const ImportOptions &options) {
+  context->loadDialect<graph::GraphDialect, func::FuncDialect,
+                       ml_program::MLProgramDialect>();
+  Location loc = FileLineColLoc::get(context, options.modelName, 0, 0);
+  onnx::ModelProto model;
+  google::protobuf::io::CodedInputStream stream(
+      reinterpret_cast<const uint8_t *>(bytes.data()), bytes.size());
+  stream.SetTotalBytesLimit(INT_MAX);
+  auto fail = [&](const Twine &msg) -> OwningOpRef<ModuleOp> {
+    emitError(loc) << msg;
+    return nullptr;
+  };
+  if (bytes.size() >= static_cast<size_t>(INT_MAX))
+    return fail("the model file is over 2 GiB; save it with external data "
+                "(onnx.save(..., save_as_external_data=True))");
+  if (!model.ParseFromCodedStream(&stream) || !stream.ConsumedEntireMessage())
+    return fail("cannot parse the file as an ONNX model (it is truncated, "
+                "damaged or not ONNX)");
+  if (!model.has_graph())
+    return fail("not an ONNX model: it has no graph");
+  runONNXShapeInference(model, options, context);
+  return ModelImporter(context, model, options).run();
+}
+
+OwningOpRef<ModuleOp> importONNXFile(StringRef path, MLIRContext *context,
+                                     ImportOptions options) {
+  auto file = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                          /*RequiresNullTerminator=*/false);
+  if (!file) {
+    emitError(UnknownLoc::get(context))
+        << "cannot read '" << path << "': " << file.getError().message();
+    return nullptr;
+  }
+  if (options.externalDataDir.empty())
+    options.externalDataDir = llvm::sys::path::parent_path(path).str();
+  if (options.modelName == ImportOptions().modelName)
+    options.modelName = path.str();
+  return importONNXModel((*file)->getBuffer(), context, options);
+}
+
+std::string parseInputShape(StringRef spec, ImportOptions &options) {
+  auto [name, dims] = spec.rsplit('=');
+  if (name.empty() || dims.empty() || !spec.contains('='))
+    return "expected --input-shape NAME=D0xD1x... (e.g. input=1x3x224x224), "
+           "got '" + spec.str() + "'";
+  std::vector<int64_t> shape;
+  if (dims != "scalar") {
+    SmallVector<StringRef> parts;
+    dims.split(parts, 'x');
+    for (StringRef p : parts) {
+      int64_t d;
+      if (p.getAsInteger(10, d) || d < 0)
+        return "bad dimension '" + p.str() + "' in --input-shape " +
+               spec.str() + " (dims are non-negative integers joined by 'x')";
+      shape.push_back(d);
+    }
+  }
+  options.inputShapes[name.str()] = std::move(shape);
+  return "";
+}
+
+std::vector<std::string> supportedOperators(int64_t opset) {
+  std::set<std::string> names;
+  for (const OpConverter &c : allConverters())
+    if (lookupConverter(c.opType, opset) == &c)
+      names.insert(c.opType);
+  return {names.begin(), names.end()};
+}
+
+} // namespace tessera::onnx_importer

@@ -1,0 +1,1420 @@
+//===- ONNXOps.cpp - ONNX operators to graph-dialect ops -----------------===//
+//
+// One converter per ONNX operator (and per opset where behaviour changed),
+// registered in the table at the bottom. Converters decompose the long tail
+// of ONNX into the graph dialect's operator set; operators whose inputs are
+// constants (shape arithmetic, Range, ScatterND on masks) are evaluated here
+// or by the ops' folders so that imported models have static shapes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "NodeImporter.h"
+#include "tessera/Dialect/Graph/IR/ShapeUtils.h"
+
+#include "llvm/ADT/StringExtras.h"
+
+#include <cmath>
+
+using namespace mlir;
+namespace g = tessera::graph;
+
+namespace tessera::onnx_importer {
+namespace {
+
+using Ints = SmallVector<int64_t>;
+
+Ints shapeOf(Value v) {
+  return Ints(cast<RankedTensorType>(v.getType()).getShape());
+}
+Type elementTypeOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getElementType();
+}
+int64_t rankOf(Value v) { return cast<RankedTensorType>(v.getType()).getRank(); }
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+template <typename OpTy> LogicalResult unary(NodeImporter &n) {
+  TESSERA_ASSIGN_OR_FAIL(v, n.build<OpTy>(n.inputType(0), n.input(0)));
+  return n.setOutput(v);
+}
+
+template <typename OpTy> LogicalResult binary(NodeImporter &n) {
+  TESSERA_ASSIGN_OR_FAIL(v, n.infer<OpTy>(n.input(0), n.input(1)));
+  return n.setOutput(v);
+}
+
+/// Sum, Max, Min, Mean take one or more inputs.
+template <typename OpTy> LogicalResult variadic(NodeImporter &n) {
+  Value acc = n.input(0);
+  for (size_t i = 1; i < n.numInputs(); ++i) {
+    TESSERA_ASSIGN_OR_FAIL(v, n.infer<OpTy>(acc, n.input(i)));
+    acc = v;
+  }
+  return n.setOutput(acc);
+}
+
+LogicalResult mean(NodeImporter &n) {
+  Value acc = n.input(0);
+  for (size_t i = 1; i < n.numInputs(); ++i) {
+    TESSERA_ASSIGN_OR_FAIL(v, n.infer<g::AddOp>(acc, n.input(i)));
+    acc = v;
+  }
+  Value count = n.scalar(elementTypeOf(acc), n.numInputs());
+  TESSERA_ASSIGN_OR_FAIL(v, n.infer<g::DivOp>(acc, count));
+  return n.setOutput(v);
+}
+
+LogicalResult pow(NodeImporter &n) {
+  // From opset 12 the exponent may have another type; compute in the base's.
+  TESSERA_ASSIGN_OR_FAIL(exponent, n.castTo(n.input(1), elementTypeOf(n.input(0))));
+  TESSERA_ASSIGN_OR_FAIL(v, n.infer<g::PowOp>(n.input(0), exponent));
+  return n.setOutput(v);
+}
+
+LogicalResult mod(NodeImporter &n) {
+  Value a = n.input(0), b = n.input(1);
+  bool isFloat = isa<FloatType>(elementTypeOf(a));
+  bool fmod = n.intAttr("fmod", 0) != 0;
+  if (isFloat && !fmod)
+    return n.error() << "fmod=0 is only defined for integers (ONNX requires "
+                        "fmod=1 for floating-point inputs)";
+  TESSERA_ASSIGN_OR_FAIL(r, n.infer<g::RemOp>(a, b));
+  if (fmod)
+    return n.setOutput(r);
+  // Python-style modulo takes the divisor's sign: r + b where r != 0 and
+  // the signs of r and b differ.
+  Type elem = elementTypeOf(a);
+  Value zero = n.scalar(elem, 0);
+  TESSERA_ASSIGN_OR_FAIL(nonZero, n.infer<g::EqualOp>(r, zero));
+  TESSERA_ASSIGN_OR_FAIL(isNonZero, n.build<g::NotOp>(nonZero.getType(), nonZero));
+  TESSERA_ASSIGN_OR_FAIL(rNeg, n.infer<g::LessOp>(r, zero));
+  TESSERA_ASSIGN_OR_FAIL(bNeg, n.infer<g::LessOp>(b, zero));
+  TESSERA_ASSIGN_OR_FAIL(signsDiffer, n.infer<g::XorOp>(rNeg, bNeg));
+  TESSERA_ASSIGN_OR_FAIL(fix, n.infer<g::AndOp>(isNonZero, signsDiffer));
+  TESSERA_ASSIGN_OR_FAIL(adjusted, n.infer<g::AddOp>(r, b));
+  TESSERA_ASSIGN_OR_FAIL(v, n.infer<g::SelectOp>(fix, adjusted, r));
+  return n.setOutput(v);
+}
+
+LogicalResult leakyRelu(NodeImporter &n) {
+  TESSERA_ASSIGN_OR_FAIL(
+      v, n.build<g::LeakyReluOp>(n.inputType(0), n.input(0),
+                                 n.builder().getF64FloatAttr(
+                                     n.floatAttr("alpha", 0.01))));
+  return n.setOutput(v);
+}
+
+LogicalResult elu(NodeImporter &n) {
+  TESSERA_ASSIGN_OR_FAIL(
+      v, n.build<g::EluOp>(n.inputType(0), n.input(0),
+                           n.builder().getF64FloatAttr(n.floatAttr("alpha", 1.0))));
+  return n.setOutput(v);
+}
+
+LogicalResult selu(NodeImporter &n) {
+  double alpha = n.floatAttr("alpha", 1.67326319217681884765625);
+  double gamma = n.floatAttr("gamma", 1.05070102214813232421875);
+  TESSERA_ASSIGN_OR_FAIL(
+      e, n.build<g::EluOp>(n.inputType(0), n.input(0),
+                           n.builder().getF64FloatAttr(alpha)));
+  TESSERA_ASSIGN_OR_FAIL(
+      v, n.infer<g::MulOp>(e, n.scalar(elementTypeOf(e), gamma)));
+  return n.setOutput(v);
+}
+
+LogicalResult hardSigmoid(NodeImporter &n) {
+  TESSERA_ASSIGN_OR_FAIL(
+      v, n.build<g::HardSigmoidOp>(
+             n.inputType(0), n.input(0),
+             n.builder().getF64FloatAttr(n.floatAttr("alpha", 0.2)),
+             n.builder().getF64FloatAttr(n.floatAttr("beta", 0.5))));
+  return n.setOutput(v);
+}
+
+LogicalResult softsign(NodeImporter &n) {
+  Value x = n.input(0);
+  TESSERA_ASSIGN_OR_FAIL(a, n.build<g::AbsOp>(x.getType(), x));
+  TESSERA_ASSIGN_OR_FAIL(d, n.infer<g::AddOp>(a, n.scalar(elementTypeOf(x), 1)));
+  TESSERA_ASSIGN_OR_FAIL(v, n.infer<g::DivOp>(x, d));
+  return n.setOutput(v);
+}
+
+LogicalResult thresholdedRelu(NodeImporter &n) {
+  Value x = n.input(0);
+  Type elem = elementTypeOf(x);
+  TESSERA_ASSIGN_OR_FAIL(
+      keep, n.infer<g::GreaterOp>(x, n.scalar(elem, n.floatAttr("alpha", 1.0))));
+  TESSERA_ASSIGN_OR_FAIL(v, n.infer<g::SelectOp>(keep, x, n.scalar(elem, 0)));
+  return n.setOutput(v);
+}
+
+LogicalResult prelu(NodeImporter &n) {
+  Value x = n.input(0), slope = n.input(1);
+  Type elem = elementTypeOf(x);
+  TESSERA_ASSIGN_OR_FAIL(neg, n.infer<g::LessOp>(x, n.scalar(elem, 0)));
+  TESSERA_ASSIGN_OR_FAIL(scaled, n.infer<g::MulOp>(x, slope));
+  TESSERA_ASSIGN_OR_FAIL(v, n.infer<g::SelectOp>(neg, scaled, x));
+  if (shapeOf(v) != shapeOf(x))
+    return n.error() << "slope of shape " << g::formatShape(shapeOf(slope))
+                     << " must broadcast to the input's "
+                     << g::formatShape(shapeOf(x));
+  return n.setOutput(v);
+}
+
+LogicalResult clip(NodeImporter &n) {
+  Value x = n.input(0);
+  std::optional<double> lo, hi;
+  Value loValue, hiValue;
+  if (n.opset() < 11) {
+    if (n.hasAttr("min"))
+      lo = n.floatAttr("min", 0);
+    if (n.hasAttr("max"))
+      hi = n.floatAttr("max", 0);
+  } else {
+    for (int i : {1, 2}) {
+      if (!n.hasInput(i))
+        continue;
+      if (n.constantInput(i)) {
+        TESSERA_ASSIGN_OR_FAIL(c, n.constantScalar(i, i == 1 ? "min" : "max"));
+        (i == 1 ? lo : hi) = c;
+      } else {
+        (i == 1 ? loValue : hiValue) = n.input(i);
+      }
+    }
+  }
+  auto attr = [&](std::optional<double> v) {
+    return v ? n.builder().getF64FloatAttr(*v) : FloatAttr();
+  };
+  TESSERA_ASSIGN_OR_FAIL(
+      v, n.build<g::ClampOp>(x.getType(), x, attr(lo), attr(hi)));
+  // Bounds computed at run time clamp through max/min.
+  if (loValue) {
+    TESSERA_ASSIGN_OR_FAIL(m, n.infer<g::MaxOp>(v, loValue));
+    v = m;
+  }
+  if (hiValue) {
+    TESSERA_ASSIGN_OR_FAIL(m, n.infer<g::MinOp>(v, hiValue));
+    v = m;
+  }
+  return n.setOutput(v);
+}
+
+LogicalResult where(NodeImporter &n) {
+  TESSERA_ASSIGN_OR_FAIL(
+      v, n.infer<g::SelectOp>(n.input(0), n.input(1), n.input(2)));
+  return n.setOutput(v);
+}
+
+LogicalResult castOp(NodeImporter &n) {
+  int64_t to = n.intAttr("to", 0);
+  Type elem = elementTypeFor(to, n.context());
+  if (!elem)
+    return n.unsupported("Cast to " + onnxTypeName(to));
+  TESSERA_ASSIGN_OR_FAIL(v, n.castTo(n.input(0), elem));
+  return n.setOutput(v);
+}
+
+LogicalResult castLike(NodeImporter &n) {
+  TESSERA_ASSIGN_OR_FAIL(v, n.castTo(n.input(0), elementTypeOf(n.input(1))));
+  return n.setOutput(v);
+}
+
+LogicalResult identity(NodeImporter &n) { return n.setOutput(n.input(0)); }
+
+LogicalResult dropout(NodeImporter &n) {
+  // Inference: the identity. A constant true training_mode would need random
+  // masks, which belong to the training pipeline.
+  if (n.opset() >= 12 && n.hasInput(2)) {
+    DenseElementsAttr mode = n.constantInput(2);
+    if (!mode || mode.getSplatValue<bool>())
+      return n.unsupported("Dropout in training mode");
+  }
+  if (n.node().output_size() > 1 && !n.node().output(1).empty()) {
+    // The mask of an inference dropout is all ones.
+    Value ones = n.splat(n.builder().getI1Type(), shapeOf(n.input(0)), 1);
+    return n.setOutputs({n.input(0), ones});
+  }
+  return n.setOutput(n.input(0));
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra and NN
+//===----------------------------------------------------------------------===//
+
+LogicalResult matmul(NodeImporter &n) { return binary<g::MatmulOp>(n); }
+
+LogicalResult gemm(NodeImporter &n) {
+  Value a = n.input(0), b = n.input(1);
+  if (rankOf(a) != 2 || rankOf(b) != 2)
+    return n.error() << "A and B must be matrices, got "
+                     << g::formatShape(shapeOf(a)) << " and "
+                     << g::formatShape(shapeOf(b));
+  if (n.intAttr("transA", 0)) {
+    TESSERA_ASSIGN_OR_FAIL(t, n.transpose(a, {1, 0}));
+    a = t;
+  }
+  if (n.intAttr("transB", 0)) {
+    TESSERA_ASSIGN_OR_FAIL(t, n.transpose(b, {1, 0}));
+    b = t;
+  }
+  TESSERA_ASSIGN_OR_FAIL(y, n.infer<g::MatmulOp>(a, b));
+  Type elem = elementTypeOf(y);
+  double alpha = n.floatAttr("alpha", 1.0), beta = n.floatAttr("beta", 1.0);
+  if (alpha != 1.0) {
+    TESSERA_ASSIGN_OR_FAIL(s, n.infer<g::MulOp>(y, n.scalar(elem, alpha)));
+    y = s;
+  }
+  if (n.hasInput(2) && beta != 0.0) {
+    Value c = n.input(2);
+    if (beta != 1.0) {
+      TESSERA_ASSIGN_OR_FAIL(s, n.infer<g::MulOp>(c, n.scalar(elem, beta)));
+      c = s;
+    }
+    TESSERA_ASSIGN_OR_FAIL(s, n.infer<g::AddOp>(y, c));
+    if (shapeOf(s) != shapeOf(y))
+      return n.error() << "C of shape " << g::formatShape(shapeOf(c))
+                       << " must broadcast to A*B's "
+                       << g::formatShape(shapeOf(y));
+    y = s;
+  }
+  return n.setOutput(y);
+}
+
+/// Resolves auto_pad / pads for a window op; `kernel` is the spatial window.
+FailureOr<Ints> windowPads(NodeImporter &n, ArrayRef<int64_t> inShape,
+                           ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
+                           ArrayRef<int64_t> dilations) {
+  size_t rank = kernel.size();
+  std::string autoPad = n.stringAttr("auto_pad", "NOTSET");
+  if (autoPad == "NOTSET") {
+    Ints pads = n.intsAttr("pads").value_or(Ints(2 * rank, 0));
+    if (pads.size() != 2 * rank)
+      return n.error() << "pads has " << pads.size() << " entries; expected "
+                       << 2 * rank << " (begin and end per spatial dim)";
+    return pads;
+  }
+  Ints pads(2 * rank, 0);
+  if (autoPad == "VALID")
+    return pads;
+  if (autoPad != "SAME_UPPER" && autoPad != "SAME_LOWER")
+    return n.error() << "unknown auto_pad '" << autoPad << "'";
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t in = inShape[i + 2];
+    int64_t out = (in + strides[i] - 1) / strides[i];
+    int64_t span = dilations[i] * (kernel[i] - 1) + 1;
+    int64_t total = std::max<int64_t>(0, (out - 1) * strides[i] + span - in);
+    int64_t small = total / 2, big = total - small;
+    pads[i] = autoPad == "SAME_UPPER" ? small : big;
+    pads[i + rank] = autoPad == "SAME_UPPER" ? big : small;
+  }
+  return pads;
+}
+
+struct WindowAttrs {
+  Ints kernel, strides, pads, dilations;
+};
+
+FailureOr<WindowAttrs> windowAttrs(NodeImporter &n, Value x,
+                                   std::optional<Ints> kernel) {
+  if (rankOf(x) < 3)
+    return n.error() << "input must be N x C x spatial..., got "
+                     << g::formatShape(shapeOf(x));
+  size_t rank = rankOf(x) - 2;
+  WindowAttrs w;
+  if (!kernel)
+    return n.error() << "kernel_shape is required";
+  w.kernel = *kernel;
+  if (w.kernel.size() != rank)
+    return n.error() << "kernel_shape has " << w.kernel.size()
+                     << " dims for " << rank << " spatial dims";
+  w.strides = n.intsAttr("strides").value_or(Ints(rank, 1));
+  w.dilations = n.intsAttr("dilations").value_or(Ints(rank, 1));
+  if (w.strides.size() != rank || w.dilations.size() != rank)
+    return n.error() << "strides and dilations need " << rank << " entries";
+  TESSERA_ASSIGN_OR_FAIL(pads, windowPads(n, shapeOf(x), w.kernel, w.strides,
+                                          w.dilations));
+  w.pads = pads;
+  return w;
+}
+
+LogicalResult conv(NodeImporter &n) {
+  Value x = n.input(0), w = n.input(1);
+  if (rankOf(w) != rankOf(x))
+    return n.error() << "weight " << g::formatShape(shapeOf(w))
+                     << " must have the input's rank " << rankOf(x);
+  Ints kernel = n.intsAttr("kernel_shape")
+                    .value_or(Ints(ArrayRef(shapeOf(w)).drop_front(2)));
+  TESSERA_ASSIGN_OR_FAIL(attrs, windowAttrs(n, x, kernel));
+  if (ArrayRef<int64_t>(attrs.kernel) != ArrayRef(shapeOf(w)).drop_front(2))
+    return n.error() << "kernel_shape " << g::formatShape(attrs.kernel)
+                     << " disagrees with the weight "
+                     << g::formatShape(shapeOf(w));
+  auto &b = n.builder();
+  TESSERA_ASSIGN_OR_FAIL(
+      v, n.infer<g::ConvOp>(x, w, n.input(2), b.getDenseI64ArrayAttr(attrs.strides),
+                            b.getDenseI64ArrayAttr(attrs.pads),
+                            b.getDenseI64ArrayAttr(attrs.dilations),
+                            b.getI64IntegerAttr(n.intAttr("group", 1))));
+  return n.setOutput(v);
+}
+
+LogicalResult maxPool(NodeImporter &n) {
+  if (n.intAttr("storage_order", 0) != 0)
+    return n.unsupported("MaxPool with storage_order=1");
+  TESSERA_ASSIGN_OR_FAIL(attrs, windowAttrs(n, n.input(0), n.intsAttr("kernel_shape")));
+  auto &b = n.builder();
+  TESSERA_ASSIGN_OR_FAIL(
+      v, n.infer<g::MaxPoolOp>(n.input(0), b.getDenseI64ArrayAttr(attrs.kernel),
+                               b.getDenseI64ArrayAttr(attrs.strides),
+                               b.getDenseI64ArrayAttr(attrs.pads),
+                               b.getDenseI64ArrayAttr(attrs.dilations),
+                               b.getBoolAttr(n.intAttr("ceil_mode", 0))));
+  return n.setOutput(v);
+}
+
+LogicalResult avgPool(NodeImporter &n) {
+  TESSERA_ASSIGN_OR_FAIL(attrs, windowAttrs(n, n.input(0), n.intsAttr("kernel_shape")));
+  auto &b = n.builder();
+  TESSERA_ASSIGN_OR_FAIL(
+      v, n.infer<g::AvgPoolOp>(n.input(0), b.getDenseI64ArrayAttr(attrs.kernel),
+                               b.getDenseI64ArrayAttr(attrs.strides),
+                               b.getDenseI64ArrayAttr(attrs.pads),
+                               b.getDenseI64ArrayAttr(attrs.dilations),
+                               b.getBoolAttr(n.intAttr("ceil_mode", 0)),
+                               b.getBoolAttr(n.intAttr("count_include_pad", 0))));
+  return n.setOutput(v);
+}
+
+template <typename ReduceOp> LogicalResult globalPool(NodeImporter &n) {
+  Value x = n.input(0);
+  if (rankOf(x) < 3)
+    return n.error() << "input must be N x C x spatial..., got "
+                     << g::formatShape(shapeOf(x));
+  Ints axes;
+  for (int64_t d = 2; d < rankOf(x); ++d)
+    axes.push_back(d);
+  TESSERA_ASSIGN_OR_FAIL(v, n.infer<ReduceOp>(x, n.builder().getDenseI64ArrayAttr(axes),
+                                              n.builder().getBoolAttr(true)));
+  return n.setOutput(v);
+}
+
+LogicalResult batchNorm(NodeImporter &n) {
+  if (n.intAttr("training_mode", 0))
+    return n.unsupported("BatchNormalization with training_mode=1");
+  if (n.opset() < 9 && n.intAttr("spatial", 1) == 0)
+    return n.unsupported("BatchNormalization with spatial=0");
+  TESSERA_ASSIGN_OR_FAIL(
+      v, n.infer<g::BatchNormOp>(n.input(0), n.input(1), n.input(2), n.input(3),
+                                 n.input(4),
+                                 n.builder().getF64FloatAttr(
+                                     n.floatAttr("epsilon", 1e-5))));
+  return n.setOutput(v);
+}
+
+LogicalResult layerNorm(NodeImporter &n) {
+  Value x = n.input(0), scale = n.input(1);
+  TESSERA_ASSIGN_OR_FAIL(axis, n.normalizeAxis(n.intAttr("axis", -1), rankOf(x)));
+  Value bias = n.hasInput(2) ? n.input(2)
+                             : n.splat(elementTypeOf(x), shapeOf(scale), 0);
+  TESSERA_ASSIGN_OR_FAIL(
+      v, n.infer<g::LayerNormOp>(x, scale, bias, n.builder().getI64IntegerAttr(axis),
+                                 n.builder().getF64FloatAttr(
+                                     n.floatAttr("epsilon", 1e-5))));
+  return n.setOutput(v);
+}
+
+LogicalResult instanceNorm(NodeImporter &n) {
+  Value x = n.input(0);
+  if (rankOf(x) < 3)
+    return n.error() << "input must be N x C x spatial..., got "
+                     << g::formatShape(shapeOf(x));
+  TESSERA_ASSIGN_OR_FAIL(
+      v, n.infer<g::GroupNormOp>(x, n.input(1), n.input(2),
+                                 n.builder().getI64IntegerAttr(shapeOf(x)[1]),
+                                 n.builder().getF64FloatAttr(
+                                     n.floatAttr("epsilon", 1e-5))));
+  return n.setOutput(v);
+}
+
+template <typename SoftmaxOp> LogicalResult softmax(NodeImporter &n) {
+  Value x = n.input(0);
+  int64_t rank = rankOf(x);
+  if (rank == 0)
+    return n.error() << "input must have rank >= 1";
+  auto &b = n.builder();
+  if (n.opset() >= 13) {
+    TESSERA_ASSIGN_OR_FAIL(axis, n.normalizeAxis(n.intAttr("axis", -1), rank));
+    TESSERA_ASSIGN_OR_FAIL(v, n.build<SoftmaxOp>(x.getType(), x,
+                                                 b.getI64IntegerAttr(axis)));
+    return n.setOutput(v);
+  }
+  // Before opset 13 the input is coerced to 2-D at `axis` and normalised
+  // over everything from `axis` on.
+  TESSERA_ASSIGN_OR_FAIL(axis, n.normalizeAxis(n.intAttr("axis", 1), rank));
+  Ints shape = shapeOf(x);
+  if (axis == rank - 1) {
+    TESSERA_ASSIGN_OR_FAIL(v, n.build<SoftmaxOp>(x.getType(), x,
+                                                 b.getI64IntegerAttr(axis)));
+    return n.setOutput(v);
+  }
+  int64_t outer = g::numElements(ArrayRef(shape).take_front(axis));
+  int64_t inner = g::numElements(ArrayRef(shape).drop_front(axis));
+  TESSERA_ASSIGN_OR_FAIL(flat, n.reshape(x, {outer, inner}));
+  TESSERA_ASSIGN_OR_FAIL(s, n.build<SoftmaxOp>(flat.getType(), flat,
+                                               b.getI64IntegerAttr(1)));
+  TESSERA_ASSIGN_OR_FAIL(v, n.reshape(s, shape));
+  return n.setOutput(v);
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+/// The reduced axes of a Reduce* node: from the `axes` input (ReduceSum from
+/// opset 13) or attribute; none means all unless noop_with_empty_axes.
+FailureOr<Ints> reductionAxes(NodeImporter &n, bool axesAsInput) {
+  Value x = n.input(0);
+  std::optional<Ints> axes;
+  if (axesAsInput) {
+    if (n.hasInput(1)) {
+      TESSERA_ASSIGN_OR_FAIL(a, n.constantInts(1, "axes"));
+      axes = a;
+    }
+  } else {
+    axes = n.intsAttr("axes");
+  }
+  if (!axes || axes->empty()) {
+    if (n.intAttr("noop_with_empty_axes", 0))
+      return Ints();
+    Ints all;
+    for (int64_t d = 0; d < rankOf(x); ++d)
+      all.push_back(d);
+    return all;
+  }
+  return n.normalizeAxes(*axes, rankOf(x));
+}
+
+template <typename ReduceOp>
+FailureOr<Value> reduce(NodeImporter &n, Value x, ArrayRef<int64_t> axes) {
+  return n.infer<ReduceOp>(x, n.builder().getDenseI64ArrayAttr(axes),
+                           n.builder().getBoolAttr(n.intAttr("keepdims", 1)));
+}
+
+template <typename ReduceOp> LogicalResult reduceOp(NodeImporter &n) {
+  bool axesAsInput = std::is_same_v<ReduceOp, g::ReduceSumOp> && n.opset() >= 13;
+  TESSERA_ASSIGN_OR_FAIL(axes, reductionAxes(n, axesAsInput));
+  TESSERA_ASSIGN_OR_FAIL(v, reduce<ReduceOp>(n, n.input(0), axes));
+  return n.setOutput(v);
+}
+
+/// ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum, ReduceLogSumExp.
+LogicalResult reduceComposite(NodeImporter &n) {
+  TESSERA_ASSIGN_OR_FAIL(axes, reductionAxes(n, /*axesAsInput=*/false));
+  Value x = n.input(0);
+  StringRef op = n.opType();
+  if (op == "ReduceL1") {
+    TESSERA_ASSIGN_OR_FAIL(a, n.build<g::AbsOp>(x.getType(), x));
+    x = a;
+  } else if (op == "ReduceL2" || op == "ReduceSumSquare") {
+    TESSERA_ASSIGN_OR_FAIL(sq, n.infer<g::MulOp>(x, x));
+    x = sq;
+  }
+  if (op == "ReduceLogSumExp") {
+    // Shift by the max for stability: log(sum(exp(x - m))) + m.
+    TESSERA_ASSIGN_OR_FAIL(
+        m, n.infer<g::ReduceMaxOp>(x, n.builder().getDenseI64ArrayAttr(axes),
+                                   n.builder().getBoolAttr(true)));
+    TESSERA_ASSIGN_OR_FAIL(shifted, n.infer<g::SubOp>(x, m));
+    TESSERA_ASSIGN_OR_FAIL(e, n.build<g::ExpOp>(shifted.getType(), shifted));
+    TESSERA_ASSIGN_OR_FAIL(s, reduce<g::ReduceSumOp>(n, e, axes));
+    TESSERA_ASSIGN_OR_FAIL(l, n.build<g::LogOp>(s.getType(), s));
+    Value mk = m;
+    if (!n.intAttr("keepdims", 1)) {
+      TESSERA_ASSIGN_OR_FAIL(r, n.reshape(m, shapeOf(l)));
+      mk = r;
+    }
+    TESSERA_ASSIGN_OR_FAIL(v, n.infer<g::AddOp>(l, mk));
+    return n.setOutput(v);
+  }
+  TESSERA_ASSIGN_OR_FAIL(s, reduce<g::ReduceSumOp>(n, x, axes));
+  if (op == "ReduceL2") {
+    TESSERA_ASSIGN_OR_FAIL(r, n.build<g::SqrtOp>(s.getType(), s));
+    s = r;
+  } else if (op == "ReduceLogSum") {
+    TESSERA_ASSIGN_OR_FAIL(r, n.build<g::LogOp>(s.getType(), s));
+    s = r;
+  }
+  return n.setOutput(s);
+}
+
+template <typename ArgOp> LogicalResult argReduce(NodeImporter &n) {
+  Value x = n.input(0);
+  TESSERA_ASSIGN_OR_FAIL(axis, n.normalizeAxis(n.intAttr("axis", 0), rankOf(x)));
+  auto &b = n.builder();
+  TESSERA_ASSIGN_OR_FAIL(
+      v, n.infer<ArgOp>(x, b.getI64IntegerAttr(axis),
+                        b.getBoolAttr(n.intAttr("keepdims", 1)),
+                        b.getBoolAttr(n.intAttr("select_last_index", 0))));
+  return n.setOutput(v);
+}
+
+//===----------------------------------------------------------------------===//
+// Shapes and data movement
+//===----------------------------------------------------------------------===//
+
+LogicalResult shape(NodeImporter &n) {
+  Ints s = shapeOf(n.input(0));
+  int64_t rank = s.size();
+  int64_t start = n.intAttr("start", 0), end = n.intAttr("end", rank);
+  if (start < 0)
+    start += rank;
+  if (end < 0)
+    end += rank;
+  start = std::clamp<int64_t>(start, 0, rank);
+  end = std::clamp<int64_t>(end, start, rank);
+  return n.setOutput(n.i64Constant(ArrayRef(s).slice(start, end - start)));
+}
+
+LogicalResult size(NodeImporter &n) {
+  return n.setOutput(
+      n.splat(n.builder().getI64Type(), {}, g::numElements(shapeOf(n.input(0)))));
+}
+
+LogicalResult reshape(NodeImporter &n) {
+  Value x = n.input(0);
+  Ints in = shapeOf(x);
+  Ints target;
+  if (n.opset() < 5) {
+    target = n.intsAttr("shape").value_or(Ints());
+  } else {
+    TESSERA_ASSIGN_OR_FAIL(t, n.constantInts(1, "shape"));
+    target = t;
+  }
+  bool allowZero = n.intAttr("allowzero", 0) != 0;
+  int64_t inferred = -1, known = 1;
+  for (size_t i = 0; i < target.size(); ++i) {
+    if (target[i] == 0 && !allowZero) {
+      if (i >= in.size())
+        return n.error() << "shape entry " << i
+                         << " is 0 (copy the input dim) but the input has rank "
+                         << in.size();
+      target[i] = in[i];
+    }
+    if (target[i] == -1) {
+      if (inferred >= 0)
+        return n.error() << "shape " << g::formatShape(target)
+                         << " has more than one -1";
+      inferred = i;
+      continue;
+    }
+    if (target[i] < 0)
+      return n.error() << "shape entry " << target[i] << " is invalid";
+    known *= target[i];
+  }
+  int64_t total = g::numElements(in);
+  if (inferred >= 0) {
+    if (known == 0 || total % known != 0)
+      return n.error() << "cannot reshape " << g::formatShape(in)
+                       << " to a shape with known dims of product " << known;
+    target[inferred] = total / known;
+  }
+  TESSERA_ASSIGN_OR_FAIL(v, n.reshape(x, target));
+  return n.setOutput(v);
+}
+
+LogicalResult flatten(NodeImporter &n) {
+  Value x = n.input(0);
+  Ints s = shapeOf(x);
+  int64_t rank = s.size();
+  int64_t axis = n.intAttr("axis", 1);
+  if (axis < 0)
+    axis += rank;
+  if (axis < 0 || axis > rank)
+    return n.error() << "axis " << n.intAttr("axis", 1)
+                     << " is out of range for rank " << rank;
+  TESSERA_ASSIGN_OR_FAIL(
+      v, n.reshape(x, {g::numElements(ArrayRef(s).take_front(axis)),
+                       g::numElements(ArrayRef(s).drop_front(axis))}));
+  return n.setOutput(v);
+}
+
+LogicalResult transposeOp(NodeImporter &n) {
+  Value x = n.input(0);
+  Ints perm;
+  if (auto p = n.intsAttr("perm")) {
+    perm = *p;
+  } else {
+    for (int64_t d = rankOf(x) - 1; d >= 0; --d)
+      perm.push_back(d);
+  }
+  TESSERA_ASSIGN_OR_FAIL(v, n.transpose(x, perm));
+  return n.setOutput(v);
+}
+
+LogicalResult squeeze(NodeImporter &n) {
+  Value x = n.input(0);
+  Ints s = shapeOf(x);
+  std::optional<Ints> axes;
+  if (n.opset() >= 13) {
+    if (n.hasInput(1)) {
+      TESSERA_ASSIGN_OR_FAIL(a, n.constantInts(1, "axes"));
+      axes = a;
+    }
+  } else {
+    axes = n.intsAttr("axes");
+  }
+  Ints drop;
+  if (axes) {
+    TESSERA_ASSIGN_OR_FAIL(a, n.normalizeAxes(*axes, s.size()));
+    drop = a;
+    for (int64_t d : drop)
+      if (s[d] != 1)
+        return n.error() << "cannot squeeze dim " << d << " of size " << s[d]
+                         << " (shape " << g::formatShape(s) << ")";
+  } else {
+    for (size_t d = 0; d < s.size(); ++d)
+      if (s[d] == 1)
+        drop.push_back(d);
+  }
+  Ints out;
+  for (size_t d = 0; d < s.size(); ++d)
+    if (!llvm::is_contained(drop, static_cast<int64_t>(d)))
+      out.push_back(s[d]);
+  TESSERA_ASSIGN_OR_FAIL(v, n.reshape(x, out));
+  return n.setOutput(v);
+}
+
+LogicalResult unsqueeze(NodeImporter &n) {
+  Value x = n.input(0);
+  Ints s = shapeOf(x);
+  Ints axes;
+  if (n.opset() >= 13) {
+    TESSERA_ASSIGN_OR_FAIL(a, n.constantInts(1, "axes"));
+    axes = a;
+  } else {
+    axes = n.intsAttr("axes").value_or(Ints());
+  }
+  int64_t outRank = s.size() + axes.size();
+  TESSERA_ASSIGN_OR_FAIL(norm, n.normalizeAxes(axes, outRank));
+  Ints out;
+  size_t next = 0;
+  for (int64_t d = 0; d < outRank; ++d)
+    out.push_back(llvm::is_contained(norm, d) ? 1 : s[next++]);
+  TESSERA_ASSIGN_OR_FAIL(v, n.reshape(x, out));
+  return n.setOutput(v);
+}
+
+LogicalResult concat(NodeImporter &n) {
+  SmallVector<Value> inputs;
+  for (size_t i = 0; i < n.numInputs(); ++i)
+    if (n.hasInput(i))
+      inputs.push_back(n.input(i));
+  if (inputs.empty())
+    return n.error() << "needs at least one input";
+  TESSERA_ASSIGN_OR_FAIL(axis, n.normalizeAxis(n.intAttr("axis", 0), rankOf(inputs[0])));
+  // ONNX allows zero-sized inputs, which carry nothing.
+  SmallVector<Value> nonEmpty;
+  for (Value v : inputs)
+    if (g::numElements(shapeOf(v)) != 0)
+      nonEmpty.push_back(v);
+  if (nonEmpty.empty())
+    nonEmpty.push_back(inputs.front());
+  TESSERA_ASSIGN_OR_FAIL(v, n.infer<g::ConcatOp>(nonEmpty,
+                                                 n.builder().getI64IntegerAttr(axis)));
+  return n.setOutput(v);
+}
+
+/// A graph.slice of `x` restricted along `axis` to [start, start+size).
+FailureOr<Value> sliceAxis(NodeImporter &n, Value x, int64_t axis,
+                           int64_t start, int64_t limit, int64_t step = 1) {
+  Ints s = shapeOf(x);
+  Ints starts(s.size(), 0), limits(s), steps(s.size(), 1);
+  starts[axis] = start;
+  limits[axis] = limit;
+  steps[axis] = step;
+  auto &b = n.builder();
+  return n.infer<g::SliceOp>(x, b.getDenseI64ArrayAttr(starts),
+                             b.getDenseI64ArrayAttr(limits),
+                             b.getDenseI64ArrayAttr(steps));
+}
+
+LogicalResult split(NodeImporter &n) {
+  Value x = n.input(0);
+  TESSERA_ASSIGN_OR_FAIL(axis, n.normalizeAxis(n.intAttr("axis", 0), rankOf(x)));
+  int64_t dim = shapeOf(x)[axis];
+  int64_t outputs = n.node().output_size();
+  Ints sizes;
+  if (n.opset() >= 13 && n.hasInput(1)) {
+    TESSERA_ASSIGN_OR_FAIL(s, n.constantInts(1, "split"));
+    sizes = s;
+  } else if (n.opset() < 13 && n.hasAttr("split")) {
+    sizes = *n.intsAttr("split");
+  } else {
+    if (dim % outputs != 0)
+      return n.error() << "cannot split a dim of " << dim << " into "
+                       << outputs << " equal parts";
+    sizes.assign(outputs, dim / outputs);
+  }
+  int64_t total = 0;
+  for (int64_t s : sizes)
+    total += s;
+  if (static_cast<int64_t>(sizes.size()) != outputs || total != dim)
+    return n.error() << "split sizes " << g::formatShape(sizes)
+                     << " must give " << outputs << " parts summing to " << dim;
+  SmallVector<Value> results;
+  int64_t offset = 0;
+  for (int64_t s : sizes) {
+    TESSERA_ASSIGN_OR_FAIL(v, sliceAxis(n, x, axis, offset, offset + s));
+    results.push_back(v);
+    offset += s;
+  }
+  return n.setOutputs(results);
+}
+
+LogicalResult slice(NodeImporter &n) {
+  Value x = n.input(0);
+  Ints s = shapeOf(x);
+  Ints starts, ends, axes, steps;
+  if (n.opset() < 10) {
+    starts = n.intsAttr("starts").value_or(Ints());
+    ends = n.intsAttr("ends").value_or(Ints());
+    axes = n.intsAttr("axes").value_or(Ints());
+  } else {
+    TESSERA_ASSIGN_OR_FAIL(st, n.constantInts(1, "starts"));
+    TESSERA_ASSIGN_OR_FAIL(en, n.constantInts(2, "ends"));
+    starts = st;
+    ends = en;
+    if (n.hasInput(3)) {
+      TESSERA_ASSIGN_OR_FAIL(ax, n.constantInts(3, "axes"));
+      axes = ax;
+    }
+    if (n.hasInput(4)) {
+      TESSERA_ASSIGN_OR_FAIL(sp, n.constantInts(4, "steps"));
+      steps = sp;
+    }
+  }
+  if (axes.empty())
+    for (size_t i = 0; i < starts.size(); ++i)
+      axes.push_back(i);
+  if (steps.empty())
+    steps.assign(starts.size(), 1);
+  if (starts.size() != ends.size() || axes.size() != starts.size() ||
+      steps.size() != starts.size())
+    return n.error() << "starts, ends, axes and steps must have equal lengths";
+  Ints outStarts(s.size(), 0), outLimits(s), outSteps(s.size(), 1);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    TESSERA_ASSIGN_OR_FAIL(axis, n.normalizeAxis(axes[i], s.size()));
+    int64_t dim = s[axis], step = steps[i];
+    if (step == 0)
+      return n.error() << "step must be non-zero";
+    int64_t start = starts[i], end = ends[i];
+    if (start < 0)
+      start += dim;
+    if (end < 0)
+      end += dim;
+    if (step > 0) {
+      start = std::clamp<int64_t>(start, 0, dim);
+      end = std::clamp<int64_t>(end, 0, dim);
+    } else {
+      start = std::clamp<int64_t>(start, 0, dim - 1);
+      end = std::clamp<int64_t>(end, -1, dim - 1);
+    }
+    outStarts[axis] = start;
+    outLimits[axis] = end;
+    outSteps[axis] = step;
+  }
+  auto &b = n.builder();
+  TESSERA_ASSIGN_OR_FAIL(
+      v, n.infer<g::SliceOp>(x, b.getDenseI64ArrayAttr(outStarts),
+                             b.getDenseI64ArrayAttr(outLimits),
+                             b.getDenseI64ArrayAttr(outSteps)));
+  return n.setOutput(v);
+}
+
+LogicalResult gather(NodeImporter &n) {
+  Value x = n.input(0), indices = n.input(1);
+  TESSERA_ASSIGN_OR_FAIL(axis, n.normalizeAxis(n.intAttr("axis", 0), rankOf(x)));
+  int64_t dim = shapeOf(x)[axis];
+  // Constant indices are checked (and made non-negative) here, where the
+  // error can name the node.
+  if (DenseElementsAttr c = n.constantInput(1)) {
+    Ints fixed;
+    for (const APInt &raw : c.getValues<APInt>()) {
+      int64_t i = raw.getSExtValue();
+      if (i < -dim || i >= dim)
+        return n.error() << "index " << i << " is out of range for axis "
+                         << axis << " of size " << dim;
+      fixed.push_back(i < 0 ? i + dim : i);
+    }
+    auto type = RankedTensorType::get(c.getType().getShape(),
+                                      n.builder().getI64Type());
+    indices = n.constant(DenseElementsAttr::get(type, ArrayRef<int64_t>(fixed)));
+  }
+  TESSERA_ASSIGN_OR_FAIL(v, n.infer<g::GatherOp>(x, indices,
+                                                 n.builder().getI64IntegerAttr(axis)));
+  return n.setOutput(v);
+}
+
+LogicalResult expandOp(NodeImporter &n) {
+  Value x = n.input(0);
+  TESSERA_ASSIGN_OR_FAIL(target, n.constantInts(1, "shape"));
+  // ONNX Expand broadcasts both ways: a 1 in `shape` keeps the input's dim.
+  auto out = g::broadcastShapes(shapeOf(x), target);
+  if (!out)
+    return n.error() << "cannot broadcast " << g::formatShape(shapeOf(x))
+                     << " with shape " << g::formatShape(target);
+  TESSERA_ASSIGN_OR_FAIL(v, n.expand(x, *out));
+  return n.setOutput(v);
+}
+
+LogicalResult tile(NodeImporter &n) {
+  Value x = n.input(0);
+  Ints s = shapeOf(x);
+  TESSERA_ASSIGN_OR_FAIL(repeats, n.constantInts(1, "repeats"));
+  if (repeats.size() != s.size())
+    return n.error() << "repeats has " << repeats.size()
+                     << " entries for a rank-" << s.size() << " input";
+  // Interleave a size-1 dim before each dim, broadcast it to the repeat
+  // count, then merge each pair.
+  Ints interleaved, expanded, out;
+  for (size_t d = 0; d < s.size(); ++d) {
+    if (repeats[d] < 0)
+      return n.error() << "repeats must be non-negative";
+    interleaved.append({1, s[d]});
+    expanded.append({repeats[d], s[d]});
+    out.push_back(repeats[d] * s[d]);
+  }
+  TESSERA_ASSIGN_OR_FAIL(r, n.reshape(x, interleaved));
+  TESSERA_ASSIGN_OR_FAIL(e, n.expand(r, expanded));
+  TESSERA_ASSIGN_OR_FAIL(v, n.reshape(e, out));
+  return n.setOutput(v);
+}
+
+LogicalResult pad(NodeImporter &n) {
+  Value x = n.input(0);
+  int64_t rank = rankOf(x);
+  Ints pads;
+  double value = 0;
+  if (n.opset() < 11) {
+    pads = n.intsAttr("pads").value_or(Ints());
+    value = n.floatAttr("value", 0);
+  } else {
+    TESSERA_ASSIGN_OR_FAIL(p, n.constantInts(1, "pads"));
+    pads = p;
+    if (n.hasInput(2)) {
+      TESSERA_ASSIGN_OR_FAIL(c, n.constantScalar(2, "constant_value"));
+      value = c;
+    }
+  }
+  if (static_cast<int64_t>(pads.size()) != 2 * rank)
+    return n.error() << "pads has " << pads.size() << " entries; expected "
+                     << 2 * rank;
+  std::string modeName = n.stringAttr("mode", "constant");
+  std::optional<g::PadMode> mode = g::symbolizePadMode(modeName);
+  if (!mode)
+    return n.unsupported("Pad mode '" + modeName + "'");
+  // Negative pads crop: pad with the positive parts, then slice.
+  Ints lo(rank), hi(rank);
+  bool crops = false;
+  for (int64_t d = 0; d < rank; ++d) {
+    lo[d] = std::max<int64_t>(0, pads[d]);
+    hi[d] = std::max<int64_t>(0, pads[d + rank]);
+    crops |= pads[d] < 0 || pads[d + rank] < 0;
+  }
+  auto &b = n.builder();
+  TESSERA_ASSIGN_OR_FAIL(
+      v, n.infer<g::PadOp>(x, b.getDenseI64ArrayAttr(lo), b.getDenseI64ArrayAttr(hi),
+                           g::PadModeAttr::get(n.context(), *mode),
+                           b.getF64FloatAttr(value)));
+  if (crops) {
+    Ints s = shapeOf(v), starts(rank), limits(rank), steps(rank, 1);
+    for (int64_t d = 0; d < rank; ++d) {
+      starts[d] = std::max<int64_t>(0, -pads[d]);
+      limits[d] = s[d] - std::max<int64_t>(0, -pads[d + rank]);
+      if (limits[d] < starts[d])
+        return n.error() << "negative pads remove more than dim " << d << " holds";
+    }
+    TESSERA_ASSIGN_OR_FAIL(c, n.infer<g::SliceOp>(v, b.getDenseI64ArrayAttr(starts),
+                                                  b.getDenseI64ArrayAttr(limits),
+                                                  b.getDenseI64ArrayAttr(steps)));
+    v = c;
+  }
+  return n.setOutput(v);
+}
+
+LogicalResult resize(NodeImporter &n) {
+  Value x = n.input(0);
+  Ints in = shapeOf(x);
+  int64_t rank = in.size();
+  bool isUpsample = n.opType() == "Upsample";
+  SmallVector<double> scales;
+  Ints out;
+  int scalesInput = (isUpsample || n.opset() < 11) ? 1 : 2;
+  bool haveSizes = !isUpsample && n.opset() >= 11 && n.hasInput(3);
+  if (haveSizes) {
+    TESSERA_ASSIGN_OR_FAIL(sizes, n.constantInts(3, "sizes"));
+    out = sizes;
+    if (static_cast<int64_t>(out.size()) != rank)
+      return n.error() << "sizes has " << out.size() << " entries for rank "
+                       << rank;
+    for (int64_t d = 0; d < rank; ++d)
+      scales.push_back(static_cast<double>(out[d]) / in[d]);
+  } else {
+    if (isUpsample && n.opset() < 9) {
+      if (auto s = n.floatsAttr("scales"))
+        scales = *s;
+    } else {
+      DenseElementsAttr s = n.constantInput(scalesInput);
+      if (!s || !isa<FloatType>(s.getElementType()))
+        return n.error() << "scales must be a constant float tensor";
+      for (APFloat f : s.getValues<APFloat>())
+        scales.push_back(f.convertToDouble());
+    }
+    if (static_cast<int64_t>(scales.size()) != rank)
+      return n.error() << "scales has " << scales.size()
+                       << " entries for rank " << rank;
+    for (int64_t d = 0; d < rank; ++d)
+      out.push_back(static_cast<int64_t>(std::floor(in[d] * scales[d])));
+  }
+  std::string modeName = n.stringAttr("mode", "nearest");
+  if (modeName == "bilinear" || modeName == "trilinear")
+    modeName = "linear"; // Upsample-7 names
+  auto mode = g::symbolizeResizeMode(modeName);
+  std::string transformName =
+      (isUpsample || n.opset() < 11)
+          ? "asymmetric"
+          : n.stringAttr("coordinate_transformation_mode", "half_pixel");
+  auto transform = g::symbolizeCoordinateTransform(transformName);
+  std::string nearestName = (isUpsample || n.opset() < 11)
+                                ? "floor"
+                                : n.stringAttr("nearest_mode", "round_prefer_floor");
+  auto nearest = g::symbolizeNearestMode(nearestName);
+  if (!mode || !transform || !nearest)
+    return n.unsupported("Resize with mode '" + modeName +
+                         "', coordinate_transformation_mode '" + transformName +
+                         "', nearest_mode '" + nearestName + "'");
+  if (*transform == g::CoordinateTransform::tf_crop_and_resize)
+    return n.unsupported("Resize with tf_crop_and_resize");
+  auto &b = n.builder();
+  TESSERA_ASSIGN_OR_FAIL(
+      v, n.build<g::ResizeOp>(
+             cast<RankedTensorType>(x.getType()).clone(out), x,
+             b.getDenseF64ArrayAttr(scales),
+             g::ResizeModeAttr::get(n.context(), *mode),
+             g::CoordinateTransformAttr::get(n.context(), *transform),
+             g::NearestModeAttr::get(n.context(), *nearest),
+             b.getF64FloatAttr(n.floatAttr("cubic_coeff_a", -0.75)),
+             b.getBoolAttr(n.intAttr("exclude_outside", 0))));
+  return n.setOutput(v);
+}
+
+//===----------------------------------------------------------------------===//
+// Generators and constants
+//===----------------------------------------------------------------------===//
+
+LogicalResult constantOfShape(NodeImporter &n) {
+  TESSERA_ASSIGN_OR_FAIL(shape, n.constantInts(0, "input"));
+  Type elem = n.builder().getF32Type();
+  Attribute value = n.builder().getF32FloatAttr(0);
+  if (const auto *a = n.attr("value")) {
+    Type t = elementTypeFor(a->t().data_type(), n.context());
+    if (!t)
+      return n.unsupported("ConstantOfShape of " + onnxTypeName(a->t().data_type()));
+    // The one-element value tensor: raw or typed data.
+    onnx::TensorProto one = a->t();
+    one.clear_dims();
+    auto type = RankedTensorType::get({}, t);
+    std::string raw = one.raw_data();
+    if (raw.empty()) {
+      if (one.float_data_size())
+        return n.setOutput(n.splat(t, shape, one.float_data(0)));
+      if (one.int64_data_size())
+        return n.setOutput(n.splat(t, shape, one.int64_data(0)));
+      if (one.int32_data_size())
+        return n.setOutput(n.splat(t, shape, one.int32_data(0)));
+      if (one.double_data_size())
+        return n.setOutput(n.splat(t, shape, one.double_data(0)));
+      return n.error() << "value attribute holds no data";
+    }
+    bool splatDetected = false;
+    if (!DenseElementsAttr::isValidRawBuffer(type, ArrayRef(raw.data(), raw.size()),
+                                             splatDetected))
+      return n.error() << "value attribute has malformed data";
+    if (t.isInteger(1))
+      return n.setOutput(n.splat(t, shape, raw[0] != 0));
+    auto attr = DenseElementsAttr::getFromRawBuffer(type, ArrayRef(raw.data(), raw.size()));
+    elem = t;
+    value = attr.getSplatValue<Attribute>();
+  }
+  for (int64_t d : shape)
+    if (d < 0)
+      return n.error() << "shape " << g::formatShape(shape) << " has a negative dim";
+  return n.setOutput(n.constant(
+      DenseElementsAttr::get(RankedTensorType::get(shape, elem), value)));
+}
+
+LogicalResult range(NodeImporter &n) {
+  DenseElementsAttr start = n.constantInput(0), limit = n.constantInput(1),
+                    delta = n.constantInput(2);
+  if (!start || !limit || !delta)
+    return n.error() << "start, limit and delta must be constants (Tessera "
+                        "compiles static shapes)";
+  TESSERA_ASSIGN_OR_FAIL(s, n.constantScalar(0, "start"));
+  TESSERA_ASSIGN_OR_FAIL(l, n.constantScalar(1, "limit"));
+  TESSERA_ASSIGN_OR_FAIL(d, n.constantScalar(2, "delta"));
+  if (d == 0)
+    return n.error() << "delta must be non-zero";
+  int64_t count = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((l - s) / d)));
+  Type elem = start.getElementType();
+  auto type = RankedTensorType::get({count}, elem);
+  SmallVector<Attribute> values;
+  for (int64_t i = 0; i < count; ++i) {
+    double v = s + i * d;
+    values.push_back(isa<FloatType>(elem)
+                         ? static_cast<Attribute>(FloatAttr::get(elem, v))
+                         : IntegerAttr::get(elem, static_cast<int64_t>(v)));
+  }
+  return n.setOutput(n.constant(DenseElementsAttr::get(type, values)));
+}
+
+/// ScatterND on constant inputs (masks built from shapes, as in Swin).
+LogicalResult scatterND(NodeImporter &n) {
+  DenseElementsAttr data = n.constantInput(0), indices = n.constantInput(1),
+                    updates = n.constantInput(2);
+  if (!data || !indices || !updates)
+    return n.unsupported("ScatterND with computed (non-constant) inputs");
+  if (n.stringAttr("reduction", "none") != "none")
+    return n.unsupported("ScatterND reduction '" + n.stringAttr("reduction", "") + "'");
+  Ints ds(data.getType().getShape()), is(indices.getType().getShape());
+  if (is.empty() || is.back() > static_cast<int64_t>(ds.size()))
+    return n.error() << "indices shape " << g::formatShape(is)
+                     << " does not fit data " << g::formatShape(ds);
+  int64_t k = is.back();
+  int64_t sliceSize = g::numElements(ArrayRef(ds).drop_front(k));
+  int64_t count = g::numElements(ArrayRef(is).drop_back());
+  if (updates.getNumElements() != count * sliceSize)
+    return n.error() << "updates has " << updates.getNumElements()
+                     << " elements; expected " << count * sliceSize;
+  auto out = llvm::to_vector(data.getValues<Attribute>());
+  auto upd = llvm::to_vector(updates.getValues<Attribute>());
+  auto idx = llvm::to_vector(indices.getValues<APInt>());
+  for (int64_t c = 0; c < count; ++c) {
+    int64_t offset = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t i = idx[c * k + j].getSExtValue();
+      if (i < 0)
+        i += ds[j];
+      if (i < 0 || i >= ds[j])
+        return n.error() << "index " << idx[c * k + j].getSExtValue()
+                         << " is out of range for dim " << j << " of size " << ds[j];
+      offset = offset * ds[j] + i;
+    }
+    for (int64_t e = 0; e < sliceSize; ++e)
+      out[offset * sliceSize + e] = upd[c * sliceSize + e];
+  }
+  return n.setOutput(n.constant(DenseElementsAttr::get(data.getType(), out)));
+}
+
+//===----------------------------------------------------------------------===//
+// Einsum: decomposed into transposes, reductions and one batched matmul
+//===----------------------------------------------------------------------===//
+
+LogicalResult einsum(NodeImporter &n) {
+  std::string eq;
+  for (char c : n.stringAttr("equation", ""))
+    if (c != ' ')
+      eq += c;
+  size_t arrow = eq.find("->");
+  std::string lhsTerms = eq.substr(0, arrow);
+  SmallVector<StringRef> termRefs;
+  StringRef(lhsTerms).split(termRefs, ',');
+  if (termRefs.size() != n.numInputs() || termRefs.size() > 2)
+    return n.unsupported("Einsum '" + eq + "' (Tessera handles one or two operands)");
+  // Expand "..." into fresh labels, aligned at the right.
+  std::string used = eq;
+  std::string fresh;
+  for (char c = 'A'; fresh.size() < 16 && c <= 'z'; ++c)
+    if (std::isalpha(c) && used.find(c) == std::string::npos)
+      fresh += c;
+  SmallVector<std::string> terms;
+  size_t ellipsisRank = 0;
+  for (auto [i, t] : llvm::enumerate(termRefs)) {
+    std::string term = t.str();
+    size_t pos = term.find("...");
+    if (pos != std::string::npos) {
+      size_t k = rankOf(n.input(i)) - (term.size() - 3);
+      ellipsisRank = std::max(ellipsisRank, k);
+      // Right-aligned across operands: the last k fresh labels.
+      term = term.substr(0, pos) + fresh.substr(fresh.size() - k) +
+             term.substr(pos + 3);
+    }
+    if (static_cast<int64_t>(term.size()) != rankOf(n.input(i)))
+      return n.error() << "term '" << t << "' does not match operand rank "
+                       << rankOf(n.input(i));
+    for (size_t a = 0; a < term.size(); ++a)
+      if (term.find(term[a], a + 1) != std::string::npos)
+        return n.unsupported("Einsum with a repeated label in one operand ('" +
+                             t.str() + "')");
+    terms.push_back(term);
+  }
+  std::string output;
+  if (arrow != std::string::npos) {
+    output = eq.substr(arrow + 2);
+    size_t pos = output.find("...");
+    if (pos != std::string::npos)
+      output = output.substr(0, pos) +
+               fresh.substr(fresh.size() - ellipsisRank) + output.substr(pos + 3);
+  } else {
+    // Implicit mode: labels seen once, in alphabetical order.
+    std::string all;
+    for (auto &t : terms)
+      all += t;
+    std::string once;
+    for (char c : all)
+      if (llvm::count(all, c) == 1)
+        once += c;
+    llvm::sort(once);
+    output = once;
+  }
+
+  // Sum away labels that appear in only one operand and not in the output.
+  SmallVector<Value> ops;
+  for (auto [i, term] : llvm::enumerate(terms)) {
+    Value v = n.input(i);
+    Ints axes;
+    std::string kept;
+    for (auto [d, c] : llvm::enumerate(term)) {
+      bool elsewhere = output.find(c) != std::string::npos;
+      for (auto [j, other] : llvm::enumerate(terms))
+        elsewhere |= j != i && other.find(c) != std::string::npos;
+      if (elsewhere)
+        kept += c;
+      else
+        axes.push_back(d);
+    }
+    if (!axes.empty()) {
+      TESSERA_ASSIGN_OR_FAIL(r, n.infer<g::ReduceSumOp>(
+                                    v, n.builder().getDenseI64ArrayAttr(axes),
+                                    n.builder().getBoolAttr(false)));
+      v = r;
+    }
+    terms[i] = kept;
+    ops.push_back(v);
+  }
+  auto permuteTo = [&](Value v, const std::string &from,
+                       const std::string &to) -> FailureOr<Value> {
+    Ints perm;
+    for (char c : to)
+      perm.push_back(from.find(c));
+    return n.transpose(v, perm);
+  };
+  if (ops.size() == 1) {
+    TESSERA_ASSIGN_OR_FAIL(v, permuteTo(ops[0], terms[0], output));
+    return n.setOutput(v);
+  }
+
+  const std::string &l = terms[0], &r = terms[1];
+  std::string batch, contract, lfree, rfree;
+  for (char c : l) {
+    bool inR = r.find(c) != std::string::npos;
+    bool inOut = output.find(c) != std::string::npos;
+    (inR ? (inOut ? batch : contract) : lfree) += c;
+  }
+  for (char c : r)
+    if (l.find(c) == std::string::npos)
+      rfree += c;
+  Ints ls = shapeOf(ops[0]), rs = shapeOf(ops[1]);
+  auto dimOf = [](const std::string &term, const Ints &shape, char c) {
+    return shape[term.find(c)];
+  };
+  Ints lBatch, rBatch, outBatch, lfreeDims, rfreeDims;
+  int64_t lsize = 1, rsize = 1, ksize = 1;
+  for (char c : batch) {
+    int64_t a = dimOf(l, ls, c), b = dimOf(r, rs, c);
+    if (a != b && a != 1 && b != 1)
+      return n.error() << "label '" << c << "' has sizes " << a << " and " << b;
+    lBatch.push_back(a);
+    rBatch.push_back(b);
+    outBatch.push_back(std::max(a, b));
+  }
+  for (char c : contract) {
+    int64_t a = dimOf(l, ls, c), b = dimOf(r, rs, c);
+    if (a != b)
+      return n.error() << "contracted label '" << c << "' has sizes " << a
+                       << " and " << b;
+    ksize *= a;
+  }
+  for (char c : lfree) {
+    lfreeDims.push_back(dimOf(l, ls, c));
+    lsize *= lfreeDims.back();
+  }
+  for (char c : rfree) {
+    rfreeDims.push_back(dimOf(r, rs, c));
+    rsize *= rfreeDims.back();
+  }
+  TESSERA_ASSIGN_OR_FAIL(lt, permuteTo(ops[0], l, batch + lfree + contract));
+  TESSERA_ASSIGN_OR_FAIL(rt, permuteTo(ops[1], r, batch + contract + rfree));
+  Ints lShape = lBatch, rShape = rBatch;
+  lShape.append({lsize, ksize});
+  rShape.append({ksize, rsize});
+  TESSERA_ASSIGN_OR_FAIL(lm, n.reshape(lt, lShape));
+  TESSERA_ASSIGN_OR_FAIL(rm, n.reshape(rt, rShape));
+  TESSERA_ASSIGN_OR_FAIL(mm, n.infer<g::MatmulOp>(lm, rm));
+  Ints resultShape = outBatch;
+  resultShape.append(lfreeDims.begin(), lfreeDims.end());
+  resultShape.append(rfreeDims.begin(), rfreeDims.end());
+  TESSERA_ASSIGN_OR_FAIL(res, n.reshape(mm, resultShape));
+  TESSERA_ASSIGN_OR_FAIL(v, permuteTo(res, batch + lfree + rfree, output));
+  return n.setOutput(v);
+}
+
+LogicalResult convertConstant(NodeImporter &n) {
+  auto &b = n.builder();
+  if (const auto *a = n.attr("value")) {
+    TESSERA_ASSIGN_OR_FAIL(v, n.tensorValue(a->t()));
+    return n.setOutput(v);
+  }
+  if (n.hasAttr("sparse_value"))
+    return n.unsupported("Constant with sparse_value");
+  if (n.hasAttr("value_string") || n.hasAttr("value_strings"))
+    return n.unsupported("string Constant");
+  if (n.hasAttr("value_float"))
+    return n.setOutput(n.scalar(b.getF32Type(), n.floatAttr("value_float", 0)));
+  if (n.hasAttr("value_int"))
+    return n.setOutput(n.scalar(b.getI64Type(), n.intAttr("value_int", 0)));
+  if (auto fs = n.floatsAttr("value_floats")) {
+    SmallVector<float> values(fs->begin(), fs->end());
+    auto type = RankedTensorType::get({static_cast<int64_t>(values.size())},
+                                      b.getF32Type());
+    return n.setOutput(n.constant(DenseElementsAttr::get(type, ArrayRef(values))));
+  }
+  if (auto is = n.intsAttr("value_ints"))
+    return n.setOutput(n.i64Constant(*is));
+  return n.error() << "has no value attribute";
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// The table
+//===----------------------------------------------------------------------===//
+
+static const OpConverter kConverters[] = {
+    // Elementwise
+    {"Abs", 1, unary<g::AbsOp>},
+    {"Neg", 1, unary<g::NegOp>},
+    {"Sign", 9, unary<g::SignOp>},
+    {"Exp", 1, unary<g::ExpOp>},
+    {"Log", 1, unary<g::LogOp>},
+    {"Sqrt", 1, unary<g::SqrtOp>},
+    {"Reciprocal", 1, unary<g::ReciprocalOp>},
+    {"Tanh", 1, unary<g::TanhOp>},
+    {"Sigmoid", 1, unary<g::SigmoidOp>},
+    {"Erf", 9, unary<g::ErfOp>},
+    {"Sin", 7, unary<g::SinOp>},
+    {"Cos", 7, unary<g::CosOp>},
+    {"Floor", 1, unary<g::FloorOp>},
+    {"Ceil", 1, unary<g::CeilOp>},
+    {"Round", 11, unary<g::RoundOp>},
+    {"Relu", 1, unary<g::ReluOp>},
+    {"Not", 1, unary<g::NotOp>},
+    {"Softplus", 1, unary<g::SoftplusOp>},
+    {"HardSwish", 14, unary<g::HardSwishOp>},
+    {"LeakyRelu", 1, leakyRelu},
+    {"Elu", 1, elu},
+    {"Selu", 1, selu},
+    {"HardSigmoid", 1, hardSigmoid},
+    {"Softsign", 1, softsign},
+    {"ThresholdedRelu", 10, thresholdedRelu},
+    {"PRelu", 1, prelu},
+    {"Clip", 1, clip},
+    {"Add", 1, binary<g::AddOp>},
+    {"Sub", 1, binary<g::SubOp>},
+    {"Mul", 1, binary<g::MulOp>},
+    {"Div", 1, binary<g::DivOp>},
+    {"Pow", 1, pow},
+    {"Mod", 10, mod},
+    {"Max", 1, variadic<g::MaxOp>},
+    {"Min", 1, variadic<g::MinOp>},
+    {"Sum", 1, variadic<g::AddOp>},
+    {"Mean", 1, mean},
+    {"And", 1, binary<g::AndOp>},
+    {"Or", 1, binary<g::OrOp>},
+    {"Xor", 1, binary<g::XorOp>},
+    {"Equal", 1, binary<g::EqualOp>},
+    {"Less", 1, binary<g::LessOp>},
+    {"LessOrEqual", 12, binary<g::LessEqualOp>},
+    {"Greater", 1, binary<g::GreaterOp>},
+    {"GreaterOrEqual", 12, binary<g::GreaterEqualOp>},
+    {"Where", 9, where},
+    {"Cast", 1, castOp},
+    {"CastLike", 15, castLike},
+    {"Identity", 1, identity},
+    {"Dropout", 1, dropout},
+    // Linear algebra and NN
+    {"MatMul", 1, matmul},
+    {"Gemm", 1, gemm},
+    {"Einsum", 12, einsum},
+    {"Conv", 1, conv},
+    {"MaxPool", 1, maxPool},
+    {"AveragePool", 1, avgPool},
+    {"GlobalAveragePool", 1, globalPool<g::ReduceMeanOp>},
+    {"GlobalMaxPool", 1, globalPool<g::ReduceMaxOp>},
+    {"BatchNormalization", 1, batchNorm},
+    {"LayerNormalization", 17, layerNorm},
+    {"InstanceNormalization", 1, instanceNorm},
+    {"Softmax", 1, softmax<g::SoftmaxOp>},
+    {"LogSoftmax", 1, softmax<g::LogSoftmaxOp>},
+    // Reductions
+    {"ReduceSum", 1, reduceOp<g::ReduceSumOp>},
+    {"ReduceMean", 1, reduceOp<g::ReduceMeanOp>},
+    {"ReduceMax", 1, reduceOp<g::ReduceMaxOp>},
+    {"ReduceMin", 1, reduceOp<g::ReduceMinOp>},
+    {"ReduceProd", 1, reduceOp<g::ReduceProdOp>},
+    {"ReduceL1", 1, reduceComposite},
+    {"ReduceL2", 1, reduceComposite},
+    {"ReduceSumSquare", 1, reduceComposite},
+    {"ReduceLogSum", 1, reduceComposite},
+    {"ReduceLogSumExp", 1, reduceComposite},
+    {"ArgMax", 1, argReduce<g::ArgMaxOp>},
+    {"ArgMin", 1, argReduce<g::ArgMinOp>},
+    // Shapes and data movement
+    {"Constant", 1, convertConstant},
+    {"ConstantOfShape", 9, constantOfShape},
+    {"Range", 11, range},
+    {"Shape", 1, shape},
+    {"Size", 1, size},
+    {"Reshape", 1, reshape},
+    {"Flatten", 1, flatten},
+    {"Transpose", 1, transposeOp},
+    {"Squeeze", 1, squeeze},
+    {"Unsqueeze", 1, unsqueeze},
+    {"Concat", 1, concat},
+    {"Split", 2, split},
+    {"Slice", 1, slice},
+    {"Gather", 1, gather},
+    {"Expand", 8, expandOp},
+    {"Tile", 6, tile},
+    {"Pad", 2, pad},
+    {"Resize", 10, resize},
+    {"Upsample", 7, resize},
+    {"ScatterND", 11, scatterND},
+};
+
+ArrayRef<OpConverter> allConverters() { return kConverters; }
+
+const OpConverter *lookupConverter(StringRef opType, int64_t opset) {
+  const OpConverter *best = nullptr;
+  for (const OpConverter &c : kConverters)
+    if (opType == c.opType && c.sinceOpset <= opset &&
+        (!best || c.sinceOpset > best->sinceOpset))
+      best = &c;
+  // Upsample was removed from the operator set at opset 10.
+  if (best && opType == "Upsample" && opset >= 10)
+    return nullptr;
+  return best;
+}
+
+} // namespace tessera::onnx_importer

@@ -1,0 +1,42 @@
+"""Small ONNX models for importer tests, built with onnx.helper at test time.
+
+Each lit test calls `save(name, nodes, inputs, outputs, ...)` to write
+`<outdir>/<name>.onnx`; nothing binary is committed.
+"""
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+T = TensorProto
+
+
+def vi(name, elem, shape):
+    """A graph input/output description; dims may be ints or strings."""
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def init(name, array):
+    return numpy_helper.from_array(np.asarray(array), name)
+
+
+def node(op, inputs, outputs, name=None, **attrs):
+    return helper.make_node(op, inputs, outputs, name=name or outputs[0], **attrs)
+
+
+def save(name, nodes, inputs, outputs, initializers=(), opset=17, outdir=None,
+         check=True):
+    outdir = outdir or sys.argv[1]
+    os.makedirs(outdir, exist_ok=True)
+    graph = helper.make_graph(nodes, name, inputs, outputs, list(initializers))
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", opset)],
+        producer_name="tessera-tests")
+    model.ir_version = 8
+    if check:
+        onnx.checker.check_model(model)
+    path = os.path.join(outdir, name + ".onnx")
+    onnx.save(model, path)
+    return path

@@ -1,0 +1,200 @@
+//===- tessera-compile.cpp - ahead-of-time compiler driver ---------------===//
+//
+// tessera-compile model.onnx [-o out] [--compile-to=<phase>] [--input-shape
+// name=1x3x224x224]... A thin layer over the Compiler library: options in,
+// diagnostics and the output file out. MLIR's standard flags are kept
+// (--mlir-print-ir-after-all, --mlir-timing, crash reproducers, ...).
+//
+//===----------------------------------------------------------------------===//
+
+#include "tessera/Compiler/Compiler.h"
+#include "tessera/Compiler/Registration.h"
+#include "tessera/Dialect/Graph/Analysis/ModelStats.h"
+
+#include "mlir/Bytecode/BytecodeWriter.h"
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassInstrumentation.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "mlir/Support/Timing.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Process.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+using namespace mlir;
+namespace cl = llvm::cl;
+
+namespace {
+
+cl::OptionCategory category("tessera-compile options");
+
+cl::opt<std::string> inputPath(cl::Positional, cl::desc("<model.onnx|.mlir>"),
+                               cl::Required, cl::cat(category));
+cl::opt<std::string> outputPath("o", cl::desc("Output file ('-' for stdout)"),
+                                cl::value_desc("path"), cl::init("-"),
+                                cl::cat(category));
+cl::opt<std::string> compileTo(
+    "compile-to",
+    cl::desc("Stop after this phase: input, graph, training, partitioned, "
+             "linalg, ipu, llvm, executable"),
+    cl::value_desc("phase"), cl::init("graph"), cl::cat(category));
+cl::list<std::string> inputShapes(
+    "input-shape",
+    cl::desc("Shape of a graph input, fixing symbolic dims "
+             "(repeat or comma-separate: x=1x3x224x224,mask=1x128)"),
+    cl::value_desc("name=DxD..."), cl::CommaSeparated, cl::cat(category));
+cl::opt<bool> emitBytecode("emit-bytecode",
+                           cl::desc("Write MLIR bytecode instead of text"),
+                           cl::init(false), cl::cat(category));
+cl::opt<bool> summary("summary",
+                      cl::desc("Print ops by kind, parameters and FLOPs to "
+                               "stdout (with -o, the IR still goes there)"),
+                      cl::init(false), cl::cat(category));
+cl::opt<bool> noOutput("no-output",
+                       cl::desc("Compile but write no IR (with --summary)"),
+                       cl::init(false), cl::cat(category));
+cl::opt<bool> listOps("list-onnx-ops",
+                      cl::desc("List the ONNX operators Tessera imports at "
+                               "--onnx-opset and exit"),
+                      cl::init(false), cl::cat(category));
+cl::opt<int> listOpset("onnx-opset", cl::desc("Opset for --list-onnx-ops"),
+                       cl::init(tessera::onnx_importer::kMaxOpset),
+                       cl::cat(category));
+cl::opt<bool> progress("progress",
+                       cl::desc("Show phase and pass progress on stderr "
+                                "(default: when stderr is a terminal)"),
+                       cl::init(false), cl::cat(category));
+
+/// Prints "phase: pass (n)" on one terminal line, overwritten as passes run.
+class ProgressPrinter : public PassInstrumentation {
+public:
+  explicit ProgressPrinter(std::string phase) : phase(std::move(phase)) {}
+  void runBeforePass(Pass *pass, Operation *) override {
+    llvm::errs() << "\r\033[K[" << phase << "] " << pass->getArgument() << " ("
+                 << ++count << ")";
+    llvm::errs().flush();
+  }
+  ~ProgressPrinter() override { llvm::errs() << "\r\033[K"; }
+
+private:
+  std::string phase;
+  int count = 0;
+};
+
+int fail() { return 1; }
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  registerAsmPrinterCLOptions();
+  registerMLIRContextCLOptions();
+  registerPassManagerCLOptions();
+  registerDefaultTimingManagerCLOptions();
+  tessera::registerTesseraPasses();
+  // --list-onnx-ops needs no input file.
+  for (int i = 1; i < argc; ++i)
+    if (StringRef(argv[i]) == "--list-onnx-ops")
+      inputPath.setNumOccurrencesFlag(cl::Optional);
+  cl::HideUnrelatedOptions({&category, &cl::getGeneralCategory()});
+  cl::ParseCommandLineOptions(argc, argv,
+                              "Tessera ahead-of-time compiler for IPUs\n");
+
+  if (listOps) {
+    for (const std::string &op : tessera::onnx_importer::supportedOperators(listOpset))
+      llvm::outs() << op << "\n";
+    return 0;
+  }
+
+  DialectRegistry registry;
+  tessera::registerTesseraDialects(registry);
+  MLIRContext context(registry);
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler diagHandler(sourceMgr, &context);
+
+  std::optional<tessera::Phase> phase = tessera::parsePhase(compileTo);
+  if (!phase) {
+    llvm::errs() << "error: unknown phase '" << compileTo
+                 << "' for --compile-to; phases are input, graph, training, "
+                    "partitioned, linalg, ipu, llvm, executable\n";
+    return fail();
+  }
+  if (!tessera::isPhaseAvailable(*phase)) {
+    llvm::errs() << "error: --compile-to=" << compileTo
+                 << " is not implemented in this version of Tessera; "
+                    "available phases: "
+                 << tessera::availablePhaseList() << "\n";
+    return fail();
+  }
+
+  tessera::onnx_importer::ImportOptions importOptions;
+  for (const std::string &spec : inputShapes) {
+    std::string err = tessera::onnx_importer::parseInputShape(spec, importOptions);
+    if (!err.empty()) {
+      llvm::errs() << "error: " << err << "\n";
+      return fail();
+    }
+  }
+
+  bool showProgress = progress || llvm::sys::Process::StandardErrIsDisplayed();
+  DefaultTimingManager timing;
+  applyDefaultTimingManagerCLOptions(timing);
+  TimingScope rootTimer = timing.getRootScope();
+
+  OwningOpRef<ModuleOp> module;
+  {
+    TimingScope importTimer = rootTimer.nest("import");
+    if (showProgress)
+      llvm::errs() << "\r\033[K[import] " << inputPath;
+    module = tessera::loadModel(inputPath, &context, importOptions);
+    if (showProgress)
+      llvm::errs() << "\r\033[K";
+  }
+  if (!module)
+    return fail();
+
+  TimingScope passTimer = rootTimer.nest("passes");
+  tessera::CompileOptions options;
+  options.compileTo = *phase;
+  options.configure = [&](PassManager &pm) -> LogicalResult {
+    if (failed(applyPassManagerCLOptions(pm)))
+      return failure();
+    pm.enableTiming(passTimer);
+    if (showProgress)
+      pm.addInstrumentation(std::make_unique<ProgressPrinter>(compileTo));
+    return success();
+  };
+  if (failed(tessera::compileModule(*module, options)))
+    return fail();
+
+  if (summary)
+    tessera::graph::printModelStats(tessera::graph::computeModelStats(*module),
+                                    llvm::outs());
+  if (noOutput)
+    return 0;
+
+  // The output is kept only once it is completely written: a failed or
+  // interrupted compile leaves no partial file behind.
+  TimingScope outputTimer = rootTimer.nest("output");
+  std::string errorMessage;
+  auto output = openOutputFile(outputPath, &errorMessage);
+  if (!output) {
+    llvm::errs() << "error: " << errorMessage << "\n";
+    return fail();
+  }
+  if (emitBytecode) {
+    if (failed(writeBytecodeToFile(*module, output->os())))
+      return fail();
+  } else {
+    module->print(output->os());
+    output->os() << "\n";
+  }
+  output->keep();
+  return 0;
+}
