@@ -48,7 +48,7 @@ loadModel(StringRef path, MLIRContext *context,
       options.externalDataDir = llvm::sys::path::parent_path(path).str();
     if (options.modelName == onnx_importer::ImportOptions().modelName)
       options.modelName = path.str();
-    return onnx_importer::importONNXModel(contents, context, options);
+    return onnx_importer::importONNXModel(std::move(*file), context, options);
   }
   if (!importOptions.inputShapes.empty()) {
     emitError(UnknownLoc::get(context))

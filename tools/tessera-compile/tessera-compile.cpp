@@ -89,6 +89,33 @@ private:
 
 int fail() { return 1; }
 
+/// True if `loc` points into a text file the SourceMgr handler can quote.
+bool hasSourceLine(Location loc) {
+  auto file = dyn_cast<FileLineColLoc>(loc);
+  return file && file.getLine() > 0;
+}
+
+/// Diagnostics at ONNX node locations (`loc("node")`) or at the model file
+/// itself print as "model.onnx: error: ..." instead of "<unknown>:0:".
+LogicalResult printModelDiagnostic(Diagnostic &diag, StringRef modelPath) {
+  if (hasSourceLine(diag.getLocation()))
+    return failure(); // let the SourceMgr handler quote the .mlir line
+  auto print = [&](Diagnostic &d, StringRef severity) {
+    llvm::errs() << modelPath << ": " << severity << ": " << d.str() << "\n";
+  };
+  StringRef severity = diag.getSeverity() == DiagnosticSeverity::Error
+                           ? "error"
+                       : diag.getSeverity() == DiagnosticSeverity::Warning
+                           ? "warning"
+                           : diag.getSeverity() == DiagnosticSeverity::Note
+                                 ? "note"
+                                 : "remark";
+  print(diag, severity);
+  for (Diagnostic &note : diag.getNotes())
+    print(note, "note");
+  return success();
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -117,6 +144,9 @@ int main(int argc, char **argv) {
   MLIRContext context(registry);
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagHandler(sourceMgr, &context);
+  ScopedDiagnosticHandler modelDiagHandler(&context, [&](Diagnostic &diag) {
+    return printModelDiagnostic(diag, inputPath);
+  });
 
   std::optional<tessera::Phase> phase = tessera::parsePhase(compileTo);
   if (!phase) {

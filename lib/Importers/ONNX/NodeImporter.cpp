@@ -4,7 +4,10 @@
 #include "tessera/Dialect/Graph/IR/ShapeUtils.h"
 #include "tessera/Importers/ONNX/ONNXImporter.h"
 
+#include "mlir/Dialect/MLProgram/IR/MLProgram.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/Matchers.h"
+#include "mlir/IR/SymbolTable.h"
 #include "mlir/IR/Verifier.h"
 
 using namespace mlir;
@@ -29,9 +32,29 @@ RankedTensorType NodeImporter::inputType(size_t i) const {
 DenseElementsAttr NodeImporter::constantInput(size_t i) const {
   Value v = input(i);
   DenseElementsAttr attr;
-  if (v && matchPattern(v, m_Constant(&attr)))
+  if (!v)
+    return {};
+  if (matchPattern(v, m_Constant(&attr)))
     return attr;
-  return {};
+  // An initializer that became a global (scales, pads, ...) is a constant
+  // too; read its payload if it is small enough to be an operand value.
+  auto load = v.getDefiningOp<ml_program::GlobalLoadConstOp>();
+  if (!load)
+    return {};
+  auto global = SymbolTable::lookupNearestSymbolFrom<ml_program::GlobalOp>(
+      load, load.getGlobalAttr());
+  auto resource =
+      global ? dyn_cast_if_present<DenseResourceElementsAttr>(global.getValue().value_or(Attribute()))
+             : DenseResourceElementsAttr();
+  constexpr int64_t kMaxConstantOperand = 1 << 16;
+  if (!resource || resource.getType().getNumElements() > kMaxConstantOperand ||
+      !resource.getRawHandle().getBlob())
+    return {};
+  ArrayRef<char> data = resource.getRawHandle().getBlob()->getData();
+  bool splat = false;
+  if (!DenseElementsAttr::isValidRawBuffer(resource.getType(), data, splat))
+    return {};
+  return DenseElementsAttr::getFromRawBuffer(resource.getType(), data);
 }
 
 FailureOr<SmallVector<int64_t>> NodeImporter::constantInts(size_t i,
@@ -160,7 +183,7 @@ Value NodeImporter::i64Constant(ArrayRef<int64_t> values) {
 
 FailureOr<Value> NodeImporter::tensorValue(const onnx::TensorProto &tensor) {
   std::string name = tensor.name().empty() ? node_.output(0) : tensor.name();
-  return model_.tensorValue(tensor, name, loc_);
+  return model_.tensorValue(tensor, name, loc_, /*isParameter=*/false);
 }
 
 FailureOr<Value> NodeImporter::reshape(Value v, ArrayRef<int64_t> shape) {

@@ -25,6 +25,7 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -37,7 +38,10 @@ struct ImportOptions;
 /// the model's tensors. NodeImporter reaches the model through this.
 class ModelImporter {
 public:
-  ModelImporter(mlir::MLIRContext *context, const onnx::ModelProto &model,
+  /// The model is shared so that weight payloads can point into its
+  /// raw_data instead of being copied: each blob keeps the model alive.
+  ModelImporter(mlir::MLIRContext *context,
+                std::shared_ptr<const onnx::ModelProto> model,
                 const ImportOptions &options);
   /// Builds the module; null after reporting errors.
   mlir::OwningOpRef<mlir::ModuleOp> run();
@@ -54,10 +58,13 @@ public:
   mlir::FailureOr<mlir::DenseElementsAttr>
   tensorAttr(const onnx::TensorProto &tensor, mlir::Location loc);
   /// A tensor as a value: a graph.constant if small, else an ml_program
-  /// global (named after `name`) read with global_load_const.
+  /// global (named after `name`) read with global_load_const. Parameters
+  /// (initializers) of floating type are globals unless scalar; other
+  /// tensors (Constant nodes) stay inline up to the inline limit.
   mlir::FailureOr<mlir::Value> tensorValue(const onnx::TensorProto &tensor,
                                            llvm::StringRef name,
-                                           mlir::Location loc);
+                                           mlir::Location loc,
+                                           bool isParameter);
 
 private:
   mlir::LogicalResult checkModel();
@@ -76,6 +83,7 @@ private:
   mlir::Location modelLoc();
 
   mlir::MLIRContext *context_;
+  std::shared_ptr<const onnx::ModelProto> modelOwner_;
   const onnx::ModelProto &model_;
   const ImportOptions &options_;
   mlir::OpBuilder builder_;
@@ -118,7 +126,8 @@ public:
   mlir::Value input(size_t i) const;
   mlir::RankedTensorType inputType(size_t i) const;
   int64_t inputRank(size_t i) const { return inputType(i).getRank(); }
-  /// The constant value of input `i`, or null if it is not a constant.
+  /// The constant value of input `i` (a graph.constant or a small
+  /// initializer global), or null if it is computed.
   mlir::DenseElementsAttr constantInput(size_t i) const;
   /// Input `i` as integers; an error naming `what` if it is not a constant.
   mlir::FailureOr<llvm::SmallVector<int64_t>> constantInts(size_t i,

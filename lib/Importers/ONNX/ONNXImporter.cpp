@@ -89,9 +89,10 @@ static int64_t rawElementSize(Type t) {
 //===----------------------------------------------------------------------===//
 
 ModelImporter::ModelImporter(MLIRContext *context,
-                             const onnx::ModelProto &model,
+                             std::shared_ptr<const onnx::ModelProto> model,
                              const ImportOptions &options)
-    : context_(context), model_(model), options_(options), builder_(context) {}
+    : context_(context), modelOwner_(std::move(model)), model_(*modelOwner_),
+      options_(options), builder_(context) {}
 
 Location ModelImporter::modelLoc() {
   return FileLineColLoc::get(context_, options_.modelName, 0, 0);
@@ -288,7 +289,7 @@ Value ModelImporter::lookup(StringRef name) {
   OpBuilder::InsertionGuard guard(builder_);
   builder_.setInsertionPointToStart(&func_.getBody().front());
   Location loc = NameLoc::get(StringAttr::get(context_, name));
-  FailureOr<Value> v = tensorValue(*init->second, name, loc);
+  FailureOr<Value> v = tensorValue(*init->second, name, loc, /*isParameter=*/true);
   if (failed(v))
     return {};
   values_[name] = *v;
@@ -439,25 +440,43 @@ ModelImporter::tensorAttr(const onnx::TensorProto &tensor, Location loc) {
 }
 
 FailureOr<Value> ModelImporter::tensorValue(const onnx::TensorProto &tensor,
-                                            StringRef name, Location loc) {
+                                            StringRef name, Location loc,
+                                            bool isParameter) {
   TESSERA_ASSIGN_OR_FAIL(type, tensorType(tensor, loc));
   bool isInteger = isa<IntegerType>(type.getElementType());
-  if (type.getNumElements() <= 1 || type.getElementType().isInteger(1) ||
-      (isInteger && type.getNumElements() <= options_.inlineIntegerLimit)) {
+  bool inlineIt = type.getNumElements() <= 1 ||
+                  type.getElementType().isInteger(1) ||
+                  ((isInteger || !isParameter) &&
+                   type.getNumElements() <= options_.inlineIntegerLimit);
+  if (inlineIt) {
     TESSERA_ASSIGN_OR_FAIL(attr, tensorAttr(tensor, loc));
     return graph::ConstantOp::create(builder_, loc, attr).getResult();
   }
-  TESSERA_ASSIGN_OR_FAIL(bytes, tensorBytes(tensor, loc));
   // A unique symbol; keep the ONNX name readable ("conv1.weight").
   std::string symbol = name.str();
   for (int suffix = 1; globalNames_.contains(symbol); ++suffix)
     symbol = name.str() + "_" + std::to_string(suffix);
   globalNames_.insert(symbol);
-  // 64-byte alignment lets the executable mmap weights straight into
-  // vector loads later.
-  AsmResourceBlob blob = HeapAsmResourceBlob::allocateAndCopyWithAlign(
-      ArrayRef<char>(bytes.data(), bytes.size()), /*align=*/64,
-      /*dataIsMutable=*/false);
+  AsmResourceBlob blob;
+  int64_t elementSize = rawElementSize(type.getElementType());
+  if (tensor.data_location() != onnx::TensorProto::EXTERNAL &&
+      tensor.has_raw_data() &&
+      static_cast<int64_t>(tensor.raw_data().size()) ==
+          type.getNumElements() * elementSize &&
+      reinterpret_cast<uintptr_t>(tensor.raw_data().data()) % elementSize == 0) {
+    // Zero copy: the payload stays in the parsed model, which the blob's
+    // deleter keeps alive. Large models then cost one copy of their weights.
+    const std::string &raw = tensor.raw_data();
+    blob = AsmResourceBlob(
+        ArrayRef<char>(raw.data(), raw.size()), elementSize,
+        [keepAlive = modelOwner_](void *, size_t, size_t) {},
+        /*dataIsMutable=*/false);
+  } else {
+    TESSERA_ASSIGN_OR_FAIL(bytes, tensorBytes(tensor, loc));
+    blob = HeapAsmResourceBlob::allocateAndCopyWithAlign(
+        ArrayRef<char>(bytes.data(), bytes.size()), elementSize,
+        /*dataIsMutable=*/false);
+  }
   auto payload = DenseResourceElementsAttr::get(type, symbol, std::move(blob));
   {
     OpBuilder::InsertionGuard guard(builder_);
@@ -597,10 +616,20 @@ static void runONNXShapeInference(onnx::ModelProto &model,
 
 OwningOpRef<ModuleOp> importONNXModel(StringRef bytes, MLIRContext *context,
                                       const ImportOptions &options) {
+  return importONNXModel(
+      llvm::MemoryBuffer::getMemBuffer(bytes, options.modelName,
+                                       /*RequiresNullTerminator=*/false),
+      context, options);
+}
+
+OwningOpRef<ModuleOp>
+importONNXModel(std::unique_ptr<llvm::MemoryBuffer> buffer,
+                MLIRContext *context, const ImportOptions &options) {
   context->loadDialect<graph::GraphDialect, func::FuncDialect,
                        ml_program::MLProgramDialect>();
   Location loc = FileLineColLoc::get(context, options.modelName, 0, 0);
-  onnx::ModelProto model;
+  StringRef bytes = buffer->getBuffer();
+  auto model = std::make_shared<onnx::ModelProto>();
   google::protobuf::io::CodedInputStream stream(
       reinterpret_cast<const uint8_t *>(bytes.data()), bytes.size());
   stream.SetTotalBytesLimit(INT_MAX);
@@ -611,13 +640,14 @@ OwningOpRef<ModuleOp> importONNXModel(StringRef bytes, MLIRContext *context,
   if (bytes.size() >= static_cast<size_t>(INT_MAX))
     return fail("the model file is over 2 GiB; save it with external data "
                 "(onnx.save(..., save_as_external_data=True))");
-  if (!model.ParseFromCodedStream(&stream) || !stream.ConsumedEntireMessage())
+  if (!model->ParseFromCodedStream(&stream) || !stream.ConsumedEntireMessage())
     return fail("cannot parse the file as an ONNX model (it is truncated, "
                 "damaged or not ONNX)");
-  if (!model.has_graph())
+  if (!model->has_graph())
     return fail("not an ONNX model: it has no graph");
-  runONNXShapeInference(model, options, context);
-  return ModelImporter(context, model, options).run();
+  buffer.reset(); // the parsed model holds everything from here on
+  runONNXShapeInference(*model, options, context);
+  return ModelImporter(context, std::move(model), options).run();
 }
 
 OwningOpRef<ModuleOp> importONNXFile(StringRef path, MLIRContext *context,
@@ -633,7 +663,7 @@ OwningOpRef<ModuleOp> importONNXFile(StringRef path, MLIRContext *context,
     options.externalDataDir = llvm::sys::path::parent_path(path).str();
   if (options.modelName == ImportOptions().modelName)
     options.modelName = path.str();
-  return importONNXModel((*file)->getBuffer(), context, options);
+  return importONNXModel(std::move(*file), context, options);
 }
 
 std::string parseInputShape(StringRef spec, ImportOptions &options) {

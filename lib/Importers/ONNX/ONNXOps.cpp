@@ -224,11 +224,17 @@ LogicalResult castLike(NodeImporter &n) {
 LogicalResult identity(NodeImporter &n) { return n.setOutput(n.input(0)); }
 
 LogicalResult dropout(NodeImporter &n) {
-  // Inference: the identity. A constant true training_mode would need random
-  // masks, which belong to the training pipeline.
+  // Inference: the identity. Training mode with a non-zero ratio needs
+  // random masks, which belong to the training pipeline; a zero ratio (as
+  // torchvision's Swin exports) is the identity in either mode.
   if (n.opset() >= 12 && n.hasInput(2)) {
     DenseElementsAttr mode = n.constantInput(2);
-    if (!mode || mode.getSplatValue<bool>())
+    bool zeroRatio = false;
+    if (n.hasInput(1) && n.constantInput(1)) {
+      FailureOr<double> ratio = n.constantScalar(1, "ratio");
+      zeroRatio = succeeded(ratio) && *ratio == 0.0;
+    }
+    if ((!mode || mode.getSplatValue<bool>()) && !zeroRatio)
       return n.unsupported("Dropout in training mode");
   }
   if (n.node().output_size() > 1 && !n.node().output(1).empty()) {

@@ -8,7 +8,7 @@
 from onnx_gen import T, init, node, save, vi
 import numpy as np
 
-# BIN: func.func @main(%[[X:.*]]: tensor<2x3xf32> {graph.name = "x"}, %[[Y:.*]]: tensor<3xf32> {graph.name = "y"}) -> (tensor<2x3xf32> {graph.name = "out"})
+# BIN: func.func @main(%[[X:arg0]]: tensor<2x3xf32> {graph.name = "x"}{{.*}}, %[[Y:arg1]]: tensor<3xf32> {graph.name = "y"}{{.*}}) -> (tensor<2x3xf32> {graph.name = "out"})
 # BIN: %[[A:.*]] = graph.add %[[X]], %[[Y]] : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32> loc("add")
 # BIN: %[[S:.*]] = graph.sub %[[A]], %[[X]]
 # BIN: %[[M:.*]] = graph.mul %[[S]], %[[Y]]
@@ -35,7 +35,7 @@ save("binary", [
 # UN: graph.erf
 # UN: graph.hard_swish
 # UN: graph.hard_sigmoid %{{.*}} {alpha = 2.000000e-01 : f64, beta = 5.000000e-01 : f64}
-# UN: graph.leaky_relu %{{.*}} {alpha = 0.0099999997764825821 : f64}
+# UN: graph.leaky_relu %{{.*}} {alpha = 1.000000e-02 : f64}
 # UN: graph.elu %{{.*}} {alpha = 1.000000e+00 : f64}
 # UN: graph.sqrt
 # UN: graph.abs

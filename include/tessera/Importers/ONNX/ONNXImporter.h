@@ -19,9 +19,11 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Support/MemoryBuffer.h"
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -38,10 +40,10 @@ struct ImportOptions {
   std::string externalDataDir;
   /// Name of the model shown in messages and recorded on the module.
   std::string modelName = "model.onnx";
-  /// Which initializers and Constant values stay inline as graph.constant
-  /// (so that shape computations fold) instead of becoming ml_program
-  /// globals: integer and boolean tensors up to this many elements, and
-  /// scalars of any type. Float tensors are parameters and always globals.
+  /// Which tensors stay inline as graph.constant (so that shape
+  /// computations fold) instead of becoming ml_program globals: scalars,
+  /// and up to this many elements of integer initializers and of Constant
+  /// node values. Float initializers are parameters: always globals.
   int64_t inlineIntegerLimit = 1024;
 };
 
@@ -49,6 +51,12 @@ struct ImportOptions {
 mlir::OwningOpRef<mlir::ModuleOp> importONNXModel(llvm::StringRef bytes,
                                                   mlir::MLIRContext *context,
                                                   const ImportOptions &options);
+
+/// Imports from a buffer that is released as soon as it is parsed (so a
+/// large model is not held twice).
+mlir::OwningOpRef<mlir::ModuleOp>
+importONNXModel(std::unique_ptr<llvm::MemoryBuffer> buffer,
+                mlir::MLIRContext *context, const ImportOptions &options);
 
 /// Reads `path` and imports it; external data is resolved next to it.
 mlir::OwningOpRef<mlir::ModuleOp> importONNXFile(llvm::StringRef path,
