@@ -76,6 +76,8 @@ class ProgressPrinter : public PassInstrumentation {
 public:
   explicit ProgressPrinter(std::string phase) : phase(std::move(phase)) {}
   void runBeforePass(Pass *pass, Operation *) override {
+    if (pass->getArgument().empty())
+      return; // the adaptors that nest pipelines under functions
     llvm::errs() << "\r\033[K[" << phase << "] " << pass->getArgument() << " ("
                  << ++count << ")";
     llvm::errs().flush();

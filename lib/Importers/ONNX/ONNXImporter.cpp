@@ -588,9 +588,9 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
 /// inference, so declared output shapes become static and can be checked
 /// against Tessera's. ONNX inference failing is only a warning: Tessera's own
 /// inference is authoritative and reports real errors with more context.
-static void runONNXShapeInference(onnx::ModelProto &model,
-                                  const ImportOptions &options,
-                                  MLIRContext *ctx) {
+/// Returns ONNX's error message, if any.
+static std::optional<std::string>
+runONNXShapeInference(onnx::ModelProto &model, const ImportOptions &options) {
   for (auto &in : *model.mutable_graph()->mutable_input()) {
     auto it = options.inputShapes.find(in.name());
     if (it == options.inputShapes.end() || !in.type().has_tensor_type())
@@ -608,10 +608,9 @@ static void runONNXShapeInference(onnx::ModelProto &model,
     onnx::shape_inference::InferShapes(
         model, onnx::OpSchemaRegistry::Instance(), siOptions);
   } catch (const std::exception &e) {
-    emitWarning(FileLineColLoc::get(ctx, options.modelName, 0, 0))
-        << "ONNX shape inference failed (" << e.what()
-        << "); continuing with Tessera's own shape inference";
+    return std::string(e.what());
   }
+  return std::nullopt;
 }
 
 OwningOpRef<ModuleOp> importONNXModel(StringRef bytes, MLIRContext *context,
@@ -646,8 +645,14 @@ importONNXModel(std::unique_ptr<llvm::MemoryBuffer> buffer,
   if (!model->has_graph())
     return fail("not an ONNX model: it has no graph");
   buffer.reset(); // the parsed model holds everything from here on
-  runONNXShapeInference(*model, options, context);
-  return ModelImporter(context, std::move(model), options).run();
+  std::optional<std::string> onnxError = runONNXShapeInference(*model, options);
+  OwningOpRef<ModuleOp> module =
+      ModelImporter(context, std::move(model), options).run();
+  // Only worth saying when Tessera's own checks found nothing wrong.
+  if (module && onnxError)
+    emitWarning(loc) << "ONNX shape inference failed (" << *onnxError
+                     << ") but Tessera's own shape inference succeeded";
+  return module;
 }
 
 OwningOpRef<ModuleOp> importONNXFile(StringRef path, MLIRContext *context,

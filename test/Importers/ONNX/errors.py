@@ -1,0 +1,90 @@
+# Bad input is a clear error and a non-zero exit, never a crash, and no
+# partial output file is left behind.
+# RUN: %python %s %t
+# RUN: not tessera-compile %t/truncated.onnx -o %t/out.mlir 2>&1 | FileCheck %s --check-prefix=TRUNC
+# RUN: not test -e %t/out.mlir
+# RUN: not tessera-compile %t/text.onnx 2>&1 | FileCheck %s --check-prefix=TEXT
+# RUN: not tessera-compile %t/opset20.onnx 2>&1 | FileCheck %s --check-prefix=OPSET
+# RUN: not tessera-compile %t/unsupported.onnx 2>&1 | FileCheck %s --check-prefix=UNSUP
+# RUN: not tessera-compile %t/missing.onnx 2>&1 | FileCheck %s --check-prefix=MISSING
+# RUN: not tessera-compile %t/dynamic.onnx 2>&1 | FileCheck %s --check-prefix=DYN
+# RUN: not tessera-compile %t/dynamic.onnx --input-shape x=2x3x4 2>&1 | FileCheck %s --check-prefix=RANK
+# RUN: not tessera-compile %t/dynamic.onnx --input-shape y=2x3 2>&1 | FileCheck %s --check-prefix=NAME
+# RUN: not tessera-compile %t/dynamic.onnx --input-shape x=2xq 2>&1 | FileCheck %s --check-prefix=SYNTAX
+# RUN: tessera-compile %t/dynamic.onnx --input-shape x=2x3 | FileCheck %s --check-prefix=FIXED
+# RUN: not tessera-compile %t/badshape.onnx 2>&1 | FileCheck %s --check-prefix=SHAPE
+# RUN: not tessera-compile %t/badreshape.onnx 2>&1 | FileCheck %s --check-prefix=RESHAPE
+# RUN: not tessera-compile %t/nonconst.onnx 2>&1 | FileCheck %s --check-prefix=NONCONST
+# RUN: not tessera-compile %t/external.onnx 2>&1 | FileCheck %s --check-prefix=EXTERNAL
+# RUN: not tessera-compile %t/no-such-file.onnx 2>&1 | FileCheck %s --check-prefix=NOFILE
+import os
+import numpy as np
+import onnx
+from onnx_gen import T, init, node, save, vi, helper, numpy_helper
+import sys
+
+out = sys.argv[1]
+os.makedirs(out, exist_ok=True)
+relu = lambda opset=17: save("ok", [node("Relu", ["x"], ["y"])], [vi("x", T.FLOAT, [2, 3])],
+                             [vi("y", T.FLOAT, [2, 3])], opset=opset)
+
+# TRUNC: truncated.onnx: error: cannot parse the file as an ONNX model (it is truncated, damaged or not ONNX)
+data = open(relu(), "rb").read()
+open(os.path.join(out, "truncated.onnx"), "wb").write(data[: len(data) // 2])
+
+# TEXT: text.onnx: error: {{.*}}not{{.*}}ONNX
+open(os.path.join(out, "text.onnx"), "w").write("this is not a model\n" * 10)
+
+# OPSET: error: the model uses ONNX opset 20; Tessera imports opsets 7 to 17
+save("opset20", [node("Relu", ["x"], ["y"])], [vi("x", T.FLOAT, [2])],
+     [vi("y", T.FLOAT, [2])], opset=20, check=False)
+
+# Every unsupported operator at once, with its nodes and the opset.
+# UNSUP: error: 2 unsupported operators (opset 17):
+# UNSUP-NEXT: TopK in 1 node: 'top'
+# UNSUP-NEXT: com.example::Frobnicate in 2 nodes: 'f1', 'f2'
+m = helper.make_model(helper.make_graph(
+    [node("TopK", ["x", "k"], ["v", "i"], name="top"),
+     helper.make_node("Frobnicate", ["v"], ["a"], name="f1", domain="com.example"),
+     helper.make_node("Frobnicate", ["a"], ["y"], name="f2", domain="com.example")],
+    "g", [vi("x", T.FLOAT, [4])], [vi("y", T.FLOAT, [2])], [init("k", np.array([2]))]),
+    opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)])
+onnx.save(m, os.path.join(out, "unsupported.onnx"))
+
+# MISSING: error: Relu: input 'w' is not a graph input, an initializer or an output of an earlier node
+save("missing", [node("Relu", ["w"], ["y"])], [vi("x", T.FLOAT, [2])],
+     [vi("y", T.FLOAT, [2])], check=False)
+
+# DYN: error: input 'x' has symbolic dims (dim 0 'batch'); give its shape with --input-shape x=Nx3
+# RANK: error: --input-shape gives 3 dims for input 'x', but the model declares rank 2 (?x3)
+# NAME: error: --input-shape names 'y', which is not a graph input; inputs are: 'x'
+# SYNTAX: error: bad dimension 'q' in --input-shape x=2xq
+# FIXED: func.func @main(%arg0: tensor<2x3xf32> {graph.name = "x"}) -> (tensor<2x3xf32> {graph.name = "y"})
+save("dynamic", [node("Relu", ["x"], ["y"])], [vi("x", T.FLOAT, ["batch", 3])],
+     [vi("y", T.FLOAT, ["batch", 3])])
+
+# SHAPE: error: operand shapes do not broadcast: 2x3 vs 4
+# SHAPE: note: while importing ONNX node 'bad_add' (Add, opset 17)
+save("badshape", [node("Add", ["x", "b"], ["y"], name="bad_add")],
+     [vi("x", T.FLOAT, [2, 3])], [vi("y", T.FLOAT, [2, 3])],
+     [init("b", np.ones(4, np.float32))], check=False)
+
+# RESHAPE: error: Reshape: cannot reshape 2x3 to a shape with known dims of product 4
+save("badreshape", [node("Reshape", ["x", "s"], ["y"])],
+     [vi("x", T.FLOAT, [2, 3])], [vi("y", T.FLOAT, [4, -1])],
+     [init("s", np.array([4, -1], np.int64))], check=False)
+
+# NONCONST: error: Reshape: input 'shape' must be a constant
+save("nonconst", [node("Reshape", ["x", "s"], ["y"])],
+     [vi("x", T.FLOAT, [2, 3]), vi("s", T.INT64, [2])], [vi("y", T.FLOAT, [3, 2])])
+
+# EXTERNAL: error: cannot read external data of tensor 'w' from '{{.*}}weights.bin'
+w = numpy_helper.from_array(np.ones((4, 4), np.float32), "w")
+w.data_location = onnx.TensorProto.EXTERNAL
+w.ClearField("raw_data")
+for k, v in (("location", "weights.bin"), ("offset", "0"), ("length", "64")):
+    e = w.external_data.add(); e.key = k; e.value = v
+save("external", [node("MatMul", ["x", "w"], ["y"])], [vi("x", T.FLOAT, [2, 4])],
+     [vi("y", T.FLOAT, [2, 4])], [w], check=False)
+
+# NOFILE: error: cannot read '{{.*}}no-such-file.onnx': No such file or directory
