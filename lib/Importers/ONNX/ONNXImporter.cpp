@@ -598,8 +598,10 @@ runONNXShapeInference(onnx::ModelProto &model, const ImportOptions &options) {
     auto *shape = in.mutable_type()->mutable_tensor_type()->mutable_shape();
     if (shape->dim_size() != static_cast<int>(it->second.size()))
       continue; // reported by the importer with a better message
+    // Only symbolic dims: a conflict with a fixed one is reported later.
     for (auto [d, size] : llvm::enumerate(it->second))
-      shape->mutable_dim(d)->set_dim_value(size);
+      if (!shape->dim(d).has_dim_value())
+        shape->mutable_dim(d)->set_dim_value(size);
   }
   try {
     onnx::ShapeInferenceOptions siOptions(/*check_type=*/false,

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages Tessera builds and tests with. Idempotent:
+# does nothing when everything is already installed. Run as root.
+set -euo pipefail
+
+PACKAGES=(
+  # toolchain
+  cmake ninja-build ccache g++ git
+  # MLIR/LLVM 22
+  llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
+  # ONNX importer
+  libonnx-dev libprotobuf-dev protobuf-compiler
+  # tests and model export
+  libgtest-dev python3-torch python3-torchvision python3-onnx python3-numpy
+  python3-pytest pybind11-dev
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
+    || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
