@@ -19,8 +19,6 @@ import tempfile
 import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
-import export_model  # noqa: E402
 
 
 def run_once(cmd):
@@ -45,7 +43,10 @@ def main():
     compiler = os.path.join(args.build, "bin", "tessera-compile")
     with tempfile.TemporaryDirectory() as tmp:
         onnx_path = os.path.join(tmp, f"{args.model}.onnx")
-        export_model.export(args.model, onnx_path)
+        # Export in a child: a forked child's peak RSS starts from its
+        # parent's, and this process must stay small (no torch loaded).
+        subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "export_model.py"),
+                        args.model, onnx_path], check=True, capture_output=True)
         size_mb = os.path.getsize(onnx_path) / 2**20
         base = [compiler, onnx_path, "--compile-to=graph", "--emit-bytecode",
                 "-o", os.path.join(tmp, "out.mlirbc")]

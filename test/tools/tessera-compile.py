@@ -18,6 +18,7 @@
 # RUN: tessera-compile %t/model.onnx --mlir-timing -o /dev/null 2>&1 | FileCheck %s --check-prefix=TIMING
 # RUN: tessera-compile %t/model.onnx --summary --no-output | FileCheck %s --check-prefix=SUMMARY
 # RUN: tessera-compile %t/model.onnx --progress -o /dev/null 2>&1 | FileCheck %s --check-prefix=PROGRESS
+# RUN: tessera-compile %t/model.onnx --mlir-pass-pipeline-crash-reproducer=%t/repro.mlir -o /dev/null
 # External data next to the model is found.
 # RUN: tessera-compile %t/ext/external.onnx | FileCheck %s --check-prefix=EXT
 # RUN: tessera-compile --list-onnx-ops | FileCheck %s --check-prefix=OPS

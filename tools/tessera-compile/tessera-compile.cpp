@@ -21,6 +21,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Support/Timing.h"
+#include "llvm/Config/llvm-config.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Process.h"
@@ -33,6 +34,18 @@ namespace cl = llvm::cl;
 namespace {
 
 cl::OptionCategory category("tessera-compile options");
+cl::OptionCategory mlirCategory("MLIR options (timing, IR printing, crash "
+                                "reproducers)");
+
+/// --help shows Tessera's options and MLIR's --mlir-* ones, not the
+/// hundreds of backend flags the LLVM dylib registers (--help-hidden does).
+void organizeHelp() {
+  for (auto &entry : cl::getRegisteredOptions()) {
+    if (entry.first.starts_with("mlir-"))
+      entry.second->addCategory(mlirCategory);
+  }
+  cl::HideUnrelatedOptions({&category, &mlirCategory});
+}
 
 cl::opt<std::string> inputPath(cl::Positional, cl::desc("<model.onnx|.mlir>"),
                                cl::Required, cl::cat(category));
@@ -131,7 +144,11 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; ++i)
     if (StringRef(argv[i]) == "--list-onnx-ops")
       inputPath.setNumOccurrencesFlag(cl::Optional);
-  cl::HideUnrelatedOptions({&category, &cl::getGeneralCategory()});
+  organizeHelp();
+  cl::SetVersionPrinter([](llvm::raw_ostream &os) {
+    os << "Tessera " << TESSERA_VERSION_STRING << " (MLIR/LLVM "
+       << LLVM_VERSION_STRING << ")\n";
+  });
   cl::ParseCommandLineOptions(argc, argv,
                               "Tessera ahead-of-time compiler for IPUs\n");
 
@@ -204,6 +221,7 @@ int main(int argc, char **argv) {
   };
   if (failed(tessera::compileModule(*module, options)))
     return fail();
+  passTimer.stop();
 
   if (summary)
     tessera::graph::printModelStats(tessera::graph::computeModelStats(*module),

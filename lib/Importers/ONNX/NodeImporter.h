@@ -94,6 +94,8 @@ private:
   llvm::StringMap<const onnx::TensorProto *> initializers_;
   std::set<std::string> used_;
   llvm::StringSet<> globalNames_;
+  /// Where the next initializer is materialised (after the previous one).
+  mlir::Operation *lastInitializer_ = nullptr;
 };
 
 /// Unwraps a FailureOr<T> into `var` or returns failure from the caller.

@@ -162,7 +162,7 @@ LogicalResult ModelImporter::checkOperatorsSupported() {
     if (m.nodes.size() > 5)
       diag << ", ...";
   }
-  diag << "\nsee docs/onnx-coverage.md for the supported operators";
+  diag << "\n`tessera-compile --list-onnx-ops` lists the supported operators";
   return failure();
 }
 
@@ -284,14 +284,19 @@ Value ModelImporter::lookup(StringRef name) {
   auto init = initializers_.find(name);
   if (init == initializers_.end())
     return {};
-  // Materialise initializers on first use, at the top of the function, so
-  // that unused ones cost nothing.
+  // Materialise initializers on first use, at the top of the function in
+  // order of first use, so that unused ones cost nothing.
   OpBuilder::InsertionGuard guard(builder_);
-  builder_.setInsertionPointToStart(&func_.getBody().front());
+  Block &entry = func_.getBody().front();
+  if (lastInitializer_)
+    builder_.setInsertionPointAfter(lastInitializer_);
+  else
+    builder_.setInsertionPointToStart(&entry);
   Location loc = NameLoc::get(StringAttr::get(context_, name));
   FailureOr<Value> v = tensorValue(*init->second, name, loc, /*isParameter=*/true);
   if (failed(v))
     return {};
+  lastInitializer_ = v->getDefiningOp();
   values_[name] = *v;
   return *v;
 }
