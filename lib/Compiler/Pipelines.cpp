@@ -67,6 +67,8 @@ void buildGraphPipeline(OpPassManager &pm,
                         const GraphPipelineOptions &options) {
   pm.addNestedPass<func::FuncOp>(graph::createGraphInferShapes());
   pm.addPass(createCanonicalizerPass());
+  // Weight layout changes (Gemm's transB) once, at compile time.
+  pm.addPass(graph::createGraphFoldGlobalLayouts());
   pm.addPass(createCSEPass());
   // Folding leaves globals and constants without users.
   pm.addPass(createSymbolDCEPass());

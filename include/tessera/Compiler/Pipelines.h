@@ -44,7 +44,7 @@ struct GraphPipelineOptions {
 };
 
 /// input -> graph: shape inference, canonicalisation (folding constant shape
-/// computations), CSE, and removal of unused globals.
+/// computations), weight layout folding, CSE, and removal of unused globals.
 void buildGraphPipeline(mlir::OpPassManager &pm,
                         const GraphPipelineOptions &options);
 

@@ -31,4 +31,22 @@ def GraphRequireStaticShapes
   }];
 }
 
+def GraphFoldGlobalLayouts
+    : Pass<"graph-fold-global-layouts", "::mlir::ModuleOp"> {
+  let summary = "Apply transposes and reshapes of weights once, at compile time";
+  let description = [{
+    A `graph.transpose` or `graph.reshape` whose operand is read from an
+    immutable `ml_program.global` (Gemm's `transB`, exported Linear layers)
+    would move the weight on every run. This pass applies it to the global's
+    payload instead: the op is replaced by a load of a new global holding the
+    moved data (a reshape shares the old payload). The old global is left for
+    `symbol-dce` once it has no users.
+
+    Assumes: globals hold `dense_resource` payloads of byte-sized elements
+    (as the importers create them); other globals are left alone.
+    Guarantees: no transpose or reshape reads a foldable global directly.
+  }];
+  let dependentDialects = ["::mlir::ml_program::MLProgramDialect"];
+}
+
 #endif // TESSERA_DIALECT_GRAPH_TRANSFORMS_PASSES_TD
