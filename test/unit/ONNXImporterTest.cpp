@@ -151,6 +151,16 @@ TEST_F(ImporterTest, UnsupportedOperatorIsListed) {
       << r.diagnostics;
 }
 
+TEST_F(ImporterTest, WrongArityIsAnError) {
+  // BatchNormalization needs five inputs; Relu exactly one.
+  for (const char *op : {"BatchNormalization", "Conv", "Gemm", "Einsum"}) {
+    ImportResult r = import(tinyModel({"2", "4"}, 13, op));
+    EXPECT_FALSE(r.module) << op;
+    EXPECT_NE(r.diagnostics.find("invalid node"), std::string::npos)
+        << op << ": " << r.diagnostics;
+  }
+}
+
 TEST_F(ImporterTest, OpsetOutOfRange) {
   ImportResult r = import(tinyModel({"2", "4"}, 21));
   EXPECT_FALSE(r.module);

@@ -525,6 +525,17 @@ LogicalResult ModelImporter::importNodes() {
                             << "' is not a graph input, an initializer or an "
                                "output of an earlier node";
     }
+    // ONNX's own schema check: input and output counts, required and typed
+    // attributes. Converters rely on it instead of re-checking arity.
+    if (const onnx::OpSchema *schema =
+            onnx::OpSchemaRegistry::Schema(node.op_type(), opset_, "")) {
+      try {
+        schema->Verify(node);
+      } catch (const std::exception &e) {
+        return emitError(loc) << node.op_type() << ": invalid node: "
+                              << e.what();
+      }
+    }
     const OpConverter *converter = lookupConverter(node.op_type(), opset_);
     assert(converter && "unsupported operators were rejected up front");
     NodeImporter importer(*this, node, loc);

@@ -339,6 +339,9 @@ FailureOr<WindowAttrs> windowAttrs(NodeImporter &n, Value x,
   w.dilations = n.intsAttr("dilations").value_or(Ints(rank, 1));
   if (w.strides.size() != rank || w.dilations.size() != rank)
     return n.error() << "strides and dilations need " << rank << " entries";
+  for (size_t i = 0; i < rank; ++i)
+    if (w.strides[i] <= 0 || w.dilations[i] <= 0 || w.kernel[i] <= 0)
+      return n.error() << "kernel sizes, strides and dilations must be positive";
   TESSERA_ASSIGN_OR_FAIL(pads, windowPads(n, shapeOf(x), w.kernel, w.strides,
                                           w.dilations));
   w.pads = pads;
@@ -751,6 +754,8 @@ LogicalResult split(NodeImporter &n) {
   TESSERA_ASSIGN_OR_FAIL(axis, n.normalizeAxis(n.intAttr("axis", 0), rankOf(x)));
   int64_t dim = shapeOf(x)[axis];
   int64_t outputs = n.node().output_size();
+  if (outputs == 0)
+    return n.error() << "has no outputs";
   Ints sizes;
   if (n.opset() >= 13 && n.hasInput(1)) {
     TESSERA_ASSIGN_OR_FAIL(s, n.constantInts(1, "split"));
@@ -820,7 +825,9 @@ LogicalResult slice(NodeImporter &n) {
       start += dim;
     if (end < 0)
       end += dim;
-    if (step > 0) {
+    if (dim == 0) {
+      start = end = 0; // nothing to select, whatever the bounds
+    } else if (step > 0) {
       start = std::clamp<int64_t>(start, 0, dim);
       end = std::clamp<int64_t>(end, 0, dim);
     } else {
@@ -1072,7 +1079,13 @@ LogicalResult range(NodeImporter &n) {
   TESSERA_ASSIGN_OR_FAIL(d, n.constantScalar(2, "delta"));
   if (d == 0)
     return n.error() << "delta must be non-zero";
-  int64_t count = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((l - s) / d)));
+  double steps = std::ceil((l - s) / d);
+  // Range is evaluated here; a huge one is a mistake, not a constant.
+  constexpr int64_t kMaxRange = 1 << 24;
+  if (!(steps <= kMaxRange))
+    return n.error() << "Range of " << steps << " elements is too large to "
+                     << "evaluate at compile time (limit " << kMaxRange << ")";
+  int64_t count = std::max<int64_t>(0, static_cast<int64_t>(steps));
   Type elem = start.getElementType();
   auto type = RankedTensorType::get({count}, elem);
   SmallVector<Attribute> values;
@@ -1150,8 +1163,12 @@ LogicalResult einsum(NodeImporter &n) {
     std::string term = t.str();
     size_t pos = term.find("...");
     if (pos != std::string::npos) {
-      size_t k = rankOf(n.input(i)) - (term.size() - 3);
-      ellipsisRank = std::max(ellipsisRank, k);
+      int64_t named = static_cast<int64_t>(term.size()) - 3;
+      int64_t k = rankOf(n.input(i)) - named;
+      if (k < 0 || k > static_cast<int64_t>(fresh.size()))
+        return n.error() << "term '" << t << "' does not match operand rank "
+                         << rankOf(n.input(i));
+      ellipsisRank = std::max<size_t>(ellipsisRank, k);
       // Right-aligned across operands: the last k fresh labels.
       term = term.substr(0, pos) + fresh.substr(fresh.size() - k) +
              term.substr(pos + 3);
@@ -1183,6 +1200,14 @@ LogicalResult einsum(NodeImporter &n) {
         once += c;
     llvm::sort(once);
     output = once;
+  }
+  for (auto [o, c] : llvm::enumerate(output)) {
+    bool known = llvm::any_of(terms, [&](const std::string &t) {
+      return t.find(c) != std::string::npos;
+    });
+    if (!known || output.find(c, o + 1) != std::string::npos)
+      return n.error() << "output label '" << c
+                       << "' must appear once in the output and in an operand";
   }
 
   // Sum away labels that appear in only one operand and not in the output.
