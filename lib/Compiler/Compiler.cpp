@@ -72,6 +72,9 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options) {
     return success();
   PassManager pm(module->getContext(), ModuleOp::getOperationName());
   buildGraphPipeline(pm, options.graph);
+  // Inference models pass through training and partitioning unchanged.
+  if (options.compileTo >= Phase::Linalg)
+    buildLinalgPipeline(pm);
   if (options.configure && failed(options.configure(pm)))
     return failure();
   return pm.run(module);

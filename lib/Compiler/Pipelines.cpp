@@ -1,6 +1,7 @@
 //===- Pipelines.cpp - Tessera's pass pipelines and phases ---------------===//
 
 #include "tessera/Compiler/Pipelines.h"
+#include "tessera/Conversion/Passes.h"
 #include "tessera/Dialect/Graph/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -49,7 +50,10 @@ llvm::StringRef phaseName(Phase phase) {
   llvm_unreachable("unknown phase");
 }
 
-bool isPhaseAvailable(Phase phase) { return phase <= Phase::Graph; }
+bool isPhaseAvailable(Phase phase) {
+  return phase == Phase::Input || phase == Phase::Graph ||
+         phase == Phase::Linalg;
+}
 
 std::string availablePhaseList() {
   std::string list;
@@ -74,6 +78,12 @@ void buildGraphPipeline(OpPassManager &pm,
   pm.addPass(createSymbolDCEPass());
   if (options.requireStaticShapes)
     pm.addNestedPass<func::FuncOp>(graph::createGraphRequireStaticShapes());
+}
+
+void buildLinalgPipeline(OpPassManager &pm) {
+  pm.addPass(createConvertGraphToLinalg());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
 }
 
 } // namespace tessera

@@ -2,11 +2,14 @@
 
 #include "tessera/Compiler/Registration.h"
 #include "tessera/Compiler/Pipelines.h"
+#include "tessera/Conversion/Passes.h"
 #include "tessera/Dialect/Graph/IR/Graph.h"
 #include "tessera/Dialect/Graph/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -19,7 +22,8 @@ namespace tessera {
 void registerTesseraDialects(mlir::DialectRegistry &registry) {
   registry.insert<graph::GraphDialect, mlir::func::FuncDialect,
                   mlir::ml_program::MLProgramDialect, mlir::arith::ArithDialect,
-                  mlir::tensor::TensorDialect>();
+                  mlir::tensor::TensorDialect, mlir::linalg::LinalgDialect,
+                  mlir::math::MathDialect>();
 }
 
 namespace {
@@ -35,6 +39,7 @@ struct GraphPipelineCLOptions
 void registerTesseraPasses() {
   static bool registered = [] {
     graph::registerGraphPasses();
+    registerConversionPasses();
     mlir::registerCanonicalizerPass();
     mlir::registerCSEPass();
     mlir::registerSymbolDCEPass();
@@ -47,6 +52,9 @@ void registerTesseraPasses() {
           options.requireStaticShapes = cl.requireStaticShapes;
           buildGraphPipeline(pm, options);
         });
+    mlir::PassPipelineRegistration<>(
+        "tessera-linalg-pipeline", "The graph -> linalg phase of tessera-compile",
+        [](mlir::OpPassManager &pm) { buildLinalgPipeline(pm); });
     return true;
   }();
   (void)registered;

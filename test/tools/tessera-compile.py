@@ -5,7 +5,9 @@
 # RUN: tessera-compile %t/model.onnx --compile-to=graph | FileCheck %s --check-prefix=GRAPH
 # The default phase is graph (later phases arrive with the IPU backend).
 # RUN: tessera-compile %t/model.onnx | FileCheck %s --check-prefix=GRAPH
+# RUN: tessera-compile %t/model.onnx --compile-to=linalg | FileCheck %s --check-prefix=LINALG
 # RUN: not tessera-compile %t/model.onnx --compile-to=executable 2>&1 | FileCheck %s --check-prefix=LATER
+# RUN: not tessera-compile %t/model.onnx --compile-to=training 2>&1 | FileCheck %s --check-prefix=TRAINING
 # RUN: not tessera-compile %t/model.onnx --compile-to=banana 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 # Output re-enters, as text and as bytecode, and reaches the same IR.
 # RUN: tessera-compile %t/model.onnx --compile-to=input -o %t/input.mlir
@@ -45,7 +47,12 @@ save("model", [
 ], [vi("x", T.FLOAT, [2, 3, 4])], [vi("y", T.FLOAT, [2, 5])],
     [init("w", np.ones((12, 5), np.float32)), init("zero", np.float32(0))], outdir=out)
 
-# LATER: error: --compile-to=executable is not implemented in this version of Tessera; available phases: input, graph
+# LINALG: ml_program.global private @w
+# LINALG: tensor.reshape %arg0
+# LINALG: linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "reduction"]
+# LINALG-NOT: graph.
+# LATER: error: --compile-to=executable is not implemented in this version of Tessera; available phases: input, graph, linalg
+# TRAINING: error: --compile-to=training is not implemented
 # UNKNOWN: error: unknown phase 'banana' for --compile-to
 # MLIRSHAPE: error: --input-shape applies to ONNX models
 # PRINT: IR Dump After GraphInferShapes

@@ -24,7 +24,7 @@ enum class Phase {
   Graph,       ///< shapes inferred, canonicalised, constants folded
   Training,    ///< autodiff, loss scaling, optimizer (not built yet)
   Partitioned, ///< stages, recomputation, pipelining (not built yet)
-  Linalg,      ///< lowered to linalg/tensor/arith (not built yet)
+  Linalg,      ///< lowered to linalg/tensor/arith/math
   Ipu,         ///< tile-mapped ipu dialect (not built yet)
   Llvm,        ///< vertex code in the LLVM dialect (not built yet)
   Executable,  ///< a .tess file (not built yet)
@@ -47,6 +47,9 @@ struct GraphPipelineOptions {
 /// computations), weight layout folding, CSE, and removal of unused globals.
 void buildGraphPipeline(mlir::OpPassManager &pm,
                         const GraphPipelineOptions &options);
+
+/// graph -> linalg: every graph op to linalg/tensor/arith/math, cleaned up.
+void buildLinalgPipeline(mlir::OpPassManager &pm);
 
 } // namespace tessera
 

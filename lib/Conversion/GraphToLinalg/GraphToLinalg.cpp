@@ -1,0 +1,1487 @@
+//===- GraphToLinalg.cpp - graph ops to linalg/tensor/arith/math ---------===//
+//
+// One pattern per graph op (or op family). The lowered forms are chosen for
+// the tile mapper that follows: every compute op is a linalg structured op
+// whose iteration space names each dimension it could split (batch, groups,
+// output channels, output pixels, reduction dims), and broadcasting lives in
+// indexing maps rather than in materialised copies.
+//
+// One rule of linalg shapes every generic here: loop bounds come from the
+// first operand that indexes a loop with a bare dimension, so every bare
+// dimension in an input map must have the output's extent. Windows (pooling)
+// therefore get a dummy operand of the window's shape, strided slices go
+// through tensor.extract_slice, and convolution exposes groups as a dim.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tessera/Conversion/Passes.h"
+#include "tessera/Dialect/Graph/IR/Graph.h"
+#include "tessera/Dialect/Graph/IR/ShapeUtils.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MLProgram/IR/MLProgram.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/AffineMap.h"
+#include "mlir/Transforms/DialectConversion.h"
+
+#include <cmath>
+
+namespace tessera {
+#define GEN_PASS_DEF_CONVERTGRAPHTOLINALG
+#include "tessera/Conversion/Passes.h.inc"
+} // namespace tessera
+
+using namespace mlir;
+namespace g = tessera::graph;
+using utils::IteratorType;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Scalar helpers: one place that knows float / signed / unsigned / bool
+//===----------------------------------------------------------------------===//
+
+bool isFloat(Type t) { return isa<FloatType>(t); }
+bool isUnsigned(Type t) {
+  auto i = dyn_cast<IntegerType>(t);
+  return i && (i.isUnsigned() || i.getWidth() == 1);
+}
+
+/// Arith works on signless integers: graph's ui8 etc. are computed as
+/// signless of the same width, with unsigned ops chosen by isUnsigned().
+Type arithType(Type t) {
+  if (auto i = dyn_cast<IntegerType>(t); i && !i.isSignless())
+    return IntegerType::get(t.getContext(), i.getWidth());
+  return t;
+}
+
+TypedAttr scalarAttr(Type t, double v) {
+  Type at = arithType(t);
+  if (auto ft = dyn_cast<FloatType>(at))
+    return FloatAttr::get(ft, v);
+  auto it = cast<IntegerType>(at);
+  if (it.getWidth() == 1)
+    return IntegerAttr::get(it, v != 0);
+  return IntegerAttr::get(it, APInt(it.getWidth(), static_cast<int64_t>(v),
+                                    /*isSigned=*/true, /*implicitTrunc=*/true));
+}
+
+Value scalar(OpBuilder &b, Location loc, Type t, double v) {
+  return arith::ConstantOp::create(b, loc, scalarAttr(t, v));
+}
+
+/// The identity of max (lowest value) or min (highest value) for `t`.
+Value extremum(OpBuilder &b, Location loc, Type t, bool lowest) {
+  Type at = arithType(t);
+  if (auto ft = dyn_cast<FloatType>(at))
+    return arith::ConstantOp::create(
+        b, loc, FloatAttr::get(ft, APFloat::getInf(ft.getFloatSemantics(),
+                                                  /*Negative=*/lowest)));
+  unsigned w = at.getIntOrFloatBitWidth();
+  APInt v = isUnsigned(t) ? (lowest ? APInt::getMinValue(w) : APInt::getMaxValue(w))
+                          : (lowest ? APInt::getSignedMinValue(w)
+                                    : APInt::getSignedMaxValue(w));
+  return arith::ConstantOp::create(b, loc, IntegerAttr::get(at, v));
+}
+
+Value addS(OpBuilder &b, Location l, Value x, Value y) {
+  return isFloat(x.getType()) ? arith::AddFOp::create(b, l, x, y).getResult()
+                              : arith::AddIOp::create(b, l, x, y).getResult();
+}
+Value subS(OpBuilder &b, Location l, Value x, Value y) {
+  return isFloat(x.getType()) ? arith::SubFOp::create(b, l, x, y).getResult()
+                              : arith::SubIOp::create(b, l, x, y).getResult();
+}
+Value mulS(OpBuilder &b, Location l, Value x, Value y) {
+  return isFloat(x.getType()) ? arith::MulFOp::create(b, l, x, y).getResult()
+                              : arith::MulIOp::create(b, l, x, y).getResult();
+}
+Value divS(OpBuilder &b, Location l, Value x, Value y, bool uns) {
+  if (isFloat(x.getType()))
+    return arith::DivFOp::create(b, l, x, y);
+  return uns ? arith::DivUIOp::create(b, l, x, y).getResult()
+             : arith::DivSIOp::create(b, l, x, y).getResult();
+}
+Value maxS(OpBuilder &b, Location l, Value x, Value y, bool uns) {
+  if (isFloat(x.getType()))
+    return arith::MaximumFOp::create(b, l, x, y); // NaN propagates
+  return uns ? arith::MaxUIOp::create(b, l, x, y).getResult()
+             : arith::MaxSIOp::create(b, l, x, y).getResult();
+}
+Value minS(OpBuilder &b, Location l, Value x, Value y, bool uns) {
+  if (isFloat(x.getType()))
+    return arith::MinimumFOp::create(b, l, x, y);
+  return uns ? arith::MinUIOp::create(b, l, x, y).getResult()
+             : arith::MinSIOp::create(b, l, x, y).getResult();
+}
+
+/// Comparison by predicate name: "eq", "lt", "le", "gt", "ge".
+Value compareS(OpBuilder &b, Location l, StringRef pred, Value x, Value y,
+               bool uns) {
+  if (isFloat(x.getType())) {
+    auto p = llvm::StringSwitch<arith::CmpFPredicate>(pred)
+                 .Case("eq", arith::CmpFPredicate::OEQ)
+                 .Case("lt", arith::CmpFPredicate::OLT)
+                 .Case("le", arith::CmpFPredicate::OLE)
+                 .Case("gt", arith::CmpFPredicate::OGT)
+                 .Default(arith::CmpFPredicate::OGE);
+    return arith::CmpFOp::create(b, l, p, x, y);
+  }
+  auto p = llvm::StringSwitch<arith::CmpIPredicate>(pred)
+               .Case("eq", arith::CmpIPredicate::eq)
+               .Case("lt", uns ? arith::CmpIPredicate::ult : arith::CmpIPredicate::slt)
+               .Case("le", uns ? arith::CmpIPredicate::ule : arith::CmpIPredicate::sle)
+               .Case("gt", uns ? arith::CmpIPredicate::ugt : arith::CmpIPredicate::sgt)
+               .Default(uns ? arith::CmpIPredicate::uge : arith::CmpIPredicate::sge);
+  return arith::CmpIOp::create(b, l, p, x, y);
+}
+
+/// Converts a scalar between element types with graph.cast's semantics.
+Value convertS(OpBuilder &b, Location l, Value x, Type fromGraph, Type toGraph) {
+  Type from = arithType(fromGraph), to = arithType(toGraph);
+  if (from == to)
+    return x;
+  bool fromFloat = isFloat(from), toFloat = isFloat(to);
+  if (to.isInteger(1)) {
+    Value zero = scalar(b, l, fromGraph, 0);
+    return fromFloat ? arith::CmpFOp::create(b, l, arith::CmpFPredicate::UNE, x, zero)
+                           .getResult()
+                     : arith::CmpIOp::create(b, l, arith::CmpIPredicate::ne, x, zero)
+                           .getResult();
+  }
+  if (fromFloat && toFloat && from.getIntOrFloatBitWidth() == to.getIntOrFloatBitWidth()) {
+    // f16 <-> bf16: through f32, which holds both exactly.
+    Value wide = arith::ExtFOp::create(b, l, Float32Type::get(b.getContext()), x);
+    return arith::TruncFOp::create(b, l, to, wide);
+  }
+  if (fromFloat && toFloat)
+    return from.getIntOrFloatBitWidth() < to.getIntOrFloatBitWidth()
+               ? arith::ExtFOp::create(b, l, to, x).getResult()
+               : arith::TruncFOp::create(b, l, to, x).getResult();
+  if (fromFloat)
+    return isUnsigned(toGraph) ? arith::FPToUIOp::create(b, l, to, x).getResult()
+                               : arith::FPToSIOp::create(b, l, to, x).getResult();
+  if (toFloat)
+    return isUnsigned(fromGraph) ? arith::UIToFPOp::create(b, l, to, x).getResult()
+                                 : arith::SIToFPOp::create(b, l, to, x).getResult();
+  unsigned fw = from.getIntOrFloatBitWidth(), tw = to.getIntOrFloatBitWidth();
+  if (fw > tw)
+    return arith::TruncIOp::create(b, l, to, x);
+  return isUnsigned(fromGraph) ? arith::ExtUIOp::create(b, l, to, x).getResult()
+                               : arith::ExtSIOp::create(b, l, to, x).getResult();
+}
+
+//===----------------------------------------------------------------------===//
+// Tensor helpers
+//===----------------------------------------------------------------------===//
+
+RankedTensorType tensorType(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+/// tensor.empty of `type`, with graph's unsigned element types kept: the
+/// tensors keep their types, only scalar arithmetic is signless.
+Value empty(OpBuilder &b, Location l, RankedTensorType type) {
+  return tensor::EmptyOp::create(b, l, type.getShape(), type.getElementType());
+}
+
+/// A tensor of `type` filled with the scalar `v` (given in arith's type).
+Value filled(OpBuilder &b, Location l, RankedTensorType type, Value v) {
+  return linalg::FillOp::create(b, l, ValueRange{v}, ValueRange{empty(b, l, type)})
+      .getResult(0);
+}
+
+/// The indexing map reading an operand of `operandShape` for each point of
+/// `resultShape` under NumPy broadcasting (aligned at the trailing dim).
+AffineMap broadcastMap(MLIRContext *ctx, ArrayRef<int64_t> operandShape,
+                       ArrayRef<int64_t> resultShape) {
+  size_t offset = resultShape.size() - operandShape.size();
+  SmallVector<AffineExpr> exprs;
+  for (size_t i = 0; i < operandShape.size(); ++i)
+    exprs.push_back(operandShape[i] == 1 && resultShape[i + offset] != 1
+                        ? getAffineConstantExpr(0, ctx)
+                        : getAffineDimExpr(i + offset, ctx));
+  return AffineMap::get(resultShape.size(), 0, exprs, ctx);
+}
+
+using BodyFn = function_ref<Value(OpBuilder &, Location, ValueRange)>;
+
+/// A parallel linalg.generic producing `resultType` from broadcast operands.
+/// The body sees the operands' scalars (signless for integers).
+Value elementwise(OpBuilder &b, Location l, RankedTensorType resultType,
+                  ValueRange operands, BodyFn body) {
+  MLIRContext *ctx = b.getContext();
+  SmallVector<AffineMap> maps;
+  for (Value v : operands)
+    maps.push_back(broadcastMap(ctx, tensorType(v).getShape(), resultType.getShape()));
+  maps.push_back(AffineMap::getMultiDimIdentityMap(resultType.getRank(), ctx));
+  SmallVector<IteratorType> iters(resultType.getRank(), IteratorType::parallel);
+  return linalg::GenericOp::create(
+             b, l, TypeRange{resultType}, operands, ValueRange{empty(b, l, resultType)},
+             maps, iters,
+             [&](OpBuilder &nb, Location nl, ValueRange args) {
+               Value r = body(nb, nl, args.drop_back());
+               linalg::YieldOp::create(nb, nl, r);
+             })
+      .getResult(0);
+}
+
+Value reshapeTo(OpBuilder &b, Location l, Value v, ArrayRef<int64_t> shape) {
+  auto type = tensorType(v);
+  if (type.getShape() == shape)
+    return v;
+  auto shapeType = RankedTensorType::get({static_cast<int64_t>(shape.size())},
+                                         b.getIndexType());
+  SmallVector<APInt> dims;
+  for (int64_t d : shape)
+    dims.push_back(APInt(64, d));
+  Value shapeValue = arith::ConstantOp::create(
+      b, l, DenseElementsAttr::get(shapeType, ArrayRef<APInt>(dims)));
+  return tensor::ReshapeOp::create(b, l, type.clone(shape), v, shapeValue);
+}
+
+Value indexConst(OpBuilder &b, Location l, int64_t v) {
+  return arith::ConstantIndexOp::create(b, l, v);
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise ops
+//===----------------------------------------------------------------------===//
+
+/// Lowers an op whose result is an elementwise function of its (broadcast)
+/// operands; `fn` gets the op, the element type of operand 0 and scalars.
+template <typename OpTy>
+struct ElementwisePattern : OpConversionPattern<OpTy> {
+  using Fn = std::function<Value(OpTy, OpBuilder &, Location, Type, ValueRange)>;
+  ElementwisePattern(MLIRContext *ctx, Fn fn)
+      : OpConversionPattern<OpTy>(ctx), fn(std::move(fn)) {}
+
+  LogicalResult
+  matchAndRewrite(OpTy op, typename OpTy::Adaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Type elem = tensorType(op->getOperand(op->getNumOperands() - 1)).getElementType();
+    // For select the value operands decide the type; for the rest any
+    // operand does.
+    if (!isa<g::SelectOp>(op.getOperation()))
+      elem = tensorType(op->getOperand(0)).getElementType();
+    auto resultType = cast<RankedTensorType>(op->getResult(0).getType());
+    Value result = elementwise(
+        rewriter, op.getLoc(), resultType, adaptor.getOperands(),
+        [&](OpBuilder &b, Location l, ValueRange args) {
+          return fn(op, b, l, elem, args);
+        });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+  Fn fn;
+};
+
+template <typename OpTy, typename... Args>
+void addElementwise(RewritePatternSet &patterns,
+                    typename ElementwisePattern<OpTy>::Fn fn) {
+  patterns.add<ElementwisePattern<OpTy>>(patterns.getContext(), std::move(fn));
+}
+
+void populateElementwise(RewritePatternSet &p) {
+  using V = ValueRange;
+  // Binary arithmetic.
+  addElementwise<g::AddOp>(p, [](auto, OpBuilder &b, Location l, Type, V a) {
+    return addS(b, l, a[0], a[1]);
+  });
+  addElementwise<g::SubOp>(p, [](auto, OpBuilder &b, Location l, Type, V a) {
+    return subS(b, l, a[0], a[1]);
+  });
+  addElementwise<g::MulOp>(p, [](auto, OpBuilder &b, Location l, Type, V a) {
+    return mulS(b, l, a[0], a[1]);
+  });
+  addElementwise<g::DivOp>(p, [](auto, OpBuilder &b, Location l, Type t, V a) {
+    return divS(b, l, a[0], a[1], isUnsigned(t));
+  });
+  addElementwise<g::RemOp>(p, [](auto, OpBuilder &b, Location l, Type t, V a) -> Value {
+    if (isFloat(t))
+      return arith::RemFOp::create(b, l, a[0], a[1]);
+    return isUnsigned(t) ? arith::RemUIOp::create(b, l, a[0], a[1]).getResult()
+                         : arith::RemSIOp::create(b, l, a[0], a[1]).getResult();
+  });
+  addElementwise<g::PowOp>(p, [](auto, OpBuilder &b, Location l, Type t, V a) -> Value {
+    if (isFloat(t))
+      return math::PowFOp::create(b, l, a[0], a[1]);
+    return math::IPowIOp::create(b, l, a[0], a[1]);
+  });
+  addElementwise<g::MaxOp>(p, [](auto, OpBuilder &b, Location l, Type t, V a) {
+    return maxS(b, l, a[0], a[1], isUnsigned(t));
+  });
+  addElementwise<g::MinOp>(p, [](auto, OpBuilder &b, Location l, Type t, V a) {
+    return minS(b, l, a[0], a[1], isUnsigned(t));
+  });
+  addElementwise<g::AndOp>(p, [](auto, OpBuilder &b, Location l, Type, V a) {
+    return arith::AndIOp::create(b, l, a[0], a[1]).getResult();
+  });
+  addElementwise<g::OrOp>(p, [](auto, OpBuilder &b, Location l, Type, V a) {
+    return arith::OrIOp::create(b, l, a[0], a[1]).getResult();
+  });
+  addElementwise<g::XorOp>(p, [](auto, OpBuilder &b, Location l, Type, V a) {
+    return arith::XOrIOp::create(b, l, a[0], a[1]).getResult();
+  });
+  // Comparisons and select.
+  auto cmp = [](const char *pred) {
+    return [pred](auto, OpBuilder &b, Location l, Type t, V a) {
+      return compareS(b, l, pred, a[0], a[1], isUnsigned(t));
+    };
+  };
+  addElementwise<g::EqualOp>(p, cmp("eq"));
+  addElementwise<g::LessOp>(p, cmp("lt"));
+  addElementwise<g::LessEqualOp>(p, cmp("le"));
+  addElementwise<g::GreaterOp>(p, cmp("gt"));
+  addElementwise<g::GreaterEqualOp>(p, cmp("ge"));
+  addElementwise<g::SelectOp>(p, [](auto, OpBuilder &b, Location l, Type, V a) {
+    return arith::SelectOp::create(b, l, a[0], a[1], a[2]).getResult();
+  });
+  addElementwise<g::CastOp>(p, [](g::CastOp op, OpBuilder &b, Location l, Type t, V a) {
+    return convertS(b, l, a[0], t, op.getType().getElementType());
+  });
+
+  // Unary.
+  addElementwise<g::NegOp>(p, [](auto, OpBuilder &b, Location l, Type t, V a) -> Value {
+    if (isFloat(t))
+      return arith::NegFOp::create(b, l, a[0]);
+    return arith::SubIOp::create(b, l, scalar(b, l, t, 0), a[0]);
+  });
+  addElementwise<g::AbsOp>(p, [](auto, OpBuilder &b, Location l, Type t, V a) -> Value {
+    if (isFloat(t))
+      return math::AbsFOp::create(b, l, a[0]);
+    return isUnsigned(t) ? a[0] : math::AbsIOp::create(b, l, a[0]).getResult();
+  });
+  addElementwise<g::SignOp>(p, [](auto, OpBuilder &b, Location l, Type t, V a) {
+    // NaN and zero fall through both tests and come back unchanged.
+    Value x = a[0], zero = scalar(b, l, t, 0);
+    Value pos = compareS(b, l, "gt", x, zero, isUnsigned(t));
+    Value neg = compareS(b, l, "lt", x, zero, isUnsigned(t));
+    Value r = arith::SelectOp::create(b, l, neg, scalar(b, l, t, -1), x);
+    return arith::SelectOp::create(b, l, pos, scalar(b, l, t, 1), r).getResult();
+  });
+  auto math1 = [](auto create) {
+    return [create](auto, OpBuilder &b, Location l, Type, V a) -> Value {
+      return create(b, l, a[0]);
+    };
+  };
+  addElementwise<g::ExpOp>(p, math1([](OpBuilder &b, Location l, Value x) {
+    return math::ExpOp::create(b, l, x).getResult(); }));
+  addElementwise<g::LogOp>(p, math1([](OpBuilder &b, Location l, Value x) {
+    return math::LogOp::create(b, l, x).getResult(); }));
+  addElementwise<g::SqrtOp>(p, math1([](OpBuilder &b, Location l, Value x) {
+    return math::SqrtOp::create(b, l, x).getResult(); }));
+  addElementwise<g::RsqrtOp>(p, math1([](OpBuilder &b, Location l, Value x) {
+    return math::RsqrtOp::create(b, l, x).getResult(); }));
+  addElementwise<g::TanhOp>(p, math1([](OpBuilder &b, Location l, Value x) {
+    return math::TanhOp::create(b, l, x).getResult(); }));
+  addElementwise<g::ErfOp>(p, math1([](OpBuilder &b, Location l, Value x) {
+    return math::ErfOp::create(b, l, x).getResult(); }));
+  addElementwise<g::SinOp>(p, math1([](OpBuilder &b, Location l, Value x) {
+    return math::SinOp::create(b, l, x).getResult(); }));
+  addElementwise<g::CosOp>(p, math1([](OpBuilder &b, Location l, Value x) {
+    return math::CosOp::create(b, l, x).getResult(); }));
+  addElementwise<g::FloorOp>(p, math1([](OpBuilder &b, Location l, Value x) {
+    return math::FloorOp::create(b, l, x).getResult(); }));
+  addElementwise<g::CeilOp>(p, math1([](OpBuilder &b, Location l, Value x) {
+    return math::CeilOp::create(b, l, x).getResult(); }));
+  addElementwise<g::RoundOp>(p, math1([](OpBuilder &b, Location l, Value x) {
+    return math::RoundEvenOp::create(b, l, x).getResult(); }));
+  addElementwise<g::ReciprocalOp>(p, [](auto, OpBuilder &b, Location l, Type t, V a) {
+    return arith::DivFOp::create(b, l, scalar(b, l, t, 1), a[0]).getResult();
+  });
+  addElementwise<g::SigmoidOp>(p, [](auto, OpBuilder &b, Location l, Type t, V a) {
+    Value e = math::ExpOp::create(b, l, arith::NegFOp::create(b, l, a[0]));
+    Value d = arith::AddFOp::create(b, l, scalar(b, l, t, 1), e);
+    return arith::DivFOp::create(b, l, scalar(b, l, t, 1), d).getResult();
+  });
+  addElementwise<g::ReluOp>(p, [](auto, OpBuilder &b, Location l, Type t, V a) {
+    return maxS(b, l, a[0], scalar(b, l, t, 0), isUnsigned(t));
+  });
+  addElementwise<g::NotOp>(p, [](auto, OpBuilder &b, Location l, Type t, V a) {
+    return arith::XOrIOp::create(b, l, a[0], scalar(b, l, t, 1)).getResult();
+  });
+  addElementwise<g::SoftplusOp>(p, [](auto, OpBuilder &b, Location l, Type, V a) {
+    return math::Log1pOp::create(b, l, math::ExpOp::create(b, l, a[0])).getResult();
+  });
+  addElementwise<g::HardSwishOp>(p, [](auto, OpBuilder &b, Location l, Type t, V a) {
+    Value x = a[0];
+    Value s = arith::AddFOp::create(
+        b, l, arith::MulFOp::create(b, l, x, scalar(b, l, t, 1.0 / 6)),
+        scalar(b, l, t, 0.5));
+    s = arith::MinimumFOp::create(
+        b, l, arith::MaximumFOp::create(b, l, s, scalar(b, l, t, 0)),
+        scalar(b, l, t, 1));
+    return arith::MulFOp::create(b, l, x, s).getResult();
+  });
+  addElementwise<g::HardSigmoidOp>(p, [](g::HardSigmoidOp op, OpBuilder &b, Location l,
+                                         Type t, V a) {
+    Value s = arith::AddFOp::create(
+        b, l,
+        arith::MulFOp::create(b, l, a[0],
+                              scalar(b, l, t, op.getAlpha().convertToDouble())),
+        scalar(b, l, t, op.getBeta().convertToDouble()));
+    return arith::MinimumFOp::create(
+               b, l, arith::MaximumFOp::create(b, l, s, scalar(b, l, t, 0)),
+               scalar(b, l, t, 1))
+        .getResult();
+  });
+  addElementwise<g::LeakyReluOp>(p, [](g::LeakyReluOp op, OpBuilder &b, Location l,
+                                       Type t, V a) {
+    Value x = a[0];
+    Value neg = compareS(b, l, "lt", x, scalar(b, l, t, 0), false);
+    Value scaled = arith::MulFOp::create(
+        b, l, x, scalar(b, l, t, op.getAlpha().convertToDouble()));
+    return arith::SelectOp::create(b, l, neg, scaled, x).getResult();
+  });
+  addElementwise<g::EluOp>(p, [](g::EluOp op, OpBuilder &b, Location l, Type t, V a) {
+    Value x = a[0];
+    Value neg = compareS(b, l, "lt", x, scalar(b, l, t, 0), false);
+    Value e = arith::MulFOp::create(
+        b, l, math::ExpM1Op::create(b, l, x),
+        scalar(b, l, t, op.getAlpha().convertToDouble()));
+    return arith::SelectOp::create(b, l, neg, e, x).getResult();
+  });
+  addElementwise<g::ClampOp>(p, [](g::ClampOp op, OpBuilder &b, Location l, Type t, V a) {
+    Value x = a[0];
+    bool uns = isUnsigned(t);
+    if (op.getMin())
+      x = maxS(b, l, x, scalar(b, l, t, op.getMin()->convertToDouble()), uns);
+    if (op.getMax())
+      x = minS(b, l, x, scalar(b, l, t, op.getMax()->convertToDouble()), uns);
+    return x;
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Contractions: matmul, convolution, pooling
+//===----------------------------------------------------------------------===//
+
+struct MatmulPattern : OpConversionPattern<g::MatmulOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(g::MatmulOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location l = op.getLoc();
+    MLIRContext *ctx = getContext();
+    Value lhs = adaptor.getLhs(), rhs = adaptor.getRhs();
+    SmallVector<int64_t> ls(tensorType(lhs).getShape()), rs(tensorType(rhs).getShape());
+    // Rank-1 operands become matrices, as numpy.matmul promotes them.
+    if (ls.size() == 1) {
+      ls.insert(ls.begin(), 1);
+      lhs = reshapeTo(rewriter, l, lhs, ls);
+    }
+    if (rs.size() == 1) {
+      rs.push_back(1);
+      rhs = reshapeTo(rewriter, l, rhs, rs);
+    }
+    SmallVector<int64_t> batch =
+        *g::broadcastShapes(ArrayRef(ls).drop_back(2), ArrayRef(rs).drop_back(2));
+    int64_t nb = batch.size();
+    // Loops: batch..., m, n, k.
+    unsigned loops = nb + 3;
+    auto dim = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
+    auto operandMap = [&](ArrayRef<int64_t> shape, AffineExpr a, AffineExpr b) {
+      SmallVector<AffineExpr> exprs;
+      size_t off = nb - (shape.size() - 2);
+      for (size_t i = 0; i + 2 < shape.size(); ++i)
+        exprs.push_back(shape[i] == 1 && batch[i + off] != 1
+                            ? getAffineConstantExpr(0, ctx)
+                            : dim(i + off));
+      exprs.push_back(a);
+      exprs.push_back(b);
+      return AffineMap::get(loops, 0, exprs, ctx);
+    };
+    SmallVector<AffineExpr> outExprs;
+    for (int64_t i = 0; i < nb; ++i)
+      outExprs.push_back(dim(i));
+    outExprs.push_back(dim(nb));
+    outExprs.push_back(dim(nb + 1));
+    SmallVector<AffineMap> maps = {operandMap(ls, dim(nb), dim(nb + 2)),
+                                   operandMap(rs, dim(nb + 2), dim(nb + 1)),
+                                   AffineMap::get(loops, 0, outExprs, ctx)};
+    SmallVector<IteratorType> iters(loops, IteratorType::parallel);
+    iters.back() = IteratorType::reduction;
+    Type elem = op.getType().getElementType();
+    SmallVector<int64_t> outShape = batch;
+    outShape.push_back(ls[ls.size() - 2]);
+    outShape.push_back(rs.back());
+    auto outType = RankedTensorType::get(outShape, elem);
+    Value init = filled(rewriter, l, outType, scalar(rewriter, l, elem, 0));
+    Value result =
+        linalg::GenericOp::create(
+            rewriter, l, TypeRange{outType}, ValueRange{lhs, rhs}, ValueRange{init},
+            maps, iters,
+            [&](OpBuilder &b, Location nl, ValueRange a) {
+              Value r = addS(b, nl, a[2], mulS(b, nl, a[0], a[1]));
+              linalg::YieldOp::create(b, nl, r);
+            })
+            .getResult(0);
+    rewriter.replaceOp(op, reshapeTo(rewriter, l, result, op.getType().getShape()));
+    return success();
+  }
+};
+
+/// Pads the spatial dims (from dim 2) of `x` by `low`/`high` with `value`.
+Value padSpatial(OpBuilder &b, Location l, Value x, ArrayRef<int64_t> low,
+                 ArrayRef<int64_t> high, Value value) {
+  if (llvm::all_of(low, [](int64_t p) { return p == 0; }) &&
+      llvm::all_of(high, [](int64_t p) { return p == 0; }))
+    return x;
+  auto type = tensorType(x);
+  SmallVector<int64_t> lo = {0, 0}, hi = {0, 0}, shape(type.getShape());
+  llvm::append_range(lo, low);
+  llvm::append_range(hi, high);
+  for (size_t d = 0; d < shape.size(); ++d)
+    shape[d] += lo[d] + hi[d];
+  SmallVector<OpFoldResult> loF, hiF;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    loF.push_back(b.getIndexAttr(lo[d]));
+    hiF.push_back(b.getIndexAttr(hi[d]));
+  }
+  return tensor::PadOp::create(b, l, type.clone(shape), x, loF, hiF, value);
+}
+
+struct ConvPattern : OpConversionPattern<g::ConvOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(g::ConvOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location l = op.getLoc();
+    MLIRContext *ctx = getContext();
+    Type elem = op.getType().getElementType();
+    ArrayRef<int64_t> in = tensorType(adaptor.getInput()).getShape();
+    ArrayRef<int64_t> w = tensorType(adaptor.getWeight()).getShape();
+    ArrayRef<int64_t> out = op.getType().getShape();
+    int64_t k = in.size() - 2, groups = op.getGroups();
+    int64_t cg = w[1], fg = w[0] / groups;
+    ArrayRef<int64_t> pads = op.getPads();
+    Value x = padSpatial(rewriter, l, adaptor.getInput(), pads.take_front(k),
+                         pads.drop_front(k), scalar(rewriter, l, elem, 0));
+    SmallVector<int64_t> padded(tensorType(x).getShape());
+    // Expose groups as dims so every loop has a pure index somewhere:
+    // input N x G x C/G x D..., weight G x F/G x C/G x K..., out N x G x F/G x O...
+    SmallVector<int64_t> xg = {padded[0], groups, cg};
+    llvm::append_range(xg, ArrayRef(padded).drop_front(2));
+    SmallVector<int64_t> wg = {groups, fg, cg};
+    llvm::append_range(wg, w.drop_front(2));
+    SmallVector<int64_t> og = {out[0], groups, fg};
+    llvm::append_range(og, out.drop_front(2));
+    x = reshapeTo(rewriter, l, x, xg);
+    Value wv = reshapeTo(rewriter, l, adaptor.getWeight(), wg);
+    // Loops: n, g, f, o_1..o_k, c, r_1..r_k.
+    unsigned loops = 4 + 2 * k;
+    auto dim = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
+    SmallVector<AffineExpr> xe = {dim(0), dim(1), dim(3 + k)};
+    SmallVector<AffineExpr> we = {dim(1), dim(2), dim(3 + k)};
+    SmallVector<AffineExpr> oe = {dim(0), dim(1), dim(2)};
+    for (int64_t i = 0; i < k; ++i) {
+      xe.push_back(dim(3 + i) * op.getStrides()[i] +
+                   dim(4 + k + i) * op.getDilations()[i]);
+      we.push_back(dim(4 + k + i));
+      oe.push_back(dim(3 + i));
+    }
+    SmallVector<AffineMap> maps = {AffineMap::get(loops, 0, xe, ctx),
+                                   AffineMap::get(loops, 0, we, ctx),
+                                   AffineMap::get(loops, 0, oe, ctx)};
+    SmallVector<IteratorType> iters(loops, IteratorType::parallel);
+    for (unsigned i = 3 + k; i < loops; ++i)
+      iters[i] = IteratorType::reduction;
+    auto outType = RankedTensorType::get(og, elem);
+    // The bias initialises the accumulator, broadcast along the channel dims.
+    Value init;
+    if (Value bias = adaptor.getBias()) {
+      Value bg = reshapeTo(rewriter, l, bias, {groups, fg});
+      SmallVector<AffineExpr> be = {dim(1), dim(2)};
+      unsigned r = og.size();
+      init = linalg::GenericOp::create(
+                 rewriter, l, TypeRange{outType}, ValueRange{bg},
+                 ValueRange{empty(rewriter, l, outType)},
+                 {AffineMap::get(r, 0, {getAffineDimExpr(1, ctx), getAffineDimExpr(2, ctx)}, ctx),
+                  AffineMap::getMultiDimIdentityMap(r, ctx)},
+                 SmallVector<IteratorType>(r, IteratorType::parallel),
+                 [](OpBuilder &b, Location nl, ValueRange a) {
+                   linalg::YieldOp::create(b, nl, a[0]);
+                 })
+                 .getResult(0);
+    } else {
+      init = filled(rewriter, l, outType, scalar(rewriter, l, elem, 0));
+    }
+    Value result =
+        linalg::GenericOp::create(
+            rewriter, l, TypeRange{outType}, ValueRange{x, wv}, ValueRange{init}, maps,
+            iters,
+            [&](OpBuilder &b, Location nl, ValueRange a) {
+              Value r = addS(b, nl, a[2], mulS(b, nl, a[0], a[1]));
+              linalg::YieldOp::create(b, nl, r);
+            })
+            .getResult(0);
+    rewriter.replaceOp(op, reshapeTo(rewriter, l, result, out));
+    return success();
+  }
+};
+
+/// Extra trailing padding so that ceil-mode windows stay inside the tensor.
+SmallVector<int64_t> windowHighPads(ArrayRef<int64_t> in, ArrayRef<int64_t> out,
+                                    ArrayRef<int64_t> kernel,
+                                    ArrayRef<int64_t> strides,
+                                    ArrayRef<int64_t> pads,
+                                    ArrayRef<int64_t> dilations) {
+  size_t k = kernel.size();
+  SmallVector<int64_t> high;
+  for (size_t i = 0; i < k; ++i) {
+    int64_t span = dilations[i] * (kernel[i] - 1) + 1;
+    int64_t needed = (out[i + 2] - 1) * strides[i] + span;
+    int64_t have = in[i + 2] + pads[i] + pads[i + k];
+    high.push_back(pads[i + k] + std::max<int64_t>(0, needed - have));
+  }
+  return high;
+}
+
+/// Pooling as a window reduction: input N x C x (o*s + r*d), with a dummy
+/// operand of the window's shape that gives the r loops their bounds.
+Value poolWindow(OpBuilder &b, Location l, Value x, RankedTensorType outType,
+                 ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
+                 ArrayRef<int64_t> dilations, Value init,
+                 function_ref<Value(OpBuilder &, Location, Value, Value)> combine) {
+  MLIRContext *ctx = b.getContext();
+  int64_t k = kernel.size();
+  unsigned loops = 2 + 2 * k;
+  auto dim = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
+  SmallVector<AffineExpr> xe = {dim(0), dim(1)}, ke, oe = {dim(0), dim(1)};
+  for (int64_t i = 0; i < k; ++i) {
+    xe.push_back(dim(2 + i) * strides[i] + dim(2 + k + i) * dilations[i]);
+    ke.push_back(dim(2 + k + i));
+    oe.push_back(dim(2 + i));
+  }
+  Value window = tensor::EmptyOp::create(b, l, kernel, b.getI1Type());
+  SmallVector<IteratorType> iters(loops, IteratorType::parallel);
+  for (unsigned i = 2 + k; i < loops; ++i)
+    iters[i] = IteratorType::reduction;
+  return linalg::GenericOp::create(
+             b, l, TypeRange{outType}, ValueRange{x, window}, ValueRange{init},
+             {AffineMap::get(loops, 0, xe, ctx), AffineMap::get(loops, 0, ke, ctx),
+              AffineMap::get(loops, 0, oe, ctx)},
+             iters,
+             [&](OpBuilder &nb, Location nl, ValueRange a) {
+               linalg::YieldOp::create(nb, nl, combine(nb, nl, a[2], a[0]));
+             })
+      .getResult(0);
+}
+
+struct MaxPoolPattern : OpConversionPattern<g::MaxPoolOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(g::MaxPoolOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location l = op.getLoc();
+    Type elem = op.getType().getElementType();
+    ArrayRef<int64_t> pads = op.getPads();
+    int64_t k = op.getKernelShape().size();
+    SmallVector<int64_t> high = windowHighPads(
+        tensorType(adaptor.getInput()).getShape(), op.getType().getShape(),
+        op.getKernelShape(), op.getStrides(), pads, op.getDilations());
+    Value lowest = extremum(rewriter, l, elem, /*lowest=*/true);
+    Value x = padSpatial(rewriter, l, adaptor.getInput(), pads.take_front(k), high, lowest);
+    Value init = filled(rewriter, l, op.getType(), lowest);
+    bool uns = isUnsigned(elem);
+    rewriter.replaceOp(op, poolWindow(rewriter, l, x, op.getType(), op.getKernelShape(),
+                                      op.getStrides(), op.getDilations(), init,
+                                      [&](OpBuilder &b, Location nl, Value acc, Value v) {
+                                        return maxS(b, nl, acc, v, uns);
+                                      }));
+    return success();
+  }
+};
+
+/// Elements each output position of a 1-D window covers: inside the input
+/// only, or inside the padded input with count_include_pad.
+SmallVector<double> windowCounts(int64_t in, int64_t out, int64_t kernel,
+                                 int64_t stride, int64_t padLow, int64_t padHigh,
+                                 int64_t dilation, bool includePad) {
+  SmallVector<double> counts;
+  int64_t lo = includePad ? -padLow : 0, hi = includePad ? in + padHigh : in;
+  for (int64_t o = 0; o < out; ++o) {
+    int64_t c = 0;
+    for (int64_t r = 0; r < kernel; ++r) {
+      int64_t pos = o * stride - padLow + r * dilation;
+      c += pos >= lo && pos < hi;
+    }
+    counts.push_back(std::max<int64_t>(c, 1));
+  }
+  return counts;
+}
+
+struct AvgPoolPattern : OpConversionPattern<g::AvgPoolOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(g::AvgPoolOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location l = op.getLoc();
+    Type elem = op.getType().getElementType();
+    ArrayRef<int64_t> pads = op.getPads(), in = tensorType(adaptor.getInput()).getShape();
+    ArrayRef<int64_t> out = op.getType().getShape();
+    int64_t k = op.getKernelShape().size();
+    SmallVector<int64_t> high = windowHighPads(in, out, op.getKernelShape(),
+                                               op.getStrides(), pads, op.getDilations());
+    Value zero = scalar(rewriter, l, elem, 0);
+    Value x = padSpatial(rewriter, l, adaptor.getInput(), pads.take_front(k), high, zero);
+    Value sum = poolWindow(rewriter, l, x, op.getType(), op.getKernelShape(),
+                           op.getStrides(), op.getDilations(),
+                           filled(rewriter, l, op.getType(), zero),
+                           [](OpBuilder &b, Location nl, Value acc, Value v) {
+                             return addS(b, nl, acc, v);
+                           });
+    // Divisors depend only on the output position: a compile-time table of
+    // the output's spatial shape, broadcast over N and C.
+    SmallVector<int64_t> spatial(out.drop_front(2));
+    SmallVector<SmallVector<double>> perDim;
+    for (int64_t i = 0; i < k; ++i)
+      perDim.push_back(windowCounts(in[i + 2], out[i + 2], op.getKernelShape()[i],
+                                    op.getStrides()[i], pads[i], pads[i + k],
+                                    op.getDilations()[i], op.getCountIncludePad()));
+    int64_t n = g::numElements(spatial);
+    SmallVector<Attribute> table;
+    for (int64_t lin = 0; lin < n; ++lin) {
+      double c = 1;
+      int64_t rest = lin;
+      for (int64_t i = k - 1; i >= 0; --i) {
+        c *= perDim[i][rest % spatial[i]];
+        rest /= spatial[i];
+      }
+      table.push_back(scalarAttr(elem, c));
+    }
+    auto tableType = RankedTensorType::get(spatial, elem);
+    Value counts = arith::ConstantOp::create(
+        rewriter, l, DenseElementsAttr::get(tableType, table));
+    rewriter.replaceOp(op, elementwise(rewriter, l, op.getType(), ValueRange{sum, counts},
+                                       [](OpBuilder &b, Location nl, ValueRange a) {
+                                         return divS(b, nl, a[0], a[1], false);
+                                       }));
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Reductions and normalisations
+//===----------------------------------------------------------------------===//
+
+/// linalg.reduce of `x` over `axes` into a tensor filled with `init`,
+/// reshaped to `resultShape` (which has size-1 dims with keepdims).
+Value reduce(OpBuilder &b, Location l, Value x, ArrayRef<int64_t> axes,
+             ArrayRef<int64_t> resultShape, Value init,
+             function_ref<Value(OpBuilder &, Location, Value, Value)> combine) {
+  auto type = tensorType(x);
+  SmallVector<int64_t> kept;
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    if (!llvm::is_contained(axes, d))
+      kept.push_back(type.getDimSize(d));
+  auto keptType = type.clone(kept);
+  Value acc = filled(b, l, keptType, init);
+  Value r = linalg::ReduceOp::create(
+                b, l, ValueRange{x}, ValueRange{acc}, axes,
+                [&](OpBuilder &nb, Location nl, ValueRange a) {
+                  linalg::YieldOp::create(nb, nl, combine(nb, nl, a[1], a[0]));
+                })
+                .getResult(0);
+  return reshapeTo(b, l, r, resultShape);
+}
+
+int64_t reducedCount(Value x, ArrayRef<int64_t> axes) {
+  int64_t n = 1;
+  for (int64_t a : axes)
+    n *= tensorType(x).getDimSize(a);
+  return n;
+}
+
+template <typename OpTy>
+struct ReducePattern : OpConversionPattern<OpTy> {
+  using OpConversionPattern<OpTy>::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(OpTy op, typename OpTy::Adaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location l = op.getLoc();
+    Type elem = op.getType().getElementType();
+    bool uns = isUnsigned(elem);
+    Value x = adaptor.getInput();
+    ArrayRef<int64_t> shape = op.getType().getShape();
+    Value r;
+    if constexpr (std::is_same_v<OpTy, g::ReduceMaxOp>) {
+      r = reduce(rewriter, l, x, op.getAxes(), shape, extremum(rewriter, l, elem, true),
+                 [&](OpBuilder &b, Location nl, Value a, Value v) {
+                   return maxS(b, nl, a, v, uns);
+                 });
+    } else if constexpr (std::is_same_v<OpTy, g::ReduceMinOp>) {
+      r = reduce(rewriter, l, x, op.getAxes(), shape, extremum(rewriter, l, elem, false),
+                 [&](OpBuilder &b, Location nl, Value a, Value v) {
+                   return minS(b, nl, a, v, uns);
+                 });
+    } else if constexpr (std::is_same_v<OpTy, g::ReduceProdOp>) {
+      r = reduce(rewriter, l, x, op.getAxes(), shape, scalar(rewriter, l, elem, 1),
+                 [](OpBuilder &b, Location nl, Value a, Value v) {
+                   return mulS(b, nl, a, v);
+                 });
+    } else {
+      r = reduce(rewriter, l, x, op.getAxes(), shape, scalar(rewriter, l, elem, 0),
+                 [](OpBuilder &b, Location nl, Value a, Value v) {
+                   return addS(b, nl, a, v);
+                 });
+      if constexpr (std::is_same_v<OpTy, g::ReduceMeanOp>) {
+        double count = reducedCount(x, op.getAxes());
+        Value c = scalar(rewriter, l, elem, count);
+        r = elementwise(rewriter, l, op.getType(), ValueRange{r},
+                        [&](OpBuilder &b, Location nl, ValueRange a) {
+                          return divS(b, nl, a[0], c, false);
+                        });
+      }
+    }
+    rewriter.replaceOp(op, r);
+    return success();
+  }
+};
+
+template <typename OpTy>
+struct ArgReducePattern : OpConversionPattern<OpTy> {
+  using OpConversionPattern<OpTy>::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(OpTy op, typename OpTy::Adaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    constexpr bool isMax = std::is_same_v<OpTy, g::ArgMaxOp>;
+    Location l = op.getLoc();
+    MLIRContext *ctx = this->getContext();
+    Value x = adaptor.getInput();
+    auto xt = tensorType(x);
+    Type elem = xt.getElementType();
+    int64_t axis = op.getAxis(), rank = xt.getRank();
+    SmallVector<int64_t> kept;
+    SmallVector<AffineExpr> keptExprs;
+    for (int64_t d = 0; d < rank; ++d)
+      if (d != axis) {
+        kept.push_back(xt.getDimSize(d));
+        keptExprs.push_back(getAffineDimExpr(d, ctx));
+      }
+    auto valType = xt.clone(kept);
+    auto idxType = RankedTensorType::get(kept, rewriter.getI64Type());
+    Value vals = filled(rewriter, l, valType, extremum(rewriter, l, elem, isMax));
+    Value idxs = filled(rewriter, l, idxType, scalar(rewriter, l, rewriter.getI64Type(), 0));
+    SmallVector<IteratorType> iters(rank, IteratorType::parallel);
+    iters[axis] = IteratorType::reduction;
+    AffineMap keptMap = AffineMap::get(rank, 0, keptExprs, ctx);
+    bool last = op.getSelectLastIndex(), uns = isUnsigned(elem);
+    auto generic = linalg::GenericOp::create(
+        rewriter, l, TypeRange{valType, idxType}, ValueRange{x}, ValueRange{vals, idxs},
+        {AffineMap::getMultiDimIdentityMap(rank, ctx), keptMap, keptMap}, iters,
+        [&](OpBuilder &b, Location nl, ValueRange a) {
+          Value i = arith::IndexCastOp::create(
+              b, nl, b.getI64Type(), linalg::IndexOp::create(b, nl, axis));
+          Value better = compareS(b, nl, isMax ? "gt" : "lt", a[0], a[1], uns);
+          if (last)
+            better = arith::OrIOp::create(b, nl, better,
+                                          compareS(b, nl, "eq", a[0], a[1], uns));
+          // The first NaN wins over everything, as in numpy.argmax.
+          if (isFloat(elem)) {
+            Value isNan =
+                arith::CmpFOp::create(b, nl, arith::CmpFPredicate::UNO, a[0], a[0]);
+            Value accNan =
+                arith::CmpFOp::create(b, nl, arith::CmpFPredicate::UNO, a[1], a[1]);
+            better = arith::OrIOp::create(b, nl, better, isNan);
+            better = arith::AndIOp::create(
+                b, nl, better,
+                arith::XOrIOp::create(b, nl, accNan,
+                                      arith::ConstantOp::create(b, nl, b.getBoolAttr(true))));
+          }
+          linalg::YieldOp::create(
+              b, nl,
+              ValueRange{arith::SelectOp::create(b, nl, better, a[0], a[1]),
+                         arith::SelectOp::create(b, nl, better, i, a[2])});
+        });
+    rewriter.replaceOp(op, reshapeTo(rewriter, l, generic.getResult(1),
+                                     op.getType().getShape()));
+    return success();
+  }
+};
+
+template <typename OpTy>
+struct SoftmaxPattern : OpConversionPattern<OpTy> {
+  using OpConversionPattern<OpTy>::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(OpTy op, typename OpTy::Adaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location l = op.getLoc();
+    Value x = adaptor.getInput();
+    auto type = op.getType();
+    Type elem = type.getElementType();
+    SmallVector<int64_t> kept(type.getShape());
+    int64_t axis = op.getAxis();
+    kept[axis] = 1;
+    // Shifted by the max for range: e = exp(x - max), s = sum(e).
+    Value m = reduce(rewriter, l, x, {axis}, kept, extremum(rewriter, l, elem, true),
+                     [](OpBuilder &b, Location nl, Value a, Value v) {
+                       return arith::MaximumFOp::create(b, nl, a, v).getResult();
+                     });
+    Value shifted = elementwise(rewriter, l, type, ValueRange{x, m},
+                                [](OpBuilder &b, Location nl, ValueRange a) {
+                                  return arith::SubFOp::create(b, nl, a[0], a[1]).getResult();
+                                });
+    Value e = elementwise(rewriter, l, type, ValueRange{shifted},
+                          [](OpBuilder &b, Location nl, ValueRange a) {
+                            return math::ExpOp::create(b, nl, a[0]).getResult();
+                          });
+    Value s = reduce(rewriter, l, e, {axis}, kept, scalar(rewriter, l, elem, 0),
+                     [](OpBuilder &b, Location nl, Value a, Value v) {
+                       return arith::AddFOp::create(b, nl, a, v).getResult();
+                     });
+    Value r;
+    if constexpr (std::is_same_v<OpTy, g::LogSoftmaxOp>)
+      r = elementwise(rewriter, l, type, ValueRange{shifted, s},
+                      [](OpBuilder &b, Location nl, ValueRange a) {
+                        return arith::SubFOp::create(b, nl, a[0],
+                                                     math::LogOp::create(b, nl, a[1]))
+                            .getResult();
+                      });
+    else
+      r = elementwise(rewriter, l, type, ValueRange{e, s},
+                      [](OpBuilder &b, Location nl, ValueRange a) {
+                        return arith::DivFOp::create(b, nl, a[0], a[1]).getResult();
+                      });
+    rewriter.replaceOp(op, r);
+    return success();
+  }
+};
+
+/// Reshapes a per-channel vector of C elements to C x 1 x ... x 1 so that
+/// NumPy broadcasting applies it along dim 1 of an N x C x ... tensor.
+Value channelVector(OpBuilder &b, Location l, Value v, int64_t rank) {
+  SmallVector<int64_t> shape(rank - 1, 1);
+  shape[0] = tensorType(v).getDimSize(0);
+  return reshapeTo(b, l, v, shape);
+}
+
+/// (x - mean) * rsqrt(var + eps), with mean and var over `axes` (kept dims).
+Value normalize(OpBuilder &b, Location l, Value x, ArrayRef<int64_t> axes,
+                double epsilon) {
+  auto type = tensorType(x);
+  Type elem = type.getElementType();
+  SmallVector<int64_t> kept(type.getShape());
+  for (int64_t a : axes)
+    kept[a] = 1;
+  Value count = scalar(b, l, elem, reducedCount(x, axes));
+  auto add = [](OpBuilder &nb, Location nl, Value a, Value v) {
+    return arith::AddFOp::create(nb, nl, a, v).getResult();
+  };
+  Value sum = reduce(b, l, x, axes, kept, scalar(b, l, elem, 0), add);
+  Value centered = elementwise(b, l, type, ValueRange{x, sum},
+                               [&](OpBuilder &nb, Location nl, ValueRange a) {
+                                 Value mean = arith::DivFOp::create(nb, nl, a[1], count);
+                                 return arith::SubFOp::create(nb, nl, a[0], mean).getResult();
+                               });
+  Value sq = elementwise(b, l, type, ValueRange{centered},
+                         [](OpBuilder &nb, Location nl, ValueRange a) {
+                           return arith::MulFOp::create(nb, nl, a[0], a[0]).getResult();
+                         });
+  Value sqSum = reduce(b, l, sq, axes, kept, scalar(b, l, elem, 0), add);
+  Value eps = scalar(b, l, elem, epsilon);
+  return elementwise(b, l, type, ValueRange{centered, sqSum},
+                     [&](OpBuilder &nb, Location nl, ValueRange a) {
+                       Value var = arith::DivFOp::create(nb, nl, a[1], count);
+                       Value inv = math::RsqrtOp::create(
+                           nb, nl, arith::AddFOp::create(nb, nl, var, eps));
+                       return arith::MulFOp::create(nb, nl, a[0], inv).getResult();
+                     });
+}
+
+/// y * scale + bias with NumPy broadcasting of scale and bias.
+Value scaleShift(OpBuilder &b, Location l, Value y, Value scale, Value bias) {
+  return elementwise(b, l, tensorType(y), ValueRange{y, scale, bias},
+                     [](OpBuilder &nb, Location nl, ValueRange a) {
+                       Value m = arith::MulFOp::create(nb, nl, a[0], a[1]);
+                       return arith::AddFOp::create(nb, nl, m, a[2]).getResult();
+                     });
+}
+
+struct BatchNormPattern : OpConversionPattern<g::BatchNormOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(g::BatchNormOp op, OpAdaptor a,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location l = op.getLoc();
+    auto type = op.getType();
+    int64_t rank = type.getRank();
+    Type elem = type.getElementType();
+    Value eps = scalar(rewriter, l, elem, op.getEpsilon().convertToDouble());
+    // One elementwise op: (x - mean) * scale * rsqrt(var + eps) + bias.
+    Value r = elementwise(
+        rewriter, l, type,
+        ValueRange{a.getInput(), channelVector(rewriter, l, a.getScale(), rank),
+                   channelVector(rewriter, l, a.getBias(), rank),
+                   channelVector(rewriter, l, a.getMean(), rank),
+                   channelVector(rewriter, l, a.getVariance(), rank)},
+        [&](OpBuilder &b, Location nl, ValueRange v) {
+          Value inv = math::RsqrtOp::create(b, nl, arith::AddFOp::create(b, nl, v[4], eps));
+          Value c = arith::SubFOp::create(b, nl, v[0], v[3]);
+          Value s = arith::MulFOp::create(b, nl, arith::MulFOp::create(b, nl, c, inv), v[1]);
+          return arith::AddFOp::create(b, nl, s, v[2]).getResult();
+        });
+    rewriter.replaceOp(op, r);
+    return success();
+  }
+};
+
+struct LayerNormPattern : OpConversionPattern<g::LayerNormOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(g::LayerNormOp op, OpAdaptor a,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location l = op.getLoc();
+    SmallVector<int64_t> axes;
+    for (int64_t d = op.getAxis(); d < op.getType().getRank(); ++d)
+      axes.push_back(d);
+    Value y = normalize(rewriter, l, a.getInput(), axes, op.getEpsilon().convertToDouble());
+    rewriter.replaceOp(op, scaleShift(rewriter, l, y, a.getScale(), a.getBias()));
+    return success();
+  }
+};
+
+struct GroupNormPattern : OpConversionPattern<g::GroupNormOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(g::GroupNormOp op, OpAdaptor a,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location l = op.getLoc();
+    ArrayRef<int64_t> shape = op.getType().getShape();
+    int64_t groups = op.getNumGroups(), rank = shape.size();
+    // N x G x C/G x spatial..., normalised over everything after G.
+    SmallVector<int64_t> grouped = {shape[0], groups, shape[1] / groups};
+    llvm::append_range(grouped, shape.drop_front(2));
+    SmallVector<int64_t> axes;
+    for (int64_t d = 2; d < static_cast<int64_t>(grouped.size()); ++d)
+      axes.push_back(d);
+    Value x = reshapeTo(rewriter, l, a.getInput(), grouped);
+    Value y = reshapeTo(rewriter, l,
+                        normalize(rewriter, l, x, axes, op.getEpsilon().convertToDouble()),
+                        shape);
+    rewriter.replaceOp(op, scaleShift(rewriter, l, y,
+                                      channelVector(rewriter, l, a.getScale(), rank),
+                                      channelVector(rewriter, l, a.getBias(), rank)));
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+struct ConstantPattern : OpConversionPattern<g::ConstantOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(g::ConstantOp op, OpAdaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    auto value = dyn_cast<TypedAttr>(op.getValue());
+    if (!value)
+      return rewriter.notifyMatchFailure(op, "constant is not a typed attribute");
+    rewriter.replaceOpWithNewOp<arith::ConstantOp>(op, value);
+    return success();
+  }
+};
+
+struct ReshapePattern : OpConversionPattern<g::ReshapeOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(g::ReshapeOp op, OpAdaptor a,
+                  ConversionPatternRewriter &rewriter) const override {
+    rewriter.replaceOp(op, reshapeTo(rewriter, op.getLoc(), a.getInput(),
+                                     op.getType().getShape()));
+    return success();
+  }
+};
+
+struct TransposePattern : OpConversionPattern<g::TransposeOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(g::TransposeOp op, OpAdaptor a,
+                  ConversionPatternRewriter &rewriter) const override {
+    Value init = empty(rewriter, op.getLoc(), op.getType());
+    rewriter.replaceOp(op, linalg::TransposeOp::create(rewriter, op.getLoc(), a.getInput(),
+                                                       init, op.getPerm())
+                               .getResult());
+    return success();
+  }
+};
+
+struct ExpandPattern : OpConversionPattern<g::ExpandOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(g::ExpandOp op, OpAdaptor a,
+                  ConversionPatternRewriter &rewriter) const override {
+    rewriter.replaceOp(op, elementwise(rewriter, op.getLoc(), op.getType(),
+                                       ValueRange{a.getInput()},
+                                       [](OpBuilder &, Location, ValueRange v) {
+                                         return v[0];
+                                       }));
+    return success();
+  }
+};
+
+struct ConcatPattern : OpConversionPattern<g::ConcatOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(g::ConcatOp op, OpAdaptor a,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location l = op.getLoc();
+    Value dest = empty(rewriter, l, op.getType());
+    int64_t offset = 0, axis = op.getAxis(), rank = op.getType().getRank();
+    for (Value in : a.getInputs()) {
+      auto t = tensorType(in);
+      SmallVector<OpFoldResult> offsets(rank, rewriter.getIndexAttr(0)), sizes,
+          strides(rank, rewriter.getIndexAttr(1));
+      offsets[axis] = rewriter.getIndexAttr(offset);
+      for (int64_t s : t.getShape())
+        sizes.push_back(rewriter.getIndexAttr(s));
+      dest = tensor::InsertSliceOp::create(rewriter, l, in, dest, offsets, sizes, strides);
+      offset += t.getDimSize(axis);
+    }
+    rewriter.replaceOp(op, dest);
+    return success();
+  }
+};
+
+struct SlicePattern : OpConversionPattern<g::SliceOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(g::SliceOp op, OpAdaptor a,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location l = op.getLoc();
+    MLIRContext *ctx = getContext();
+    auto type = op.getType();
+    int64_t rank = type.getRank();
+    // A strided tensor.extract_slice of the selected elements in ascending
+    // order; dims with a negative stride are then reversed by a generic.
+    SmallVector<OpFoldResult> offsets, sizes, strides;
+    bool reverses = false;
+    for (int64_t d = 0; d < rank; ++d) {
+      int64_t n = type.getDimSize(d), start = op.getStarts()[d];
+      int64_t stride = op.getStrides()[d];
+      int64_t low = stride > 0 ? start : start + (n - 1) * stride;
+      offsets.push_back(rewriter.getIndexAttr(n == 0 ? 0 : low));
+      sizes.push_back(rewriter.getIndexAttr(n));
+      strides.push_back(rewriter.getIndexAttr(std::abs(stride)));
+      reverses |= stride < 0 && n > 1;
+    }
+    Value r = tensor::ExtractSliceOp::create(rewriter, l, type, a.getInput(), offsets,
+                                             sizes, strides);
+    if (reverses) {
+      SmallVector<AffineExpr> exprs;
+      for (int64_t d = 0; d < rank; ++d) {
+        int64_t n = type.getDimSize(d);
+        AffineExpr i = getAffineDimExpr(d, ctx);
+        exprs.push_back(op.getStrides()[d] < 0 && n > 1 ? (n - 1) - i : i);
+      }
+      r = linalg::GenericOp::create(
+              rewriter, l, TypeRange{type}, ValueRange{r},
+              ValueRange{empty(rewriter, l, type)},
+              {AffineMap::get(rank, 0, exprs, ctx),
+               AffineMap::getMultiDimIdentityMap(rank, ctx)},
+              SmallVector<IteratorType>(rank, IteratorType::parallel),
+              [](OpBuilder &b, Location nl, ValueRange v) {
+                linalg::YieldOp::create(b, nl, v[0]);
+              })
+              .getResult(0);
+    }
+    rewriter.replaceOp(op, r);
+    return success();
+  }
+};
+
+/// A generic over `type` whose body computes, from the output indices, the
+/// indices to read in `source` and extracts that element.
+Value gatherGeneric(OpBuilder &b, Location l, RankedTensorType type,
+                    ValueRange inputs, ArrayRef<AffineMap> inputMaps, Value source,
+                    function_ref<SmallVector<Value>(OpBuilder &, Location,
+                                                    ValueRange, ValueRange)>
+                        indicesFn) {
+  MLIRContext *ctx = b.getContext();
+  int64_t rank = type.getRank();
+  SmallVector<AffineMap> maps(inputMaps);
+  maps.push_back(AffineMap::getMultiDimIdentityMap(rank, ctx));
+  return linalg::GenericOp::create(
+             b, l, TypeRange{type}, inputs, ValueRange{empty(b, l, type)}, maps,
+             SmallVector<IteratorType>(rank, IteratorType::parallel),
+             [&](OpBuilder &nb, Location nl, ValueRange args) {
+               SmallVector<Value> outIdx;
+               for (int64_t d = 0; d < rank; ++d)
+                 outIdx.push_back(linalg::IndexOp::create(nb, nl, d));
+               SmallVector<Value> srcIdx = indicesFn(nb, nl, outIdx, args.drop_back());
+               Value v = tensor::ExtractOp::create(nb, nl, source, srcIdx);
+               linalg::YieldOp::create(nb, nl, v);
+             })
+      .getResult(0);
+}
+
+struct GatherPattern : OpConversionPattern<g::GatherOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(g::GatherOp op, OpAdaptor a,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location l = op.getLoc();
+    MLIRContext *ctx = getContext();
+    auto type = op.getType();
+    int64_t axis = op.getAxis(), rank = type.getRank();
+    int64_t idxRank = tensorType(a.getIndices()).getRank();
+    int64_t dimSize = tensorType(a.getInput()).getDimSize(axis);
+    SmallVector<AffineExpr> idxExprs;
+    for (int64_t d = 0; d < idxRank; ++d)
+      idxExprs.push_back(getAffineDimExpr(axis + d, ctx));
+    Value r = gatherGeneric(
+        rewriter, l, type, ValueRange{a.getIndices()},
+        {AffineMap::get(rank, 0, idxExprs, ctx)}, a.getInput(),
+        [&](OpBuilder &b, Location nl, ValueRange out, ValueRange args) {
+          // Negative indices count from the end (ONNX Gather).
+          Value i = arith::IndexCastOp::create(b, nl, b.getIndexType(), args[0]);
+          Value neg = arith::CmpIOp::create(b, nl, arith::CmpIPredicate::slt, i,
+                                            indexConst(b, nl, 0));
+          i = arith::SelectOp::create(
+              b, nl, neg, arith::AddIOp::create(b, nl, i, indexConst(b, nl, dimSize)), i);
+          SmallVector<Value> src(out.take_front(axis));
+          src.push_back(i);
+          llvm::append_range(src, out.drop_front(axis + idxRank));
+          return src;
+        });
+    rewriter.replaceOp(op, r);
+    return success();
+  }
+};
+
+struct PadPattern : OpConversionPattern<g::PadOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(g::PadOp op, OpAdaptor a,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location l = op.getLoc();
+    auto type = op.getType();
+    ArrayRef<int64_t> lo = op.getPadsLow(), hi = op.getPadsHigh();
+    if (op.getMode() == g::PadMode::constant) {
+      SmallVector<OpFoldResult> loF, hiF;
+      for (auto [p, q] : llvm::zip(lo, hi)) {
+        loF.push_back(rewriter.getIndexAttr(p));
+        hiF.push_back(rewriter.getIndexAttr(q));
+      }
+      Value v = scalar(rewriter, l, type.getElementType(), op.getValue().convertToDouble());
+      rewriter.replaceOp(op, tensor::PadOp::create(rewriter, l, type, a.getInput(), loF,
+                                                   hiF, v));
+      return success();
+    }
+    ArrayRef<int64_t> in = tensorType(a.getInput()).getShape();
+    bool reflect = op.getMode() == g::PadMode::reflect;
+    Value r = gatherGeneric(
+        rewriter, l, type, {}, {}, a.getInput(),
+        [&](OpBuilder &b, Location nl, ValueRange out, ValueRange) {
+          SmallVector<Value> src;
+          for (auto [d, o] : llvm::enumerate(out)) {
+            Value j = arith::SubIOp::create(b, nl, o, indexConst(b, nl, lo[d]));
+            Value last = indexConst(b, nl, in[d] - 1);
+            if (reflect) {
+              // Mirror without repeating the edge: -j before, 2*last - j after.
+              Value negJ = arith::SubIOp::create(b, nl, indexConst(b, nl, 0), j);
+              j = arith::MaxSIOp::create(b, nl, j, negJ);
+              Value mirrored = arith::SubIOp::create(
+                  b, nl, arith::AddIOp::create(b, nl, last, last), j);
+              j = arith::MinSIOp::create(b, nl, j, mirrored);
+            } else {
+              j = arith::MaxSIOp::create(b, nl, j, indexConst(b, nl, 0));
+              j = arith::MinSIOp::create(b, nl, j, last);
+            }
+            src.push_back(j);
+          }
+          return src;
+        });
+    rewriter.replaceOp(op, r);
+    return success();
+  }
+};
+
+struct ResizePattern : OpConversionPattern<g::ResizeOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(g::ResizeOp op, OpAdaptor a,
+                  ConversionPatternRewriter &rewriter) const override {
+    if (op.getMode() == g::ResizeMode::cubic)
+      return rewriter.notifyMatchFailure(op, "cubic resize is not lowered yet");
+    Location l = op.getLoc();
+    auto type = op.getType();
+    Type elem = type.getElementType();
+    ArrayRef<int64_t> in = tensorType(a.getInput()).getShape();
+    ArrayRef<int64_t> out = type.getShape();
+    ArrayRef<double> scales = op.getScales();
+    int64_t rank = type.getRank();
+    Type f32 = rewriter.getF32Type();
+    auto fconst = [&](OpBuilder &b, Location nl, double v) {
+      return arith::ConstantOp::create(b, nl, b.getF32FloatAttr(v)).getResult();
+    };
+    // Input coordinate (float) of output index `o` along dim d.
+    auto source = [&](OpBuilder &b, Location nl, Value o, int64_t d) -> Value {
+      Value of = arith::UIToFPOp::create(
+          b, nl, f32, arith::IndexCastOp::create(b, nl, b.getI64Type(), o));
+      double s = scales[d];
+      switch (op.getCoordinateTransform()) {
+      case g::CoordinateTransform::asymmetric:
+        return arith::DivFOp::create(b, nl, of, fconst(b, nl, s));
+      case g::CoordinateTransform::align_corners:
+        if (out[d] == 1)
+          return fconst(b, nl, 0);
+        return arith::MulFOp::create(
+            b, nl, of, fconst(b, nl, double(in[d] - 1) / double(out[d] - 1)));
+      case g::CoordinateTransform::pytorch_half_pixel:
+        if (out[d] == 1)
+          return fconst(b, nl, 0);
+        [[fallthrough]];
+      default: { // half_pixel
+        Value c = arith::AddFOp::create(b, nl, of, fconst(b, nl, 0.5));
+        return arith::SubFOp::create(
+            b, nl, arith::DivFOp::create(b, nl, c, fconst(b, nl, s)), fconst(b, nl, 0.5));
+      }
+      }
+    };
+    auto toIndex = [&](OpBuilder &b, Location nl, Value f, int64_t d) {
+      Value i = arith::FPToSIOp::create(b, nl, b.getI64Type(), f);
+      i = arith::MaxSIOp::create(b, nl, i,
+                                 arith::ConstantOp::create(b, nl, b.getI64IntegerAttr(0)));
+      i = arith::MinSIOp::create(
+          b, nl, i, arith::ConstantOp::create(b, nl, b.getI64IntegerAttr(in[d] - 1)));
+      return arith::IndexCastOp::create(b, nl, b.getIndexType(), i).getResult();
+    };
+    Value x = a.getInput();
+    Value r;
+    if (op.getMode() == g::ResizeMode::nearest) {
+      r = gatherGeneric(
+          rewriter, l, type, {}, {}, x,
+          [&](OpBuilder &b, Location nl, ValueRange o, ValueRange) {
+            SmallVector<Value> src;
+            for (int64_t d = 0; d < rank; ++d) {
+              if (in[d] == out[d] && scales[d] == 1.0) {
+                src.push_back(o[d]);
+                continue;
+              }
+              Value f = source(b, nl, o[d], d);
+              switch (op.getNearestMode()) {
+              case g::NearestMode::floor:
+                f = math::FloorOp::create(b, nl, f);
+                break;
+              case g::NearestMode::ceil:
+                f = math::CeilOp::create(b, nl, f);
+                break;
+              case g::NearestMode::round_prefer_ceil:
+                f = math::FloorOp::create(b, nl,
+                                          arith::AddFOp::create(b, nl, f, fconst(b, nl, 0.5)));
+                break;
+              case g::NearestMode::round_prefer_floor:
+                f = math::CeilOp::create(b, nl,
+                                         arith::SubFOp::create(b, nl, f, fconst(b, nl, 0.5)));
+                break;
+              }
+              src.push_back(toIndex(b, nl, f, d));
+            }
+            return src;
+          });
+    } else {
+      // n-linear: blend the 2^k corners of the resized dims.
+      SmallVector<int64_t> resized;
+      for (int64_t d = 0; d < rank; ++d)
+        if (!(in[d] == out[d] && scales[d] == 1.0))
+          resized.push_back(d);
+      MLIRContext *ctx = getContext();
+      r = linalg::GenericOp::create(
+              rewriter, l, TypeRange{type}, ValueRange{},
+              ValueRange{empty(rewriter, l, type)},
+              {AffineMap::getMultiDimIdentityMap(rank, ctx)},
+              SmallVector<IteratorType>(rank, IteratorType::parallel),
+              [&](OpBuilder &b, Location nl, ValueRange) {
+                SmallVector<Value> o;
+                for (int64_t d = 0; d < rank; ++d)
+                  o.push_back(linalg::IndexOp::create(b, nl, d));
+                SmallVector<Value> lo(o), hi(o), frac(rank);
+                for (int64_t d : resized) {
+                  Value f = source(b, nl, o[d], d);
+                  f = arith::MaximumFOp::create(b, nl, f, fconst(b, nl, 0));
+                  Value fl = math::FloorOp::create(b, nl, f);
+                  frac[d] = arith::SubFOp::create(b, nl, f, fl);
+                  lo[d] = toIndex(b, nl, fl, d);
+                  hi[d] = toIndex(b, nl, arith::AddFOp::create(b, nl, fl, fconst(b, nl, 1)), d);
+                }
+                Value acc = fconst(b, nl, 0);
+                for (unsigned corner = 0; corner < (1u << resized.size()); ++corner) {
+                  SmallVector<Value> idx(o);
+                  Value weight = fconst(b, nl, 1);
+                  for (auto [bit, d] : llvm::enumerate(resized)) {
+                    bool upper = corner & (1u << bit);
+                    idx[d] = upper ? hi[d] : lo[d];
+                    Value w = upper ? frac[d]
+                                    : arith::SubFOp::create(b, nl, fconst(b, nl, 1), frac[d])
+                                          .getResult();
+                    weight = arith::MulFOp::create(b, nl, weight, w);
+                  }
+                  Value v = tensor::ExtractOp::create(b, nl, x, idx);
+                  v = convertS(b, nl, v, elem, f32);
+                  acc = arith::AddFOp::create(b, nl, acc,
+                                              arith::MulFOp::create(b, nl, v, weight));
+                }
+                linalg::YieldOp::create(b, nl, convertS(b, nl, acc, f32, elem));
+              })
+              .getResult(0);
+    }
+    rewriter.replaceOp(op, r);
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// The pass
+//===----------------------------------------------------------------------===//
+
+struct ConvertGraphToLinalg
+    : tessera::impl::ConvertGraphToLinalgBase<ConvertGraphToLinalg> {
+  void runOnOperation() override {
+    MLIRContext *ctx = &getContext();
+    // Linalg bodies compute on signless integers; graph's unsigned tensors
+    // need a type conversion that is not written yet.
+    WalkResult unsignedCheck = getOperation().walk([](Operation *op) {
+      if (!isa<g::GraphDialect>(op->getDialect()))
+        return WalkResult::advance();
+      for (Type t : llvm::concat<const Type>(op->getOperandTypes(), op->getResultTypes()))
+        if (auto it = dyn_cast<IntegerType>(getElementTypeOrSelf(t));
+            it && it.isUnsigned()) {
+          op->emitError() << "unsigned integer tensors (" << t
+                          << ") are not lowered to linalg yet";
+          return WalkResult::interrupt();
+        }
+      return WalkResult::advance();
+    });
+    if (unsignedCheck.wasInterrupted())
+      return signalPassFailure();
+    ConversionTarget target(*ctx);
+    target.addIllegalDialect<g::GraphDialect>();
+    target.addLegalDialect<linalg::LinalgDialect, tensor::TensorDialect,
+                           arith::ArithDialect, math::MathDialect,
+                           ml_program::MLProgramDialect, func::FuncDialect>();
+    RewritePatternSet patterns(ctx);
+    tessera::populateGraphToLinalgPatterns(patterns);
+    if (failed(applyPartialConversion(getOperation(), target, std::move(patterns))))
+      signalPassFailure();
+  }
+};
+
+} // namespace
+
+void tessera::populateGraphToLinalgPatterns(RewritePatternSet &patterns) {
+  MLIRContext *ctx = patterns.getContext();
+  populateElementwise(patterns);
+  patterns.add<MatmulPattern, ConvPattern, MaxPoolPattern, AvgPoolPattern,
+               ReducePattern<g::ReduceSumOp>, ReducePattern<g::ReduceMeanOp>,
+               ReducePattern<g::ReduceMaxOp>, ReducePattern<g::ReduceMinOp>,
+               ReducePattern<g::ReduceProdOp>, ArgReducePattern<g::ArgMaxOp>,
+               ArgReducePattern<g::ArgMinOp>, SoftmaxPattern<g::SoftmaxOp>,
+               SoftmaxPattern<g::LogSoftmaxOp>, BatchNormPattern, LayerNormPattern,
+               GroupNormPattern, ConstantPattern, ReshapePattern, TransposePattern,
+               ExpandPattern, ConcatPattern, SlicePattern, GatherPattern, PadPattern,
+               ResizePattern>(ctx);
+}
