@@ -2,7 +2,14 @@
 
 #include "tessera/Compiler/Compiler.h"
 
+#include "tessera/Codegen/HostCodegen.h"
+
 #include "mlir/Bytecode/BytecodeReader.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MLProgram/IR/MLProgram.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/TargetParser/Host.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
@@ -61,7 +68,105 @@ loadModel(StringRef path, MLIRContext *context,
   return parseSourceFile<ModuleOp>(sourceMgr, context);
 }
 
-LogicalResult compileModule(ModuleOp module, const CompileOptions &options) {
+namespace {
+
+FailureOr<runtime::DType> dtypeOf(Type t, Location loc) {
+  auto elem = getElementTypeOrSelf(t);
+  std::string name;
+  llvm::raw_string_ostream(name) << elem;
+  auto d = runtime::parseDType(name);
+  if (!d) {
+    llvm::consumeError(d.takeError());
+    return emitError(loc) << "element type " << elem
+                          << " cannot cross the executable's interface";
+  }
+  return *d;
+}
+
+FailureOr<runtime::TensorInfo> tensorInfo(Type t, StringAttr name, Location loc) {
+  auto ranked = dyn_cast<RankedTensorType>(t);
+  if (!ranked || !ranked.hasStaticShape())
+    return emitError(loc) << "the executable's inputs and outputs need static "
+                             "tensor types, got "
+                          << t;
+  FailureOr<runtime::DType> d = dtypeOf(t, loc);
+  if (failed(d))
+    return failure();
+  runtime::TensorInfo info;
+  info.name = name ? name.str() : "";
+  info.dtype = *d;
+  info.shape.assign(ranked.getShape().begin(), ranked.getShape().end());
+  return info;
+}
+
+/// The signature and weights of @main, in the order codegen passes them.
+LogicalResult describeModel(ModuleOp module, CompiledModel &model) {
+  auto main = module.lookupSymbol<func::FuncOp>("main");
+  if (!main)
+    return module.emitError("the model has no @main function");
+  for (auto [i, type] : llvm::enumerate(main.getArgumentTypes())) {
+    auto info = tensorInfo(type, main.getArgAttrOfType<StringAttr>(i, "graph.name"),
+                           main.getLoc());
+    if (failed(info))
+      return failure();
+    if (info->name.empty())
+      info->name = "input" + std::to_string(i);
+    model.inputs.push_back(*info);
+  }
+  for (auto [i, type] : llvm::enumerate(main.getResultTypes())) {
+    auto info = tensorInfo(type, main.getResultAttrOfType<StringAttr>(i, "graph.name"),
+                           main.getLoc());
+    if (failed(info))
+      return failure();
+    if (info->name.empty())
+      info->name = "output" + std::to_string(i);
+    model.outputs.push_back(*info);
+  }
+  // Same order as codegen-externalize-weights: first use in @main.
+  llvm::StringSet<> seen;
+  WalkResult walk = main.walk([&](ml_program::GlobalLoadConstOp load) {
+    StringRef name = load.getGlobal().getLeafReference();
+    if (!seen.insert(name).second)
+      return WalkResult::advance();
+    auto global = module.lookupSymbol<ml_program::GlobalOp>(name);
+    auto info = tensorInfo(load.getType(), StringAttr::get(module.getContext(), name),
+                           load.getLoc());
+    if (!global || failed(info))
+      return WalkResult::interrupt();
+    runtime::WeightInfo w;
+    static_cast<runtime::TensorInfo &>(w) = *info;
+    size_t bytes = w.numElements() * runtime::dtypeSize(w.dtype);
+    Attribute value = global.getValue().value_or(Attribute());
+    if (auto resource = dyn_cast_if_present<DenseResourceElementsAttr>(value);
+        resource && resource.getRawHandle().getBlob() &&
+        resource.getRawHandle().getBlob()->getData().size() == bytes) {
+      model.weightData.push_back(resource.getRawHandle().getBlob()->getData());
+    } else if (auto dense = dyn_cast_if_present<DenseElementsAttr>(value);
+               dense && !dense.getElementType().isInteger(1)) {
+      // Splats store one element: expand them.
+      ArrayRef<char> raw = dense.getRawData();
+      std::vector<char> full;
+      for (size_t at = 0; at < bytes; at += raw.size())
+        full.insert(full.end(), raw.begin(), raw.end());
+      full.resize(bytes);
+      model.owned.push_back(std::move(full));
+      model.weightData.push_back(model.owned.back());
+    } else {
+      global.emitError("weight payload cannot be packaged (expected a dense or "
+                       "dense_resource value of ")
+          << bytes << " bytes)";
+      return WalkResult::interrupt();
+    }
+    model.weights.push_back(w);
+    return WalkResult::advance();
+  });
+  return failure(walk.wasInterrupted());
+}
+
+} // namespace
+
+LogicalResult compileModule(ModuleOp module, const CompileOptions &options,
+                            CompiledModel *model) {
   if (!isPhaseAvailable(options.compileTo))
     return emitError(module.getLoc())
            << "--compile-to=" << phaseName(options.compileTo)
@@ -77,7 +182,35 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options) {
     buildLinalgPipeline(pm);
   if (options.configure && failed(options.configure(pm)))
     return failure();
-  return pm.run(module);
+  if (failed(pm.run(module)))
+    return failure();
+  if (options.compileTo < Phase::Llvm)
+    return success();
+
+  CompiledModel local;
+  if (failed(describeModel(module, model ? *model : local)))
+    return failure();
+  PassManager codegen(module->getContext(), ModuleOp::getOperationName());
+  buildHostLoweringPipeline(codegen);
+  if (options.configure && failed(options.configure(codegen)))
+    return failure();
+  return codegen.run(module);
+}
+
+LogicalResult writeExecutableFile(ModuleOp llvmModule, const CompiledModel &model,
+                                  runtime::ExecutableMetadata metadata,
+                                  StringRef path) {
+  FailureOr<std::string> object = emitHostObject(llvmModule);
+  if (failed(object))
+    return failure();
+  metadata.inputs = model.inputs;
+  metadata.outputs = model.outputs;
+  metadata.weights = model.weights;
+  metadata.hostTriple = llvm::sys::getProcessTriple();
+  if (llvm::Error err = runtime::writeExecutable(path, std::move(metadata), *object,
+                                                 model.weightData))
+    return emitError(llvmModule.getLoc()) << llvm::toString(std::move(err));
+  return success();
 }
 
 } // namespace tessera

@@ -2,6 +2,8 @@
 
 #include "tessera/Compiler/Registration.h"
 #include "tessera/Compiler/Pipelines.h"
+#include "tessera/Codegen/HostCodegen.h"
+#include "tessera/Codegen/Passes.h"
 #include "tessera/Conversion/Passes.h"
 #include "tessera/Dialect/Graph/IR/Graph.h"
 #include "tessera/Dialect/Graph/Transforms/Passes.h"
@@ -24,6 +26,7 @@ void registerTesseraDialects(mlir::DialectRegistry &registry) {
                   mlir::ml_program::MLProgramDialect, mlir::arith::ArithDialect,
                   mlir::tensor::TensorDialect, mlir::linalg::LinalgDialect,
                   mlir::math::MathDialect>();
+  registerCodegenDialects(registry);
 }
 
 namespace {
@@ -40,6 +43,7 @@ void registerTesseraPasses() {
   static bool registered = [] {
     graph::registerGraphPasses();
     registerConversionPasses();
+    registerCodegenPasses();
     mlir::registerCanonicalizerPass();
     mlir::registerCSEPass();
     mlir::registerSymbolDCEPass();
@@ -55,6 +59,10 @@ void registerTesseraPasses() {
     mlir::PassPipelineRegistration<>(
         "tessera-linalg-pipeline", "The graph -> linalg phase of tessera-compile",
         [](mlir::OpPassManager &pm) { buildLinalgPipeline(pm); });
+    mlir::PassPipelineRegistration<>(
+        "tessera-host-lowering-pipeline",
+        "The linalg -> llvm phase of tessera-compile (host reference code)",
+        [](mlir::OpPassManager &pm) { buildHostLoweringPipeline(pm); });
     return true;
   }();
   (void)registered;

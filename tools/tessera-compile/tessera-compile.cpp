@@ -24,6 +24,7 @@
 #include "llvm/Config/llvm-config.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -56,7 +57,7 @@ cl::opt<std::string> compileTo(
     "compile-to",
     cl::desc("Stop after this phase: input, graph, training, partitioned, "
              "linalg, ipu, llvm, executable"),
-    cl::value_desc("phase"), cl::init("graph"), cl::cat(category));
+    cl::value_desc("phase"), cl::init("executable"), cl::cat(category));
 cl::list<std::string> inputShapes(
     "input-shape",
     cl::desc("Shape of a graph input, fixing symbolic dims "
@@ -219,7 +220,8 @@ int main(int argc, char **argv) {
       pm.addInstrumentation(std::make_unique<ProgressPrinter>(compileTo));
     return success();
   };
-  if (failed(tessera::compileModule(*module, options)))
+  tessera::CompiledModel compiled;
+  if (failed(tessera::compileModule(*module, options, &compiled)))
     return fail();
   passTimer.stop();
 
@@ -228,6 +230,24 @@ int main(int argc, char **argv) {
                                     llvm::outs());
   if (noOutput)
     return 0;
+
+  if (*phase == tessera::Phase::Executable) {
+    // Binary output: never to a terminal; default next to the model.
+    std::string path = outputPath;
+    if (path == "-")
+      path = (llvm::sys::path::stem(inputPath) + ".tess").str();
+    TimingScope codegenTimer = rootTimer.nest("codegen");
+    tessera::runtime::ExecutableMetadata metadata;
+    metadata.compilerVersion = "Tessera " TESSERA_VERSION_STRING;
+    metadata.source = inputPath;
+    metadata.target = "ipu2";
+    if (failed(tessera::writeExecutableFile(*module, compiled, std::move(metadata),
+                                            path)))
+      return fail();
+    if (showProgress || summary)
+      llvm::errs() << "wrote " << path << "\n";
+    return 0;
+  }
 
   // The output is kept only once it is completely written: a failed or
   // interrupted compile leaves no partial file behind.

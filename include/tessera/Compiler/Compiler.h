@@ -10,6 +10,7 @@
 
 #include "tessera/Compiler/Pipelines.h"
 #include "tessera/Importers/ONNX/ONNXImporter.h"
+#include "tessera/Runtime/Executable.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
@@ -42,10 +43,29 @@ struct CompileOptions {
   std::function<mlir::LogicalResult(mlir::PassManager &)> configure;
 };
 
-/// Runs the phases after `input` up to options.compileTo. Asking for a
-/// phase this build does not implement is an error naming the ones it does.
+/// What the executable phase needs besides the lowered module: the
+/// signature and the weights, taken before codegen turns weights into
+/// arguments. Weight bytes point into the module's resource blobs (alive
+/// with the MLIRContext) or into `owned`.
+struct CompiledModel {
+  std::vector<runtime::TensorInfo> inputs, outputs;
+  std::vector<runtime::WeightInfo> weights;
+  std::vector<llvm::ArrayRef<char>> weightData;
+  std::vector<std::vector<char>> owned;
+};
+
+/// Runs the phases after `input` up to options.compileTo, filling `model`
+/// (if given) for the llvm and executable phases. Asking for a phase this
+/// build does not implement is an error naming the ones it does.
 mlir::LogicalResult compileModule(mlir::ModuleOp module,
-                                  const CompileOptions &options);
+                                  const CompileOptions &options,
+                                  CompiledModel *model = nullptr);
+
+/// Emits the native code of an llvm-phase module and writes the .tess.
+mlir::LogicalResult writeExecutableFile(mlir::ModuleOp llvmModule,
+                                        const CompiledModel &model,
+                                        runtime::ExecutableMetadata metadata,
+                                        llvm::StringRef path);
 
 } // namespace tessera
 

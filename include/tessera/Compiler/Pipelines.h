@@ -26,8 +26,9 @@ enum class Phase {
   Partitioned, ///< stages, recomputation, pipelining (not built yet)
   Linalg,      ///< lowered to linalg/tensor/arith/math
   Ipu,         ///< tile-mapped ipu dialect (not built yet)
-  Llvm,        ///< vertex code in the LLVM dialect (not built yet)
-  Executable,  ///< a .tess file (not built yet)
+  Llvm,        ///< native code in the LLVM dialect (host reference code
+               ///< for now; vertex code once tiles are mapped)
+  Executable,  ///< a .tess file
 };
 
 std::optional<Phase> parsePhase(llvm::StringRef name);

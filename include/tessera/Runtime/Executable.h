@@ -1,0 +1,82 @@
+//===- Executable.h - the .tess executable container ------------*- C++ -*-===//
+//
+// Layout (little-endian):
+//   [128-byte header][metadata JSON][pad to 64][host object code][pad to 64]
+//   [weights, each 64-byte aligned so the runtime can use them in place]
+// The header holds a magic, the format version, the file size, an xxh3-64
+// checksum of everything after the header, and the sections' offsets and
+// sizes. Loading refuses a wrong magic or version, a size mismatch
+// (truncation) and a checksum mismatch (damage) with a message that says so.
+//
+// No MLIR here: the runtime links LLVM's support library only.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_RUNTIME_EXECUTABLE_H
+#define TESSERA_RUNTIME_EXECUTABLE_H
+
+#include "tessera/Runtime/Tensor.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/Support/Error.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tessera::runtime {
+
+constexpr uint32_t kExecutableFormatVersion = 1;
+
+struct TensorInfo {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  int64_t numElements() const;
+  std::string typeString() const;
+};
+
+struct WeightInfo : TensorInfo {
+  uint64_t offset = 0; ///< within the weights section
+  uint64_t size = 0;   ///< bytes
+};
+
+struct ExecutableMetadata {
+  std::string compilerVersion;
+  std::string cacheKey;
+  std::string source; ///< the model it was compiled from
+  std::string target; ///< "ipu2", ...
+  std::string hostTriple;
+  /// Packed entry point: void entry(void **descriptors), one memref
+  /// descriptor per input, then weight, then output.
+  std::string entry = "tessera_main";
+  std::vector<TensorInfo> inputs, outputs;
+  std::vector<WeightInfo> weights;
+};
+
+/// Writes an executable atomically (temp file + rename). `weights[i]` holds
+/// the bytes of metadata.weights[i]; offsets are assigned here.
+llvm::Error writeExecutable(llvm::StringRef path, ExecutableMetadata metadata,
+                            llvm::StringRef hostObject,
+                            llvm::ArrayRef<llvm::ArrayRef<char>> weights);
+
+/// A loaded, verified executable (the file is memory-mapped).
+class Executable {
+public:
+  static llvm::Expected<std::unique_ptr<Executable>> load(llvm::StringRef path);
+
+  const ExecutableMetadata &metadata() const { return metadata_; }
+  llvm::StringRef hostObject() const { return hostObject_; }
+  llvm::ArrayRef<char> weight(size_t i) const;
+
+private:
+  std::unique_ptr<llvm::MemoryBuffer> file_;
+  ExecutableMetadata metadata_;
+  llvm::StringRef hostObject_;
+  llvm::StringRef weights_;
+};
+
+} // namespace tessera::runtime
+
+#endif // TESSERA_RUNTIME_EXECUTABLE_H

@@ -1,0 +1,42 @@
+//===- HostRunner.h - run an executable's host reference code ---*- C++ -*-===//
+//
+// Loads the native object of a .tess with LLVM's ORC JIT linker (no MLIR)
+// and calls its packed entry point on host tensors. Inputs are checked
+// against the executable's signature; weights are passed in place from the
+// mapped file.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_RUNTIME_HOSTRUNNER_H
+#define TESSERA_RUNTIME_HOSTRUNNER_H
+
+#include "tessera/Runtime/Executable.h"
+
+#include <memory>
+
+namespace llvm::orc {
+class LLJIT;
+} // namespace llvm::orc
+
+namespace tessera::runtime {
+
+class HostRunner {
+public:
+  static llvm::Expected<std::unique_ptr<HostRunner>>
+  create(const Executable &executable);
+  ~HostRunner();
+
+  /// Runs once. `inputs` are in signature order; a wrong count, shape or
+  /// element type is an error naming the input.
+  llvm::Expected<std::vector<Tensor>> run(llvm::ArrayRef<Tensor> inputs);
+
+private:
+  explicit HostRunner(const Executable &executable);
+  const Executable &executable_;
+  std::unique_ptr<llvm::orc::LLJIT> jit_;
+  void (*entry_)(void **) = nullptr;
+};
+
+} // namespace tessera::runtime
+
+#endif // TESSERA_RUNTIME_HOSTRUNNER_H

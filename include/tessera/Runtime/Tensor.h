@@ -1,0 +1,51 @@
+//===- Tensor.h - host tensors for the runtime and its tools ----*- C++ -*-===//
+//
+// A dense row-major host tensor (element type, shape, bytes) and the file
+// formats users hand to tessera-run: NumPy .npy and .npz (stored, not
+// compressed). No MLIR here: the runtime must not need it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_RUNTIME_TENSOR_H
+#define TESSERA_RUNTIME_TENSOR_H
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace tessera::runtime {
+
+/// Element types, named as in MLIR (f32, i64, i1, ...).
+enum class DType { F32, F64, F16, BF16, I64, I32, I16, I8, U8, U16, U32, U64, Bool };
+
+llvm::StringRef dtypeName(DType t);
+llvm::Expected<DType> parseDType(llvm::StringRef mlirName);
+size_t dtypeSize(DType t);
+
+struct Tensor {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  std::vector<char> data;
+
+  int64_t numElements() const;
+  /// "1x3x224x224xf32"
+  std::string typeString() const;
+};
+
+/// Reads a .npy file (little-endian, C order).
+llvm::Expected<Tensor> readNpy(llvm::StringRef path);
+llvm::Expected<Tensor> parseNpy(llvm::StringRef bytes, llvm::StringRef what);
+/// Reads every array of an uncompressed .npz, by name (without ".npy").
+llvm::Expected<std::map<std::string, Tensor>> readNpz(llvm::StringRef path);
+std::string serializeNpy(const Tensor &t);
+/// Writes arrays as an uncompressed .npz, atomically (temp file + rename).
+llvm::Error writeNpz(llvm::StringRef path,
+                     const std::vector<std::pair<std::string, Tensor>> &arrays);
+
+} // namespace tessera::runtime
+
+#endif // TESSERA_RUNTIME_TENSOR_H

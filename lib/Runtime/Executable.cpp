@@ -1,0 +1,262 @@
+//===- Executable.cpp - the .tess executable container -------------------===//
+
+#include "tessera/Runtime/Executable.h"
+
+#include "llvm/Support/Endian.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Support/xxhash.h"
+
+#include <cstring>
+
+using llvm::Expected;
+using llvm::StringRef;
+namespace json = llvm::json;
+namespace endian = llvm::support::endian;
+
+namespace tessera::runtime {
+
+namespace {
+constexpr char kMagic[8] = {'T', 'E', 'S', 'S', 'E', 'R', 'A', '\0'};
+constexpr size_t kHeaderSize = 128;
+constexpr size_t kAlign = 64;
+
+// Header fields (byte offsets).
+enum : size_t {
+  kVersionAt = 8,      // u32
+  kHeaderSizeAt = 12,  // u32
+  kFileSizeAt = 16,    // u64
+  kChecksumAt = 24,    // u64
+  kMetaOffsetAt = 32,  // u64, then size at 40
+  kCodeOffsetAt = 48,  // u64, then size at 56
+  kWeightOffsetAt = 64 // u64, then size at 72
+};
+
+uint64_t alignTo(uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+
+llvm::Error fail(const llvm::Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+}
+
+json::Value tensorJson(const TensorInfo &t) {
+  return json::Object{{"name", t.name},
+                      {"dtype", dtypeName(t.dtype)},
+                      {"shape", json::Array(t.shape)}};
+}
+
+llvm::Error readTensor(const json::Object *o, TensorInfo &t, StringRef what) {
+  if (!o)
+    return fail("metadata: " + what + " entry is not an object");
+  auto name = o->getString("name");
+  auto dtype = o->getString("dtype");
+  auto shape = o->getArray("shape");
+  if (!name || !dtype || !shape)
+    return fail("metadata: " + what + " entry lacks name, dtype or shape");
+  t.name = name->str();
+  auto d = parseDType(*dtype);
+  if (!d)
+    return d.takeError();
+  t.dtype = *d;
+  for (const json::Value &v : *shape) {
+    auto i = v.getAsInteger();
+    if (!i || *i < 0)
+      return fail("metadata: bad shape for " + what + " '" + t.name + "'");
+    t.shape.push_back(*i);
+  }
+  return llvm::Error::success();
+}
+} // namespace
+
+int64_t TensorInfo::numElements() const {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+std::string TensorInfo::typeString() const {
+  std::string s;
+  for (int64_t d : shape)
+    s += std::to_string(d) + "x";
+  return s + dtypeName(dtype).str();
+}
+
+llvm::Error writeExecutable(StringRef path, ExecutableMetadata metadata,
+                            StringRef hostObject,
+                            llvm::ArrayRef<llvm::ArrayRef<char>> weights) {
+  if (weights.size() != metadata.weights.size())
+    return fail("internal error: weight data and metadata disagree");
+  uint64_t weightBytes = 0;
+  for (auto [info, data] : llvm::zip(metadata.weights, weights)) {
+    info.offset = weightBytes;
+    info.size = data.size();
+    weightBytes = alignTo(weightBytes + data.size());
+  }
+  json::Array inputs, outputs, weightList;
+  for (const auto &t : metadata.inputs)
+    inputs.push_back(tensorJson(t));
+  for (const auto &t : metadata.outputs)
+    outputs.push_back(tensorJson(t));
+  for (const auto &w : metadata.weights) {
+    json::Value v = tensorJson(w);
+    v.getAsObject()->try_emplace("offset", static_cast<int64_t>(w.offset));
+    v.getAsObject()->try_emplace("size", static_cast<int64_t>(w.size));
+    weightList.push_back(std::move(v));
+  }
+  json::Object meta{{"compiler", metadata.compilerVersion},
+                    {"cache_key", metadata.cacheKey},
+                    {"source", metadata.source},
+                    {"target", metadata.target},
+                    {"host_triple", metadata.hostTriple},
+                    {"entry", metadata.entry},
+                    {"inputs", std::move(inputs)},
+                    {"outputs", std::move(outputs)},
+                    {"weights", std::move(weightList)}};
+  std::string metaText;
+  llvm::raw_string_ostream(metaText) << json::Value(std::move(meta));
+
+  uint64_t metaOffset = kHeaderSize;
+  uint64_t codeOffset = alignTo(metaOffset + metaText.size());
+  uint64_t weightOffset = alignTo(codeOffset + hostObject.size());
+  uint64_t fileSize = weightOffset + weightBytes;
+  std::string image(fileSize, '\0');
+  std::memcpy(image.data(), kMagic, sizeof(kMagic));
+  endian::write32le(&image[kVersionAt], kExecutableFormatVersion);
+  endian::write32le(&image[kHeaderSizeAt], kHeaderSize);
+  endian::write64le(&image[kFileSizeAt], fileSize);
+  endian::write64le(&image[kMetaOffsetAt], metaOffset);
+  endian::write64le(&image[kMetaOffsetAt + 8], metaText.size());
+  endian::write64le(&image[kCodeOffsetAt], codeOffset);
+  endian::write64le(&image[kCodeOffsetAt + 8], hostObject.size());
+  endian::write64le(&image[kWeightOffsetAt], weightOffset);
+  endian::write64le(&image[kWeightOffsetAt + 8], weightBytes);
+  std::memcpy(&image[metaOffset], metaText.data(), metaText.size());
+  std::memcpy(&image[codeOffset], hostObject.data(), hostObject.size());
+  for (auto [info, data] : llvm::zip(metadata.weights, weights))
+    std::memcpy(&image[weightOffset + info.offset], data.data(), data.size());
+  uint64_t checksum = llvm::xxh3_64bits(llvm::ArrayRef<uint8_t>(
+      reinterpret_cast<const uint8_t *>(image.data()) + kHeaderSize,
+      fileSize - kHeaderSize));
+  endian::write64le(&image[kChecksumAt], checksum);
+
+  // A killed or failed compile never leaves a partial executable behind.
+  llvm::SmallString<256> tmp;
+  int fd;
+  if (std::error_code ec = llvm::sys::fs::createUniqueFile(path + ".tmp-%%%%%%", fd, tmp))
+    return fail("cannot create a file next to '" + path + "': " + ec.message());
+  {
+    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
+    os << image;
+    os.close();
+    if (os.has_error()) {
+      llvm::sys::fs::remove(tmp);
+      return fail("cannot write '" + tmp + "'");
+    }
+  }
+  if (std::error_code ec = llvm::sys::fs::rename(tmp, path)) {
+    llvm::sys::fs::remove(tmp);
+    return fail("cannot rename '" + tmp + "' to '" + path + "': " + ec.message());
+  }
+  return llvm::Error::success();
+}
+
+Expected<std::unique_ptr<Executable>> Executable::load(StringRef path) {
+  auto file = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                          /*RequiresNullTerminator=*/false);
+  if (!file)
+    return fail("cannot read '" + path + "': " + file.getError().message());
+  StringRef bytes = (*file)->getBuffer();
+  if (bytes.size() < kHeaderSize || std::memcmp(bytes.data(), kMagic, 8) != 0)
+    return fail("'" + path + "' is not a Tessera executable (bad magic)");
+  uint32_t version = endian::read32le(bytes.data() + kVersionAt);
+  if (version != kExecutableFormatVersion)
+    return fail("'" + path + "' has executable format version " +
+                llvm::Twine(version) + "; this runtime reads version " +
+                llvm::Twine(kExecutableFormatVersion) + " (recompile the model)");
+  uint64_t fileSize = endian::read64le(bytes.data() + kFileSizeAt);
+  if (fileSize != bytes.size())
+    return fail("'" + path + "' is truncated or padded: header says " +
+                llvm::Twine(fileSize) + " bytes, file has " +
+                llvm::Twine(bytes.size()) + " (recompile the model)");
+  uint64_t checksum = llvm::xxh3_64bits(llvm::ArrayRef<uint8_t>(
+      reinterpret_cast<const uint8_t *>(bytes.data()) + kHeaderSize,
+      bytes.size() - kHeaderSize));
+  if (checksum != endian::read64le(bytes.data() + kChecksumAt))
+    return fail("'" + path + "' is damaged (checksum mismatch); recompile the model");
+  auto section = [&](size_t at) -> Expected<StringRef> {
+    uint64_t offset = endian::read64le(bytes.data() + at);
+    uint64_t size = endian::read64le(bytes.data() + at + 8);
+    if (offset > bytes.size() || size > bytes.size() - offset)
+      return fail("'" + path + "' has a section outside the file");
+    return bytes.substr(offset, size);
+  };
+  auto exe = std::unique_ptr<Executable>(new Executable());
+  auto meta = section(kMetaOffsetAt);
+  auto code = section(kCodeOffsetAt);
+  auto weights = section(kWeightOffsetAt);
+  if (!meta)
+    return meta.takeError();
+  if (!code)
+    return code.takeError();
+  if (!weights)
+    return weights.takeError();
+  exe->hostObject_ = *code;
+  exe->weights_ = *weights;
+
+  auto parsed = json::parse(*meta);
+  if (!parsed)
+    return fail("'" + path + "' has unreadable metadata: " +
+                llvm::toString(parsed.takeError()));
+  const json::Object *o = parsed->getAsObject();
+  if (!o)
+    return fail("'" + path + "' has malformed metadata");
+  ExecutableMetadata &m = exe->metadata_;
+  auto str = [&](StringRef key) {
+    auto v = o->getString(key);
+    return v ? v->str() : std::string();
+  };
+  m.compilerVersion = str("compiler");
+  m.cacheKey = str("cache_key");
+  m.source = str("source");
+  m.target = str("target");
+  m.hostTriple = str("host_triple");
+  m.entry = str("entry");
+  auto list = [&](StringRef key, auto &out) -> llvm::Error {
+    const json::Array *a = o->getArray(key);
+    if (!a)
+      return fail("'" + path + "' metadata lacks '" + key + "'");
+    for (const json::Value &v : *a) {
+      typename std::decay_t<decltype(out)>::value_type t;
+      if (auto err = readTensor(v.getAsObject(), t, key))
+        return err;
+      if constexpr (std::is_same_v<decltype(t), WeightInfo>) {
+        auto offset = v.getAsObject()->getInteger("offset");
+        auto size = v.getAsObject()->getInteger("size");
+        if (!offset || !size || *offset < 0 || *size < 0 ||
+            static_cast<uint64_t>(*offset + *size) > exe->weights_.size() ||
+            static_cast<uint64_t>(*size) != t.numElements() * dtypeSize(t.dtype))
+          return fail("'" + path + "' has an inconsistent weight '" + t.name + "'");
+        t.offset = *offset;
+        t.size = *size;
+      }
+      out.push_back(std::move(t));
+    }
+    return llvm::Error::success();
+  };
+  if (auto err = list("inputs", m.inputs))
+    return std::move(err);
+  if (auto err = list("outputs", m.outputs))
+    return std::move(err);
+  if (auto err = list("weights", m.weights))
+    return std::move(err);
+  exe->file_ = std::move(*file);
+  return exe;
+}
+
+llvm::ArrayRef<char> Executable::weight(size_t i) const {
+  const WeightInfo &w = metadata_.weights[i];
+  return llvm::ArrayRef<char>(weights_.data() + w.offset, w.size);
+}
+
+} // namespace tessera::runtime

@@ -1,0 +1,309 @@
+//===- Tensor.cpp - host tensors and NumPy files -------------------------===//
+
+#include "tessera/Runtime/Tensor.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/CRC.h"
+#include "llvm/Support/Endian.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstring>
+
+using llvm::Expected;
+using llvm::StringRef;
+
+namespace tessera::runtime {
+
+namespace {
+struct DTypeInfo {
+  DType type;
+  const char *mlir;
+  const char *numpy; // descr without byte order
+  size_t size;
+};
+const DTypeInfo kDTypes[] = {
+    {DType::F32, "f32", "f4", 4},   {DType::F64, "f64", "f8", 8},
+    {DType::F16, "f16", "f2", 2},   {DType::BF16, "bf16", "", 2},
+    {DType::I64, "i64", "i8", 8},   {DType::I32, "i32", "i4", 4},
+    {DType::I16, "i16", "i2", 2},   {DType::I8, "i8", "i1", 1},
+    {DType::U8, "ui8", "u1", 1},    {DType::U16, "ui16", "u2", 2},
+    {DType::U32, "ui32", "u4", 4},  {DType::U64, "ui64", "u8", 8},
+    {DType::Bool, "i1", "b1", 1},
+};
+const DTypeInfo &info(DType t) {
+  for (const auto &i : kDTypes)
+    if (i.type == t)
+      return i;
+  llvm_unreachable("unknown dtype");
+}
+llvm::Error fail(const llvm::Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+}
+} // namespace
+
+StringRef dtypeName(DType t) { return info(t).mlir; }
+size_t dtypeSize(DType t) { return info(t).size; }
+
+Expected<DType> parseDType(StringRef name) {
+  for (const auto &i : kDTypes)
+    if (name == i.mlir)
+      return i.type;
+  return fail("unknown element type '" + name + "'");
+}
+
+int64_t Tensor::numElements() const {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+std::string Tensor::typeString() const {
+  std::string s;
+  for (int64_t d : shape)
+    s += std::to_string(d) + "x";
+  return s + dtypeName(dtype).str();
+}
+
+Expected<Tensor> parseNpy(StringRef bytes, StringRef what) {
+  if (bytes.size() < 10 || !bytes.starts_with("\x93NUMPY"))
+    return fail(what + " is not a .npy file (no \\x93NUMPY magic)");
+  uint8_t major = bytes[6];
+  size_t headerLen, offset;
+  if (major == 1) {
+    headerLen = llvm::support::endian::read16le(bytes.data() + 8);
+    offset = 10;
+  } else if (major == 2 || major == 3) {
+    if (bytes.size() < 12)
+      return fail(what + " is truncated");
+    headerLen = llvm::support::endian::read32le(bytes.data() + 8);
+    offset = 12;
+  } else {
+    return fail(what + " has unsupported .npy version " + llvm::Twine(major));
+  }
+  if (offset + headerLen > bytes.size())
+    return fail(what + " is truncated (header)");
+  StringRef header = bytes.substr(offset, headerLen);
+  auto field = [&](StringRef key) -> StringRef {
+    size_t at = header.find("'" + key.str() + "'");
+    if (at == StringRef::npos)
+      return {};
+    return header.drop_front(at + key.size() + 2).ltrim(" :");
+  };
+  StringRef descr = field("descr");
+  if (!descr.consume_front("'"))
+    return fail(what + ": cannot read 'descr' in the .npy header");
+  descr = descr.take_until([](char c) { return c == '\''; });
+  if (field("fortran_order").starts_with("True"))
+    return fail(what + " is in Fortran order; save a C-ordered array");
+  char order = descr.empty() ? '?' : descr[0];
+  StringRef kind = descr.drop_front(1);
+  if (order == '>' && kind != "u1" && kind != "i1" && kind != "b1")
+    return fail(what + " is big-endian (" + descr + ")");
+  Tensor t;
+  bool found = false;
+  for (const auto &i : kDTypes)
+    if (*i.numpy && kind == i.numpy) {
+      t.dtype = i.type;
+      found = true;
+    }
+  if (!found)
+    return fail(what + " has element type '" + descr +
+                "', which Tessera does not support");
+  StringRef shape = field("shape");
+  if (!shape.consume_front("("))
+    return fail(what + ": cannot read 'shape' in the .npy header");
+  shape = shape.take_until([](char c) { return c == ')'; });
+  llvm::SmallVector<StringRef> dims;
+  shape.split(dims, ',', -1, /*KeepEmpty=*/false);
+  for (StringRef d : dims) {
+    d = d.trim();
+    if (d.empty())
+      continue;
+    int64_t v;
+    if (d.getAsInteger(10, v) || v < 0)
+      return fail(what + ": bad dimension '" + d + "'");
+    t.shape.push_back(v);
+  }
+  size_t size = t.numElements() * dtypeSize(t.dtype);
+  StringRef payload = bytes.drop_front(offset + headerLen);
+  if (payload.size() < size)
+    return fail(what + " holds " + llvm::Twine(payload.size()) +
+                " bytes of data but its header needs " + llvm::Twine(size));
+  t.data.assign(payload.begin(), payload.begin() + size);
+  return t;
+}
+
+Expected<Tensor> readNpy(StringRef path) {
+  auto file = llvm::MemoryBuffer::getFile(path, false, false);
+  if (!file)
+    return fail("cannot read '" + path + "': " + file.getError().message());
+  return parseNpy((*file)->getBuffer(), path);
+}
+
+Expected<std::map<std::string, Tensor>> readNpz(StringRef path) {
+  auto file = llvm::MemoryBuffer::getFile(path, false, false);
+  if (!file)
+    return fail("cannot read '" + path + "': " + file.getError().message());
+  StringRef zip = (*file)->getBuffer();
+  std::map<std::string, Tensor> arrays;
+  size_t pos = 0;
+  // Walk the local file headers (PK\3\4) in order.
+  while (pos + 30 <= zip.size() &&
+         llvm::support::endian::read32le(zip.data() + pos) == 0x04034b50) {
+    const char *h = zip.data() + pos;
+    uint16_t flags = llvm::support::endian::read16le(h + 6);
+    uint16_t method = llvm::support::endian::read16le(h + 8);
+    uint64_t compressed = llvm::support::endian::read32le(h + 18);
+    uint16_t nameLen = llvm::support::endian::read16le(h + 26);
+    uint16_t extraLen = llvm::support::endian::read16le(h + 28);
+    if (pos + 30 + nameLen + extraLen > zip.size())
+      return fail(path + " is a damaged .npz");
+    std::string name(h + 30, nameLen);
+    StringRef extra(h + 30 + nameLen, extraLen);
+    // ZIP64: sizes live in the extra field (numpy writes it for large arrays).
+    if (compressed == 0xffffffff) {
+      for (size_t e = 0; e + 4 <= extra.size();) {
+        uint16_t id = llvm::support::endian::read16le(extra.data() + e);
+        uint16_t len = llvm::support::endian::read16le(extra.data() + e + 2);
+        if (id == 1 && len >= 16)
+          compressed = llvm::support::endian::read64le(extra.data() + e + 12);
+        e += 4 + len;
+      }
+    }
+    if (method != 0)
+      return fail(path + " is compressed (entry '" + name +
+                  "'); save it with numpy.savez, not savez_compressed");
+    if (flags & 0x8)
+      return fail(path + " uses streamed zip entries, which are not supported");
+    size_t dataStart = pos + 30 + nameLen + extraLen;
+    if (dataStart + compressed > zip.size())
+      return fail(path + " is truncated (entry '" + name + "')");
+    StringRef key = StringRef(name);
+    key.consume_back(".npy");
+    std::string what = (path + ":" + name).str();
+    auto t = parseNpy(zip.substr(dataStart, compressed), what);
+    if (!t)
+      return t.takeError();
+    arrays[key.str()] = std::move(*t);
+    pos = dataStart + compressed;
+  }
+  if (arrays.empty())
+    return fail(path + " is not a .npz archive (or holds no arrays)");
+  return arrays;
+}
+
+std::string serializeNpy(const Tensor &t) {
+  std::string shape = "(";
+  for (int64_t d : t.shape)
+    shape += std::to_string(d) + ", ";
+  if (t.shape.size() > 1)
+    shape.resize(shape.size() - 2);
+  else if (t.shape.size() == 1)
+    shape.resize(shape.size() - 1);
+  shape += ")";
+  StringRef descr = info(t.dtype).numpy;
+  std::string kind = t.dtype == DType::BF16 ? std::string("<V2")
+                     : (descr == "u1" || descr == "i1" || descr == "b1")
+                         ? "|" + descr.str()
+                         : "<" + descr.str();
+  std::string header = "{'descr': '" + kind + "', 'fortran_order': False, 'shape': " +
+                       shape + ", }";
+  size_t total = 10 + header.size() + 1;
+  header.append((64 - total % 64) % 64, ' ');
+  header += '\n';
+  std::string out = "\x93NUMPY";
+  out += '\x01';
+  out += '\x00';
+  char len[2];
+  llvm::support::endian::write16le(len, header.size());
+  out.append(len, 2);
+  out += header;
+  out.append(t.data.begin(), t.data.end());
+  return out;
+}
+
+llvm::Error writeNpz(StringRef path,
+                     const std::vector<std::pair<std::string, Tensor>> &arrays) {
+  std::string zip, central;
+  uint16_t count = 0;
+  auto put16 = [](std::string &s, uint16_t v) {
+    char b[2];
+    llvm::support::endian::write16le(b, v);
+    s.append(b, 2);
+  };
+  auto put32 = [](std::string &s, uint32_t v) {
+    char b[4];
+    llvm::support::endian::write32le(b, v);
+    s.append(b, 4);
+  };
+  for (const auto &[name, tensor] : arrays) {
+    std::string data = serializeNpy(tensor), file = name + ".npy";
+    if (data.size() >= 0xffffffffu)
+      return fail("array '" + name + "' is too large for a .npz without ZIP64");
+    uint32_t crc = llvm::crc32(llvm::arrayRefFromStringRef(data));
+    uint32_t offset = zip.size();
+    put32(zip, 0x04034b50);
+    put16(zip, 20);
+    put16(zip, 0);
+    put16(zip, 0);
+    put16(zip, 0);
+    put16(zip, 0x21); // 1980-01-01: deterministic output
+    put32(zip, crc);
+    put32(zip, data.size());
+    put32(zip, data.size());
+    put16(zip, file.size());
+    put16(zip, 0);
+    zip += file;
+    zip += data;
+    put32(central, 0x02014b50);
+    put16(central, 20);
+    put16(central, 20);
+    put16(central, 0);
+    put16(central, 0);
+    put16(central, 0);
+    put16(central, 0x21);
+    put32(central, crc);
+    put32(central, data.size());
+    put32(central, data.size());
+    put16(central, file.size());
+    put16(central, 0);
+    put16(central, 0);
+    put16(central, 0);
+    put16(central, 0);
+    put32(central, 0);
+    put32(central, offset);
+    central += file;
+    ++count;
+  }
+  uint32_t centralOffset = zip.size();
+  zip += central;
+  put32(zip, 0x06054b50);
+  put16(zip, 0);
+  put16(zip, 0);
+  put16(zip, count);
+  put16(zip, count);
+  put32(zip, central.size());
+  put32(zip, centralOffset);
+  put16(zip, 0);
+  // Temp file + rename: a crash never leaves a half-written output.
+  std::string tmp = (path + ".tmp").str();
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(tmp, ec);
+    if (ec)
+      return fail("cannot write '" + tmp + "': " + ec.message());
+    os << zip;
+    os.close();
+    if (os.has_error())
+      return fail("cannot write '" + tmp + "'");
+  }
+  if (std::error_code ec = llvm::sys::fs::rename(tmp, path))
+    return fail("cannot rename '" + tmp + "' to '" + path + "': " + ec.message());
+  return llvm::Error::success();
+}
+
+} // namespace tessera::runtime

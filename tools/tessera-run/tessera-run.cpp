@@ -1,0 +1,223 @@
+//===- tessera-run.cpp - execute a .tess executable ----------------------===//
+//
+// tessera-run model.tess --input name=x.npy ... [--output out.npz]
+//                        [--iterations K] [--reference]
+// Inputs come from .npy, .npz (every array, by name) or ONNX TensorProto .pb
+// files. Today the executable holds the host reference code; the IPU model
+// that runs tile-mapped programs and counts cycles is not built yet, so
+// --reference is required.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tessera/Runtime/Executable.h"
+#include "tessera/Runtime/HostRunner.h"
+#include "tessera/Runtime/Tensor.h"
+
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/WithColor.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <chrono>
+#include <cmath>
+#include <map>
+
+namespace cl = llvm::cl;
+using namespace tessera::runtime;
+
+namespace {
+
+cl::OptionCategory category("tessera-run options");
+cl::opt<std::string> executablePath(cl::Positional, cl::desc("<model.tess>"),
+                                    cl::Required, cl::cat(category));
+cl::list<std::string> inputSpecs(
+    "input",
+    cl::desc("An input: name=file.npy, name=file.pb, file.npz (arrays by "
+             "name), or file.npy for a model with one input"),
+    cl::value_desc("[name=]file"), cl::cat(category));
+cl::opt<std::string> outputPath("output", cl::desc("Write outputs to a .npz"),
+                                cl::value_desc("file.npz"), cl::cat(category));
+cl::opt<unsigned> iterations("iterations", cl::desc("Run this many times"),
+                             cl::init(1), cl::cat(category));
+cl::opt<bool> reference("reference",
+                        cl::desc("Run the host reference code (the graph "
+                                 "without tile decomposition)"),
+                        cl::init(false), cl::cat(category));
+cl::opt<std::string> profileDir("profile", cl::desc("Write a profile to DIR"),
+                                cl::value_desc("DIR"), cl::cat(category));
+
+int error(const llvm::Twine &msg) {
+  llvm::WithColor::error(llvm::errs(), "tessera-run") << msg << "\n";
+  return 1;
+}
+
+llvm::Expected<Tensor> readTensorProto(llvm::StringRef path) {
+  auto file = llvm::MemoryBuffer::getFile(path, false, false);
+  if (!file)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "cannot read '" + path + "': " +
+                                       file.getError().message());
+  onnx::TensorProto proto;
+  if (!proto.ParseFromArray((*file)->getBufferStart(), (*file)->getBufferSize()))
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "'" + path + "' is not an ONNX TensorProto");
+  static const std::map<int, DType> types = {
+      {onnx::TensorProto::FLOAT, DType::F32},  {onnx::TensorProto::DOUBLE, DType::F64},
+      {onnx::TensorProto::FLOAT16, DType::F16}, {onnx::TensorProto::INT64, DType::I64},
+      {onnx::TensorProto::INT32, DType::I32},  {onnx::TensorProto::INT8, DType::I8},
+      {onnx::TensorProto::UINT8, DType::U8},   {onnx::TensorProto::BOOL, DType::Bool}};
+  auto it = types.find(proto.data_type());
+  if (it == types.end())
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "'" + path + "' has an unsupported element type");
+  Tensor t;
+  t.dtype = it->second;
+  t.shape.assign(proto.dims().begin(), proto.dims().end());
+  size_t bytes = t.numElements() * dtypeSize(t.dtype);
+  if (proto.has_raw_data()) {
+    t.data.assign(proto.raw_data().begin(), proto.raw_data().end());
+  } else if (proto.float_data_size()) {
+    t.data.resize(bytes);
+    std::memcpy(t.data.data(), proto.float_data().data(),
+                std::min<size_t>(bytes, proto.float_data_size() * 4));
+  } else if (proto.int64_data_size()) {
+    t.data.resize(bytes);
+    std::memcpy(t.data.data(), proto.int64_data().data(),
+                std::min<size_t>(bytes, proto.int64_data_size() * 8));
+  }
+  if (t.data.size() != bytes)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "'" + path + "' holds " +
+                                       llvm::Twine(t.data.size()) +
+                                       " bytes; its shape needs " + llvm::Twine(bytes));
+  return t;
+}
+
+llvm::Expected<Tensor> readTensorFile(llvm::StringRef path) {
+  if (path.ends_with(".pb"))
+    return readTensorProto(path);
+  return readNpy(path);
+}
+
+/// min / max / mean and the first values, for a quick look at an output.
+void summarize(const TensorInfo &info, const Tensor &t) {
+  llvm::outs() << "  " << info.name << ": " << t.typeString();
+  if (t.dtype != DType::F32 && t.dtype != DType::I64 && t.dtype != DType::I32) {
+    llvm::outs() << "\n";
+    return;
+  }
+  auto value = [&](int64_t i) -> double {
+    if (t.dtype == DType::F32)
+      return reinterpret_cast<const float *>(t.data.data())[i];
+    if (t.dtype == DType::I64)
+      return reinterpret_cast<const int64_t *>(t.data.data())[i];
+    return reinterpret_cast<const int32_t *>(t.data.data())[i];
+  };
+  int64_t n = t.numElements();
+  double lo = INFINITY, hi = -INFINITY, sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    lo = std::min(lo, value(i));
+    hi = std::max(hi, value(i));
+    sum += value(i);
+  }
+  llvm::outs() << llvm::format("  min %.6g  max %.6g  mean %.6g  [", lo, hi,
+                               n ? sum / n : 0.0);
+  for (int64_t i = 0; i < std::min<int64_t>(n, 5); ++i)
+    llvm::outs() << (i ? ", " : "") << llvm::format("%.6g", value(i));
+  llvm::outs() << (n > 5 ? ", ...]\n" : "]\n");
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(category);
+  cl::ParseCommandLineOptions(argc, argv, "Run a Tessera executable\n");
+
+  if (!reference)
+    return error("the IPU model is not built yet in this version of Tessera; "
+                 "run the host reference code with --reference");
+  if (!profileDir.empty())
+    return error("--profile needs the IPU model, which is not built yet");
+  if (iterations == 0)
+    return error("--iterations must be at least 1");
+
+  auto exe = Executable::load(executablePath);
+  if (!exe)
+    return error(llvm::toString(exe.takeError()));
+  const ExecutableMetadata &meta = (*exe)->metadata();
+
+  std::map<std::string, Tensor> given;
+  for (const std::string &spec : inputSpecs) {
+    auto [name, path] = llvm::StringRef(spec).split('=');
+    if (path.empty()) {
+      path = name;
+      name = "";
+    }
+    if (name.empty() && path.ends_with(".npz")) {
+      auto arrays = readNpz(path);
+      if (!arrays)
+        return error(llvm::toString(arrays.takeError()));
+      for (auto &[k, v] : *arrays)
+        given[k] = std::move(v);
+      continue;
+    }
+    if (name.empty()) {
+      if (meta.inputs.size() != 1)
+        return error("'" + path + "' needs a name: the model has " +
+                     llvm::Twine(meta.inputs.size()) +
+                     " inputs (use --input NAME=" + path + ")");
+      name = meta.inputs.front().name;
+    }
+    auto t = readTensorFile(path);
+    if (!t)
+      return error(llvm::toString(t.takeError()));
+    given[name.str()] = std::move(*t);
+  }
+  std::vector<Tensor> inputs;
+  for (const TensorInfo &in : meta.inputs) {
+    auto it = given.find(in.name);
+    if (it == given.end())
+      return error("missing input '" + in.name + "' (" + in.typeString() +
+                   "); give it with --input " + in.name + "=file.npy");
+    inputs.push_back(std::move(it->second));
+    given.erase(it);
+  }
+  if (!given.empty())
+    return error("'" + given.begin()->first + "' is not an input of the model");
+
+  auto runner = HostRunner::create(**exe);
+  if (!runner)
+    return error(llvm::toString(runner.takeError()));
+  std::vector<Tensor> outputs;
+  auto start = std::chrono::steady_clock::now();
+  for (unsigned i = 0; i < iterations; ++i) {
+    auto result = (*runner)->run(inputs);
+    if (!result)
+      return error(llvm::toString(result.takeError()));
+    outputs = std::move(*result);
+  }
+  double ms = std::chrono::duration<double, std::milli>(
+                  std::chrono::steady_clock::now() - start)
+                  .count() /
+              iterations;
+
+  llvm::outs() << "outputs (host reference):\n";
+  for (auto [info, t] : llvm::zip(meta.outputs, outputs))
+    summarize(info, t);
+  llvm::outs() << llvm::format("host reference: %.3f ms per run (%u run%s)\n", ms,
+                               static_cast<unsigned>(iterations),
+                               iterations == 1 ? "" : "s");
+  if (!outputPath.empty()) {
+    std::vector<std::pair<std::string, Tensor>> named;
+    for (auto [info, t] : llvm::zip(meta.outputs, outputs))
+      named.emplace_back(info.name, std::move(t));
+    if (auto err = writeNpz(outputPath, named))
+      return error(llvm::toString(std::move(err)));
+  }
+  return 0;
+}
