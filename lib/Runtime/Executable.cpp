@@ -140,6 +140,18 @@ llvm::Error writeExecutable(StringRef path, ExecutableMetadata metadata,
       fileSize - kHeaderSize));
   endian::write64le(&image[kChecksumAt], checksum);
 
+  // A device or pipe (/dev/null, a FIFO) is written in place: renaming a
+  // temporary over it would replace it.
+  llvm::sys::fs::file_status status;
+  if (!llvm::sys::fs::status(path, status) &&
+      llvm::sys::fs::exists(status) && !llvm::sys::fs::is_regular_file(status)) {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(path, ec);
+    if (ec)
+      return fail("cannot write '" + path + "': " + ec.message());
+    os << image;
+    return llvm::Error::success();
+  }
   // A killed or failed compile never leaves a partial executable behind.
   llvm::SmallString<256> tmp;
   int fd;

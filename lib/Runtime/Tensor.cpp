@@ -289,7 +289,18 @@ llvm::Error writeNpz(StringRef path,
   put32(zip, central.size());
   put32(zip, centralOffset);
   put16(zip, 0);
-  // Temp file + rename: a crash never leaves a half-written output.
+  // Temp file + rename: a crash never leaves a half-written output (but a
+  // device such as /dev/null is written in place, never replaced).
+  llvm::sys::fs::file_status status;
+  if (!llvm::sys::fs::status(path, status) &&
+      llvm::sys::fs::exists(status) && !llvm::sys::fs::is_regular_file(status)) {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(path, ec);
+    if (ec)
+      return fail("cannot write '" + path + "': " + ec.message());
+    os << zip;
+    return llvm::Error::success();
+  }
   std::string tmp = (path + ".tmp").str();
   {
     std::error_code ec;

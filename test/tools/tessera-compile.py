@@ -3,26 +3,28 @@
 # Phases: input keeps the shape arithmetic, graph folds it.
 # RUN: tessera-compile %t/model.onnx --compile-to=input | FileCheck %s --check-prefix=INPUT
 # RUN: tessera-compile %t/model.onnx --compile-to=graph | FileCheck %s --check-prefix=GRAPH
-# The default phase is graph (later phases arrive with the IPU backend).
-# RUN: tessera-compile %t/model.onnx | FileCheck %s --check-prefix=GRAPH
+# The default phase is executable: a .tess next to the model, or at -o.
+# RUN: cd %t && tessera-compile model.onnx && test -s %t/model.tess
+# RUN: tessera-compile %t/model.onnx -o /dev/null
+# RUN: test -c /dev/null
 # RUN: tessera-compile %t/model.onnx --compile-to=linalg | FileCheck %s --check-prefix=LINALG
-# RUN: not tessera-compile %t/model.onnx --compile-to=executable 2>&1 | FileCheck %s --check-prefix=LATER
+# RUN: not tessera-compile %t/model.onnx --compile-to=ipu 2>&1 | FileCheck %s --check-prefix=LATER
 # RUN: not tessera-compile %t/model.onnx --compile-to=training 2>&1 | FileCheck %s --check-prefix=TRAINING
 # RUN: not tessera-compile %t/model.onnx --compile-to=banana 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 # Output re-enters, as text and as bytecode, and reaches the same IR.
 # RUN: tessera-compile %t/model.onnx --compile-to=input -o %t/input.mlir
 # RUN: tessera-compile %t/input.mlir --compile-to=graph | FileCheck %s --check-prefix=GRAPH
-# RUN: tessera-compile %t/model.onnx --emit-bytecode -o %t/graph.mlirbc
+# RUN: tessera-compile %t/model.onnx --compile-to=graph --emit-bytecode -o %t/graph.mlirbc
 # RUN: tessera-opt %t/graph.mlirbc | FileCheck %s --check-prefix=GRAPH
 # RUN: not tessera-compile %t/input.mlir --input-shape x=1 2>&1 | FileCheck %s --check-prefix=MLIRSHAPE
 # MLIR's standard flags.
-# RUN: tessera-compile %t/model.onnx --mlir-print-ir-after-all -o /dev/null 2>&1 | FileCheck %s --check-prefix=PRINT
-# RUN: tessera-compile %t/model.onnx --mlir-timing -o /dev/null 2>&1 | FileCheck %s --check-prefix=TIMING
-# RUN: tessera-compile %t/model.onnx --summary --no-output | FileCheck %s --check-prefix=SUMMARY
-# RUN: tessera-compile %t/model.onnx --progress -o /dev/null 2>&1 | FileCheck %s --check-prefix=PROGRESS
-# RUN: tessera-compile %t/model.onnx --mlir-pass-pipeline-crash-reproducer=%t/repro.mlir -o /dev/null
+# RUN: tessera-compile %t/model.onnx --compile-to=graph --mlir-print-ir-after-all -o /dev/null 2>&1 | FileCheck %s --check-prefix=PRINT
+# RUN: tessera-compile %t/model.onnx --compile-to=graph --mlir-timing -o /dev/null 2>&1 | FileCheck %s --check-prefix=TIMING
+# RUN: tessera-compile %t/model.onnx --compile-to=graph --summary --no-output | FileCheck %s --check-prefix=SUMMARY
+# RUN: tessera-compile %t/model.onnx --compile-to=graph --progress -o /dev/null 2>&1 | FileCheck %s --check-prefix=PROGRESS
+# RUN: tessera-compile %t/model.onnx --compile-to=graph --mlir-pass-pipeline-crash-reproducer=%t/repro.mlir -o /dev/null
 # External data next to the model is found.
-# RUN: tessera-compile %t/ext/external.onnx | FileCheck %s --check-prefix=EXT
+# RUN: tessera-compile %t/ext/external.onnx --compile-to=graph | FileCheck %s --check-prefix=EXT
 # RUN: tessera-compile --list-onnx-ops | FileCheck %s --check-prefix=OPS
 import os
 import sys
@@ -51,7 +53,7 @@ save("model", [
 # LINALG: tensor.reshape %arg0
 # LINALG: linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "reduction"]
 # LINALG-NOT: graph.
-# LATER: error: --compile-to=executable is not implemented in this version of Tessera; available phases: input, graph, linalg
+# LATER: error: --compile-to=ipu is not implemented in this version of Tessera; available phases: input, graph, linalg, llvm, executable
 # TRAINING: error: --compile-to=training is not implemented
 # UNKNOWN: error: unknown phase 'banana' for --compile-to
 # MLIRSHAPE: error: --input-shape applies to ONNX models

@@ -178,6 +178,9 @@ int main(int argc, char **argv) {
       return error(llvm::toString(t.takeError()));
     given[name.str()] = std::move(*t);
   }
+  for (const auto &[name, tensor] : given)
+    if (llvm::none_of(meta.inputs, [&](const TensorInfo &in) { return in.name == name; }))
+      return error("'" + name + "' is not an input of the model");
   std::vector<Tensor> inputs;
   for (const TensorInfo &in : meta.inputs) {
     auto it = given.find(in.name);
@@ -187,8 +190,6 @@ int main(int argc, char **argv) {
     inputs.push_back(std::move(it->second));
     given.erase(it);
   }
-  if (!given.empty())
-    return error("'" + given.begin()->first + "' is not an input of the model");
 
   auto runner = HostRunner::create(**exe);
   if (!runner)

@@ -11,7 +11,7 @@
 # RUN: not tessera-compile %t/dynamic.onnx --input-shape x=2x3x4 2>&1 | FileCheck %s --check-prefix=RANK
 # RUN: not tessera-compile %t/dynamic.onnx --input-shape y=2x3 2>&1 | FileCheck %s --check-prefix=NAME
 # RUN: not tessera-compile %t/dynamic.onnx --input-shape x=2xq 2>&1 | FileCheck %s --check-prefix=SYNTAX
-# RUN: tessera-compile %t/dynamic.onnx --input-shape x=2x3 | FileCheck %s --check-prefix=FIXED
+# RUN: tessera-compile %t/dynamic.onnx --compile-to=graph --input-shape x=2x3 | FileCheck %s --check-prefix=FIXED
 # RUN: not tessera-compile %t/badshape.onnx 2>&1 | FileCheck %s --check-prefix=SHAPE
 # RUN: not tessera-compile %t/badreshape.onnx 2>&1 | FileCheck %s --check-prefix=RESHAPE
 # RUN: not tessera-compile %t/nonconst.onnx 2>&1 | FileCheck %s --check-prefix=NONCONST

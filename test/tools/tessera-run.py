@@ -1,0 +1,86 @@
+# tessera-compile -> .tess -> tessera-run --reference, and bad input to
+# tessera-run: each a clear error and a non-zero exit.
+# RUN: %python %s gen %t
+# RUN: tessera-compile %t/model.onnx -o %t/model.tess
+# RUN: tessera-run %t/model.tess --reference --input x=%t/x.npy --output %t/out.npz | FileCheck %s --check-prefix=OUT
+# RUN: %python %s check %t
+# A single-input model takes an unnamed input; .npz inputs go by name.
+# RUN: tessera-run %t/model.tess --reference --input %t/x.npy --iterations 3 | FileCheck %s --check-prefix=ITER
+# RUN: tessera-run %t/model.tess --reference --input %t/inputs.npz | FileCheck %s --check-prefix=OUT
+# RUN: not tessera-run %t/model.tess --input %t/x.npy 2>&1 | FileCheck %s --check-prefix=NOREF
+# RUN: not tessera-run %t/model.tess --reference 2>&1 | FileCheck %s --check-prefix=MISSING
+# RUN: not tessera-run %t/model.tess --reference --input x=%t/bad_shape.npy 2>&1 | FileCheck %s --check-prefix=SHAPE
+# RUN: not tessera-run %t/model.tess --reference --input x=%t/bad_dtype.npy 2>&1 | FileCheck %s --check-prefix=DTYPE
+# RUN: not tessera-run %t/model.tess --reference --input y=%t/x.npy 2>&1 | FileCheck %s --check-prefix=NAME
+# RUN: not tessera-run %t/model.tess --reference --input x=%t/compressed.npz 2>&1 | FileCheck %s --check-prefix=NOTNPY
+# RUN: not tessera-run %t/model.tess --reference --input %t/compressed.npz 2>&1 | FileCheck %s --check-prefix=COMPRESSED
+# RUN: %python %s damage %t
+# RUN: not tessera-run %t/flipped.tess --reference --input %t/x.npy 2>&1 | FileCheck %s --check-prefix=FLIPPED
+# RUN: not tessera-run %t/truncated.tess --reference --input %t/x.npy 2>&1 | FileCheck %s --check-prefix=TRUNCATED
+# RUN: not tessera-run %t/version.tess --reference --input %t/x.npy 2>&1 | FileCheck %s --check-prefix=VERSION
+# RUN: not tessera-run %t/x.npy --reference --input %t/x.npy 2>&1 | FileCheck %s --check-prefix=NOTTESS
+
+
+# OUT: outputs (host reference):
+# OUT-NEXT: y: 2x4xf32  min
+# OUT: host reference: {{.*}} ms per run (1 run)
+# ITER: (3 runs)
+# NOREF: error: the IPU model is not built yet in this version of Tessera; run the host reference code with --reference
+# MISSING: error: missing input 'x' (2x3x6x6xf32); give it with --input x=file.npy
+# SHAPE: error: input 'x' must be 2x3x6x6xf32, got 2x3x5x6xf32
+# DTYPE: error: input 'x' must be 2x3x6x6xf32, got 2x3x6x6xf64
+# NAME: error: 'y' is not an input of the model
+# NOTNPY: is not a .npy file
+# COMPRESSED: error: {{.*}}compressed.npz is compressed (entry 'x.npy'); save it with numpy.savez, not savez_compressed
+# FLIPPED: error: '{{.*}}flipped.tess' is damaged (checksum mismatch); recompile the model
+# TRUNCATED: error: '{{.*}}truncated.tess' is truncated or padded
+# VERSION: error: '{{.*}}version.tess' has executable format version 99; this runtime reads version 1 (recompile the model)
+# NOTTESS: error: '{{.*}}x.npy' is not a Tessera executable (bad magic)
+import os
+import struct
+import sys
+
+import numpy as np
+
+mode, out = sys.argv[1], sys.argv[2]
+rng = np.random.default_rng(0)
+x = rng.standard_normal((2, 3, 6, 6)).astype(np.float32)
+
+if mode == "gen":
+    from onnx_gen import T, init, node, save, vi
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(4).astype(np.float32)
+    g = rng.standard_normal((4, 4)).astype(np.float32)
+    save("model", [
+        node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1], strides=[2, 2]),
+        node("Relu", ["c"], ["r"]),
+        node("GlobalAveragePool", ["r"], ["p"]),
+        node("Flatten", ["p"], ["f"]),
+        node("Gemm", ["f", "g"], ["y"], transB=1),
+    ], [vi("x", T.FLOAT, [2, 3, 6, 6])], [vi("y", T.FLOAT, [2, 4])],
+        [init("w", w), init("b", b), init("g", g)], outdir=out)
+    np.save(os.path.join(out, "x.npy"), x)
+    np.savez(os.path.join(out, "inputs.npz"), x=x)
+    np.savez_compressed(os.path.join(out, "compressed.npz"), x=x)
+    np.save(os.path.join(out, "bad_shape.npy"), x[:, :, :5])
+    np.save(os.path.join(out, "bad_dtype.npy"), x.astype(np.float64))
+elif mode == "check":
+    import onnx
+    from onnx import numpy_helper
+    m = onnx.load(os.path.join(out, "model.onnx"))
+    p = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+    import torch
+    c = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(p["w"]),
+                                   torch.from_numpy(p["b"]), stride=2, padding=1)
+    ref = (c.relu().mean((2, 3)).numpy() @ p["g"].T)
+    got = np.load(os.path.join(out, "out.npz"))["y"]
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)
+elif mode == "damage":
+    data = bytearray(open(os.path.join(out, "model.tess"), "rb").read())
+    flipped = bytearray(data)
+    flipped[len(data) // 2] ^= 0x40
+    open(os.path.join(out, "flipped.tess"), "wb").write(flipped)
+    open(os.path.join(out, "truncated.tess"), "wb").write(data[: len(data) - 100])
+    version = bytearray(data)
+    version[8:12] = struct.pack("<I", 99)
+    open(os.path.join(out, "version.tess"), "wb").write(version)
