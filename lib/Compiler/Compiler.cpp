@@ -175,14 +175,23 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options,
            << availablePhaseList();
   if (options.compileTo == Phase::Input)
     return success();
-  PassManager pm(module->getContext(), ModuleOp::getOperationName());
-  buildGraphPipeline(pm, options.graph);
-  // Inference models pass through training and partitioning unchanged.
-  if (options.compileTo >= Phase::Linalg)
-    buildLinalgPipeline(pm);
-  if (options.configure && failed(options.configure(pm)))
+  auto runPipeline = [&](function_ref<void(OpPassManager &)> build) {
+    PassManager pm(module->getContext(), ModuleOp::getOperationName());
+    build(pm);
+    if (options.configure && failed(options.configure(pm)))
+      return failure();
+    return pm.run(module);
+  };
+  if (failed(runPipeline([&](OpPassManager &pm) {
+        buildGraphPipeline(pm, options.graph);
+      })))
     return failure();
-  if (failed(pm.run(module)))
+  if (options.afterGraph)
+    options.afterGraph(module);
+  if (options.compileTo < Phase::Linalg)
+    return success();
+  // Inference models pass through training and partitioning unchanged.
+  if (failed(runPipeline(buildLinalgPipeline)))
     return failure();
   if (options.compileTo < Phase::Llvm)
     return success();
@@ -190,11 +199,7 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options,
   CompiledModel local;
   if (failed(describeModel(module, model ? *model : local)))
     return failure();
-  PassManager codegen(module->getContext(), ModuleOp::getOperationName());
-  buildHostLoweringPipeline(codegen);
-  if (options.configure && failed(options.configure(codegen)))
-    return failure();
-  return codegen.run(module);
+  return runPipeline(buildHostLoweringPipeline);
 }
 
 LogicalResult writeExecutableFile(ModuleOp llvmModule, const CompiledModel &model,

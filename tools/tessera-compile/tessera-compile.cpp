@@ -220,14 +220,17 @@ int main(int argc, char **argv) {
       pm.addInstrumentation(std::make_unique<ProgressPrinter>(compileTo));
     return success();
   };
+  if (summary)
+    options.afterGraph = [](ModuleOp graphModule) {
+      tessera::graph::printModelStats(
+          tessera::graph::computeModelStats(graphModule), llvm::outs());
+      llvm::outs().flush();
+    };
   tessera::CompiledModel compiled;
   if (failed(tessera::compileModule(*module, options, &compiled)))
     return fail();
   passTimer.stop();
 
-  if (summary)
-    tessera::graph::printModelStats(tessera::graph::computeModelStats(*module),
-                                    llvm::outs());
   if (noOutput)
     return 0;
 
@@ -245,7 +248,7 @@ int main(int argc, char **argv) {
                                             path)))
       return fail();
     if (showProgress || summary)
-      llvm::errs() << "wrote " << path << "\n";
+      llvm::outs() << "wrote " << path << "\n";
     return 0;
   }
 

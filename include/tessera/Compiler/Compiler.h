@@ -41,6 +41,9 @@ struct CompileOptions {
   /// Called on each pass manager before it runs (MLIR CL options, timing,
   /// instrumentation).
   std::function<mlir::LogicalResult(mlir::PassManager &)> configure;
+  /// Called with the module once it reaches the graph phase (model
+  /// statistics are taken there, before lowering).
+  std::function<void(mlir::ModuleOp)> afterGraph;
 };
 
 /// What the executable phase needs besides the lowered module: the
