@@ -35,6 +35,22 @@ enum : size_t {
 
 uint64_t alignTo(uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
+/// Covers every byte but the checksum field itself: the header (with that
+/// field zeroed) and a hash of the rest, so header damage is caught too.
+uint64_t fileChecksum(StringRef image) {
+  char header[kHeaderSize];
+  std::memcpy(header, image.data(), kHeaderSize);
+  std::memset(header + kChecksumAt, 0, 8);
+  uint64_t rest = llvm::xxh3_64bits(llvm::ArrayRef<uint8_t>(
+      reinterpret_cast<const uint8_t *>(image.data()) + kHeaderSize,
+      image.size() - kHeaderSize));
+  char combined[kHeaderSize + 8];
+  std::memcpy(combined, header, kHeaderSize);
+  endian::write64le(combined + kHeaderSize, rest);
+  return llvm::xxh3_64bits(llvm::ArrayRef<uint8_t>(
+      reinterpret_cast<const uint8_t *>(combined), sizeof(combined)));
+}
+
 llvm::Error fail(const llvm::Twine &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
 }
@@ -135,10 +151,7 @@ llvm::Error writeExecutable(StringRef path, ExecutableMetadata metadata,
   std::memcpy(&image[codeOffset], hostObject.data(), hostObject.size());
   for (auto [info, data] : llvm::zip(metadata.weights, weights))
     std::memcpy(&image[weightOffset + info.offset], data.data(), data.size());
-  uint64_t checksum = llvm::xxh3_64bits(llvm::ArrayRef<uint8_t>(
-      reinterpret_cast<const uint8_t *>(image.data()) + kHeaderSize,
-      fileSize - kHeaderSize));
-  endian::write64le(&image[kChecksumAt], checksum);
+  endian::write64le(&image[kChecksumAt], fileChecksum(image));
 
   // A device or pipe (/dev/null, a FIFO) is written in place: renaming a
   // temporary over it would replace it.
@@ -191,10 +204,9 @@ Expected<std::unique_ptr<Executable>> Executable::load(StringRef path) {
     return fail("'" + path + "' is truncated or padded: header says " +
                 llvm::Twine(fileSize) + " bytes, file has " +
                 llvm::Twine(bytes.size()) + " (recompile the model)");
-  uint64_t checksum = llvm::xxh3_64bits(llvm::ArrayRef<uint8_t>(
-      reinterpret_cast<const uint8_t *>(bytes.data()) + kHeaderSize,
-      bytes.size() - kHeaderSize));
-  if (checksum != endian::read64le(bytes.data() + kChecksumAt))
+  if (endian::read32le(bytes.data() + kHeaderSizeAt) != kHeaderSize)
+    return fail("'" + path + "' has a malformed header; recompile the model");
+  if (fileChecksum(bytes) != endian::read64le(bytes.data() + kChecksumAt))
     return fail("'" + path + "' is damaged (checksum mismatch); recompile the model");
   auto section = [&](size_t at) -> Expected<StringRef> {
     uint64_t offset = endian::read64le(bytes.data() + at);

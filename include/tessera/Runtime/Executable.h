@@ -4,7 +4,7 @@
 //   [128-byte header][metadata JSON][pad to 64][host object code][pad to 64]
 //   [weights, each 64-byte aligned so the runtime can use them in place]
 // The header holds a magic, the format version, the file size, an xxh3-64
-// checksum of everything after the header, and the sections' offsets and
+// checksum of every byte but its own, and the sections' offsets and
 // sizes. Loading refuses a wrong magic or version, a size mismatch
 // (truncation) and a checksum mismatch (damage) with a message that says so.
 //

@@ -1,0 +1,126 @@
+//===- RuntimeTest.cpp - executable container and NumPy files ------------===//
+
+#include "tessera/Runtime/Executable.h"
+#include "tessera/Runtime/Tensor.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+using namespace tessera::runtime;
+
+namespace {
+
+std::string tempPath(const char *name) {
+  llvm::SmallString<128> path;
+  llvm::sys::fs::createTemporaryFile("tessera-runtime-test", name, path);
+  return path.str().str();
+}
+
+Tensor iota(std::vector<int64_t> shape) {
+  Tensor t;
+  t.shape = std::move(shape);
+  t.data.resize(t.numElements() * 4);
+  for (int64_t i = 0; i < t.numElements(); ++i) {
+    float v = static_cast<float>(i) * 0.5f;
+    std::memcpy(t.data.data() + 4 * i, &v, 4);
+  }
+  return t;
+}
+
+ExecutableMetadata metadataWithWeights() {
+  ExecutableMetadata m;
+  m.compilerVersion = "test";
+  m.target = "ipu2";
+  m.inputs = {{"x", DType::F32, {2, 3}}};
+  m.outputs = {{"y", DType::I64, {2}}};
+  WeightInfo a, b;
+  static_cast<TensorInfo &>(a) = {"a", DType::F32, {3}};
+  static_cast<TensorInfo &>(b) = {"b", DType::U8, {5}};
+  m.weights = {a, b};
+  return m;
+}
+
+TEST(Executable, RoundTripsMetadataCodeAndAlignedWeights) {
+  std::string path = tempPath("tess");
+  std::vector<char> a(12, 1), b = {1, 2, 3, 4, 5};
+  ASSERT_FALSE(llvm::errorToBool(writeExecutable(
+      path, metadataWithWeights(), "OBJECT", {llvm::ArrayRef(a), llvm::ArrayRef(b)})));
+  auto exe = Executable::load(path);
+  ASSERT_TRUE(static_cast<bool>(exe)) << llvm::toString(exe.takeError());
+  const ExecutableMetadata &m = (*exe)->metadata();
+  EXPECT_EQ(m.target, "ipu2");
+  EXPECT_EQ(m.inputs[0].typeString(), "2x3xf32");
+  EXPECT_EQ(m.outputs[0].typeString(), "2xi64");
+  EXPECT_EQ((*exe)->hostObject(), "OBJECT");
+  ASSERT_EQ(m.weights.size(), 2u);
+  EXPECT_EQ((*exe)->weight(1).vec(), b);
+  // Every weight starts on a 64-byte boundary of the mapped file.
+  EXPECT_EQ(m.weights[1].offset % 64, 0u);
+  llvm::sys::fs::remove(path);
+}
+
+TEST(Executable, RefusesDamage) {
+  std::string path = tempPath("tess");
+  std::vector<char> a(12, 1), b(5, 2);
+  ASSERT_FALSE(llvm::errorToBool(writeExecutable(
+      path, metadataWithWeights(), "OBJECT", {llvm::ArrayRef(a), llvm::ArrayRef(b)})));
+  auto bytes = llvm::MemoryBuffer::getFile(path);
+  ASSERT_TRUE(static_cast<bool>(bytes));
+  std::string good = (*bytes)->getBuffer().str();
+  auto loadModified = [&](std::string data) {
+    std::string p = tempPath("tess");
+    {
+      std::error_code ec;
+      llvm::raw_fd_ostream os(p, ec);
+      os << data;
+    }
+    auto r = Executable::load(p);
+    llvm::sys::fs::remove(p);
+    return r ? std::string("loaded") : llvm::toString(r.takeError());
+  };
+  // Every single-byte change after the magic is caught by some check.
+  for (size_t at = 8; at < good.size(); ++at) {
+    std::string bad = good;
+    bad[at] ^= 0x5a;
+    EXPECT_NE(loadModified(bad), "loaded") << "byte " << at;
+  }
+  EXPECT_NE(loadModified(good.substr(0, good.size() - 1)).find("truncated"),
+            std::string::npos);
+  EXPECT_NE(loadModified("not an executable").find("bad magic"), std::string::npos);
+  llvm::sys::fs::remove(path);
+}
+
+TEST(Tensor, NpyAndNpzRoundTrip) {
+  Tensor t = iota({2, 3});
+  auto parsed = parseNpy(serializeNpy(t), "test");
+  ASSERT_TRUE(static_cast<bool>(parsed)) << llvm::toString(parsed.takeError());
+  EXPECT_EQ(parsed->shape, t.shape);
+  EXPECT_EQ(parsed->data, t.data);
+
+  std::string path = tempPath("npz");
+  Tensor scalar = iota({});
+  ASSERT_FALSE(llvm::errorToBool(writeNpz(path, {{"a", t}, {"s", scalar}})));
+  auto arrays = readNpz(path);
+  ASSERT_TRUE(static_cast<bool>(arrays)) << llvm::toString(arrays.takeError());
+  EXPECT_EQ(arrays->at("a").data, t.data);
+  EXPECT_TRUE(arrays->at("s").shape.empty());
+  llvm::sys::fs::remove(path);
+}
+
+TEST(Tensor, NpyErrorsSayWhatIsWrong) {
+  auto bad = parseNpy("hello", "x.npy");
+  ASSERT_FALSE(static_cast<bool>(bad));
+  EXPECT_NE(llvm::toString(bad.takeError()).find("not a .npy file"), std::string::npos);
+  std::string truncated = serializeNpy(iota({4, 4}));
+  truncated.resize(truncated.size() - 8);
+  auto cut = parseNpy(truncated, "y.npy");
+  ASSERT_FALSE(static_cast<bool>(cut));
+  EXPECT_NE(llvm::toString(cut.takeError()).find("header needs 64"), std::string::npos);
+}
+
+} // namespace
