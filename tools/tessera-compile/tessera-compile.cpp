@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tessera/Compiler/Compiler.h"
+#include "tessera/Compiler/ExecutableCache.h"
 #include "tessera/Compiler/Registration.h"
 #include "tessera/Dialect/Graph/Analysis/ModelStats.h"
 
@@ -23,11 +24,14 @@
 #include "mlir/Support/Timing.h"
 #include "llvm/Config/llvm-config.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Process.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/WithColor.h"
 
 using namespace mlir;
 namespace cl = llvm::cl;
@@ -80,6 +84,12 @@ cl::opt<bool> listOps("list-onnx-ops",
 cl::opt<int> listOpset("onnx-opset", cl::desc("Opset for --list-onnx-ops"),
                        cl::init(tessera::onnx_importer::kMaxOpset),
                        cl::cat(category));
+cl::opt<std::string> cacheDir(
+    "cache-dir",
+    cl::desc("Executable cache directory (default: $TESSERA_CACHE_DIR); a "
+             "second compile of the same model with the same options is "
+             "copied from it"),
+    cl::value_desc("DIR"), cl::cat(category));
 cl::opt<bool> progress("progress",
                        cl::desc("Show phase and pass progress on stderr "
                                 "(default: when stderr is a terminal)"),
@@ -192,6 +202,55 @@ int main(int argc, char **argv) {
     }
   }
 
+  // The executable cache: only whole executables are cached.
+  std::string executablePath = outputPath;
+  if (executablePath == "-")
+    executablePath = (llvm::sys::path::stem(inputPath) + ".tess").str();
+  std::string cacheDirectory = cacheDir;
+  if (cacheDirectory.empty())
+    if (auto env = llvm::sys::Process::GetEnv("TESSERA_CACHE_DIR"))
+      cacheDirectory = *env;
+  std::string cacheKey;
+  if (!cacheDirectory.empty() && *phase == tessera::Phase::Executable && !noOutput) {
+    // Every option that changes the generated code is part of the key.
+    std::string optionsText = "compile-to=" + compileTo;
+    for (const auto &[name, dims] : importOptions.inputShapes) {
+      optionsText += ";input-shape " + name + "=";
+      for (int64_t d : dims)
+        optionsText += std::to_string(d) + "x";
+    }
+    auto key = tessera::computeCacheKey(
+        inputPath, optionsText,
+        llvm::sys::fs::getMainExecutable(argv[0], reinterpret_cast<void *>(&fail)));
+    if (!key) {
+      llvm::errs() << "error: " << llvm::toString(key.takeError()) << "\n";
+      return fail();
+    }
+    cacheKey = *key;
+    tessera::CacheLookup found =
+        tessera::lookupExecutable(cacheDirectory, cacheKey, executablePath);
+    switch (found.outcome) {
+    case tessera::CacheOutcome::Hit:
+      llvm::errs() << "tessera-compile: cache hit: " << found.entryPath << " -> "
+                   << executablePath << "\n";
+      return 0;
+    case tessera::CacheOutcome::Miss:
+      llvm::errs() << "tessera-compile: cache miss: compiling into "
+                   << found.entryPath << "\n";
+      break;
+    case tessera::CacheOutcome::Damaged:
+      llvm::WithColor::warning(llvm::errs(), "tessera-compile")
+          << "cache entry " << found.entryPath << " is unusable (" << found.detail
+          << "); recompiling\n";
+      break;
+    case tessera::CacheOutcome::KeyMismatch:
+      llvm::WithColor::warning(llvm::errs(), "tessera-compile")
+          << "false cache hit on " << found.entryPath << " (" << found.detail
+          << "); recompiling\n";
+      break;
+    }
+  }
+
   bool showProgress = progress || llvm::sys::Process::StandardErrIsDisplayed();
   DefaultTimingManager timing;
   applyDefaultTimingManagerCLOptions(timing);
@@ -235,18 +294,22 @@ int main(int argc, char **argv) {
     return 0;
 
   if (*phase == tessera::Phase::Executable) {
-    // Binary output: never to a terminal; default next to the model.
-    std::string path = outputPath;
-    if (path == "-")
-      path = (llvm::sys::path::stem(inputPath) + ".tess").str();
+    // Binary output: never to a terminal; default in the current directory.
+    const std::string &path = executablePath;
     TimingScope codegenTimer = rootTimer.nest("codegen");
     tessera::runtime::ExecutableMetadata metadata;
     metadata.compilerVersion = "Tessera " TESSERA_VERSION_STRING;
     metadata.source = inputPath;
     metadata.target = "ipu2";
+    metadata.cacheKey = cacheKey;
     if (failed(tessera::writeExecutableFile(*module, compiled, std::move(metadata),
                                             path)))
       return fail();
+    if (!cacheKey.empty())
+      if (llvm::Error err = tessera::storeExecutable(cacheDirectory, cacheKey, path))
+        llvm::WithColor::warning(llvm::errs(), "tessera-compile")
+            << "could not store the executable in the cache: "
+            << llvm::toString(std::move(err)) << "\n";
     if (showProgress || summary)
       llvm::outs() << "wrote " << path << "\n";
     return 0;

@@ -1,0 +1,49 @@
+//===- ExecutableCache.h - offline executable cache -------------*- C++ -*-===//
+//
+// A directory of `<key>.tess` files (`--cache-dir` / TESSERA_CACHE_DIR), as
+// PopTorch's executable cache. The key hashes the model's bytes (and any
+// external data files it names), every option that changes code, and the
+// compiler build itself, so a rebuilt compiler or a changed option misses.
+// Entries are written atomically (temporary file + rename); on load the
+// executable's checksum and stored key are verified, and a damaged or
+// mismatched entry is reported and recompiled.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_COMPILER_EXECUTABLECACHE_H
+#define TESSERA_COMPILER_EXECUTABLECACHE_H
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <optional>
+#include <string>
+
+namespace tessera {
+
+/// The cache key (32 hex digits) of compiling `modelPath` with the options
+/// described by `optionsText` using the compiler binary `compilerPath`.
+llvm::Expected<std::string> computeCacheKey(llvm::StringRef modelPath,
+                                            llvm::StringRef optionsText,
+                                            llvm::StringRef compilerPath);
+
+enum class CacheOutcome { Hit, Miss, Damaged, KeyMismatch };
+
+struct CacheLookup {
+  CacheOutcome outcome = CacheOutcome::Miss;
+  std::string entryPath;
+  std::string detail; ///< why a damaged or mismatched entry was rejected
+};
+
+/// Looks `key` up in `dir`; on a verified hit, copies the entry to `outPath`
+/// atomically.
+CacheLookup lookupExecutable(llvm::StringRef dir, llvm::StringRef key,
+                             llvm::StringRef outPath);
+
+/// Copies the executable at `path` into `dir` as `<key>.tess`, atomically.
+llvm::Error storeExecutable(llvm::StringRef dir, llvm::StringRef key,
+                            llvm::StringRef path);
+
+} // namespace tessera
+
+#endif // TESSERA_COMPILER_EXECUTABLECACHE_H
