@@ -124,6 +124,8 @@ llvm::Error writeExecutable(StringRef path, ExecutableMetadata metadata,
                     {"cache_key", metadata.cacheKey},
                     {"source", metadata.source},
                     {"target", metadata.target},
+                    {"num_ipus", metadata.numIPUs},
+                    {"tiles_per_ipu", metadata.tilesPerIPU},
                     {"host_triple", metadata.hostTriple},
                     {"entry", metadata.entry},
                     {"inputs", std::move(inputs)},
@@ -244,6 +246,8 @@ Expected<std::unique_ptr<Executable>> Executable::load(StringRef path) {
   m.cacheKey = str("cache_key");
   m.source = str("source");
   m.target = str("target");
+  m.numIPUs = o->getInteger("num_ipus").value_or(1);
+  m.tilesPerIPU = o->getInteger("tiles_per_ipu").value_or(0);
   m.hostTriple = str("host_triple");
   m.entry = str("entry");
   auto list = [&](StringRef key, auto &out) -> llvm::Error {

@@ -11,6 +11,12 @@
 # RUN: not tessera-compile %t/model.onnx --compile-to=ipu 2>&1 | FileCheck %s --check-prefix=LATER
 # RUN: not tessera-compile %t/model.onnx --compile-to=training 2>&1 | FileCheck %s --check-prefix=TRAINING
 # RUN: not tessera-compile %t/model.onnx --compile-to=banana 2>&1 | FileCheck %s --check-prefix=UNKNOWN
+# Targets: ipu1, ipu2 (default) and bow; --num-ipus; --tiles-per-ipu.
+# RUN: tessera-compile %t/model.onnx --target=bow --num-ipus=2 --tiles-per-ipu=64 -o %t/bow.tess
+# RUN: tessera-run %t/bow.tess --reference --input %t/x.npy | FileCheck %s --check-prefix=BOW
+# RUN: not tessera-compile %t/model.onnx --target=ipu9 2>&1 | FileCheck %s --check-prefix=BADTARGET
+# RUN: not tessera-compile %t/model.onnx --tiles-per-ipu=2000 2>&1 | FileCheck %s --check-prefix=BADTILES
+# RUN: not tessera-compile %t/model.onnx --num-ipus=0 2>&1 | FileCheck %s --check-prefix=BADIPUS
 # Output re-enters, as text and as bytecode, and reaches the same IR.
 # RUN: tessera-compile %t/model.onnx --compile-to=input -o %t/input.mlir
 # RUN: tessera-compile %t/input.mlir --compile-to=graph | FileCheck %s --check-prefix=GRAPH
@@ -48,6 +54,7 @@ save("model", [
     node("Add", ["m", "zero"], ["y"]),
 ], [vi("x", T.FLOAT, [2, 3, 4])], [vi("y", T.FLOAT, [2, 5])],
     [init("w", np.ones((12, 5), np.float32)), init("zero", np.float32(0))], outdir=out)
+np.save(os.path.join(out, "x.npy"), np.ones((2, 3, 4), np.float32))
 
 # LINALG: ml_program.global private @w
 # LINALG: tensor.reshape %arg0
@@ -56,6 +63,10 @@ save("model", [
 # LATER: error: --compile-to=ipu is not implemented in this version of Tessera; available phases: input, graph, linalg, llvm, executable
 # TRAINING: error: --compile-to=training is not implemented
 # UNKNOWN: error: unknown phase 'banana' for --compile-to
+# BOW: compiled for bow: 2 IPUs x 64 tiles x 624 KiB, 1.85 GHz
+# BADTARGET: error: unknown target 'ipu9'; targets are ipu1, ipu2, bow
+# BADTILES: error: --tiles-per-ipu must be between 1 and 1472 for ipu2, got 2000
+# BADIPUS: error: --num-ipus must be between 1 and 64, got 0
 # MLIRSHAPE: error: --input-shape applies to ONNX models
 # PRINT: IR Dump After GraphInferShapes
 # PRINT: IR Dump After Canonicalizer

@@ -11,6 +11,7 @@
 #include "tessera/Compiler/ExecutableCache.h"
 #include "tessera/Compiler/Registration.h"
 #include "tessera/Dialect/Graph/Analysis/ModelStats.h"
+#include "tessera/Target/IPUTarget.h"
 
 #include "mlir/Bytecode/BytecodeWriter.h"
 #include "mlir/IR/AsmState.h"
@@ -84,6 +85,17 @@ cl::opt<bool> listOps("list-onnx-ops",
 cl::opt<int> listOpset("onnx-opset", cl::desc("Opset for --list-onnx-ops"),
                        cl::init(tessera::onnx_importer::kMaxOpset),
                        cl::cat(category));
+cl::opt<std::string> targetName("target",
+                               cl::desc("IPU generation: ipu1, ipu2 or bow"),
+                               cl::value_desc("name"), cl::init("ipu2"),
+                               cl::cat(category));
+cl::opt<int64_t> numIPUs("num-ipus", cl::desc("IPUs per replica"), cl::init(1),
+                         cl::cat(category));
+cl::opt<int64_t> tilesPerIPU(
+    "tiles-per-ipu",
+    cl::desc("Model a smaller chip with this many tiles per IPU (as Poplar's "
+             "IPUModel tilesPerIPU)"),
+    cl::init(0), cl::cat(category));
 cl::opt<std::string> cacheDir(
     "cache-dir",
     cl::desc("Executable cache directory (default: $TESSERA_CACHE_DIR); a "
@@ -193,6 +205,15 @@ int main(int argc, char **argv) {
     return fail();
   }
 
+  auto target = tessera::target::makeTarget(
+      targetName, numIPUs,
+      tilesPerIPU.getNumOccurrences() ? std::optional<int64_t>(tilesPerIPU)
+                                      : std::nullopt);
+  if (!target) {
+    llvm::errs() << "error: " << llvm::toString(target.takeError()) << "\n";
+    return fail();
+  }
+
   tessera::onnx_importer::ImportOptions importOptions;
   for (const std::string &spec : inputShapes) {
     std::string err = tessera::onnx_importer::parseInputShape(spec, importOptions);
@@ -213,7 +234,8 @@ int main(int argc, char **argv) {
   std::string cacheKey;
   if (!cacheDirectory.empty() && *phase == tessera::Phase::Executable && !noOutput) {
     // Every option that changes the generated code is part of the key.
-    std::string optionsText = "compile-to=" + compileTo;
+    std::string optionsText = "compile-to=" + compileTo + ";target=" +
+                              target->describe();
     for (const auto &[name, dims] : importOptions.inputShapes) {
       optionsText += ";input-shape " + name + "=";
       for (int64_t d : dims)
@@ -300,7 +322,9 @@ int main(int argc, char **argv) {
     tessera::runtime::ExecutableMetadata metadata;
     metadata.compilerVersion = "Tessera " TESSERA_VERSION_STRING;
     metadata.source = inputPath;
-    metadata.target = "ipu2";
+    metadata.target = target->name;
+    metadata.numIPUs = target->numIPUs;
+    metadata.tilesPerIPU = target->tilesPerIPU;
     metadata.cacheKey = cacheKey;
     if (failed(tessera::writeExecutableFile(*module, compiled, std::move(metadata),
                                             path)))

@@ -12,6 +12,7 @@
 #include "tessera/Runtime/Executable.h"
 #include "tessera/Runtime/HostRunner.h"
 #include "tessera/Runtime/Tensor.h"
+#include "tessera/Target/IPUTarget.h"
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Format.h"
@@ -207,6 +208,14 @@ int main(int argc, char **argv) {
                   .count() /
               iterations;
 
+  if (auto target = tessera::target::makeTarget(meta.target, meta.numIPUs,
+                                                meta.tilesPerIPU
+                                                    ? std::optional<int64_t>(meta.tilesPerIPU)
+                                                    : std::nullopt))
+    llvm::outs() << "compiled for " << target->describe() << "\n";
+  else
+    return error("the executable names an unknown target: " +
+                 llvm::toString(target.takeError()));
   llvm::outs() << "outputs (host reference):\n";
   for (auto [info, t] : llvm::zip(meta.outputs, outputs))
     summarize(info, t);

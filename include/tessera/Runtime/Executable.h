@@ -47,6 +47,8 @@ struct ExecutableMetadata {
   std::string cacheKey;
   std::string source; ///< the model it was compiled from
   std::string target; ///< "ipu2", ...
+  int64_t numIPUs = 1;
+  int64_t tilesPerIPU = 0; ///< as compiled for (--tiles-per-ipu)
   std::string hostTriple;
   /// Packed entry point: void entry(void **descriptors), one memref
   /// descriptor per input, then weight, then output.

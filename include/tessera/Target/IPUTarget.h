@@ -1,0 +1,62 @@
+//===- IPUTarget.h - the IPU machine descriptions ---------------*- C++ -*-===//
+//
+// The numbers of each IPU generation the compiler plans for and the IPU
+// model runs with, in one place (see shared/IPU_MODEL.md for their sources):
+// a user picks a target by name and a better figure changes here only.
+// No MLIR: the runtime uses these too.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_TARGET_IPUTARGET_H
+#define TESSERA_TARGET_IPUTARGET_H
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tessera::target {
+
+struct IPUTarget {
+  std::string name;              ///< "ipu1", "ipu2", "bow"
+  int64_t numIPUs = 1;
+  int64_t tilesPerIPU = 0;
+  int64_t bytesPerTile = 0;
+  double clockHz = 0;
+  int64_t workersPerTile = 6;
+  int64_t f16MacsPerCycle = 0;   ///< per tile, AMP
+  int64_t f32MacsPerCycle = 0;   ///< per tile
+  int64_t loadBytesPerCycle = 16;
+  int64_t exchangeBytesPerCycle = 4; ///< send or receive, per tile
+  int64_t tilesPerSupertile = 2;
+  int64_t syncCycles = 0;        ///< on-chip
+  int64_t globalSyncCycles = 0;  ///< across IPUs
+  double ipuLinkBytesPerSecond = 0; ///< per chip, all links
+  double hostLinkBytesPerSecond = 0;
+  int64_t randomBitsPerCycle = 64; ///< per tile
+
+  int64_t totalTiles() const { return numIPUs * tilesPerIPU; }
+  int64_t memoryPerIPU() const { return tilesPerIPU * bytesPerTile; }
+  /// Peak FLOPs per second of all IPUs (a MAC is two FLOPs).
+  double peakFlops(bool f16) const {
+    return 2.0 * (f16 ? f16MacsPerCycle : f32MacsPerCycle) * totalTiles() * clockHz;
+  }
+  /// One line: "ipu2: 1 IPU x 1472 tiles x 624 KiB, 1.33 GHz, 62.6 TFLOPS fp32".
+  std::string describe() const;
+};
+
+/// The targets Tessera knows, by name.
+std::vector<std::string> targetNames();
+
+/// `name` with `numIPUs` IPUs and, optionally, fewer tiles per IPU (as
+/// Poplar's IPUModel allows: small models of the chip make out-of-memory
+/// tests cheap). Out-of-range values are errors saying what is allowed.
+llvm::Expected<IPUTarget> makeTarget(llvm::StringRef name, int64_t numIPUs = 1,
+                                     std::optional<int64_t> tilesPerIPU = std::nullopt);
+
+} // namespace tessera::target
+
+#endif // TESSERA_TARGET_IPUTARGET_H
