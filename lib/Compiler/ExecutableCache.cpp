@@ -2,6 +2,7 @@
 
 #include "tessera/Compiler/ExecutableCache.h"
 #include "tessera/Runtime/Executable.h"
+#include "tessera/Runtime/FileUtils.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
@@ -35,24 +36,7 @@ llvm::Error atomicCopy(StringRef from, StringRef to) {
   auto data = llvm::MemoryBuffer::getFile(from, false, false);
   if (!data)
     return fail("cannot read '" + from + "': " + data.getError().message());
-  llvm::SmallString<256> tmp;
-  int fd;
-  if (std::error_code ec = llvm::sys::fs::createUniqueFile(to + ".tmp-%%%%%%", fd, tmp))
-    return fail("cannot write next to '" + to + "': " + ec.message());
-  {
-    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
-    os << (*data)->getBuffer();
-    os.close();
-    if (os.has_error()) {
-      llvm::sys::fs::remove(tmp);
-      return fail("cannot write '" + tmp + "'");
-    }
-  }
-  if (std::error_code ec = llvm::sys::fs::rename(tmp, to)) {
-    llvm::sys::fs::remove(tmp);
-    return fail("cannot rename '" + tmp + "' to '" + to + "': " + ec.message());
-  }
-  return llvm::Error::success();
+  return runtime::writeFileAtomically(to, (*data)->getBuffer());
 }
 } // namespace
 

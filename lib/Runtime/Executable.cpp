@@ -1,6 +1,7 @@
 //===- Executable.cpp - the .tess executable container -------------------===//
 
 #include "tessera/Runtime/Executable.h"
+#include "tessera/Runtime/FileUtils.h"
 
 #include "llvm/Support/Endian.h"
 #include "llvm/Support/FileSystem.h"
@@ -155,37 +156,8 @@ llvm::Error writeExecutable(StringRef path, ExecutableMetadata metadata,
     std::memcpy(&image[weightOffset + info.offset], data.data(), data.size());
   endian::write64le(&image[kChecksumAt], fileChecksum(image));
 
-  // A device or pipe (/dev/null, a FIFO) is written in place: renaming a
-  // temporary over it would replace it.
-  llvm::sys::fs::file_status status;
-  if (!llvm::sys::fs::status(path, status) &&
-      llvm::sys::fs::exists(status) && !llvm::sys::fs::is_regular_file(status)) {
-    std::error_code ec;
-    llvm::raw_fd_ostream os(path, ec);
-    if (ec)
-      return fail("cannot write '" + path + "': " + ec.message());
-    os << image;
-    return llvm::Error::success();
-  }
   // A killed or failed compile never leaves a partial executable behind.
-  llvm::SmallString<256> tmp;
-  int fd;
-  if (std::error_code ec = llvm::sys::fs::createUniqueFile(path + ".tmp-%%%%%%", fd, tmp))
-    return fail("cannot create a file next to '" + path + "': " + ec.message());
-  {
-    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
-    os << image;
-    os.close();
-    if (os.has_error()) {
-      llvm::sys::fs::remove(tmp);
-      return fail("cannot write '" + tmp + "'");
-    }
-  }
-  if (std::error_code ec = llvm::sys::fs::rename(tmp, path)) {
-    llvm::sys::fs::remove(tmp);
-    return fail("cannot rename '" + tmp + "' to '" + path + "': " + ec.message());
-  }
-  return llvm::Error::success();
+  return writeFileAtomically(path, image);
 }
 
 Expected<std::unique_ptr<Executable>> Executable::load(StringRef path) {

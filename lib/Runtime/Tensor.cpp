@@ -1,6 +1,7 @@
 //===- Tensor.cpp - host tensors and NumPy files -------------------------===//
 
 #include "tessera/Runtime/Tensor.h"
+#include "tessera/Runtime/FileUtils.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSwitch.h"
@@ -289,32 +290,7 @@ llvm::Error writeNpz(StringRef path,
   put32(zip, central.size());
   put32(zip, centralOffset);
   put16(zip, 0);
-  // Temp file + rename: a crash never leaves a half-written output (but a
-  // device such as /dev/null is written in place, never replaced).
-  llvm::sys::fs::file_status status;
-  if (!llvm::sys::fs::status(path, status) &&
-      llvm::sys::fs::exists(status) && !llvm::sys::fs::is_regular_file(status)) {
-    std::error_code ec;
-    llvm::raw_fd_ostream os(path, ec);
-    if (ec)
-      return fail("cannot write '" + path + "': " + ec.message());
-    os << zip;
-    return llvm::Error::success();
-  }
-  std::string tmp = (path + ".tmp").str();
-  {
-    std::error_code ec;
-    llvm::raw_fd_ostream os(tmp, ec);
-    if (ec)
-      return fail("cannot write '" + tmp + "': " + ec.message());
-    os << zip;
-    os.close();
-    if (os.has_error())
-      return fail("cannot write '" + tmp + "'");
-  }
-  if (std::error_code ec = llvm::sys::fs::rename(tmp, path))
-    return fail("cannot rename '" + tmp + "' to '" + path + "': " + ec.message());
-  return llvm::Error::success();
+  return writeFileAtomically(path, zip);
 }
 
 } // namespace tessera::runtime

@@ -14,20 +14,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-
-
-def timed(cmd):
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    out, err = proc.stdout.read().decode(), proc.stderr.read().decode()
-    if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit(f"{cmd[0]} failed:\n{err}")
-    return wall, usage.ru_maxrss / 1024.0, out, err
+from benchutil import ROOT, export, timed
 
 
 def main():
@@ -39,9 +27,7 @@ def main():
     bin_dir = os.path.join(args.build, "bin")
     with tempfile.TemporaryDirectory() as tmp:
         onnx_path = os.path.join(tmp, "model.onnx")
-        # In a child: this process stays small, so child RSS figures are clean.
-        subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "export_model.py"),
-                        args.model, onnx_path], check=True, capture_output=True)
+        export(args.model, onnx_path)
         tess = os.path.join(tmp, "model.tess")
         compile_cmd = [os.path.join(bin_dir, "tessera-compile"), onnx_path, "-o", tess]
         walls, peaks = [], []

@@ -11,26 +11,10 @@ and median wall time, peak resident memory, and the phase split reported by
 import argparse
 import os
 import re
-import resource
 import statistics
-import subprocess
-import sys
 import tempfile
-import time
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-
-
-def run_once(cmd):
-    """Wall seconds and peak RSS (MiB) of one child process."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    out, err = proc.stdout.read().decode(), proc.stderr.read().decode()
-    if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit(f"tessera-compile failed:\n{err}")
-    return wall, usage.ru_maxrss / 1024.0, out, err
+from benchutil import ROOT, export, timed
 
 
 def main():
@@ -43,19 +27,16 @@ def main():
     compiler = os.path.join(args.build, "bin", "tessera-compile")
     with tempfile.TemporaryDirectory() as tmp:
         onnx_path = os.path.join(tmp, f"{args.model}.onnx")
-        # Export in a child: a forked child's peak RSS starts from its
-        # parent's, and this process must stay small (no torch loaded).
-        subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "export_model.py"),
-                        args.model, onnx_path], check=True, capture_output=True)
+        export(args.model, onnx_path)
         size_mb = os.path.getsize(onnx_path) / 2**20
         base = [compiler, onnx_path, "--compile-to=graph", "--emit-bytecode",
                 "-o", os.path.join(tmp, "out.mlirbc")]
         walls, peaks = [], []
         for _ in range(args.runs):
-            wall, peak, _, _ = run_once(base)
+            wall, peak, _, _ = timed(base)
             walls.append(wall)
             peaks.append(peak)
-        _, _, _, timing = run_once(base + ["--mlir-timing"])
+        _, _, _, timing = timed(base + ["--mlir-timing"])
 
     phases = {}
     for name in ("import", "passes", "output"):
