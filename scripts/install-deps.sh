@@ -12,7 +12,7 @@ PACKAGES=(
   libonnx-dev libprotobuf-dev protobuf-compiler
   # tests and model export
   libgtest-dev python3-torch python3-torchvision python3-onnx python3-numpy
-  python3-pytest pybind11-dev
+  python3-pytest pybind11-dev libonnx-testdata
 )
 
 missing=()

@@ -1,0 +1,243 @@
+#!/usr/bin/python3
+"""ONNX backend conformance: Debian's libonnx-testdata through Tessera.
+
+Every model under /usr/share/libonnx-testdata/data/{node,pytorch-converted,
+pytorch-operator,simple} is compiled with tessera-compile, run on each of its
+test data sets with tessera-run, and its outputs are compared with the
+expected ones (rtol 1e-3, atol 1e-7 as the ONNX backend tests; exact for
+integers and booleans). Each model is classified as
+
+  pass          every output of every data set matches
+  wrong         it ran, but an output differs (or has the wrong shape/type)
+  compile-error tessera-compile refused it (the first error says why)
+  run-error     tessera-run refused it
+  crash         a tool died from a signal or timed out (never acceptable)
+
+Prints counts per suite and overall, writes a JSON results file, and with
+--expected FILE fails if a model listed there no longer passes (the list of
+expected passes guards against regressions; --update-expected rewrites it).
+
+Today the executables run their host reference code: the IPU model is not
+built yet.
+"""
+import argparse
+import concurrent.futures
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+DATA = "/usr/share/libonnx-testdata/data"
+SUITES = ["node", "pytorch-converted", "pytorch-operator", "simple"]
+
+
+def load_pb(path):
+    t = onnx.TensorProto()
+    with open(path, "rb") as f:
+        t.ParseFromString(f.read())
+    return t
+
+
+def graph_inputs(model):
+    inits = {i.name for i in model.graph.initializer}
+    return [i for i in model.graph.input if i.name not in inits]
+
+
+def first_error(text):
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if "error:" in line:
+            message = re.sub(r"^.*?error: ", "", line).strip()
+            # Lists (unsupported operators) continue on the next lines.
+            if message.endswith(":") and i + 1 < len(lines):
+                message += " " + lines[i + 1].strip()
+            return message[:300]
+    return text.strip().splitlines()[-1][:300] if text.strip() else "no message"
+
+
+def check(case_dir, tools, tmp):
+    """Classifies one model; returns (status, detail)."""
+    model_path = os.path.join(case_dir, "model.onnx")
+    try:
+        model = onnx.load(model_path, load_external_data=False)
+    except Exception as e:  # the importer will say it better; still classify
+        model = None
+    data_sets = sorted(d for d in os.listdir(case_dir) if d.startswith("test_data_set_"))
+    if not data_sets:
+        return "compile-error", "no test data"
+    inputs = graph_inputs(model) if model else []
+    first = os.path.join(case_dir, data_sets[0])
+    shapes = []
+    for i, inp in enumerate(inputs):
+        pb = os.path.join(first, f"input_{i}.pb")
+        if os.path.exists(pb):
+            dims = list(load_pb(pb).dims)
+            shapes.append(f"{inp.name}=" + ("x".join(map(str, dims)) if dims else "scalar"))
+    tess = os.path.join(tmp, "model.tess")
+    cmd = [tools["compile"], model_path, "-o", tess]
+    for s in shapes:
+        cmd += ["--input-shape", s]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        return "crash", "tessera-compile timed out"
+    if r.returncode < 0 or r.returncode > 1:
+        return "crash", f"tessera-compile exit {r.returncode}: {first_error(r.stderr)}"
+    if r.returncode != 0:
+        return "compile-error", first_error(r.stderr)
+    for ds in data_sets:
+        d = os.path.join(case_dir, ds)
+        out = os.path.join(tmp, "out.npz")
+        cmd = [tools["run"], tess, "--reference", "--output", out]
+        for i, inp in enumerate(inputs):
+            cmd += ["--input", f"{inp.name}={os.path.join(d, f'input_{i}.pb')}"]
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        except subprocess.TimeoutExpired:
+            return "crash", "tessera-run timed out"
+        if r.returncode < 0 or r.returncode > 1:
+            return "crash", f"tessera-run exit {r.returncode}: {first_error(r.stderr)}"
+        if r.returncode != 0:
+            return "run-error", first_error(r.stderr)
+        got = np.load(out)
+        for i, o in enumerate(model.graph.output):
+            pb = os.path.join(d, f"output_{i}.pb")
+            if not os.path.exists(pb):
+                continue
+            expected = numpy_helper.to_array(load_pb(pb))
+            if o.name not in got:
+                return "wrong", f"output '{o.name}' missing"
+            g = got[o.name]
+            if g.shape != expected.shape:
+                return "wrong", f"output '{o.name}' shape {g.shape} != {expected.shape}"
+            if expected.dtype.kind in "biu":
+                if not np.array_equal(g.astype(expected.dtype), expected):
+                    return "wrong", f"output '{o.name}' differs"
+            elif not np.allclose(g.astype(np.float64), expected.astype(np.float64),
+                                 rtol=1e-3, atol=1e-7, equal_nan=True):
+                err = np.nanmax(np.abs(g.astype(np.float64) - expected))
+                return "wrong", f"output '{o.name}' max abs error {err:.3g}"
+    return "pass", ""
+
+
+def run_case(args):
+    suite, name, tools = args
+    with tempfile.TemporaryDirectory(prefix="tessera-conf-") as tmp:
+        try:
+            status, detail = check(os.path.join(DATA, suite, name), tools, tmp)
+        except Exception as e:  # a harness problem, reported as such
+            status, detail = "run-error", f"harness: {type(e).__name__}: {e}"
+    return suite, name, status, detail
+
+
+def reason_of(detail):
+    """Groups details: "1 unsupported operator (opset 13): TopK in ..." ->
+    "unsupported operator TopK"."""
+    m = re.search(r"unsupported operators? \(opset \d+\):\s*(\S+)", detail)
+    if m:
+        return f"unsupported operator {m.group(1)}"
+    m = re.search(r"uses ONNX opset (\d+)", detail)
+    if m:
+        return f"opset {m.group(1)} (outside 7-17)"
+    detail = re.sub(r"'[^']*'", "'...'", detail)
+    detail = re.sub(r"tensor<[^>]*>", "tensor<...>", detail)
+    return re.sub(r"\d+", "N", detail)[:120]
+
+
+def write_doc(path, results, statuses):
+    import collections
+    lines = [
+        "# ONNX backend conformance",
+        "",
+        "Generated by `test/conformance/run_conformance.py --write-doc` from the",
+        "ONNX backend test data in Debian's `libonnx-testdata` (do not edit).",
+        "Models are compiled by tessera-compile and run by `tessera-run",
+        "--reference` (the IPU model is not built yet); outputs must match within",
+        "rtol 1e-3 / atol 1e-7, exactly for integers and booleans.",
+        "",
+        "| suite | " + " | ".join(statuses) + " | total |",
+        "|---|" + "---|" * (len(statuses) + 1),
+    ]
+    for suite in SUITES + ["all"]:
+        rows = [r for r in results if suite in ("all", r[0])]
+        if rows:
+            counts = [sum(1 for r in rows if r[2] == s) for s in statuses]
+            lines.append(f"| {suite} | " + " | ".join(map(str, counts)) + f" | {len(rows)} |")
+    reasons = collections.defaultdict(list)
+    for s, n, st, d in results:
+        if st != "pass":
+            reasons[(st, reason_of(d))].append(f"{s}/{n}")
+    lines += ["", "## Why models do not pass", "",
+              "| models | status | reason | examples |", "|---|---|---|---|"]
+    for (st, why), models in sorted(reasons.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        examples = ", ".join(sorted(models)[:3]) + (", ..." if len(models) > 3 else "")
+        lines.append(f"| {len(models)} | {st} | {why.replace('|', '/')} | {examples} |")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tools", default=os.path.join(
+        os.path.dirname(__file__), "..", "..", "build", "bin"))
+    parser.add_argument("--results", default="conformance-results.json")
+    parser.add_argument("--expected", help="file of models that must pass")
+    parser.add_argument("--update-expected", action="store_true")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count())
+    parser.add_argument("--filter", default="", help="only cases containing this")
+    parser.add_argument("--write-doc", help="write the coverage document (markdown)")
+    args = parser.parse_args()
+    tools = {"compile": os.path.join(args.tools, "tessera-compile"),
+             "run": os.path.join(args.tools, "tessera-run")}
+    cases = [(s, n, tools) for s in SUITES if os.path.isdir(os.path.join(DATA, s))
+             for n in sorted(os.listdir(os.path.join(DATA, s))) if args.filter in n]
+    if not cases:
+        sys.exit(f"no test data under {DATA} (install libonnx-testdata)")
+    results = []
+    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+        for r in pool.map(run_case, cases):
+            results.append(r)
+    statuses = ["pass", "wrong", "compile-error", "run-error", "crash"]
+    print(f"{'suite':20s} " + " ".join(f"{s:>13s}" for s in statuses) + f" {'total':>7s}")
+    for suite in SUITES + ["all"]:
+        rows = [r for r in results if suite in ("all", r[0])]
+        if not rows:
+            continue
+        counts = [sum(1 for r in rows if r[2] == s) for s in statuses]
+        print(f"{suite:20s} " + " ".join(f"{c:13d}" for c in counts) + f" {len(rows):7d}")
+    passed = sum(1 for r in results if r[2] == "pass")
+    with open(args.results, "w") as f:
+        json.dump([{"suite": s, "model": n, "status": st, "detail": d}
+                   for s, n, st, d in results], f, indent=1)
+    print(f"conformance: {passed} of {len(results)} models pass "
+          f"({100.0 * passed / len(results):.1f}%), results in {args.results}")
+    if args.write_doc:
+        write_doc(args.write_doc, results, statuses)
+    ok = True
+    if args.expected:
+        ids = {f"{s}/{n}" for s, n, st, _ in results if st == "pass"}
+        if args.update_expected:
+            with open(args.expected, "w") as f:
+                f.write("".join(f"{i}\n" for i in sorted(ids)))
+        else:
+            with open(args.expected) as f:
+                expected = {l.strip() for l in f if l.strip() and not l.startswith("#")}
+            for r in results:
+                if f"{r[0]}/{r[1]}" in expected and r[2] != "pass":
+                    print(f"REGRESSION {r[0]}/{r[1]}: {r[2]}: {r[3]}")
+                    ok = False
+    crashes = [r for r in results if r[2] == "crash"]
+    for r in crashes:
+        print(f"CRASH {r[0]}/{r[1]}: {r[3]}")
+    print(f"{passed} passed, {len(results) - passed} failed")
+    sys.exit(0 if ok and not crashes else 1)
+
+
+if __name__ == "__main__":
+    main()
