@@ -61,12 +61,27 @@ def first_error(text):
     return text.strip().splitlines()[-1][:300] if text.strip() else "no message"
 
 
+def run_tool(cmd, refusal):
+    """Runs a Tessera tool: None on success, else (status, detail) where a
+    clean refusal is `refusal` and a signal or time-out is a crash."""
+    name = os.path.basename(cmd[0])
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        return "crash", f"{name} timed out"
+    if r.returncode < 0 or r.returncode > 1:
+        return "crash", f"{name} exit {r.returncode}: {first_error(r.stderr)}"
+    if r.returncode != 0:
+        return refusal, first_error(r.stderr)
+    return None
+
+
 def check(case_dir, tools, tmp):
     """Classifies one model; returns (status, detail)."""
     model_path = os.path.join(case_dir, "model.onnx")
     try:
         model = onnx.load(model_path, load_external_data=False)
-    except Exception as e:  # the importer will say it better; still classify
+    except Exception:  # the importer will say it better; still classify
         model = None
     data_sets = sorted(d for d in os.listdir(case_dir) if d.startswith("test_data_set_"))
     if not data_sets:
@@ -83,28 +98,18 @@ def check(case_dir, tools, tmp):
     cmd = [tools["compile"], model_path, "-o", tess]
     for s in shapes:
         cmd += ["--input-shape", s]
-    try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    except subprocess.TimeoutExpired:
-        return "crash", "tessera-compile timed out"
-    if r.returncode < 0 or r.returncode > 1:
-        return "crash", f"tessera-compile exit {r.returncode}: {first_error(r.stderr)}"
-    if r.returncode != 0:
-        return "compile-error", first_error(r.stderr)
+    failed = run_tool(cmd, "compile-error")
+    if failed:
+        return failed
     for ds in data_sets:
         d = os.path.join(case_dir, ds)
         out = os.path.join(tmp, "out.npz")
         cmd = [tools["run"], tess, "--reference", "--output", out]
         for i, inp in enumerate(inputs):
             cmd += ["--input", f"{inp.name}={os.path.join(d, f'input_{i}.pb')}"]
-        try:
-            r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-        except subprocess.TimeoutExpired:
-            return "crash", "tessera-run timed out"
-        if r.returncode < 0 or r.returncode > 1:
-            return "crash", f"tessera-run exit {r.returncode}: {first_error(r.stderr)}"
-        if r.returncode != 0:
-            return "run-error", first_error(r.stderr)
+        failed = run_tool(cmd, "run-error")
+        if failed:
+            return failed
         got = np.load(out)
         for i, o in enumerate(model.graph.output):
             pb = os.path.join(d, f"output_{i}.pb")

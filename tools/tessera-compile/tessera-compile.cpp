@@ -205,6 +205,11 @@ int main(int argc, char **argv) {
     return fail();
   }
 
+  if (emitBytecode && *phase == tessera::Phase::Executable) {
+    llvm::errs() << "error: --emit-bytecode writes MLIR; add --compile-to=<phase> "
+                    "for an IR phase (the executable phase writes a .tess)\n";
+    return fail();
+  }
   auto target = tessera::target::makeTarget(
       targetName, numIPUs,
       tilesPerIPU.getNumOccurrences() ? std::optional<int64_t>(tilesPerIPU)
