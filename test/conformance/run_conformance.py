@@ -149,7 +149,7 @@ def reason_of(detail):
         return f"unsupported operator {m.group(1)}"
     m = re.search(r"uses ONNX opset (\d+)", detail)
     if m:
-        return f"opset {m.group(1)} (outside 7-17)"
+        return f"opset {m.group(1)} (outside 6-17)"
     detail = re.sub(r"'[^']*'", "'...'", detail)
     detail = re.sub(r"tensor<[^>]*>", "tensor<...>", detail)
     return re.sub(r"\d+", "N", detail)[:120]

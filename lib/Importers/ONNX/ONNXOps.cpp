@@ -40,8 +40,28 @@ template <typename OpTy> LogicalResult unary(NodeImporter &n) {
   return n.setOutput(v);
 }
 
+/// Before opset 7, binary ops broadcast only with `broadcast=1`, aligning
+/// the right operand at `axis` (default: its trailing dims) rather than at
+/// the end; reshaping it with trailing 1s gives the NumPy equivalent.
+FailureOr<Value> legacyBroadcastRhs(NodeImporter &n, Value lhs, Value rhs) {
+  if (n.opset() >= 7 || !n.intAttr("broadcast", 0))
+    return rhs;
+  int64_t lhsRank = rankOf(lhs), rhsRank = rankOf(rhs);
+  int64_t axis = n.intAttr("axis", lhsRank - rhsRank);
+  if (axis < 0)
+    axis += lhsRank;
+  if (axis < 0 || axis + rhsRank > lhsRank)
+    return n.error() << "broadcast axis " << n.intAttr("axis", 0)
+                     << " does not fit operands of rank " << lhsRank << " and "
+                     << rhsRank;
+  Ints shape = shapeOf(rhs);
+  shape.append(lhsRank - axis - rhsRank, 1);
+  return n.reshape(rhs, shape);
+}
+
 template <typename OpTy> LogicalResult binary(NodeImporter &n) {
-  TESSERA_ASSIGN_OR_FAIL(v, n.infer<OpTy>(n.input(0), n.input(1)));
+  TESSERA_ASSIGN_OR_FAIL(rhs, legacyBroadcastRhs(n, n.input(0), n.input(1)));
+  TESSERA_ASSIGN_OR_FAIL(v, n.infer<OpTy>(n.input(0), rhs));
   return n.setOutput(v);
 }
 
@@ -68,7 +88,8 @@ LogicalResult mean(NodeImporter &n) {
 
 LogicalResult pow(NodeImporter &n) {
   // From opset 12 the exponent may have another type; compute in the base's.
-  TESSERA_ASSIGN_OR_FAIL(exponent, n.castTo(n.input(1), elementTypeOf(n.input(0))));
+  TESSERA_ASSIGN_OR_FAIL(rhs, legacyBroadcastRhs(n, n.input(0), n.input(1)));
+  TESSERA_ASSIGN_OR_FAIL(exponent, n.castTo(rhs, elementTypeOf(n.input(0))));
   TESSERA_ASSIGN_OR_FAIL(v, n.infer<g::PowOp>(n.input(0), exponent));
   return n.setOutput(v);
 }
@@ -425,12 +446,53 @@ LogicalResult batchNorm(NodeImporter &n) {
 LogicalResult layerNorm(NodeImporter &n) {
   Value x = n.input(0), scale = n.input(1);
   TESSERA_ASSIGN_OR_FAIL(axis, n.normalizeAxis(n.intAttr("axis", -1), rankOf(x)));
+  double epsilon = n.floatAttr("epsilon", 1e-5);
   Value bias = n.hasInput(2) ? n.input(2)
                              : n.splat(elementTypeOf(x), shapeOf(scale), 0);
+  auto &b = n.builder();
   TESSERA_ASSIGN_OR_FAIL(
-      v, n.infer<g::LayerNormOp>(x, scale, bias, n.builder().getI64IntegerAttr(axis),
-                                 n.builder().getF64FloatAttr(
-                                     n.floatAttr("epsilon", 1e-5))));
+      y, n.infer<g::LayerNormOp>(x, scale, bias, b.getI64IntegerAttr(axis),
+                                 b.getF64FloatAttr(epsilon)));
+  if (n.node().output_size() == 1)
+    return n.setOutput(y);
+  // The optional Mean and InvStdDev outputs (training graphs keep them),
+  // shaped like the input with the normalised dims reduced to 1.
+  Ints axes;
+  for (int64_t d = axis; d < rankOf(x); ++d)
+    axes.push_back(d);
+  Type elem = elementTypeOf(x);
+  TESSERA_ASSIGN_OR_FAIL(mean, n.infer<g::ReduceMeanOp>(x, b.getDenseI64ArrayAttr(axes),
+                                                         b.getBoolAttr(true)));
+  TESSERA_ASSIGN_OR_FAIL(centered, n.infer<g::SubOp>(x, mean));
+  TESSERA_ASSIGN_OR_FAIL(sq, n.infer<g::MulOp>(centered, centered));
+  TESSERA_ASSIGN_OR_FAIL(var, n.infer<g::ReduceMeanOp>(sq, b.getDenseI64ArrayAttr(axes),
+                                                        b.getBoolAttr(true)));
+  TESSERA_ASSIGN_OR_FAIL(shifted, n.infer<g::AddOp>(var, n.scalar(elem, epsilon)));
+  TESSERA_ASSIGN_OR_FAIL(inv, n.build<g::RsqrtOp>(shifted.getType(), shifted));
+  return n.setOutputs({y, mean, inv});
+}
+
+LogicalResult trilu(NodeImporter &n) {
+  Value x = n.input(0);
+  Ints s = shapeOf(x);
+  if (s.size() < 2)
+    return n.error() << "input must have rank >= 2, got " << g::formatShape(s);
+  int64_t k = 0;
+  if (n.hasInput(1)) {
+    TESSERA_ASSIGN_OR_FAIL(kv, n.constantScalar(1, "k"));
+    k = static_cast<int64_t>(kv);
+  }
+  bool upper = n.intAttr("upper", 1) != 0;
+  // The kept triangle as a compile-time mask over the last two dims.
+  int64_t rows = s[s.size() - 2], cols = s.back();
+  SmallVector<bool> mask;
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      mask.push_back(upper ? j - i >= k : j - i <= k);
+  auto maskType = RankedTensorType::get({rows, cols}, n.builder().getI1Type());
+  Value m = n.constant(DenseElementsAttr::get(maskType, ArrayRef<bool>(mask)));
+  TESSERA_ASSIGN_OR_FAIL(
+      v, n.infer<g::SelectOp>(m, x, n.scalar(elementTypeOf(x), 0)));
   return n.setOutput(v);
 }
 
@@ -1395,6 +1457,7 @@ static const OpConverter kConverters[] = {
     {"GlobalMaxPool", 1, globalPool<g::ReduceMaxOp>},
     {"BatchNormalization", 1, batchNorm},
     {"LayerNormalization", 17, layerNorm},
+    {"Trilu", 14, trilu},
     {"InstanceNormalization", 1, instanceNorm},
     {"Softmax", 1, softmax<g::SoftmaxOp>},
     {"LogSoftmax", 1, softmax<g::LogSoftmaxOp>},

@@ -5,6 +5,7 @@
 # RUN: tessera-compile %t/clip6.onnx --compile-to=input | FileCheck %s --check-prefix=CLIP6
 # RUN: tessera-compile %t/mod.onnx --compile-to=input | FileCheck %s --check-prefix=MOD
 # RUN: tessera-compile %t/where.onnx --compile-to=graph | FileCheck %s --check-prefix=WHERE
+# RUN: tessera-compile %t/legacy_broadcast.onnx --compile-to=input | FileCheck %s --check-prefix=LEGACY
 from onnx_gen import T, init, node, save, vi
 import numpy as np
 
@@ -70,3 +71,11 @@ save("where", [node("Greater", ["x", "zero"], ["c"]),
                node("Where", ["c", "x", "zero"], ["out"])],
      [vi("x", T.FLOAT, [2, 2])], [vi("out", T.FLOAT, [2, 2])],
      [init("zero", np.float32(0))])
+
+# Opset 6 broadcasting: `broadcast=1, axis=1` aligns the 3-vector with dim 1
+# of a 2x3x4 tensor, i.e. NumPy broadcasting of a 3x1 operand.
+# LEGACY: %[[R:.*]] = graph.reshape %arg1 : tensor<3xf32> -> tensor<3x1xf32>
+# LEGACY: graph.add %arg0, %[[R]] : (tensor<2x3x4xf32>, tensor<3x1xf32>) -> tensor<2x3x4xf32>
+save("legacy_broadcast", [node("Add", ["x", "b"], ["out"], broadcast=1, axis=1)],
+     [vi("x", T.FLOAT, [2, 3, 4]), vi("b", T.FLOAT, [3])], [vi("out", T.FLOAT, [2, 3, 4])],
+     opset=6)

@@ -35,7 +35,7 @@ open(os.path.join(out, "truncated.onnx"), "wb").write(data[: len(data) // 2])
 # TEXT: text.onnx: error: {{.*}}not{{.*}}ONNX
 open(os.path.join(out, "text.onnx"), "w").write("this is not a model\n" * 10)
 
-# OPSET: error: the model uses ONNX opset 20; Tessera imports opsets 7 to 17
+# OPSET: error: the model uses ONNX opset 20; Tessera imports opsets 6 to 17
 save("opset20", [node("Relu", ["x"], ["y"])], [vi("x", T.FLOAT, [2])],
      [vi("y", T.FLOAT, [2])], opset=20, check=False)
 

@@ -6,6 +6,7 @@
 # RUN: tessera-compile %t/softmax11.onnx --compile-to=input | FileCheck %s --check-prefix=SM11
 # RUN: tessera-compile %t/softmax13.onnx --compile-to=input | FileCheck %s --check-prefix=SM13
 # RUN: tessera-compile %t/global_pool.onnx --compile-to=input | FileCheck %s --check-prefix=GP
+# RUN: tessera-compile %t/layernorm_stats.onnx --compile-to=graph | FileCheck %s --check-prefix=LNSTATS
 import numpy as np
 from onnx_gen import T, init, node, save, vi
 
@@ -70,3 +71,14 @@ save("softmax13", [node("Softmax", ["x"], ["out"], axis=1)],
 save("global_pool", [node("GlobalAveragePool", ["x"], ["a"]),
                      node("GlobalMaxPool", ["a"], ["out"])],
      [vi("x", T.FLOAT, [1, 2, 5, 5])], [vi("out", T.FLOAT, [1, 2, 1, 1])])
+
+# LayerNormalization's optional Mean and InvStdDev outputs, with the
+# normalised dims kept as 1.
+# LNSTATS: func.func @main(%arg0: tensor<2x3x4xf32> {graph.name = "x"}) -> (tensor<2x3x4xf32> {graph.name = "y"}, tensor<2x1x1xf32> {graph.name = "mean"}, tensor<2x1x1xf32> {graph.name = "invstd"})
+# LNSTATS: graph.layer_norm {{.*}}axis = 1
+# LNSTATS: graph.reduce_mean %arg0 {axes = array<i64: 1, 2>, keepdims = true}
+# LNSTATS: graph.rsqrt
+save("layernorm_stats", [node("LayerNormalization", ["x", "g"], ["y", "mean", "invstd"], axis=1)],
+     [vi("x", T.FLOAT, [2, 3, 4])],
+     [vi("y", T.FLOAT, [2, 3, 4]), vi("mean", T.FLOAT, [2, 1, 1]), vi("invstd", T.FLOAT, [2, 1, 1])],
+     [init("g", f32(3, 4))])

@@ -10,6 +10,7 @@
 # RUN: tessera-compile %t/einsum.onnx --compile-to=graph | FileCheck %s --check-prefix=EIN
 # RUN: tessera-compile %t/resize.onnx --compile-to=input | FileCheck %s --check-prefix=RES
 # RUN: tessera-compile %t/gather.onnx --compile-to=input | FileCheck %s --check-prefix=GATHER
+# RUN: tessera-compile %t/trilu.onnx --compile-to=input | FileCheck %s --check-prefix=TRILU
 import numpy as np
 from onnx_gen import T, init, node, save, vi, helper
 
@@ -107,3 +108,10 @@ save("gather", [node("Gather", ["table", "ci"], ["a"]),
                 node("Gather", ["table", "ids"], ["b"])],
      [vi("ids", T.INT64, [5])], [vi("a", T.FLOAT, [2, 8]), vi("b", T.FLOAT, [5, 8])],
      [init("table", np.ones((4, 8), np.float32)), init("ci", i64(-1, 0))])
+
+# Trilu keeps a triangle through a compile-time mask (upper, k = 1).
+# TRILU: %[[M:.*]] = graph.constant dense<{{\[}}[false, true, true], [false, false, true]]> : tensor<2x3xi1>
+# TRILU: graph.select %[[M]], %arg0, %{{.*}} : (tensor<2x3xi1>, tensor<2x2x3xf32>, tensor<f32>) -> tensor<2x2x3xf32>
+save("trilu", [node("Trilu", ["x", "k"], ["out"], upper=1)],
+     [vi("x", T.FLOAT, [2, 2, 3])], [vi("out", T.FLOAT, [2, 2, 3])],
+     [init("k", np.int64(1))])

@@ -1,6 +1,6 @@
 //===- ONNXImporter.h - ONNX models to the graph dialect --------*- C++ -*-===//
 //
-// Imports an ONNX model (opsets 7-17) into a module holding one `func.func
+// Imports an ONNX model (opsets 6-17) into a module holding one `func.func
 // @main` of graph-dialect ops, with initializers as `ml_program.global`s and
 // ONNX node names as `loc("...")`. Every problem with the model (malformed
 // protobuf, unsupported opset or operators, missing initializers, unresolved
@@ -30,7 +30,9 @@
 namespace tessera::onnx_importer {
 
 /// The opsets of the default ("ai.onnx") domain this importer implements.
-constexpr int64_t kMinOpset = 7;
+/// Opset 6 is the last with the legacy `broadcast`/`axis` attributes of
+/// binary ops, which the importer translates; older ones changed too much.
+constexpr int64_t kMinOpset = 6;
 constexpr int64_t kMaxOpset = 17;
 
 struct ImportOptions {
