@@ -1252,6 +1252,33 @@ struct GatherPattern : OpConversionPattern<g::GatherOp> {
   }
 };
 
+struct GatherElementsPattern : OpConversionPattern<g::GatherElementsOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(g::GatherElementsOp op, OpAdaptor a,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location l = op.getLoc();
+    auto type = op.getType();
+    int64_t axis = op.getAxis(), rank = type.getRank();
+    int64_t dimSize = tensorType(a.getInput()).getDimSize(axis);
+    Value r = gatherGeneric(
+        rewriter, l, type, ValueRange{a.getIndices()},
+        {AffineMap::getMultiDimIdentityMap(rank, getContext())}, a.getInput(),
+        [&](OpBuilder &b, Location nl, ValueRange out, ValueRange args) {
+          Value i = arith::IndexCastOp::create(b, nl, b.getIndexType(), args[0]);
+          Value neg = arith::CmpIOp::create(b, nl, arith::CmpIPredicate::slt, i,
+                                            indexConst(b, nl, 0));
+          i = arith::SelectOp::create(
+              b, nl, neg, arith::AddIOp::create(b, nl, i, indexConst(b, nl, dimSize)), i);
+          SmallVector<Value> src(out);
+          src[axis] = i;
+          return src;
+        });
+    rewriter.replaceOp(op, r);
+    return success();
+  }
+};
+
 struct PadPattern : OpConversionPattern<g::PadOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult
@@ -1482,6 +1509,7 @@ void tessera::populateGraphToLinalgPatterns(RewritePatternSet &patterns) {
                ArgReducePattern<g::ArgMinOp>, SoftmaxPattern<g::SoftmaxOp>,
                SoftmaxPattern<g::LogSoftmaxOp>, BatchNormPattern, LayerNormPattern,
                GroupNormPattern, ConstantPattern, ReshapePattern, TransposePattern,
-               ExpandPattern, ConcatPattern, SlicePattern, GatherPattern, PadPattern,
+               ExpandPattern, ConcatPattern, SlicePattern, GatherPattern,
+               GatherElementsPattern, PadPattern,
                ResizePattern>(ctx);
 }

@@ -932,6 +932,14 @@ LogicalResult gather(NodeImporter &n) {
   return n.setOutput(v);
 }
 
+LogicalResult gatherElements(NodeImporter &n) {
+  Value x = n.input(0);
+  TESSERA_ASSIGN_OR_FAIL(axis, n.normalizeAxis(n.intAttr("axis", 0), rankOf(x)));
+  TESSERA_ASSIGN_OR_FAIL(
+      v, n.infer<g::GatherElementsOp>(x, n.input(1), n.builder().getI64IntegerAttr(axis)));
+  return n.setOutput(v);
+}
+
 LogicalResult expandOp(NodeImporter &n) {
   Value x = n.input(0);
   TESSERA_ASSIGN_OR_FAIL(target, n.constantInts(1, "shape"));
@@ -1489,6 +1497,7 @@ static const OpConverter kConverters[] = {
     {"Split", 2, split},
     {"Slice", 1, slice},
     {"Gather", 1, gather},
+    {"GatherElements", 11, gatherElements},
     {"Expand", 8, expandOp},
     {"Tile", 6, tile},
     {"Pad", 2, pad},

@@ -145,3 +145,12 @@ func.func @batch_norm_channels(%x: tensor<1x3x4x4xf32>, %c: tensor<4xf32>) {
   %0 = graph.batch_norm %x, %c, %c, %c, %c {epsilon = 1.0e-5 : f64} : (tensor<1x3x4x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<1x3x4x4xf32>
   return
 }
+
+// -----
+
+func.func @gather_elements_rank(%x: tensor<3x4xf32>, %i: tensor<3xi64>) {
+  // expected-error @+2 {{indices 3 must have the rank of the input 3x4}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = graph.gather_elements %x, %i {axis = 1} : (tensor<3x4xf32>, tensor<3xi64>) -> tensor<3xf32>
+  return
+}

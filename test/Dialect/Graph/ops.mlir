@@ -52,7 +52,7 @@ func.func @nn(%x: tensor<1x4x8x8xf32>, %w: tensor<8x1x3x3xf32>, %bias: tensor<8x
 }
 
 // CHECK-LABEL: func.func @data_movement
-func.func @data_movement(%x: tensor<2x3x4xf32>, %idx: tensor<5xi64>) -> tensor<2x5x4xf32> {
+func.func @data_movement(%x: tensor<2x3x4xf32>, %idx: tensor<5xi64>, %gi: tensor<2x3x2xi64>) -> tensor<2x5x4xf32> {
   %0 = graph.transpose %x {perm = array<i64: 2, 0, 1>} : tensor<2x3x4xf32> -> tensor<4x2x3xf32>
   %1 = graph.reshape %0 : tensor<4x2x3xf32> -> tensor<8x3xf32>
   %2 = graph.slice %1 {starts = array<i64: 7, 0>, limits = array<i64: -1, 3>, strides = array<i64: -2, 1>} : tensor<8x3xf32> -> tensor<4x3xf32>
@@ -62,6 +62,8 @@ func.func @data_movement(%x: tensor<2x3x4xf32>, %idx: tensor<5xi64>) -> tensor<2
   %5 = graph.expand %4 : tensor<10x5xf32> -> tensor<2x10x5xf32>
   %6 = graph.reduce_sum %5 {axes = array<i64: 0>, keepdims = false} : (tensor<2x10x5xf32>) -> tensor<10x5xf32>
   %7 = graph.argmax %6 {axis = 1, keepdims = false, select_last_index = false} : (tensor<10x5xf32>) -> tensor<10xi64>
+  // CHECK: graph.gather_elements {{.*}} -> tensor<2x3x2xf32>
+  %ge = graph.gather_elements %x, %gi {axis = 2} : (tensor<2x3x4xf32>, tensor<2x3x2xi64>) -> tensor<2x3x2xf32>
   // CHECK: graph.gather {{.*}} -> tensor<2x5x4xf32>
   %8 = graph.gather %x, %idx {axis = 1} : (tensor<2x3x4xf32>, tensor<5xi64>) -> tensor<2x5x4xf32>
   %9 = graph.resize %8 {scales = array<f64: 1.0, 1.0, 1.0>, mode = #graph<resize_mode linear>, coordinate_transform = #graph<coordinate_transform half_pixel>, nearest_mode = #graph<nearest_mode floor>, cubic_coeff_a = -0.75 : f64, exclude_outside = false} : tensor<2x5x4xf32> -> tensor<2x5x4xf32>

@@ -11,6 +11,7 @@
 # RUN: tessera-compile %t/resize.onnx --compile-to=input | FileCheck %s --check-prefix=RES
 # RUN: tessera-compile %t/gather.onnx --compile-to=input | FileCheck %s --check-prefix=GATHER
 # RUN: tessera-compile %t/trilu.onnx --compile-to=input | FileCheck %s --check-prefix=TRILU
+# RUN: tessera-compile %t/gather_elements.onnx --compile-to=input | FileCheck %s --check-prefix=GATHERELEM
 import numpy as np
 from onnx_gen import T, init, node, save, vi, helper
 
@@ -115,3 +116,7 @@ save("gather", [node("Gather", ["table", "ci"], ["a"]),
 save("trilu", [node("Trilu", ["x", "k"], ["out"], upper=1)],
      [vi("x", T.FLOAT, [2, 2, 3])], [vi("out", T.FLOAT, [2, 2, 3])],
      [init("k", np.int64(1))])
+
+# GATHERELEM: graph.gather_elements %arg0, %arg1 {axis = 1 : i64} : (tensor<3x4xf32>, tensor<3x2xi64>) -> tensor<3x2xf32>
+save("gather_elements", [node("GatherElements", ["x", "i"], ["out"], axis=-1)],
+     [vi("x", T.FLOAT, [3, 4]), vi("i", T.INT64, [3, 2])], [vi("out", T.FLOAT, [3, 2])])

@@ -534,6 +534,26 @@ LogicalResult GatherOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+LogicalResult GatherElementsOp::inferReturnTypes(MLIRContext *,
+                                                 std::optional<Location> loc,
+                                                 Adaptor a,
+                                                 SmallVectorImpl<Type> &r) {
+  auto in = rankedType(a.getInput());
+  auto idx = rankedType(a.getIndices());
+  if (failed(checkAxis(loc, a.getAxis(), in.getRank())))
+    return failure();
+  if (idx.getRank() != in.getRank())
+    return fail(loc, "indices " + shapeOf(a.getIndices()) +
+                         " must have the rank of the input " + shapeOf(a.getInput()));
+  for (int64_t d = 0; d < in.getRank(); ++d)
+    if (d != a.getAxis() && idx.getDimSize(d) != kDynamicDim &&
+        in.getDimSize(d) != kDynamicDim && idx.getDimSize(d) > in.getDimSize(d))
+      return fail(loc, "indices " + shapeOf(a.getIndices()) + " exceed the input " +
+                           shapeOf(a.getInput()) + " in dim " + Twine(d));
+  r.push_back(RankedTensorType::get(idx.getShape(), in.getElementType()));
+  return success();
+}
+
 LogicalResult ResizeOp::verify() {
   auto in = getInput().getType(), out = getType();
   if (in.getRank() != out.getRank() ||
@@ -581,6 +601,7 @@ TESSERA_COMPATIBLE(ConvOp)
 TESSERA_COMPATIBLE(DivOp)
 TESSERA_COMPATIBLE(EqualOp)
 TESSERA_COMPATIBLE(GatherOp)
+TESSERA_COMPATIBLE(GatherElementsOp)
 TESSERA_COMPATIBLE(GreaterEqualOp)
 TESSERA_COMPATIBLE(GreaterOp)
 TESSERA_COMPATIBLE(GroupNormOp)

@@ -407,6 +407,22 @@ def Graph_GatherOp : Graph_Op<"gather", [Pure, InferTypeOpAdaptorWithIsCompatibl
   let hasFolder = 1;
 }
 
+def Graph_GatherElementsOp : Graph_Op<"gather_elements",
+    [Pure, InferTypeOpAdaptorWithIsCompatible]> {
+  let summary = "Pick one element of `input` per index, along `axis`";
+  let description = [{
+    `indices` has the rank of `input`; the result has the shape of
+    `indices`, and result[i...] = input[i... with dim `axis` replaced by
+    indices[i...]]. Negative indices count from the end (ONNX
+    GatherElements, torch.gather).
+  }];
+  let arguments = (ins Graph_Tensor:$input, Graph_IndexTensor:$indices,
+                   I64Attr:$axis);
+  let results = (outs Graph_Tensor:$result);
+  let assemblyFormat =
+      "operands attr-dict `:` functional-type(operands, results)";
+}
+
 def Graph_ResizeOp : Graph_Op<"resize", [Pure]> {
   let summary = "Resample to the result shape by interpolation";
   let description = [{
