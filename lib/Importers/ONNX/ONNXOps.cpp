@@ -540,6 +540,86 @@ template <typename SoftmaxOp> LogicalResult softmax(NodeImporter &n) {
 }
 
 //===----------------------------------------------------------------------===//
+// Losses: decomposed into gathers, selects and reductions
+//===----------------------------------------------------------------------===//
+
+/// NegativeLogLikelihoodLoss of log-probabilities `logp` (N x C x d...) at
+/// class indices `target` (N x d...), with optional class `weight` (C),
+/// `ignore_index` and reduction none / sum / mean (weighted mean).
+FailureOr<Value> nllLoss(NodeImporter &n, Value logp, Value target, Value weight) {
+  auto &b = n.builder();
+  Type elem = elementTypeOf(logp);
+  Ints ts = shapeOf(target);
+  if (rankOf(logp) < 2 || static_cast<int64_t>(ts.size()) != rankOf(logp) - 1)
+    return n.error() << "input " << g::formatShape(shapeOf(logp))
+                     << " must be N x C x d... and target N x d..., got target "
+                     << g::formatShape(ts);
+  Value t = target;
+  Value valid;
+  if (n.hasAttr("ignore_index")) {
+    Value ii = n.scalar(elementTypeOf(target), n.intAttr("ignore_index", 0));
+    TESSERA_ASSIGN_OR_FAIL(ignored, n.infer<g::EqualOp>(target, ii));
+    TESSERA_ASSIGN_OR_FAIL(keep, n.build<g::NotOp>(ignored.getType(), ignored));
+    valid = keep;
+    // Ignored positions read class 0; their weight is zeroed below.
+    TESSERA_ASSIGN_OR_FAIL(safe, n.infer<g::SelectOp>(
+                                     valid, target, n.scalar(elementTypeOf(target), 0)));
+    t = safe;
+  }
+  Ints idxShape = ts;
+  idxShape.insert(idxShape.begin() + 1, 1);
+  TESSERA_ASSIGN_OR_FAIL(idx, n.reshape(t, idxShape));
+  TESSERA_ASSIGN_OR_FAIL(picked, n.infer<g::GatherElementsOp>(logp, idx,
+                                                               b.getI64IntegerAttr(1)));
+  TESSERA_ASSIGN_OR_FAIL(pickedFlat, n.reshape(picked, ts));
+  Value w;
+  if (weight) {
+    TESSERA_ASSIGN_OR_FAIL(gw, n.infer<g::GatherOp>(weight, t, b.getI64IntegerAttr(0)));
+    w = gw;
+  } else {
+    w = n.splat(elem, ts, 1);
+  }
+  if (valid) {
+    TESSERA_ASSIGN_OR_FAIL(vw, n.infer<g::SelectOp>(valid, w, n.scalar(elem, 0)));
+    w = vw;
+  }
+  TESSERA_ASSIGN_OR_FAIL(weighted, n.infer<g::MulOp>(pickedFlat, w));
+  TESSERA_ASSIGN_OR_FAIL(loss, n.build<g::NegOp>(weighted.getType(), weighted));
+  std::string reduction = n.stringAttr("reduction", "mean");
+  if (reduction == "none")
+    return loss;
+  Ints all;
+  for (int64_t d = 0; d < static_cast<int64_t>(ts.size()); ++d)
+    all.push_back(d);
+  TESSERA_ASSIGN_OR_FAIL(sum, n.infer<g::ReduceSumOp>(loss, b.getDenseI64ArrayAttr(all),
+                                                       b.getBoolAttr(false)));
+  if (reduction == "sum")
+    return sum;
+  if (reduction != "mean")
+    return n.error() << "unknown reduction '" << reduction << "'";
+  TESSERA_ASSIGN_OR_FAIL(wsum, n.infer<g::ReduceSumOp>(w, b.getDenseI64ArrayAttr(all),
+                                                        b.getBoolAttr(false)));
+  return n.infer<g::DivOp>(sum, wsum);
+}
+
+LogicalResult negativeLogLikelihoodLoss(NodeImporter &n) {
+  TESSERA_ASSIGN_OR_FAIL(v, nllLoss(n, n.input(0), n.input(1), n.input(2)));
+  return n.setOutput(v);
+}
+
+LogicalResult softmaxCrossEntropyLoss(NodeImporter &n) {
+  Value scores = n.input(0);
+  if (rankOf(scores) < 2)
+    return n.error() << "scores must be N x C x d..., got "
+                     << g::formatShape(shapeOf(scores));
+  TESSERA_ASSIGN_OR_FAIL(
+      logp, n.build<g::LogSoftmaxOp>(scores.getType(), scores,
+                                     n.builder().getI64IntegerAttr(1)));
+  TESSERA_ASSIGN_OR_FAIL(loss, nllLoss(n, logp, n.input(1), n.input(2)));
+  return n.setOutputs({loss, logp});
+}
+
+//===----------------------------------------------------------------------===//
 // Reductions
 //===----------------------------------------------------------------------===//
 
@@ -1468,6 +1548,8 @@ static const OpConverter kConverters[] = {
     {"Trilu", 14, trilu},
     {"InstanceNormalization", 1, instanceNorm},
     {"Softmax", 1, softmax<g::SoftmaxOp>},
+    {"NegativeLogLikelihoodLoss", 12, negativeLogLikelihoodLoss},
+    {"SoftmaxCrossEntropyLoss", 12, softmaxCrossEntropyLoss},
     {"LogSoftmax", 1, softmax<g::LogSoftmaxOp>},
     // Reductions
     {"ReduceSum", 1, reduceOp<g::ReduceSumOp>},

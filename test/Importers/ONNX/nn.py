@@ -7,6 +7,7 @@
 # RUN: tessera-compile %t/softmax13.onnx --compile-to=input | FileCheck %s --check-prefix=SM13
 # RUN: tessera-compile %t/global_pool.onnx --compile-to=input | FileCheck %s --check-prefix=GP
 # RUN: tessera-compile %t/layernorm_stats.onnx --compile-to=graph | FileCheck %s --check-prefix=LNSTATS
+# RUN: tessera-compile %t/sce_loss.onnx --compile-to=graph | FileCheck %s --check-prefix=SCE
 import numpy as np
 from onnx_gen import T, init, node, save, vi
 
@@ -82,3 +83,17 @@ save("layernorm_stats", [node("LayerNormalization", ["x", "g"], ["y", "mean", "i
      [vi("x", T.FLOAT, [2, 3, 4])],
      [vi("y", T.FLOAT, [2, 3, 4]), vi("mean", T.FLOAT, [2, 1, 1]), vi("invstd", T.FLOAT, [2, 1, 1])],
      [init("g", f32(3, 4))])
+
+# SoftmaxCrossEntropyLoss = log_softmax + NLL: the target picks one class per
+# sample (gather_elements), ignored samples get weight 0, and "mean" divides
+# by the summed weights.
+# SCE: func.func @main(%arg0: tensor<4x5xf32> {graph.name = "scores"}, %arg1: tensor<4xi64> {graph.name = "labels"}) -> (tensor<f32> {graph.name = "loss"})
+# SCE: %[[LOGP:.*]] = graph.log_softmax %arg0 {axis = 1 : i64}
+# SCE: %[[IGN:.*]] = graph.equal %arg1
+# SCE: graph.gather_elements %[[LOGP]], %{{.*}} {axis = 1 : i64} : (tensor<4x5xf32>, tensor<4x1xi64>) -> tensor<4x1xf32>
+# SCE: %[[SUM:.*]] = graph.reduce_sum {{.*}} -> tensor<f32>
+# SCE: %[[W:.*]] = graph.reduce_sum {{.*}} -> tensor<f32>
+# SCE: graph.div %[[SUM]], %[[W]]
+save("sce_loss", [node("SoftmaxCrossEntropyLoss", ["scores", "labels"], ["loss"],
+                       reduction="mean", ignore_index=2)],
+     [vi("scores", T.FLOAT, [4, 5]), vi("labels", T.INT64, [4])], [vi("loss", T.FLOAT, [])])
