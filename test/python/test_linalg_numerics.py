@@ -55,6 +55,7 @@ CASES = {
     "pad_constant": (Fn(lambda x: F.pad(x, (1, 2), value=0.5)), [r(2, 3)]),
     "embedding": (torch.nn.Embedding(10, 4), [torch.tensor([[1, 9, -1 + 10], [0, 3, 3]])]),
     "gather_elements": (Fn(lambda x, i: torch.gather(x, 1, i)), [r(3, 5), torch.tensor([[0, 4], [2, -1 + 5], [1, 1]])]),
+    "cumsum": (Fn(lambda x: torch.cumsum(x, dim=1)), [r(2, 5, 3)]),
     "argmax": (Fn(lambda x: torch.argmax(x, dim=1, keepdim=True)), [r(3, 6)]),
     "reductions": (Fn(lambda x: (x.sum(1, keepdim=True) + x.mean(1, keepdim=True) + x.amax(1, keepdim=True) + x.amin(1, keepdim=True))), [r(2, 4, 3)]),
     "activations": (Fn(lambda x: F.hardswish(x) + F.hardsigmoid(x) + F.leaky_relu(x, 0.1) + F.elu(x) + torch.clamp(x, -0.5, 0.5) + torch.sign(x) + x.abs() + torch.tanh(x) + F.relu6(x) + torch.sigmoid(x) + F.silu(x)), [r(4, 5)]),

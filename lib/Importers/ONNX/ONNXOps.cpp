@@ -539,6 +539,79 @@ template <typename SoftmaxOp> LogicalResult softmax(NodeImporter &n) {
   return n.setOutput(v);
 }
 
+/// One-hot of the (first) maximum along `axis` of a tensor.
+FailureOr<Value> hardmaxAlong(NodeImporter &n, Value x, int64_t axis) {
+  auto &b = n.builder();
+  TESSERA_ASSIGN_OR_FAIL(am, n.infer<g::ArgMaxOp>(x, b.getI64IntegerAttr(axis),
+                                                  b.getBoolAttr(true),
+                                                  b.getBoolAttr(false)));
+  Ints s = shapeOf(x);
+  Ints iotaShape(s.size(), 1);
+  iotaShape[axis] = s[axis];
+  SmallVector<int64_t> values;
+  for (int64_t i = 0; i < s[axis]; ++i)
+    values.push_back(i);
+  Value iota = n.constant(DenseElementsAttr::get(
+      RankedTensorType::get(iotaShape, b.getI64Type()), ArrayRef<int64_t>(values)));
+  TESSERA_ASSIGN_OR_FAIL(hit, n.infer<g::EqualOp>(iota, am));
+  return n.castTo(hit, elementTypeOf(x));
+}
+
+LogicalResult hardmax(NodeImporter &n) {
+  Value x = n.input(0);
+  int64_t rank = rankOf(x);
+  if (rank == 0)
+    return n.error() << "input must have rank >= 1";
+  if (n.opset() >= 13) {
+    TESSERA_ASSIGN_OR_FAIL(axis, n.normalizeAxis(n.intAttr("axis", -1), rank));
+    TESSERA_ASSIGN_OR_FAIL(v, hardmaxAlong(n, x, axis));
+    return n.setOutput(v);
+  }
+  // Before opset 13: over everything from `axis` on, as a 2-D view.
+  TESSERA_ASSIGN_OR_FAIL(axis, n.normalizeAxis(n.intAttr("axis", 1), rank));
+  Ints shape = shapeOf(x);
+  TESSERA_ASSIGN_OR_FAIL(
+      flat, n.reshape(x, {g::numElements(ArrayRef(shape).take_front(axis)),
+                          g::numElements(ArrayRef(shape).drop_front(axis))}));
+  TESSERA_ASSIGN_OR_FAIL(h, hardmaxAlong(n, flat, 1));
+  TESSERA_ASSIGN_OR_FAIL(v, n.reshape(h, shape));
+  return n.setOutput(v);
+}
+
+LogicalResult cumSum(NodeImporter &n) {
+  Value x = n.input(0);
+  int64_t rank = rankOf(x);
+  TESSERA_ASSIGN_OR_FAIL(axisValue, n.constantScalar(1, "axis"));
+  TESSERA_ASSIGN_OR_FAIL(axis, n.normalizeAxis(static_cast<int64_t>(axisValue), rank));
+  bool exclusive = n.intAttr("exclusive", 0), reverse = n.intAttr("reverse", 0);
+  // A running sum is a product with a triangular 0/1 matrix: move `axis`
+  // last, multiply by M[j][i] = (i is summed into j), move it back.
+  int64_t len = shapeOf(x)[axis];
+  Type elem = elementTypeOf(x);
+  SmallVector<Attribute> m;
+  for (int64_t src = 0; src < len; ++src)
+    for (int64_t dst = 0; dst < len; ++dst) {
+      bool in = reverse ? (exclusive ? src > dst : src >= dst)
+                        : (exclusive ? src < dst : src <= dst);
+      m.push_back(isa<FloatType>(elem)
+                      ? static_cast<Attribute>(FloatAttr::get(elem, in ? 1.0 : 0.0))
+                      : IntegerAttr::get(elem, in ? 1 : 0));
+    }
+  Value mask = n.constant(DenseElementsAttr::get(RankedTensorType::get({len, len}, elem), m));
+  Ints perm;
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != axis)
+      perm.push_back(d);
+  perm.push_back(axis);
+  Ints inverse(rank);
+  for (int64_t d = 0; d < rank; ++d)
+    inverse[perm[d]] = d;
+  TESSERA_ASSIGN_OR_FAIL(moved, n.transpose(x, perm));
+  TESSERA_ASSIGN_OR_FAIL(summed, n.infer<g::MatmulOp>(moved, mask));
+  TESSERA_ASSIGN_OR_FAIL(v, n.transpose(summed, inverse));
+  return n.setOutput(v);
+}
+
 //===----------------------------------------------------------------------===//
 // Losses: decomposed into gathers, selects and reductions
 //===----------------------------------------------------------------------===//
@@ -1548,6 +1621,8 @@ static const OpConverter kConverters[] = {
     {"Trilu", 14, trilu},
     {"InstanceNormalization", 1, instanceNorm},
     {"Softmax", 1, softmax<g::SoftmaxOp>},
+    {"Hardmax", 1, hardmax},
+    {"CumSum", 11, cumSum},
     {"NegativeLogLikelihoodLoss", 12, negativeLogLikelihoodLoss},
     {"SoftmaxCrossEntropyLoss", 12, softmaxCrossEntropyLoss},
     {"LogSoftmax", 1, softmax<g::LogSoftmaxOp>},

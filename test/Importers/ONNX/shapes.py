@@ -12,6 +12,7 @@
 # RUN: tessera-compile %t/gather.onnx --compile-to=input | FileCheck %s --check-prefix=GATHER
 # RUN: tessera-compile %t/trilu.onnx --compile-to=input | FileCheck %s --check-prefix=TRILU
 # RUN: tessera-compile %t/gather_elements.onnx --compile-to=input | FileCheck %s --check-prefix=GATHERELEM
+# RUN: tessera-compile %t/cumsum.onnx --compile-to=graph | FileCheck %s --check-prefix=CUMSUM
 import numpy as np
 from onnx_gen import T, init, node, save, vi, helper
 
@@ -120,3 +121,9 @@ save("trilu", [node("Trilu", ["x", "k"], ["out"], upper=1)],
 # GATHERELEM: graph.gather_elements %arg0, %arg1 {axis = 1 : i64} : (tensor<3x4xf32>, tensor<3x2xi64>) -> tensor<3x2xf32>
 save("gather_elements", [node("GatherElements", ["x", "i"], ["out"], axis=-1)],
      [vi("x", T.FLOAT, [3, 4]), vi("i", T.INT64, [3, 2])], [vi("out", T.FLOAT, [3, 2])])
+
+# An exclusive, reverse running sum: element j sums the elements after it.
+# CUMSUM: %[[M:.*]] = graph.constant dense<{{\[}}[0.000000e+00, 0.000000e+00, 0.000000e+00], [1.000000e+00, 0.000000e+00, 0.000000e+00], [1.000000e+00, 1.000000e+00, 0.000000e+00]]> : tensor<3x3xf32>
+# CUMSUM: graph.matmul %arg0, %[[M]] : (tensor<2x3xf32>, tensor<3x3xf32>) -> tensor<2x3xf32>
+save("cumsum", [node("CumSum", ["x", "axis"], ["out"], exclusive=1, reverse=1)],
+     [vi("x", T.FLOAT, [2, 3])], [vi("out", T.FLOAT, [2, 3])], [init("axis", np.int64(1))])
