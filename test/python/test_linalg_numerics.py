@@ -33,6 +33,8 @@ def r(*shape):
 
 CASES = {
     "conv_grouped_strided_dilated": (torch.nn.Conv2d(4, 6, 3, stride=2, padding=1, dilation=2, groups=2), [r(2, 4, 9, 9)]),
+    "conv_transpose_grouped": (torch.nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2, dilation=1), [r(1, 4, 5, 5)]),
+    "conv_transpose_dilated_crop": (torch.nn.ConvTranspose1d(2, 3, 2, stride=3, padding=2, dilation=2), [r(2, 2, 6)]),
     "conv1d_depthwise": (torch.nn.Conv1d(3, 3, 3, padding=1, groups=3, bias=False), [r(1, 3, 10)]),
     "maxpool_ceil": (torch.nn.MaxPool2d(3, 2, padding=1, ceil_mode=True), [r(1, 2, 8, 8)]),
     "avgpool_exclude_pad_ceil": (torch.nn.AvgPool2d(3, 2, padding=1, ceil_mode=True, count_include_pad=False), [r(1, 2, 8, 8)]),

@@ -964,6 +964,120 @@ FailureOr<Value> sliceAxis(NodeImporter &n, Value x, int64_t axis,
                              b.getDenseI64ArrayAttr(steps));
 }
 
+/// ConvTranspose as a stride-1 convolution of the zero-upsampled input with
+/// the flipped, channel-swapped kernel: every piece is an existing graph op
+/// (reshape + pad interleaves the zeros, negative-stride slices flip).
+LogicalResult convTranspose(NodeImporter &n) {
+  Value x = n.input(0), w = n.input(1);
+  Ints xs = shapeOf(x), ws = shapeOf(w);
+  int64_t rank = xs.size(), k = rank - 2;
+  if (rank < 3 || static_cast<int64_t>(ws.size()) != rank)
+    return n.error() << "input " << g::formatShape(xs) << " and weight "
+                     << g::formatShape(ws) << " must both be N x C x spatial...";
+  int64_t groups = n.intAttr("group", 1);
+  if (groups <= 0 || xs[1] != ws[0] || ws[0] % groups != 0)
+    return n.error() << "weight " << g::formatShape(ws) << " does not fit "
+                     << xs[1] << " input channels in " << groups << " groups";
+  Ints kernel(ws.begin() + 2, ws.end());
+  Ints strides = n.intsAttr("strides").value_or(Ints(k, 1));
+  Ints dilations = n.intsAttr("dilations").value_or(Ints(k, 1));
+  Ints outPad = n.intsAttr("output_padding").value_or(Ints(k, 0));
+  Ints pads = n.intsAttr("pads").value_or(Ints(2 * k, 0));
+  if (strides.size() != static_cast<size_t>(k) || dilations.size() != static_cast<size_t>(k) ||
+      outPad.size() != static_cast<size_t>(k) || pads.size() != static_cast<size_t>(2 * k))
+    return n.error() << "strides, dilations and output_padding need " << k
+                     << " entries and pads " << 2 * k;
+  std::string autoPad = n.stringAttr("auto_pad", "NOTSET");
+  if (n.hasAttr("output_shape") || (autoPad != "NOTSET" && autoPad != "VALID"))
+    return n.unsupported("ConvTranspose with output_shape or SAME auto_pad");
+  for (int64_t i = 0; i < k; ++i)
+    if (strides[i] <= 0 || dilations[i] <= 0 || outPad[i] < 0 ||
+        outPad[i] >= std::max(strides[i], dilations[i]))
+      return n.error() << "strides and dilations must be positive and "
+                          "output_padding smaller than the stride";
+  auto &b = n.builder();
+  // 1. Insert stride-1 zeros between input pixels: view each spatial dim as
+  //    D x 1, pad to D x s, merge, and drop the zeros after the last pixel.
+  Value up = x;
+  for (int64_t i = 0; i < k; ++i) {
+    if (strides[i] == 1)
+      continue;
+    Ints s = shapeOf(up);
+    int64_t d = 2 + i;
+    Ints split(s.begin(), s.begin() + d + 1);
+    split.push_back(1);
+    split.append(s.begin() + d + 1, s.end());
+    TESSERA_ASSIGN_OR_FAIL(r, n.reshape(up, split));
+    Ints lo(split.size(), 0), hi(split.size(), 0);
+    hi[d + 1] = strides[i] - 1;
+    TESSERA_ASSIGN_OR_FAIL(
+        p, n.infer<g::PadOp>(r, b.getDenseI64ArrayAttr(lo), b.getDenseI64ArrayAttr(hi),
+                             g::PadModeAttr::get(n.context(), g::PadMode::constant),
+                             b.getF64FloatAttr(0)));
+    Ints merged(s);
+    merged[d] = s[d] * strides[i];
+    TESSERA_ASSIGN_OR_FAIL(m, n.reshape(p, merged));
+    TESSERA_ASSIGN_OR_FAIL(cut, sliceAxis(n, m, d, 0, (s[d] - 1) * strides[i] + 1));
+    up = cut;
+  }
+  // 2. Pad by span - 1 - pad on each side (+ output_padding at the end);
+  //    negative amounts crop.
+  Ints lo(rank, 0), hi(rank, 0), cropLo(rank, 0), cropHi(rank, 0);
+  bool crops = false;
+  for (int64_t i = 0; i < k; ++i) {
+    int64_t span = dilations[i] * (kernel[i] - 1);
+    int64_t before = span - pads[i], after = span - pads[i + k] + outPad[i];
+    lo[2 + i] = std::max<int64_t>(0, before);
+    hi[2 + i] = std::max<int64_t>(0, after);
+    cropLo[2 + i] = std::max<int64_t>(0, -before);
+    cropHi[2 + i] = std::max<int64_t>(0, -after);
+    crops |= before < 0 || after < 0;
+  }
+  TESSERA_ASSIGN_OR_FAIL(
+      padded, n.infer<g::PadOp>(up, b.getDenseI64ArrayAttr(lo), b.getDenseI64ArrayAttr(hi),
+                                g::PadModeAttr::get(n.context(), g::PadMode::constant),
+                                b.getF64FloatAttr(0)));
+  Value input = padded;
+  if (crops) {
+    Ints s = shapeOf(padded), starts(rank), limits(rank), steps(rank, 1);
+    for (int64_t d = 0; d < rank; ++d) {
+      starts[d] = cropLo[d];
+      limits[d] = s[d] - cropHi[d];
+    }
+    TESSERA_ASSIGN_OR_FAIL(c, n.infer<g::SliceOp>(padded, b.getDenseI64ArrayAttr(starts),
+                                                  b.getDenseI64ArrayAttr(limits),
+                                                  b.getDenseI64ArrayAttr(steps)));
+    input = c;
+  }
+  // 3. Kernel: flip spatially; C x M/g -> M x C/g per group.
+  Ints starts(rank, 0), limits(ws), steps(rank, 1);
+  for (int64_t i = 0; i < k; ++i) {
+    starts[2 + i] = ws[2 + i] - 1;
+    limits[2 + i] = -1;
+    steps[2 + i] = -1;
+  }
+  TESSERA_ASSIGN_OR_FAIL(flipped, n.infer<g::SliceOp>(w, b.getDenseI64ArrayAttr(starts),
+                                                      b.getDenseI64ArrayAttr(limits),
+                                                      b.getDenseI64ArrayAttr(steps)));
+  int64_t cg = ws[0] / groups, mg = ws[1];
+  Ints grouped = {groups, cg, mg};
+  grouped.append(kernel.begin(), kernel.end());
+  TESSERA_ASSIGN_OR_FAIL(wg, n.reshape(flipped, grouped));
+  Ints perm = {0, 2, 1};
+  for (int64_t i = 0; i < k; ++i)
+    perm.push_back(3 + i);
+  TESSERA_ASSIGN_OR_FAIL(wt, n.transpose(wg, perm));
+  Ints convW = {groups * mg, cg};
+  convW.append(kernel.begin(), kernel.end());
+  TESSERA_ASSIGN_OR_FAIL(wc, n.reshape(wt, convW));
+  TESSERA_ASSIGN_OR_FAIL(
+      v, n.infer<g::ConvOp>(input, wc, n.input(2), b.getDenseI64ArrayAttr(Ints(k, 1)),
+                            b.getDenseI64ArrayAttr(Ints(2 * k, 0)),
+                            b.getDenseI64ArrayAttr(dilations),
+                            b.getI64IntegerAttr(groups)));
+  return n.setOutput(v);
+}
+
 LogicalResult split(NodeImporter &n) {
   Value x = n.input(0);
   TESSERA_ASSIGN_OR_FAIL(axis, n.normalizeAxis(n.intAttr("axis", 0), rankOf(x)));
@@ -1612,6 +1726,7 @@ static const OpConverter kConverters[] = {
     {"Gemm", 1, gemm},
     {"Einsum", 12, einsum},
     {"Conv", 1, conv},
+    {"ConvTranspose", 1, convTranspose},
     {"MaxPool", 1, maxPool},
     {"AveragePool", 1, avgPool},
     {"GlobalAveragePool", 1, globalPool<g::ReduceMeanOp>},
