@@ -104,24 +104,28 @@ LogicalResult describeModel(ModuleOp module, CompiledModel &model) {
   auto main = module.lookupSymbol<func::FuncOp>("main");
   if (!main)
     return module.emitError("the model has no @main function");
-  for (auto [i, type] : llvm::enumerate(main.getArgumentTypes())) {
-    auto info = tensorInfo(type, main.getArgAttrOfType<StringAttr>(i, "graph.name"),
-                           main.getLoc());
-    if (failed(info))
-      return failure();
-    if (info->name.empty())
-      info->name = "input" + std::to_string(i);
-    model.inputs.push_back(*info);
-  }
-  for (auto [i, type] : llvm::enumerate(main.getResultTypes())) {
-    auto info = tensorInfo(type, main.getResultAttrOfType<StringAttr>(i, "graph.name"),
-                           main.getLoc());
-    if (failed(info))
-      return failure();
-    if (info->name.empty())
-      info->name = "output" + std::to_string(i);
-    model.outputs.push_back(*info);
-  }
+  // Inputs and outputs by their graph.name (or input<i> / output<i>).
+  auto describe = [&](TypeRange types, auto nameOf, StringRef fallback,
+                      std::vector<runtime::TensorInfo> &into) {
+    for (auto [i, type] : llvm::enumerate(types)) {
+      auto info = tensorInfo(type, nameOf(i), main.getLoc());
+      if (failed(info))
+        return failure();
+      if (info->name.empty())
+        info->name = fallback.str() + std::to_string(i);
+      into.push_back(*info);
+    }
+    return success();
+  };
+  if (failed(describe(
+          main.getArgumentTypes(),
+          [&](unsigned i) { return main.getArgAttrOfType<StringAttr>(i, "graph.name"); },
+          "input", model.inputs)) ||
+      failed(describe(
+          main.getResultTypes(),
+          [&](unsigned i) { return main.getResultAttrOfType<StringAttr>(i, "graph.name"); },
+          "output", model.outputs)))
+    return failure();
   // Same order as codegen-externalize-weights: first use in @main.
   llvm::StringSet<> seen;
   WalkResult walk = main.walk([&](ml_program::GlobalLoadConstOp load) {

@@ -85,20 +85,6 @@ llvm::Error readTensor(const json::Object *o, TensorInfo &t, StringRef what) {
 }
 } // namespace
 
-int64_t TensorInfo::numElements() const {
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  return n;
-}
-
-std::string TensorInfo::typeString() const {
-  std::string s;
-  for (int64_t d : shape)
-    s += std::to_string(d) + "x";
-  return s + dtypeName(dtype).str();
-}
-
 llvm::Error writeExecutable(StringRef path, ExecutableMetadata metadata,
                             StringRef hostObject,
                             llvm::ArrayRef<llvm::ArrayRef<char>> weights) {

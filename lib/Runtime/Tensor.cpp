@@ -55,18 +55,18 @@ Expected<DType> parseDType(StringRef name) {
   return fail("unknown element type '" + name + "'");
 }
 
-int64_t Tensor::numElements() const {
+int64_t numElements(const std::vector<int64_t> &shape) {
   int64_t n = 1;
   for (int64_t d : shape)
     n *= d;
   return n;
 }
 
-std::string Tensor::typeString() const {
+std::string typeString(const std::vector<int64_t> &shape, DType t) {
   std::string s;
   for (int64_t d : shape)
     s += std::to_string(d) + "x";
-  return s + dtypeName(dtype).str();
+  return s + dtypeName(t).str();
 }
 
 Expected<Tensor> parseNpy(StringRef bytes, StringRef what) {

@@ -14,6 +14,9 @@
 # RUN: not tessera-run %t/model.tess --reference --input y=%t/x.npy 2>&1 | FileCheck %s --check-prefix=NAME
 # RUN: not tessera-run %t/model.tess --reference --input x=%t/compressed.npz 2>&1 | FileCheck %s --check-prefix=NOTNPY
 # RUN: not tessera-run %t/model.tess --reference --input %t/compressed.npz 2>&1 | FileCheck %s --check-prefix=COMPRESSED
+# A .pb whose values sit in int32_data (not raw_data) is read too.
+# RUN: tessera-compile %t/cast.onnx -o %t/cast.tess
+# RUN: tessera-run %t/cast.tess --reference --input k=%t/k.pb | FileCheck %s --check-prefix=PB
 # RUN: %python %s damage %t
 # RUN: not tessera-run %t/flipped.tess --reference --input %t/x.npy 2>&1 | FileCheck %s --check-prefix=FLIPPED
 # RUN: not tessera-run %t/truncated.tess --reference --input %t/x.npy 2>&1 | FileCheck %s --check-prefix=TRUNCATED
@@ -25,6 +28,7 @@
 # OUT-NEXT: y: 2x4xf32  min
 # OUT: host reference: {{.*}} ms per run (1 run)
 # ITER: (3 runs)
+# PB: out: 4xf32  min -2  max 7  mean 2.25  [-2, 0, 4, 7]
 # NOREF: error: the IPU model is not built yet in this version of Tessera; run the host reference code with --reference
 # MISSING: error: missing input 'x' (2x3x6x6xf32); give it with --input x=file.npy
 # SHAPE: error: input 'x' must be 2x3x6x6xf32, got 2x3x5x6xf32
@@ -60,6 +64,11 @@ if mode == "gen":
     ], [vi("x", T.FLOAT, [2, 3, 6, 6])], [vi("y", T.FLOAT, [2, 4])],
         [init("w", w), init("b", b), init("g", g)], outdir=out)
     np.save(os.path.join(out, "x.npy"), x)
+    from onnx import helper
+    save("cast", [node("Cast", ["k"], ["out"], to=T.FLOAT)],
+         [vi("k", T.INT32, [4])], [vi("out", T.FLOAT, [4])], outdir=out)
+    with open(os.path.join(out, "k.pb"), "wb") as f:
+        f.write(helper.make_tensor("k", T.INT32, [4], [-2, 0, 4, 7]).SerializeToString())
     np.savez(os.path.join(out, "inputs.npz"), x=x)
     np.savez_compressed(os.path.join(out, "compressed.npz"), x=x)
     np.save(os.path.join(out, "bad_shape.npy"), x[:, :, :5])

@@ -89,6 +89,15 @@ llvm::Expected<Tensor> readTensorProto(llvm::StringRef path) {
     t.data.resize(bytes);
     std::memcpy(t.data.data(), proto.int64_data().data(),
                 std::min<size_t>(bytes, proto.int64_data_size() * 8));
+  } else if (proto.int32_data_size() &&
+             proto.int32_data_size() == static_cast<int>(t.numElements())) {
+    // Types of 32 bits or less, one per entry: keep each entry's low bytes.
+    size_t width = dtypeSize(t.dtype);
+    t.data.resize(bytes);
+    for (int i = 0; i < proto.int32_data_size(); ++i) {
+      int32_t v = proto.int32_data(i);
+      std::memcpy(t.data.data() + i * width, &v, width);
+    }
   }
   if (t.data.size() != bytes)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),

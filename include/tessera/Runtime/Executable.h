@@ -33,8 +33,8 @@ struct TensorInfo {
   std::string name;
   DType dtype = DType::F32;
   std::vector<int64_t> shape;
-  int64_t numElements() const;
-  std::string typeString() const;
+  int64_t numElements() const { return runtime::numElements(shape); }
+  std::string typeString() const { return runtime::typeString(shape, dtype); }
 };
 
 struct WeightInfo : TensorInfo {

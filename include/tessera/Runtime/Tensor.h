@@ -25,15 +25,17 @@ enum class DType { F32, F64, F16, BF16, I64, I32, I16, I8, U8, U16, U32, U64, Bo
 llvm::StringRef dtypeName(DType t);
 llvm::Expected<DType> parseDType(llvm::StringRef mlirName);
 size_t dtypeSize(DType t);
+/// Elements of a shape, and "1x3x224x224xf32" for a shape and type.
+int64_t numElements(const std::vector<int64_t> &shape);
+std::string typeString(const std::vector<int64_t> &shape, DType t);
 
 struct Tensor {
   DType dtype = DType::F32;
   std::vector<int64_t> shape;
   std::vector<char> data;
 
-  int64_t numElements() const;
-  /// "1x3x224x224xf32"
-  std::string typeString() const;
+  int64_t numElements() const { return runtime::numElements(shape); }
+  std::string typeString() const { return runtime::typeString(shape, dtype); }
 };
 
 /// Reads a .npy file (little-endian, C order).

@@ -1218,6 +1218,16 @@ Value gatherGeneric(OpBuilder &b, Location l, RankedTensorType type,
       .getResult(0);
 }
 
+/// An index value as `index`, counting from the end when negative (ONNX
+/// Gather and GatherElements semantics) for a dim of `dimSize`.
+Value wrapIndex(OpBuilder &b, Location l, Value raw, int64_t dimSize) {
+  Value i = arith::IndexCastOp::create(b, l, b.getIndexType(), raw);
+  Value neg = arith::CmpIOp::create(b, l, arith::CmpIPredicate::slt, i,
+                                    indexConst(b, l, 0));
+  return arith::SelectOp::create(
+      b, l, neg, arith::AddIOp::create(b, l, i, indexConst(b, l, dimSize)), i);
+}
+
 struct GatherPattern : OpConversionPattern<g::GatherOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult
@@ -1236,14 +1246,8 @@ struct GatherPattern : OpConversionPattern<g::GatherOp> {
         rewriter, l, type, ValueRange{a.getIndices()},
         {AffineMap::get(rank, 0, idxExprs, ctx)}, a.getInput(),
         [&](OpBuilder &b, Location nl, ValueRange out, ValueRange args) {
-          // Negative indices count from the end (ONNX Gather).
-          Value i = arith::IndexCastOp::create(b, nl, b.getIndexType(), args[0]);
-          Value neg = arith::CmpIOp::create(b, nl, arith::CmpIPredicate::slt, i,
-                                            indexConst(b, nl, 0));
-          i = arith::SelectOp::create(
-              b, nl, neg, arith::AddIOp::create(b, nl, i, indexConst(b, nl, dimSize)), i);
           SmallVector<Value> src(out.take_front(axis));
-          src.push_back(i);
+          src.push_back(wrapIndex(b, nl, args[0], dimSize));
           llvm::append_range(src, out.drop_front(axis + idxRank));
           return src;
         });
@@ -1265,13 +1269,8 @@ struct GatherElementsPattern : OpConversionPattern<g::GatherElementsOp> {
         rewriter, l, type, ValueRange{a.getIndices()},
         {AffineMap::getMultiDimIdentityMap(rank, getContext())}, a.getInput(),
         [&](OpBuilder &b, Location nl, ValueRange out, ValueRange args) {
-          Value i = arith::IndexCastOp::create(b, nl, b.getIndexType(), args[0]);
-          Value neg = arith::CmpIOp::create(b, nl, arith::CmpIPredicate::slt, i,
-                                            indexConst(b, nl, 0));
-          i = arith::SelectOp::create(
-              b, nl, neg, arith::AddIOp::create(b, nl, i, indexConst(b, nl, dimSize)), i);
           SmallVector<Value> src(out);
-          src[axis] = i;
+          src[axis] = wrapIndex(b, nl, args[0], dimSize);
           return src;
         });
     rewriter.replaceOp(op, r);
