@@ -37,6 +37,11 @@ struct IPUTarget {
   double ipuLinkBytesPerSecond = 0; ///< per chip, all links
   double hostLinkBytesPerSecond = 0;
   int64_t randomBitsPerCycle = 64; ///< per tile
+  // Cost-model rates (per tile) for vertices that are not contractions and
+  // for the fixed costs of each phase.
+  int64_t vectorBytesPerCycle = 8;   ///< 64-bit SIMD: 2 fp32 or 4 fp16 lanes
+  int64_t vertexOverheadCycles = 60; ///< launch + loop setup per vertex
+  int64_t exchangeOverheadCycles = 30; ///< per exchange phase, once synced
 
   int64_t totalTiles() const { return numIPUs * tilesPerIPU; }
   int64_t memoryPerIPU() const { return tilesPerIPU * bytesPerTile; }

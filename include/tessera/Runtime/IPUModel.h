@@ -1,0 +1,74 @@
+//===- IPUModel.h - execute a tile-mapped program on a software IPU -*- C++ -*-===//
+//
+// The IPU model runs an executable's MachineProgram the way the chip does:
+// every tile owns `bytesPerTile` of memory (reserved, touched lazily) where
+// the memory plan places variables, receive buffers and code; each step is an
+// exchange phase (copies between tiles' memories), a sync, and a compute
+// phase (every vertex of the compute set, run on a host thread pool with
+// its tile's buffers). Inputs and outputs move over host streams. Cycles are
+// counted per phase as the target would spend them (max over tiles of bytes
+// moved at the exchange rate, of the vertices' estimated cycles; sync
+// latency; host link bandwidth) — they depend only on the program, so they
+// are computed once when the model is created. No MLIR here.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_RUNTIME_IPUMODEL_H
+#define TESSERA_RUNTIME_IPUMODEL_H
+
+#include "tessera/Runtime/Executable.h"
+#include "tessera/Runtime/MemoryPlan.h"
+#include "tessera/Target/IPUTarget.h"
+
+#include "llvm/Support/JSON.h"
+
+#include <memory>
+
+namespace tessera::runtime {
+
+struct StepCost {
+  std::string name;     ///< "cs3", "copy2", "stream-in", "stream-out"
+  std::string location; ///< source op
+  int64_t exchangeCycles = 0, syncCycles = 0, computeCycles = 0;
+  int64_t exchangeBytes = 0; ///< moved between tiles (all tiles)
+  int64_t tilesUsed = 0;     ///< tiles running a vertex
+  int64_t macs = 0;
+  int64_t total() const { return exchangeCycles + syncCycles + computeCycles; }
+};
+
+struct CostSummary {
+  std::vector<StepCost> steps; ///< stream-in, each program step, stream-out
+  int64_t totalCycles = 0;
+  double seconds(double clockHz) const { return totalCycles / clockHz; }
+};
+
+class IPUModel {
+public:
+  /// Loads the code, plans memory and fills tile memories with the weights.
+  /// `threads` = 0 uses every hardware thread.
+  static llvm::Expected<std::unique_ptr<IPUModel>>
+  create(const Executable &executable, unsigned threads = 0);
+  ~IPUModel();
+
+  /// Runs the program once: inputs in signature order (checked like the
+  /// host reference path), outputs in signature order.
+  llvm::Expected<std::vector<Tensor>> run(llvm::ArrayRef<Tensor> inputs);
+
+  const target::IPUTarget &target() const;
+  const CostSummary &cost() const;
+  const MemoryPlan &memory() const;
+
+  /// {"target", "cycles", "steps": [...], "memory": memoryReportJSON(...)}.
+  llvm::json::Value profileJSON() const;
+  /// Chrome trace-event JSON of one run's simulated timeline (Perfetto).
+  llvm::json::Value traceJSON() const;
+
+private:
+  struct Impl;
+  explicit IPUModel(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+} // namespace tessera::runtime
+
+#endif // TESSERA_RUNTIME_IPUMODEL_H

@@ -1,0 +1,188 @@
+//===- MachineProgram.h - a tile-mapped program for the IPU model -*- C++ -*-===//
+//
+// What the compiler hands the IPU model: every tensor as a variable placed on
+// tiles by a regular grid mapping, and a sequence of bulk-synchronous steps
+// (compute sets of vertices, copies). Per-tile facts (which piece a tile
+// holds, which region of an operand a vertex reads, which tiles that region
+// comes from) are computed from the grids, never stored per tile, so a
+// program for 1472 tiles stays a few kilobytes of JSON.
+//
+// The compiler (ipu-map-tiles' cost model, ipu-allocate-memory) and the
+// runtime (exchange copies, memory placement, cycle accounting) share this
+// code, so what the compiler plans is exactly what the model executes.
+// No MLIR here.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_RUNTIME_MACHINEPROGRAM_H
+#define TESSERA_RUNTIME_MACHINEPROGRAM_H
+
+#include "tessera/Runtime/Tensor.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/Support/Error.h"
+#include "llvm/Support/JSON.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tessera::runtime {
+
+/// A hyper-rectangle of a tensor: element offsets and sizes per dimension.
+struct Box {
+  std::vector<int64_t> offsets, sizes;
+  int64_t numElements() const;
+  bool operator==(const Box &o) const {
+    return offsets == o.offsets && sizes == o.sizes;
+  }
+};
+
+/// A regular grid of pieces over a tensor. Piece p (a multi-index, one entry
+/// per dimension) covers [p[d]*chunks[d], min((p[d]+1)*chunks[d], shape[d]))
+/// in every dimension d and lives on tile firstTile + sum(p[d]*tileStrides[d]).
+/// Distinct pieces live on distinct tiles. A piece is stored densely,
+/// row-major in its own box, in its tile's memory.
+struct TileMapping {
+  std::vector<int64_t> shape, chunks, tileStrides;
+  int64_t firstTile = 0;
+
+  /// Everything on one tile.
+  static TileMapping singleTile(llvm::ArrayRef<int64_t> shape, int64_t tile);
+  /// Poplar's linear mapping: consecutive row-major pieces of at least
+  /// `grainBytes` on consecutive tiles (splitting the outermost dimensions
+  /// that give enough pieces), at most `numTiles` of them.
+  static TileMapping linear(llvm::ArrayRef<int64_t> shape, int64_t elementBytes,
+                            int64_t numTiles, int64_t grainBytes = 128);
+
+  int64_t rank() const { return shape.size(); }
+  std::vector<int64_t> piecesPerDim() const;
+  int64_t numPieces() const;
+  int64_t tileOf(llvm::ArrayRef<int64_t> piece) const;
+  Box pieceBox(llvm::ArrayRef<int64_t> piece) const;
+  /// Calls fn(tile, box) for every piece in row-major piece order.
+  void forEachPiece(llvm::function_ref<void(int64_t tile, const Box &)> fn) const;
+  /// The piece a tile holds, if any.
+  std::optional<Box> pieceOnTile(int64_t tile) const;
+  /// Elements of the largest piece.
+  int64_t maxPieceElements() const;
+  /// Checks sizes, strides and that pieces land on distinct tiles in
+  /// [0, numTiles).
+  llvm::Error verify(int64_t numTiles) const;
+};
+
+/// How a compute set's operand is indexed by its loops: operand dimension j
+/// reads sum_i coeffs[j][i] * loop[i] + consts[j]. Coefficients are >= 0, so
+/// a box of loop iterations reads a box of the operand. `full` operands
+/// (values a vertex reads at data-dependent places, e.g. a gather's table)
+/// are read whole by every vertex.
+struct AccessMap {
+  std::vector<std::vector<int64_t>> coeffs;
+  std::vector<int64_t> consts;
+  bool full = false;
+  /// The operand region read by the loop box [offsets, offsets + sizes).
+  Box region(const Box &loops, llvm::ArrayRef<int64_t> operandShape) const;
+};
+
+enum class VarKind { Input, Weight, Activation, Constant };
+llvm::StringRef varKindName(VarKind k);
+
+struct Variable {
+  std::string name; ///< source name (graph.name, weight symbol, op location)
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  VarKind kind = VarKind::Activation;
+  /// >= 0 for a view: a row-major reshape of variable `base` (which is not a
+  /// view itself); the view has no storage or mapping of its own.
+  int64_t base = -1;
+  TileMapping mapping; ///< unused for views
+  int64_t weight = -1; ///< Weight/Constant: index into the executable's weights
+  int64_t elementBytes() const { return dtypeSize(dtype); }
+};
+
+/// One compiled vertex: the kernel for output pieces of `pieceSizes`.
+/// Its packed entry takes void** args: a pointer to an int64 offset per loop
+/// dimension (the piece's first iteration; 0 for loops not split), then one
+/// memref descriptor per input, then per output, each of the region's shape.
+struct Kernel {
+  std::string symbol; ///< packed entry in the executable's code
+  std::vector<int64_t> pieceSizes;
+  int64_t cycles = 0;    ///< estimated on one tile, six workers
+  int64_t codeBytes = 0; ///< estimated tile memory the code takes
+};
+
+struct ComputeSet {
+  std::string name;     ///< "cs3"
+  std::string location; ///< source op, for reports
+  std::vector<int64_t> loopRanges;
+  /// Output dimension j is loop outputLoops[j]; every output shares the
+  /// mapping of outputs[0], whose pieces are the vertices' work.
+  std::vector<int64_t> outputLoops;
+  struct Operand {
+    int64_t var;
+    AccessMap map;
+  };
+  std::vector<Operand> inputs;
+  std::vector<int64_t> outputs;
+  std::vector<Kernel> kernels;
+  int64_t macs = 0; ///< multiply-accumulates of the whole op (0 if not a contraction)
+  /// The loop box of the vertex that computes output piece `box`.
+  Box loopBox(const Box &outputPiece) const;
+  /// The kernel for an output piece of these sizes, or nullptr.
+  const Kernel *kernelFor(llvm::ArrayRef<int64_t> pieceSizes) const;
+};
+
+/// Copies `srcRegion` of `src` into `dst` at `dstOffsets` (same sizes), in
+/// place: a step with only an exchange phase (pad, concat, slices).
+struct Copy {
+  int64_t src, dst;
+  Box srcRegion;
+  std::vector<int64_t> dstOffsets;
+};
+
+struct Step {
+  enum class Kind { Compute, Copy } kind;
+  int64_t index; ///< into computeSets or copies
+};
+
+struct MachineProgram {
+  std::vector<Variable> variables;
+  std::vector<ComputeSet> computeSets;
+  std::vector<Copy> copies;
+  std::vector<Step> steps;
+  /// Variables bound to the executable's inputs and outputs, in order.
+  std::vector<int64_t> inputs, outputs;
+
+  /// The variable holding `var`'s storage (itself unless a view).
+  const Variable &storage(int64_t var) const;
+  /// Checks indices, shapes, mappings and kernels against `numTiles`.
+  llvm::Error verify(int64_t numTiles) const;
+  llvm::json::Value toJSON() const;
+  static llvm::Expected<MachineProgram> fromJSON(const llvm::json::Value &v);
+};
+
+/// One contiguous run of a region of a variable as stored: `count` elements
+/// starting at element `pieceOffset` of the piece on `tile`, which land at
+/// element `regionOffset` of the region's dense row-major buffer.
+struct Run {
+  int64_t tile, pieceOffset, regionOffset, count;
+};
+
+/// Calls fn for every run of `region` of variable `var` (a view or not), in
+/// the region's row-major order.
+void forEachRun(const MachineProgram &program, int64_t var, const Box &region,
+                llvm::function_ref<void(const Run &)> fn);
+
+/// Whether `region` of `var` is exactly the piece `tile` holds (same
+/// elements in the same order), so a vertex on `tile` reads it in place.
+bool isLocalPiece(const MachineProgram &program, int64_t var, const Box &region,
+                  int64_t tile);
+
+/// Bytes of `region` of `var` held by tiles other than `tile`.
+int64_t remoteBytes(const MachineProgram &program, int64_t var, const Box &region,
+                    int64_t tile);
+
+} // namespace tessera::runtime
+
+#endif // TESSERA_RUNTIME_MACHINEPROGRAM_H
