@@ -25,6 +25,7 @@
 #include "llvm/Support/JSON.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -139,6 +140,7 @@ struct Copy {
   int64_t src, dst;
   Box srcRegion;
   std::vector<int64_t> dstOffsets;
+  std::string location; ///< source op, for reports (may be empty)
 };
 
 struct Step {
@@ -156,6 +158,11 @@ struct MachineProgram {
 
   /// The variable holding `var`'s storage (itself unless a view).
   const Variable &storage(int64_t var) const;
+  /// Index of that variable.
+  int64_t storageIndex(int64_t var) const;
+  /// "cs3" (the compute set's name) or "copy2", and the step's source op.
+  std::string stepName(size_t step) const;
+  std::string stepLocation(size_t step) const;
   /// Checks indices, shapes, mappings and kernels against `numTiles`.
   llvm::Error verify(int64_t numTiles) const;
   llvm::json::Value toJSON() const;

@@ -1,0 +1,997 @@
+//===- MachineProgram.cpp - a tile-mapped program for the IPU model ------===//
+//
+// Grid mappings, access maps, the run decomposition of regions that both the
+// exchange (runtime) and the exchange cost model (compiler) use, the
+// program's JSON form and its verifier.
+//
+// Everything per tile is derived from the grids on demand: nothing here
+// allocates per element, and forEachRun costs O(runs), not O(elements).
+//
+//===----------------------------------------------------------------------===//
+
+#include "tessera/Runtime/MachineProgram.h"
+
+#include "llvm/ADT/BitVector.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/MathExtras.h"
+
+#include <algorithm>
+#include <numeric>
+
+using llvm::Expected;
+using llvm::StringRef;
+namespace json = llvm::json;
+
+namespace tessera::runtime {
+
+namespace {
+
+llvm::Error fail(const llvm::Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+}
+
+int64_t product(llvm::ArrayRef<int64_t> v) {
+  int64_t p = 1;
+  for (int64_t x : v)
+    p *= x;
+  return p;
+}
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/// Row-major strides of `shape`.
+std::vector<int64_t> rowMajorStrides(llvm::ArrayRef<int64_t> shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * shape[d + 1];
+  return strides;
+}
+
+std::string shapeString(llvm::ArrayRef<int64_t> v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i)
+    s += (i ? "," : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+/// Limits that keep every product and offset computed from a program far
+/// from int64 overflow, so a hostile or damaged program is an error, not
+/// undefined behaviour.
+constexpr int64_t kMaxElements = int64_t(1) << 48;
+constexpr int64_t kMaxCoefficient = int64_t(1) << 32;
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Box, TileMapping
+//===----------------------------------------------------------------------===//
+
+int64_t Box::numElements() const { return product(sizes); }
+
+TileMapping TileMapping::singleTile(llvm::ArrayRef<int64_t> shape, int64_t tile) {
+  TileMapping m;
+  m.shape = shape.vec();
+  for (int64_t s : shape)
+    m.chunks.push_back(std::max<int64_t>(s, 1));
+  m.tileStrides.assign(shape.size(), 0);
+  m.firstTile = tile;
+  return m;
+}
+
+TileMapping TileMapping::linear(llvm::ArrayRef<int64_t> shape, int64_t elementBytes,
+                                int64_t numTiles, int64_t grainBytes) {
+  int64_t rank = shape.size();
+  int64_t total = product(shape);
+  elementBytes = std::max<int64_t>(elementBytes, 1);
+  grainBytes = std::max<int64_t>(grainBytes, 1);
+  if (rank == 0 || total == 0 || numTiles <= 1 || total * elementBytes < 2 * grainBytes)
+    return singleTile(shape, 0);
+
+  // Split dimension k: dimensions before it in chunks of 1, dimension k in
+  // chunks of c, the ones after whole, so every piece is a contiguous
+  // row-major range. Keep the k that gives the most pieces (ties: the
+  // outermost, whose pieces are the largest contiguous ranges).
+  int64_t bestK = -1, bestChunk = 0, bestPieces = 1;
+  int64_t outer = 1;
+  for (int64_t k = 0; k < rank && outer <= numTiles; outer *= shape[k], ++k) {
+    int64_t inner = product(shape.drop_front(k + 1));
+    int64_t minChunk = ceilDiv(grainBytes, inner * elementBytes);
+    if (minChunk > shape[k])
+      continue; // pieces of this split would be smaller than the grain
+    int64_t tilesEach = numTiles / outer;
+    int64_t chunk = std::max(minChunk, ceilDiv(shape[k], tilesEach));
+    int64_t pieces = outer * ceilDiv(shape[k], chunk);
+    if (pieces > bestPieces) {
+      bestK = k;
+      bestChunk = chunk;
+      bestPieces = pieces;
+    }
+  }
+  if (bestK < 0)
+    return singleTile(shape, 0);
+
+  TileMapping m;
+  m.shape = shape.vec();
+  for (int64_t d = 0; d < rank; ++d)
+    m.chunks.push_back(d < bestK ? 1 : d == bestK ? bestChunk : std::max<int64_t>(shape[d], 1));
+  std::vector<int64_t> pieces = m.piecesPerDim();
+  m.tileStrides = rowMajorStrides(pieces);
+  for (int64_t d = 0; d < rank; ++d)
+    if (pieces[d] == 1)
+      m.tileStrides[d] = 0; // unsplit: say so
+  m.firstTile = 0;
+  return m;
+}
+
+std::vector<int64_t> TileMapping::piecesPerDim() const {
+  std::vector<int64_t> n;
+  for (size_t d = 0; d < shape.size(); ++d)
+    n.push_back(std::max<int64_t>(1, ceilDiv(shape[d], chunks[d])));
+  return n;
+}
+
+int64_t TileMapping::numPieces() const { return product(piecesPerDim()); }
+
+int64_t TileMapping::tileOf(llvm::ArrayRef<int64_t> piece) const {
+  int64_t t = firstTile;
+  for (size_t d = 0; d < piece.size(); ++d)
+    t += piece[d] * tileStrides[d];
+  return t;
+}
+
+Box TileMapping::pieceBox(llvm::ArrayRef<int64_t> piece) const {
+  Box b;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    int64_t lo = std::min(piece[d] * chunks[d], shape[d]);
+    b.offsets.push_back(lo);
+    b.sizes.push_back(std::min(lo + chunks[d], shape[d]) - lo);
+  }
+  return b;
+}
+
+void TileMapping::forEachPiece(
+    llvm::function_ref<void(int64_t tile, const Box &)> fn) const {
+  std::vector<int64_t> n = piecesPerDim(), p(n.size(), 0);
+  int64_t count = product(n);
+  for (int64_t i = 0; i < count; ++i) {
+    fn(tileOf(p), pieceBox(p));
+    for (int64_t d = static_cast<int64_t>(p.size()) - 1; d >= 0; --d) {
+      if (++p[d] < n[d])
+        break;
+      p[d] = 0;
+    }
+  }
+}
+
+std::optional<Box> TileMapping::pieceOnTile(int64_t tile) const {
+  std::vector<int64_t> n = piecesPerDim();
+  // Decode the tile greedily, largest stride first: exact for the mixed-radix
+  // strides every mapping the compiler builds has. Re-encoding checks it; a
+  // mapping with unusual strides falls back to a scan of its pieces.
+  std::vector<int64_t> order(n.size());
+  std::iota(order.begin(), order.end(), 0);
+  llvm::stable_sort(order, [&](int64_t a, int64_t b) {
+    return tileStrides[a] > tileStrides[b];
+  });
+  std::vector<int64_t> p(n.size(), 0);
+  int64_t rest = tile - firstTile;
+  for (int64_t d : order) {
+    if (tileStrides[d] <= 0 || n[d] == 1)
+      continue;
+    p[d] = std::min(std::max<int64_t>(rest / tileStrides[d], 0), n[d] - 1);
+    rest -= p[d] * tileStrides[d];
+  }
+  if (rest == 0 && tileOf(p) == tile)
+    return pieceBox(p);
+  bool greedyIsExact = llvm::all_of(tileStrides, [](int64_t s) { return s >= 0; });
+  if (greedyIsExact) {
+    // Strides sorted descending with each at least the span of the smaller
+    // ones (row-major and its permutations) decode exactly: a miss is final.
+    bool mixedRadix = true;
+    int64_t span = 1;
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+      if (n[*it] == 1)
+        continue;
+      if (tileStrides[*it] < span)
+        mixedRadix = false;
+      span = tileStrides[*it] * n[*it];
+    }
+    if (mixedRadix)
+      return std::nullopt;
+  }
+  std::optional<Box> found;
+  forEachPiece([&](int64_t t, const Box &b) {
+    if (t == tile && !found)
+      found = b;
+  });
+  return found;
+}
+
+int64_t TileMapping::maxPieceElements() const {
+  int64_t n = 1;
+  for (size_t d = 0; d < shape.size(); ++d)
+    n *= std::min(chunks[d], shape[d]);
+  return n;
+}
+
+llvm::Error TileMapping::verify(int64_t numTiles) const {
+  size_t rank = shape.size();
+  if (chunks.size() != rank || tileStrides.size() != rank)
+    return fail("mapping of a rank-" + llvm::Twine(rank) + " tensor has " +
+                llvm::Twine(chunks.size()) + " chunk sizes and " +
+                llvm::Twine(tileStrides.size()) + " tile strides");
+  for (size_t d = 0; d < rank; ++d) {
+    if (shape[d] < 0 || shape[d] > kMaxElements)
+      return fail("mapping has a bad shape " + shapeString(shape));
+    if (chunks[d] < 1)
+      return fail("mapping chunk " + llvm::Twine(d) + " is " + llvm::Twine(chunks[d]) +
+                  "; chunks must be at least 1");
+    if (tileStrides[d] < -numTiles || tileStrides[d] > numTiles)
+      return fail("mapping tile stride " + llvm::Twine(d) + " (" +
+                  llvm::Twine(tileStrides[d]) + ") is outside the machine's " +
+                  llvm::Twine(numTiles) + " tiles");
+  }
+  if (firstTile < 0 || firstTile >= numTiles)
+    return fail("mapping's first tile " + llvm::Twine(firstTile) + " is not in [0, " +
+                llvm::Twine(numTiles) + ")");
+  std::vector<int64_t> n = piecesPerDim();
+  int64_t pieces = 1;
+  for (int64_t x : n) {
+    pieces *= x;
+    if (pieces > numTiles)
+      return fail("mapping of " + shapeString(shape) + " in chunks " +
+                  shapeString(chunks) + " has more pieces than the " +
+                  llvm::Twine(numTiles) + " tiles");
+  }
+  llvm::BitVector used(numTiles);
+  std::string error;
+  forEachPiece([&](int64_t tile, const Box &box) {
+    if (!error.empty())
+      return;
+    if (tile < 0 || tile >= numTiles)
+      error = "mapping places piece at " + shapeString(box.offsets) + " on tile " +
+              std::to_string(tile) + ", outside [0, " + std::to_string(numTiles) + ")";
+    else if (used[tile])
+      error = "mapping places two pieces on tile " + std::to_string(tile);
+    else
+      used.set(tile);
+  });
+  if (!error.empty())
+    return fail(error);
+  return llvm::Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// AccessMap, ComputeSet
+//===----------------------------------------------------------------------===//
+
+Box AccessMap::region(const Box &loops, llvm::ArrayRef<int64_t> operandShape) const {
+  Box r;
+  if (full) {
+    r.offsets.assign(operandShape.size(), 0);
+    r.sizes = operandShape.vec();
+    return r;
+  }
+  bool empty = llvm::any_of(loops.sizes, [](int64_t s) { return s <= 0; });
+  for (size_t j = 0; j < operandShape.size(); ++j) {
+    int64_t lo = consts[j], size = 1;
+    for (size_t i = 0; i < loops.offsets.size(); ++i) {
+      lo += coeffs[j][i] * loops.offsets[i];
+      size += coeffs[j][i] * (loops.sizes[i] - 1);
+    }
+    // Reads outside the operand (padding) are the kernel's business: the
+    // region is what exists.
+    int64_t hi = std::min(lo + size, operandShape[j]);
+    lo = std::clamp<int64_t>(lo, 0, operandShape[j]);
+    r.offsets.push_back(lo);
+    r.sizes.push_back(empty ? 0 : std::max<int64_t>(hi - lo, 0));
+  }
+  return r;
+}
+
+Box ComputeSet::loopBox(const Box &outputPiece) const {
+  Box b;
+  b.offsets.assign(loopRanges.size(), 0);
+  b.sizes = loopRanges;
+  for (size_t j = 0; j < outputLoops.size(); ++j) {
+    b.offsets[outputLoops[j]] = outputPiece.offsets[j];
+    b.sizes[outputLoops[j]] = outputPiece.sizes[j];
+  }
+  return b;
+}
+
+const Kernel *ComputeSet::kernelFor(llvm::ArrayRef<int64_t> pieceSizes) const {
+  for (const Kernel &k : kernels)
+    if (llvm::ArrayRef(k.pieceSizes) == pieceSizes)
+      return &k;
+  return nullptr;
+}
+
+llvm::StringRef varKindName(VarKind k) {
+  switch (k) {
+  case VarKind::Input:
+    return "input";
+  case VarKind::Weight:
+    return "weight";
+  case VarKind::Activation:
+    return "activation";
+  case VarKind::Constant:
+    return "constant";
+  }
+  return "activation";
+}
+
+//===----------------------------------------------------------------------===//
+// Runs
+//===----------------------------------------------------------------------===//
+
+const Variable &MachineProgram::storage(int64_t var) const {
+  return variables[storageIndex(var)];
+}
+
+int64_t MachineProgram::storageIndex(int64_t var) const {
+  int64_t base = variables[var].base;
+  return base >= 0 ? base : var;
+}
+
+std::string MachineProgram::stepName(size_t step) const {
+  const Step &s = steps[step];
+  if (s.kind == Step::Kind::Compute)
+    return computeSets[s.index].name.empty() ? "cs" + std::to_string(s.index)
+                                             : computeSets[s.index].name;
+  return "copy" + std::to_string(s.index);
+}
+
+std::string MachineProgram::stepLocation(size_t step) const {
+  const Step &s = steps[step];
+  return s.kind == Step::Kind::Compute ? computeSets[s.index].location
+                                       : copies[s.index].location;
+}
+
+void forEachRun(const MachineProgram &program, int64_t var, const Box &region,
+                llvm::function_ref<void(const Run &)> fn) {
+  const Variable &v = program.variables[var];
+  const Variable &base = program.storage(var);
+  const TileMapping &m = base.mapping;
+  if (region.numElements() == 0)
+    return;
+  int64_t rank = v.shape.size();
+  const std::vector<int64_t> &bshape = base.shape;
+  int64_t brank = bshape.size();
+  if (brank == 0) {
+    fn(Run{m.firstTile, 0, 0, 1});
+    return;
+  }
+
+  // The region as rows: dimensions m.. merged into one run of `rowLength`
+  // elements, where every dimension after `mergeDim` is covered whole.
+  int64_t mergeDim = rank - 1;
+  while (mergeDim > 0 && region.offsets[mergeDim] == 0 &&
+         region.sizes[mergeDim] == v.shape[mergeDim])
+    --mergeDim;
+  std::vector<int64_t> vstrides = rowMajorStrides(v.shape);
+  int64_t rowLength = rank == 0 ? 1 : region.sizes[mergeDim] * vstrides[mergeDim];
+  int64_t rows = product(llvm::ArrayRef(region.sizes).take_front(std::max<int64_t>(mergeDim, 0)));
+
+  std::vector<int64_t> bstrides = rowMajorStrides(bshape);
+  std::vector<int64_t> ppd = m.piecesPerDim();
+  std::vector<int64_t> outer(std::max<int64_t>(mergeDim, 0), 0), idx(brank);
+  std::vector<int64_t> lo(brank), end(brank);
+  int64_t regionOffset = 0;
+  for (int64_t row = 0; row < rows; ++row) {
+    // Flat start of this row in the view = flat start in the base (views
+    // are row-major reshapes).
+    int64_t s = 0;
+    for (int64_t d = 0; d < mergeDim; ++d)
+      s += (region.offsets[d] + outer[d]) * vstrides[d];
+    if (rank > 0)
+      s += region.offsets[mergeDim] * vstrides[mergeDim];
+    int64_t left = rowLength;
+    while (left > 0) {
+      // Unflatten s in the base, find its piece.
+      int64_t rem = s;
+      for (int64_t d = 0; d < brank; ++d) {
+        idx[d] = rem / bstrides[d];
+        rem -= idx[d] * bstrides[d];
+      }
+      int64_t tile = m.firstTile, pieceOffset = 0, pieceStride = 1;
+      for (int64_t d = brank - 1; d >= 0; --d) {
+        int64_t p = std::min(idx[d] / m.chunks[d], ppd[d] - 1);
+        tile += p * m.tileStrides[d];
+        lo[d] = p * m.chunks[d];
+        end[d] = std::min(lo[d] + m.chunks[d], bshape[d]);
+        pieceOffset += (idx[d] - lo[d]) * pieceStride;
+        pieceStride *= end[d] - lo[d];
+      }
+      // k0: the outermost dimension after which the piece spans the base
+      // whole; from idx, the piece continues in base flat order to the end
+      // of its extent in k0.
+      int64_t k0 = brank - 1;
+      while (k0 > 0 && lo[k0] == 0 && end[k0] == bshape[k0])
+        --k0;
+      int64_t innerOffset = 0;
+      for (int64_t d = k0 + 1; d < brank; ++d)
+        innerOffset += idx[d] * bstrides[d];
+      int64_t extent = (end[k0] - idx[k0]) * bstrides[k0] - innerOffset;
+      int64_t count = std::min(extent, left);
+      fn(Run{tile, pieceOffset, regionOffset, count});
+      s += count;
+      regionOffset += count;
+      left -= count;
+    }
+    for (int64_t d = mergeDim - 1; d >= 0; --d) {
+      if (++outer[d] < region.sizes[d])
+        break;
+      outer[d] = 0;
+    }
+  }
+}
+
+bool isLocalPiece(const MachineProgram &program, int64_t var, const Box &region,
+                  int64_t tile) {
+  if (region.numElements() == 0)
+    return true;
+  const Variable &v = program.variables[var];
+  const Variable &base = program.storage(var);
+  std::optional<Box> piece = base.mapping.pieceOnTile(tile);
+  if (!piece || piece->numElements() != region.numElements())
+    return false;
+  if (v.base < 0)
+    return *piece == region;
+  // A view: the region read in row-major order must be the piece's storage,
+  // element for element.
+  bool local = true;
+  forEachRun(program, var, region, [&](const Run &r) {
+    if (r.tile != tile || r.pieceOffset != r.regionOffset)
+      local = false;
+  });
+  return local;
+}
+
+int64_t remoteBytes(const MachineProgram &program, int64_t var, const Box &region,
+                    int64_t tile) {
+  int64_t elements = 0;
+  forEachRun(program, var, region, [&](const Run &r) {
+    if (r.tile != tile)
+      elements += r.count;
+  });
+  return elements * program.variables[var].elementBytes();
+}
+
+//===----------------------------------------------------------------------===//
+// Verification
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Distinct output piece sizes of a mapping: per dimension the full chunk
+/// and, where the last piece is short, the remainder.
+std::vector<std::vector<int64_t>> distinctPieceSizes(const TileMapping &m) {
+  std::vector<std::vector<int64_t>> result = {{}};
+  for (size_t d = 0; d < m.shape.size(); ++d) {
+    std::vector<int64_t> options = {std::min(m.chunks[d], m.shape[d])};
+    if (m.shape[d] > m.chunks[d] && m.shape[d] % m.chunks[d] != 0)
+      options.push_back(m.shape[d] % m.chunks[d]);
+    std::vector<std::vector<int64_t>> next;
+    for (const auto &prefix : result)
+      for (int64_t o : options) {
+        next.push_back(prefix);
+        next.back().push_back(o);
+      }
+    result = std::move(next);
+  }
+  return result;
+}
+
+bool sameGrid(const TileMapping &a, const TileMapping &b) {
+  return a.shape == b.shape && a.chunks == b.chunks && a.tileStrides == b.tileStrides &&
+         a.firstTile == b.firstTile;
+}
+
+/// Every check that needs no machine: indices, ranks, shapes, access maps,
+/// copies. `numTiles` adds the mapping and kernel checks.
+llvm::Error verifyProgram(const MachineProgram &p, std::optional<int64_t> numTiles) {
+  int64_t numVars = p.variables.size();
+  auto varName = [&](int64_t i) {
+    return "variable " + std::to_string(i) + " ('" + p.variables[i].name + "')";
+  };
+  // Shapes first: view checks multiply out their bases' shapes.
+  for (int64_t i = 0; i < numVars; ++i) {
+    int64_t elements = 1;
+    for (int64_t s : p.variables[i].shape) {
+      if (s < 0 || s > kMaxElements || (s && elements > kMaxElements / s))
+        return fail("program: " + varName(i) + " has a bad shape " +
+                    shapeString(p.variables[i].shape));
+      elements *= s;
+    }
+  }
+  for (int64_t i = 0; i < numVars; ++i) {
+    const Variable &v = p.variables[i];
+    int64_t elements = product(v.shape);
+    if (v.base >= 0) {
+      if (v.base >= numVars)
+        return fail("program: " + varName(i) + " is a view of variable " +
+                    llvm::Twine(v.base) + ", which does not exist");
+      const Variable &b = p.variables[v.base];
+      if (b.base >= 0)
+        return fail("program: " + varName(i) + " is a view of " + varName(v.base) +
+                    ", itself a view; views must name the storage variable");
+      if (product(b.shape) != elements || b.dtype != v.dtype)
+        return fail("program: " + varName(i) + " (" + typeString(v.shape, v.dtype) +
+                    ") is a view of " + varName(v.base) + " (" +
+                    typeString(b.shape, b.dtype) + "): element counts or types differ");
+      continue;
+    }
+    if (v.base != -1)
+      return fail("program: " + varName(i) + " has base " + llvm::Twine(v.base) +
+                  "; use -1 for a variable with its own storage");
+    if (v.mapping.shape != v.shape)
+      return fail("program: " + varName(i) + " is " + shapeString(v.shape) +
+                  " but its mapping is for " + shapeString(v.mapping.shape));
+    if (v.mapping.chunks.size() != v.shape.size() ||
+        v.mapping.tileStrides.size() != v.shape.size())
+      return fail("program: " + varName(i) + ": mapping chunks and tile strides need " +
+                  llvm::Twine(v.shape.size()) + " entries");
+    for (size_t d = 0; d < v.shape.size(); ++d)
+      if (v.mapping.chunks[d] < 1)
+        return fail("program: " + varName(i) + ": mapping chunk " + llvm::Twine(d) +
+                    " must be at least 1");
+    if (numTiles)
+      if (auto err = v.mapping.verify(*numTiles))
+        return fail("program: " + varName(i) + ": " + llvm::toString(std::move(err)));
+    if ((v.kind == VarKind::Weight || v.kind == VarKind::Constant) && v.weight < 0)
+      return fail("program: " + varName(i) + " is a " + varKindName(v.kind) +
+                  " without a weight index");
+  }
+  auto checkVar = [&](int64_t var, const llvm::Twine &where) -> llvm::Error {
+    if (var < 0 || var >= numVars)
+      return fail("program: " + where + " names variable " + llvm::Twine(var) +
+                  "; there are " + llvm::Twine(numVars));
+    return llvm::Error::success();
+  };
+  for (size_t i = 0; i < p.inputs.size(); ++i)
+    if (auto err = checkVar(p.inputs[i], "input " + llvm::Twine(i)))
+      return err;
+  for (size_t i = 0; i < p.outputs.size(); ++i)
+    if (auto err = checkVar(p.outputs[i], "output " + llvm::Twine(i)))
+      return err;
+
+  for (size_t c = 0; c < p.computeSets.size(); ++c) {
+    const ComputeSet &cs = p.computeSets[c];
+    std::string where = "compute set " + std::to_string(c) + " ('" + cs.name + "')";
+    int64_t loops = cs.loopRanges.size();
+    for (int64_t r : cs.loopRanges)
+      if (r < 0 || r > kMaxElements)
+        return fail("program: " + where + " has a bad loop range " +
+                    shapeString(cs.loopRanges));
+    if (cs.outputs.empty())
+      return fail("program: " + where + " has no outputs");
+    for (size_t o = 0; o < cs.outputs.size(); ++o) {
+      if (auto err = checkVar(cs.outputs[o], where + " output " + llvm::Twine(o)))
+        return err;
+      const Variable &v = p.variables[cs.outputs[o]];
+      if (v.base >= 0)
+        return fail("program: " + where + " writes " + varName(cs.outputs[o]) +
+                    ", a view; outputs must be storage variables");
+      if (v.shape.size() != cs.outputLoops.size())
+        return fail("program: " + where + " output " + llvm::Twine(o) + " has rank " +
+                    llvm::Twine(v.shape.size()) + " but " +
+                    llvm::Twine(cs.outputLoops.size()) + " output loops");
+      if (!sameGrid(v.mapping, p.variables[cs.outputs[0]].mapping))
+        return fail("program: " + where + " output " + llvm::Twine(o) +
+                    " is not mapped like output 0");
+    }
+    std::vector<bool> seen(loops, false);
+    const Variable &out0 = p.variables[cs.outputs[0]];
+    for (size_t j = 0; j < cs.outputLoops.size(); ++j) {
+      int64_t l = cs.outputLoops[j];
+      if (l < 0 || l >= loops || seen[l])
+        return fail("program: " + where + " output loop " + llvm::Twine(j) + " (" +
+                    llvm::Twine(l) + ") is not a distinct loop of " + llvm::Twine(loops));
+      seen[l] = true;
+      if (out0.shape[j] != cs.loopRanges[l])
+        return fail("program: " + where + " output dimension " + llvm::Twine(j) +
+                    " is " + llvm::Twine(out0.shape[j]) + " but loop " + llvm::Twine(l) +
+                    " runs " + llvm::Twine(cs.loopRanges[l]));
+    }
+    for (size_t i = 0; i < cs.inputs.size(); ++i) {
+      const ComputeSet::Operand &in = cs.inputs[i];
+      std::string at = where + " input " + std::to_string(i);
+      if (auto err = checkVar(in.var, at))
+        return err;
+      if (in.map.full)
+        continue;
+      size_t rank = p.variables[in.var].shape.size();
+      if (in.map.coeffs.size() != rank || in.map.consts.size() != rank)
+        return fail("program: " + at + ": the access map has " +
+                    llvm::Twine(in.map.coeffs.size()) + " rows and " +
+                    llvm::Twine(in.map.consts.size()) + " constants for a rank-" +
+                    llvm::Twine(rank) + " operand");
+      for (size_t j = 0; j < rank; ++j) {
+        if (in.map.coeffs[j].size() != static_cast<size_t>(loops))
+          return fail("program: " + at + ": access map row " + llvm::Twine(j) + " has " +
+                      llvm::Twine(in.map.coeffs[j].size()) + " coefficients for " +
+                      llvm::Twine(loops) + " loops");
+        for (int64_t c : in.map.coeffs[j])
+          if (c < 0 || c > kMaxCoefficient)
+            return fail("program: " + at + ": access map coefficients must be in [0, 2^32]");
+        if (std::abs(in.map.consts[j]) > kMaxCoefficient)
+          return fail("program: " + at + ": access map constant out of range");
+      }
+    }
+    for (size_t k = 0; k < cs.kernels.size(); ++k) {
+      const Kernel &kern = cs.kernels[k];
+      if (kern.symbol.empty() || kern.pieceSizes.size() != cs.outputLoops.size() ||
+          kern.cycles < 0 || kern.codeBytes < 0)
+        return fail("program: " + where + " kernel " + llvm::Twine(k) +
+                    " needs a symbol, one piece size per output dimension and "
+                    "non-negative cycles and code bytes");
+    }
+    if (numTiles)
+      for (const auto &sizes : distinctPieceSizes(out0.mapping))
+        if (product(sizes) > 0 && !cs.kernelFor(sizes))
+          return fail("program: " + where + " has no kernel for output pieces of " +
+                      shapeString(sizes));
+  }
+
+  for (size_t c = 0; c < p.copies.size(); ++c) {
+    const Copy &cp = p.copies[c];
+    std::string where = "copy " + std::to_string(c);
+    if (auto err = checkVar(cp.src, where + " source"))
+      return err;
+    if (auto err = checkVar(cp.dst, where + " destination"))
+      return err;
+    const Variable &src = p.variables[cp.src], &dst = p.variables[cp.dst];
+    if (src.dtype != dst.dtype)
+      return fail("program: " + where + " copies " + dtypeName(src.dtype) + " into " +
+                  dtypeName(dst.dtype));
+    if (p.storageIndex(cp.src) == p.storageIndex(cp.dst))
+      return fail("program: " + where + " copies variable storage onto itself");
+    size_t rank = src.shape.size();
+    if (cp.srcRegion.offsets.size() != rank || cp.srcRegion.sizes.size() != rank ||
+        cp.dstOffsets.size() != dst.shape.size() || dst.shape.size() != rank)
+      return fail("program: " + where + ": region and offsets must match the ranks of " +
+                  varName(cp.src) + " and " + varName(cp.dst));
+    for (size_t d = 0; d < rank; ++d) {
+      int64_t o = cp.srcRegion.offsets[d], s = cp.srcRegion.sizes[d], t = cp.dstOffsets[d];
+      if (o < 0 || s < 0 || o > src.shape[d] || s > src.shape[d] - o || t < 0 ||
+          t > dst.shape[d] || s > dst.shape[d] - t)
+        return fail("program: " + where + ": region at " +
+                    shapeString(cp.srcRegion.offsets) + " of size " +
+                    shapeString(cp.srcRegion.sizes) + " into offsets " +
+                    shapeString(cp.dstOffsets) + " is out of bounds of " +
+                    shapeString(src.shape) + " -> " + shapeString(dst.shape));
+    }
+  }
+
+  for (size_t s = 0; s < p.steps.size(); ++s) {
+    const Step &st = p.steps[s];
+    size_t limit = st.kind == Step::Kind::Compute ? p.computeSets.size() : p.copies.size();
+    if (st.index < 0 || static_cast<size_t>(st.index) >= limit)
+      return fail("program: step " + llvm::Twine(s) + " names " +
+                  (st.kind == Step::Kind::Compute ? "compute set " : "copy ") +
+                  llvm::Twine(st.index) + ", which does not exist");
+  }
+  return llvm::Error::success();
+}
+
+} // namespace
+
+llvm::Error MachineProgram::verify(int64_t numTiles) const {
+  if (numTiles < 1)
+    return fail("program: the machine has no tiles");
+  return verifyProgram(*this, numTiles);
+}
+
+//===----------------------------------------------------------------------===//
+// JSON
+//===----------------------------------------------------------------------===//
+//
+// {"variables": [{"name", "dtype", "shape", "kind", "base"?, "weight"?,
+//                 "mapping"?: {"chunks", "strides", "first"}}],
+//  "compute_sets": [{"name", "location", "loops", "output_loops",
+//                    "inputs": [{"var", "coeffs", "consts"} | {"var", "full": true}],
+//                    "outputs", "macs",
+//                    "kernels": [{"symbol", "sizes", "cycles", "code_bytes"}]}],
+//  "copies": [{"src", "dst", "offsets", "sizes", "dst_offsets", "location"}],
+//  "steps": [{"compute": i} | {"copy": i}],
+//  "inputs": [...], "outputs": [...]}
+
+namespace {
+
+json::Array ints(llvm::ArrayRef<int64_t> v) { return json::Array(v); }
+
+/// Reads a program, remembering the first problem with the path of the
+/// field at fault ("variables[3].mapping.chunks[1]").
+class Reader {
+public:
+  bool failed() const { return !error_.empty(); }
+  llvm::Error takeError() { return fail("malformed program: " + error_); }
+
+  void problem(const std::string &path, const llvm::Twine &what) {
+    if (error_.empty())
+      error_ = path + " " + what.str();
+  }
+
+  const json::Object *object(const json::Value *v, const std::string &path) {
+    const json::Object *o = v ? v->getAsObject() : nullptr;
+    if (!o)
+      problem(path, "must be an object");
+    return o;
+  }
+  const json::Array *array(const json::Object &o, StringRef key, const std::string &path,
+                           bool optional = false) {
+    const json::Value *v = o.get(key);
+    if (!v && optional)
+      return nullptr;
+    const json::Array *a = v ? v->getAsArray() : nullptr;
+    if (!a)
+      problem(path + "." + key.str(), v ? "must be an array" : "is missing");
+    return a;
+  }
+  int64_t integer(const json::Value *v, const std::string &path) {
+    std::optional<int64_t> i = v ? v->getAsInteger() : std::nullopt;
+    if (!i) {
+      problem(path, v ? "must be an integer" : "is missing");
+      return 0;
+    }
+    return *i;
+  }
+  int64_t integer(const json::Object &o, StringRef key, const std::string &path,
+                  std::optional<int64_t> defaultValue = std::nullopt) {
+    const json::Value *v = o.get(key);
+    if (!v && defaultValue)
+      return *defaultValue;
+    return integer(v, path + "." + key.str());
+  }
+  std::string string(const json::Object &o, StringRef key, const std::string &path,
+                     bool optional = false) {
+    const json::Value *v = o.get(key);
+    if (!v && optional)
+      return "";
+    std::optional<StringRef> s = v ? v->getAsString() : std::nullopt;
+    if (!s) {
+      problem(path + "." + key.str(), v ? "must be a string" : "is missing");
+      return "";
+    }
+    return s->str();
+  }
+  std::vector<int64_t> integers(const json::Object &o, StringRef key,
+                                const std::string &path) {
+    std::vector<int64_t> out;
+    if (const json::Array *a = array(o, key, path))
+      for (size_t i = 0; i < a->size(); ++i)
+        out.push_back(integer(&(*a)[i], path + "." + key.str() + "[" +
+                                            std::to_string(i) + "]"));
+    return out;
+  }
+
+private:
+  std::string error_;
+};
+
+std::string at(StringRef list, size_t i) {
+  return list.str() + "[" + std::to_string(i) + "]";
+}
+
+} // namespace
+
+json::Value MachineProgram::toJSON() const {
+  json::Array vars;
+  for (const Variable &v : variables) {
+    json::Object o{{"name", v.name},
+                   {"dtype", dtypeName(v.dtype)},
+                   {"shape", ints(v.shape)},
+                   {"kind", varKindName(v.kind)}};
+    if (v.base >= 0)
+      o["base"] = v.base;
+    else
+      o["mapping"] = json::Object{{"chunks", ints(v.mapping.chunks)},
+                                  {"strides", ints(v.mapping.tileStrides)},
+                                  {"first", v.mapping.firstTile}};
+    if (v.weight >= 0)
+      o["weight"] = v.weight;
+    vars.push_back(std::move(o));
+  }
+  json::Array sets;
+  for (const ComputeSet &cs : computeSets) {
+    json::Array ins, kernelList;
+    for (const ComputeSet::Operand &in : cs.inputs) {
+      json::Object o{{"var", in.var}};
+      if (in.map.full) {
+        o["full"] = true;
+      } else {
+        json::Array rows;
+        for (const auto &row : in.map.coeffs)
+          rows.push_back(ints(row));
+        o["coeffs"] = std::move(rows);
+        o["consts"] = ints(in.map.consts);
+      }
+      ins.push_back(std::move(o));
+    }
+    for (const Kernel &k : cs.kernels)
+      kernelList.push_back(json::Object{{"symbol", k.symbol},
+                                        {"sizes", ints(k.pieceSizes)},
+                                        {"cycles", k.cycles},
+                                        {"code_bytes", k.codeBytes}});
+    sets.push_back(json::Object{{"name", cs.name},
+                                {"location", cs.location},
+                                {"loops", ints(cs.loopRanges)},
+                                {"output_loops", ints(cs.outputLoops)},
+                                {"inputs", std::move(ins)},
+                                {"outputs", ints(cs.outputs)},
+                                {"kernels", std::move(kernelList)},
+                                {"macs", cs.macs}});
+  }
+  json::Array copyList;
+  for (const Copy &c : copies)
+    copyList.push_back(json::Object{{"src", c.src},
+                                    {"dst", c.dst},
+                                    {"offsets", ints(c.srcRegion.offsets)},
+                                    {"sizes", ints(c.srcRegion.sizes)},
+                                    {"dst_offsets", ints(c.dstOffsets)},
+                                    {"location", c.location}});
+  json::Array stepList;
+  for (const Step &s : steps)
+    stepList.push_back(
+        json::Object{{s.kind == Step::Kind::Compute ? "compute" : "copy", s.index}});
+  return json::Object{{"variables", std::move(vars)},
+                      {"compute_sets", std::move(sets)},
+                      {"copies", std::move(copyList)},
+                      {"steps", std::move(stepList)},
+                      {"inputs", ints(inputs)},
+                      {"outputs", ints(outputs)}};
+}
+
+Expected<MachineProgram> MachineProgram::fromJSON(const json::Value &value) {
+  Reader r;
+  MachineProgram p;
+  const json::Object *root = r.object(&value, "program");
+  if (!root)
+    return r.takeError();
+
+  if (const json::Array *vars = r.array(*root, "variables", "program"))
+    for (size_t i = 0; i < vars->size() && !r.failed(); ++i) {
+      std::string path = at("variables", i);
+      const json::Object *o = r.object(&(*vars)[i], path);
+      if (!o)
+        break;
+      Variable v;
+      v.name = r.string(*o, "name", path);
+      std::string dtype = r.string(*o, "dtype", path);
+      if (!r.failed()) {
+        auto d = parseDType(dtype);
+        if (!d) {
+          llvm::consumeError(d.takeError());
+          r.problem(path + ".dtype", "is not an element type: '" + dtype + "'");
+        } else {
+          v.dtype = *d;
+        }
+      }
+      v.shape = r.integers(*o, "shape", path);
+      std::string kind = r.string(*o, "kind", path);
+      if (kind == "input")
+        v.kind = VarKind::Input;
+      else if (kind == "weight")
+        v.kind = VarKind::Weight;
+      else if (kind == "activation")
+        v.kind = VarKind::Activation;
+      else if (kind == "constant")
+        v.kind = VarKind::Constant;
+      else
+        r.problem(path + ".kind", "must be input, weight, activation or constant");
+      v.base = r.integer(*o, "base", path, -1);
+      v.weight = r.integer(*o, "weight", path, -1);
+      if (v.base < 0) {
+        const json::Object *m = r.object(o->get("mapping"), path + ".mapping");
+        if (!m)
+          break;
+        v.mapping.shape = v.shape;
+        v.mapping.chunks = r.integers(*m, "chunks", path + ".mapping");
+        v.mapping.tileStrides = r.integers(*m, "strides", path + ".mapping");
+        v.mapping.firstTile = r.integer(*m, "first", path + ".mapping");
+      }
+      p.variables.push_back(std::move(v));
+    }
+
+  if (const json::Array *sets = r.array(*root, "compute_sets", "program"))
+    for (size_t c = 0; c < sets->size() && !r.failed(); ++c) {
+      std::string path = at("compute_sets", c);
+      const json::Object *o = r.object(&(*sets)[c], path);
+      if (!o)
+        break;
+      ComputeSet cs;
+      cs.name = r.string(*o, "name", path);
+      cs.location = r.string(*o, "location", path, /*optional=*/true);
+      cs.loopRanges = r.integers(*o, "loops", path);
+      cs.outputLoops = r.integers(*o, "output_loops", path);
+      cs.outputs = r.integers(*o, "outputs", path);
+      cs.macs = r.integer(*o, "macs", path, 0);
+      if (const json::Array *ins = r.array(*o, "inputs", path))
+        for (size_t i = 0; i < ins->size() && !r.failed(); ++i) {
+          std::string ipath = path + "." + at("inputs", i);
+          const json::Object *io = r.object(&(*ins)[i], ipath);
+          if (!io)
+            break;
+          ComputeSet::Operand in;
+          in.var = r.integer(*io, "var", ipath);
+          in.map.full = io->getBoolean("full").value_or(false);
+          if (!in.map.full) {
+            if (const json::Array *rows = r.array(*io, "coeffs", ipath))
+              for (size_t j = 0; j < rows->size() && !r.failed(); ++j) {
+                std::string rpath = ipath + "." + at("coeffs", j);
+                const json::Array *row = (*rows)[j].getAsArray();
+                if (!row) {
+                  r.problem(rpath, "must be an array");
+                  break;
+                }
+                std::vector<int64_t> coeffs;
+                for (size_t k = 0; k < row->size(); ++k)
+                  coeffs.push_back(r.integer(&(*row)[k], rpath + "[" + std::to_string(k) + "]"));
+                in.map.coeffs.push_back(std::move(coeffs));
+              }
+            in.map.consts = r.integers(*io, "consts", ipath);
+          }
+          cs.inputs.push_back(std::move(in));
+        }
+      if (const json::Array *ks = r.array(*o, "kernels", path))
+        for (size_t k = 0; k < ks->size() && !r.failed(); ++k) {
+          std::string kpath = path + "." + at("kernels", k);
+          const json::Object *ko = r.object(&(*ks)[k], kpath);
+          if (!ko)
+            break;
+          Kernel kern;
+          kern.symbol = r.string(*ko, "symbol", kpath);
+          kern.pieceSizes = r.integers(*ko, "sizes", kpath);
+          kern.cycles = r.integer(*ko, "cycles", kpath, 0);
+          kern.codeBytes = r.integer(*ko, "code_bytes", kpath, 0);
+          cs.kernels.push_back(std::move(kern));
+        }
+      p.computeSets.push_back(std::move(cs));
+    }
+
+  if (const json::Array *cps = r.array(*root, "copies", "program"))
+    for (size_t c = 0; c < cps->size() && !r.failed(); ++c) {
+      std::string path = at("copies", c);
+      const json::Object *o = r.object(&(*cps)[c], path);
+      if (!o)
+        break;
+      Copy cp;
+      cp.src = r.integer(*o, "src", path);
+      cp.dst = r.integer(*o, "dst", path);
+      cp.srcRegion.offsets = r.integers(*o, "offsets", path);
+      cp.srcRegion.sizes = r.integers(*o, "sizes", path);
+      cp.dstOffsets = r.integers(*o, "dst_offsets", path);
+      cp.location = r.string(*o, "location", path, /*optional=*/true);
+      p.copies.push_back(std::move(cp));
+    }
+
+  if (const json::Array *steps = r.array(*root, "steps", "program"))
+    for (size_t s = 0; s < steps->size() && !r.failed(); ++s) {
+      std::string path = at("steps", s);
+      const json::Object *o = r.object(&(*steps)[s], path);
+      if (!o)
+        break;
+      if (o->get("compute"))
+        p.steps.push_back({Step::Kind::Compute, r.integer(*o, "compute", path)});
+      else if (o->get("copy"))
+        p.steps.push_back({Step::Kind::Copy, r.integer(*o, "copy", path)});
+      else
+        r.problem(path, "must be {\"compute\": index} or {\"copy\": index}");
+    }
+
+  if (!r.failed())
+    p.inputs = r.integers(*root, "inputs", "program");
+  if (!r.failed())
+    p.outputs = r.integers(*root, "outputs", "program");
+  if (r.failed())
+    return r.takeError();
+  // Indices and ranks are checked here so that no later use of a parsed
+  // program can index out of bounds; tile ranges need the machine (verify).
+  if (auto err = verifyProgram(p, std::nullopt))
+    return std::move(err);
+  return p;
+}
+
+} // namespace tessera::runtime

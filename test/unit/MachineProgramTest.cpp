@@ -1,0 +1,464 @@
+//===- MachineProgramTest.cpp - mappings, runs, JSON, verification -------===//
+
+#include "tessera/Runtime/MachineProgram.h"
+
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <random>
+
+using namespace tessera::runtime;
+
+namespace {
+
+std::vector<int64_t> unflatten(int64_t flat, const std::vector<int64_t> &shape) {
+  std::vector<int64_t> idx(shape.size());
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
+    idx[d] = flat % shape[d];
+    flat /= shape[d];
+  }
+  return idx;
+}
+
+int64_t flatten(const std::vector<int64_t> &idx, const std::vector<int64_t> &shape) {
+  int64_t f = 0;
+  for (size_t d = 0; d < shape.size(); ++d)
+    f = f * shape[d] + idx[d];
+  return f;
+}
+
+/// Where element `idx` of a mapped tensor lives: (tile, offset in piece).
+std::pair<int64_t, int64_t> locate(const TileMapping &m, const std::vector<int64_t> &idx) {
+  std::vector<int64_t> piece;
+  for (size_t d = 0; d < idx.size(); ++d)
+    piece.push_back(idx[d] / m.chunks[d]);
+  Box box = m.pieceBox(piece);
+  std::vector<int64_t> local;
+  for (size_t d = 0; d < idx.size(); ++d)
+    local.push_back(idx[d] - box.offsets[d]);
+  return {m.tileOf(piece), flatten(local, box.sizes)};
+}
+
+/// Per element of the region (row-major): (tile, piece offset), brute force.
+std::vector<std::pair<int64_t, int64_t>>
+referenceElements(const MachineProgram &p, int64_t var, const Box &region) {
+  const Variable &v = p.variables[var];
+  const Variable &base = p.storage(var);
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (int64_t i = 0; i < region.numElements(); ++i) {
+    std::vector<int64_t> r = unflatten(i, region.sizes);
+    for (size_t d = 0; d < r.size(); ++d)
+      r[d] += region.offsets[d];
+    int64_t flat = flatten(r, v.shape);
+    out.push_back(locate(base.mapping, unflatten(flat, base.shape)));
+  }
+  return out;
+}
+
+std::vector<std::pair<int64_t, int64_t>>
+runElements(const MachineProgram &p, int64_t var, const Box &region, int64_t &runs) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  runs = 0;
+  forEachRun(p, var, region, [&](const Run &r) {
+    ++runs;
+    EXPECT_EQ(r.regionOffset, static_cast<int64_t>(out.size()));
+    EXPECT_GT(r.count, 0);
+    for (int64_t k = 0; k < r.count; ++k)
+      out.emplace_back(r.tile, r.pieceOffset + k);
+  });
+  return out;
+}
+
+std::vector<int64_t> randomShape(std::mt19937 &rng, int rank, int maxDim) {
+  std::vector<int64_t> s;
+  for (int d = 0; d < rank; ++d)
+    s.push_back(1 + rng() % maxDim);
+  return s;
+}
+
+/// A random grid: random chunks, pieces on tiles in a random dimension
+/// order (row-major over a permutation of the dimensions) from a random
+/// first tile.
+TileMapping randomMapping(std::mt19937 &rng, const std::vector<int64_t> &shape,
+                          int64_t &tilesNeeded) {
+  TileMapping m;
+  m.shape = shape;
+  for (int64_t s : shape)
+    m.chunks.push_back(1 + rng() % s);
+  std::vector<int64_t> n = m.piecesPerDim(), order(shape.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), rng);
+  m.tileStrides.assign(shape.size(), 0);
+  int64_t stride = 1;
+  for (int64_t d : order) {
+    m.tileStrides[d] = stride;
+    stride *= n[d];
+  }
+  m.firstTile = rng() % 5;
+  tilesNeeded = m.firstTile + stride;
+  return m;
+}
+
+/// A random row-major reshape of `shape`: the same elements, other dims.
+std::vector<int64_t> randomReshape(std::mt19937 &rng, const std::vector<int64_t> &shape) {
+  int64_t total = 1;
+  for (int64_t s : shape)
+    total *= s;
+  std::vector<int64_t> out;
+  while (total > 1 && out.size() < 4) {
+    std::vector<int64_t> divisors;
+    for (int64_t d = 1; d <= total; ++d)
+      if (total % d == 0)
+        divisors.push_back(d);
+    int64_t d = divisors[rng() % divisors.size()];
+    out.push_back(d);
+    total /= d;
+  }
+  if (total > 1)
+    out.push_back(total);
+  if (rng() % 3 == 0)
+    out.insert(out.begin() + rng() % (out.size() + 1), 1);
+  return out;
+}
+
+Box randomRegion(std::mt19937 &rng, const std::vector<int64_t> &shape) {
+  Box b;
+  for (int64_t s : shape) {
+    bool whole = rng() % 3 == 0;
+    int64_t lo = whole ? 0 : rng() % s;
+    int64_t size = whole ? s : 1 + rng() % (s - lo);
+    b.offsets.push_back(lo);
+    b.sizes.push_back(size);
+  }
+  return b;
+}
+
+TEST(MachineProgram, LinearMappingSplitsTheOutermostDimensionsThatGiveEnoughPieces) {
+  // 2x3x224x224 f32 on 1472 tiles: one row of 224 floats (896 B) per piece,
+  // 1344 pieces on tiles 0..1343.
+  TileMapping m = TileMapping::linear({2, 3, 224, 224}, 4, 1472);
+  EXPECT_EQ(m.chunks, (std::vector<int64_t>{1, 1, 1, 224}));
+  EXPECT_EQ(m.numPieces(), 1344);
+  EXPECT_EQ(m.tileStrides, (std::vector<int64_t>{672, 224, 1, 0}));
+  EXPECT_FALSE(static_cast<bool>(m.verify(1472)));
+  auto last = m.pieceOnTile(1343);
+  ASSERT_TRUE(last.has_value());
+  EXPECT_EQ(last->offsets, (std::vector<int64_t>{1, 2, 223, 0}));
+  EXPECT_FALSE(m.pieceOnTile(1344).has_value());
+
+  // 1000 floats: pieces of at least 128 bytes (32 floats), the last short.
+  TileMapping v = TileMapping::linear({1000}, 4, 1472);
+  EXPECT_EQ(v.chunks, (std::vector<int64_t>{32}));
+  EXPECT_EQ(v.numPieces(), 32);
+  EXPECT_EQ(v.pieceBox({31}).sizes, (std::vector<int64_t>{8}));
+  EXPECT_EQ(v.maxPieceElements(), 32);
+
+  // Few tiles: as many pieces as tiles, no more.
+  TileMapping few = TileMapping::linear({64, 100}, 4, 6);
+  EXPECT_LE(few.numPieces(), 6);
+  EXPECT_EQ(few.numPieces(), 6);
+  EXPECT_FALSE(static_cast<bool>(few.verify(6)));
+
+  // Scalars and tensors under two grains stay whole on tile 0.
+  for (auto shape : {std::vector<int64_t>{}, std::vector<int64_t>{3, 5}}) {
+    TileMapping s = TileMapping::linear(shape, 4, 1472);
+    EXPECT_EQ(s.numPieces(), 1);
+    EXPECT_EQ(s.tileOf(std::vector<int64_t>(shape.size(), 0)), 0);
+  }
+}
+
+TEST(MachineProgram, PieceBoxesCoverTheTensorOnDistinctTiles) {
+  TileMapping m;
+  m.shape = {5, 7};
+  m.chunks = {2, 3};
+  m.tileStrides = {1, 3}; // column-major piece order
+  m.firstTile = 4;
+  EXPECT_EQ(m.piecesPerDim(), (std::vector<int64_t>{3, 3}));
+  EXPECT_EQ(m.pieceBox({2, 2}), (Box{{4, 6}, {1, 1}}));
+  EXPECT_EQ(m.tileOf({2, 1}), 4 + 2 + 3);
+  int64_t covered = 0;
+  m.forEachPiece([&](int64_t tile, const Box &box) {
+    covered += box.numElements();
+    auto back = m.pieceOnTile(tile);
+    ASSERT_TRUE(back.has_value());
+    EXPECT_EQ(*back, box);
+  });
+  EXPECT_EQ(covered, 35);
+  EXPECT_FALSE(static_cast<bool>(m.verify(13)));
+  // Tile 13 is past a 13-tile machine.
+  EXPECT_TRUE(static_cast<bool>(m.verify(12)));
+  llvm::consumeError(m.verify(12));
+  m.tileStrides = {1, 1}; // pieces collide
+  llvm::Error err = m.verify(100);
+  ASSERT_TRUE(static_cast<bool>(err));
+  EXPECT_NE(llvm::toString(std::move(err)).find("two pieces on tile"), std::string::npos);
+}
+
+TEST(MachineProgram, AccessMapRegionsClampIntoTheOperand) {
+  // A 3x3 convolution window with padding 1: rows oh*2 + kh - 1.
+  AccessMap map;
+  map.coeffs = {{2, 1}};
+  map.consts = {-1};
+  Box loops{{0, 0}, {4, 3}};
+  EXPECT_EQ(map.region(loops, {8}), (Box{{0}, {8}}));
+  Box tail{{3, 0}, {1, 3}};
+  EXPECT_EQ(map.region(tail, {7}), (Box{{5}, {2}}));
+  AccessMap full;
+  full.full = true;
+  EXPECT_EQ(full.region(loops, {3, 4}), (Box{{0, 0}, {3, 4}}));
+}
+
+TEST(MachineProgram, RunsMatchABruteForceWalkOverRandomGridsRegionsAndViews) {
+  std::mt19937 rng(1234);
+  for (int trial = 0; trial < 3000; ++trial) {
+    MachineProgram p;
+    Variable base;
+    base.name = "base";
+    base.shape = randomShape(rng, rng() % 5, 9);
+    int64_t tiles = 0;
+    base.mapping = randomMapping(rng, base.shape, tiles);
+    p.variables.push_back(base);
+    int64_t var = 0;
+    if (trial % 2) {
+      Variable view;
+      view.name = "view";
+      view.shape = randomReshape(rng, base.shape);
+      view.base = 0;
+      p.variables.push_back(view);
+      var = 1;
+    }
+    ASSERT_FALSE(static_cast<bool>(p.verify(tiles + 1)));
+    Box region = randomRegion(rng, p.variables[var].shape);
+    int64_t runs = 0;
+    auto got = runElements(p, var, region, runs);
+    auto want = referenceElements(p, var, region);
+    ASSERT_EQ(got, want) << "trial " << trial;
+
+    // Runs are maximal but for region row ends: at most one per contiguous
+    // segment of the reference plus one per row.
+    int64_t segments = 0, rows = 1;
+    for (size_t i = 0; i < want.size(); ++i)
+      segments += i == 0 || want[i].first != want[i - 1].first ||
+                  want[i].second != want[i - 1].second + 1;
+    for (size_t d = 0; d + 1 < region.sizes.size(); ++d)
+      rows *= region.sizes[d];
+    EXPECT_LE(runs, segments + rows);
+
+    // isLocalPiece agrees with "the region is the piece, element for element".
+    for (int64_t tile = 0; tile <= tiles; ++tile) {
+      auto piece = base.mapping.pieceOnTile(tile);
+      bool local = piece && piece->numElements() == region.numElements();
+      for (size_t i = 0; local && i < want.size(); ++i)
+        local = want[i].first == tile && want[i].second == static_cast<int64_t>(i);
+      ASSERT_EQ(isLocalPiece(p, var, region, tile), local)
+          << "trial " << trial << " tile " << tile;
+      int64_t remote = 0;
+      for (auto [t, off] : want)
+        remote += t != tile;
+      EXPECT_EQ(remoteBytes(p, var, region, tile), remote * 4);
+    }
+  }
+}
+
+TEST(MachineProgram, ViewRegionsEqualToAPieceAreLocal) {
+  // A 4x6 tensor in row pieces, seen as 24 elements and as 2x12.
+  MachineProgram p;
+  Variable x;
+  x.name = "x";
+  x.shape = {4, 6};
+  x.mapping.shape = x.shape;
+  x.mapping.chunks = {1, 6};
+  x.mapping.tileStrides = {1, 0};
+  p.variables.push_back(x);
+  Variable flat;
+  flat.shape = {24};
+  flat.base = 0;
+  p.variables.push_back(flat);
+  Variable wide;
+  wide.shape = {2, 12};
+  wide.base = 0;
+  p.variables.push_back(wide);
+  EXPECT_TRUE(isLocalPiece(p, 1, Box{{12}, {6}}, 2));
+  EXPECT_FALSE(isLocalPiece(p, 1, Box{{12}, {6}}, 1));
+  EXPECT_FALSE(isLocalPiece(p, 1, Box{{11}, {6}}, 2));
+  EXPECT_TRUE(isLocalPiece(p, 2, Box{{1, 0}, {1, 6}}, 2));
+  EXPECT_FALSE(isLocalPiece(p, 2, Box{{1, 0}, {1, 12}}, 2));
+  EXPECT_TRUE(isLocalPiece(p, 0, Box{{3, 0}, {1, 6}}, 3));
+  EXPECT_EQ(remoteBytes(p, 2, Box{{1, 0}, {1, 12}}, 2), 24);
+}
+
+/// A small program with every feature: views, full and affine operands,
+/// two kernels (a short last piece), a copy.
+MachineProgram sampleProgram() {
+  MachineProgram p;
+  auto add = [&](const char *name, std::vector<int64_t> shape, VarKind kind,
+                 int64_t tiles) {
+    Variable v;
+    v.name = name;
+    v.shape = shape;
+    v.kind = kind;
+    v.mapping = TileMapping::linear(shape, 4, tiles, 16);
+    p.variables.push_back(v);
+    return static_cast<int64_t>(p.variables.size() - 1);
+  };
+  int64_t x = add("x", {10, 4}, VarKind::Input, 4);
+  int64_t w = add("w", {4}, VarKind::Weight, 4);
+  p.variables[w].weight = 0;
+  int64_t y = add("y", {10, 4}, VarKind::Activation, 4);
+  Variable yv;
+  yv.name = "y.flat";
+  yv.shape = {40};
+  yv.base = y;
+  p.variables.push_back(yv);
+  int64_t z = add("z", {44}, VarKind::Activation, 4);
+  ComputeSet cs;
+  cs.name = "cs0";
+  cs.location = "mul \"/m\"";
+  cs.loopRanges = {10, 4};
+  cs.outputLoops = {0, 1};
+  AccessMap id;
+  id.coeffs = {{1, 0}, {0, 1}};
+  id.consts = {0, 0};
+  AccessMap full;
+  full.full = true;
+  cs.inputs = {{x, id}, {w, full}};
+  cs.outputs = {y};
+  TileMapping ym = p.variables[y].mapping;
+  cs.kernels.push_back({"k_full", {ym.chunks[0], 4}, 100, 512});
+  if (10 % ym.chunks[0])
+    cs.kernels.push_back({"k_tail", {10 % ym.chunks[0], 4}, 50, 512});
+  cs.macs = 40;
+  p.computeSets.push_back(cs);
+  Copy c;
+  c.src = 3;
+  c.dst = z;
+  c.srcRegion = Box{{0}, {40}};
+  c.dstOffsets = {2};
+  c.location = "pad \"/p\"";
+  p.copies.push_back(c);
+  p.steps = {{Step::Kind::Compute, 0}, {Step::Kind::Copy, 0}};
+  p.inputs = {x};
+  p.outputs = {z};
+  return p;
+}
+
+std::string text(const llvm::json::Value &v) {
+  std::string s;
+  llvm::raw_string_ostream(s) << v;
+  return s;
+}
+
+TEST(MachineProgram, JSONRoundTrips) {
+  MachineProgram p = sampleProgram();
+  ASSERT_FALSE(static_cast<bool>(p.verify(4)));
+  std::string first = text(p.toJSON());
+  auto parsed = llvm::json::parse(first);
+  ASSERT_TRUE(static_cast<bool>(parsed));
+  auto back = MachineProgram::fromJSON(*parsed);
+  ASSERT_TRUE(static_cast<bool>(back)) << llvm::toString(back.takeError());
+  EXPECT_EQ(text(back->toJSON()), first);
+  EXPECT_EQ(back->variables[3].base, 2);
+  EXPECT_EQ(back->copies[0].location, "pad \"/p\"");
+  EXPECT_EQ(back->stepName(1), "copy0");
+  EXPECT_EQ(back->stepLocation(0), "mul \"/m\"");
+  EXPECT_FALSE(static_cast<bool>(back->verify(4)));
+}
+
+TEST(MachineProgram, FromJSONNamesTheBadField) {
+  std::string good = text(sampleProgram().toJSON());
+  auto expectError = [&](const std::string &from, const std::string &to,
+                         const std::string &message) {
+    std::string bad = good;
+    size_t at = bad.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    bad.replace(at, from.size(), to);
+    auto parsed = llvm::json::parse(bad);
+    ASSERT_TRUE(static_cast<bool>(parsed)) << bad;
+    auto p = MachineProgram::fromJSON(*parsed);
+    ASSERT_FALSE(static_cast<bool>(p)) << bad;
+    std::string got = llvm::toString(p.takeError());
+    EXPECT_NE(got.find(message), std::string::npos) << got;
+  };
+  expectError("\"chunks\":", "\"chunkz\":", "variables[0].mapping.chunks is missing");
+  expectError("\"dtype\":\"f32\"", "\"dtype\":\"f33\"", "variables[0].dtype is not an element type");
+  expectError("\"kind\":\"input\"", "\"kind\":\"banana\"", "variables[0].kind must be");
+  expectError("\"outputs\":[2]", "\"outputs\":[7]", "output 0 names variable 7");
+  expectError("\"steps\":[{\"compute\":0}", "\"steps\":[{\"compute\":3}", "step 0 names compute set 3");
+  expectError("\"base\":2", "\"base\":3", "itself a view");
+  expectError("\"base\":2", "\"base\":-7", "variables[3].mapping must be an object");
+  expectError("\"consts\":[0,0]", "\"consts\":[0]", "1 constants for a rank-2 operand");
+  expectError("\"sizes\":[40]", "\"sizes\":[43]", "out of bounds");
+  expectError("\"coeffs\":[[1,0],[0,1]]", "\"coeffs\":[[1,0],[0,\"a\"]]",
+              "compute_sets[0].inputs[0].coeffs[1][1] must be an integer");
+}
+
+TEST(MachineProgram, FromJSONSurvivesCorruption) {
+  std::string good = text(sampleProgram().toJSON());
+  std::mt19937 rng(7);
+  int parsedOk = 0, rejected = 0;
+  for (int trial = 0; trial < 4000; ++trial) {
+    std::string bad = good;
+    for (int k = 0, n = 1 + rng() % 3; k < n; ++k) {
+      size_t at = rng() % bad.size();
+      switch (rng() % 3) {
+      case 0:
+        bad[at] = "0123456789-[]{},:\"x"[rng() % 19];
+        break;
+      case 1:
+        bad.erase(at, 1 + rng() % 8);
+        break;
+      default:
+        bad.insert(at, std::to_string(static_cast<int64_t>(rng()) - (1LL << 31)));
+      }
+    }
+    auto json = llvm::json::parse(bad);
+    if (!json) {
+      llvm::consumeError(json.takeError());
+      continue;
+    }
+    auto p = MachineProgram::fromJSON(*json);
+    if (!p) {
+      ++rejected;
+      llvm::consumeError(p.takeError());
+      continue;
+    }
+    ++parsedOk;
+    // Whatever parses must be safe to verify and, if it verifies, to walk.
+    if (llvm::Error err = p->verify(4)) {
+      llvm::consumeError(std::move(err));
+      continue;
+    }
+    for (size_t v = 0; v < p->variables.size(); ++v) {
+      Box whole{std::vector<int64_t>(p->variables[v].shape.size(), 0),
+                p->variables[v].shape};
+      if (whole.numElements() < 100000)
+        forEachRun(*p, v, whole, [](const tessera::runtime::Run &) {});
+    }
+  }
+  EXPECT_GT(rejected, 100);
+}
+
+TEST(MachineProgram, VerifyReportsMissingKernelsAndBadCopies) {
+  MachineProgram p = sampleProgram();
+  p.computeSets[0].kernels.pop_back();
+  llvm::Error err = p.verify(4);
+  ASSERT_TRUE(static_cast<bool>(err));
+  EXPECT_NE(llvm::toString(std::move(err)).find("has no kernel for output pieces of"),
+            std::string::npos);
+
+  p = sampleProgram();
+  p.copies[0].dstOffsets = {5};
+  err = p.verify(4);
+  ASSERT_TRUE(static_cast<bool>(err));
+  EXPECT_NE(llvm::toString(std::move(err)).find("copy 0: region"), std::string::npos);
+
+  p = sampleProgram();
+  err = p.verify(2); // the mappings need 4 tiles
+  ASSERT_TRUE(static_cast<bool>(err));
+  EXPECT_NE(llvm::toString(std::move(err)).find("variable 0 ('x')"), std::string::npos);
+}
+
+} // namespace
