@@ -1,0 +1,204 @@
+//===- MemoryPlanTest.cpp - liveness-based tile memory allocation --------===//
+
+#include "tessera/Runtime/MemoryPlan.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+#include <gtest/gtest.h>
+
+using namespace tessera::runtime;
+
+namespace {
+
+/// Programs built by hand: variables on explicit grids, elementwise compute
+/// sets (identity access) with one kernel per piece size.
+struct Builder {
+  MachineProgram p;
+
+  int64_t var(const char *name, std::vector<int64_t> shape, VarKind kind,
+              TileMapping mapping) {
+    Variable v;
+    v.name = name;
+    v.shape = shape;
+    v.kind = kind;
+    v.mapping = std::move(mapping);
+    if (kind == VarKind::Weight)
+      v.weight = 0;
+    p.variables.push_back(v);
+    return p.variables.size() - 1;
+  }
+  int64_t onTile(const char *name, int64_t elements, VarKind kind, int64_t tile = 0) {
+    return var(name, {elements}, kind, TileMapping::singleTile({elements}, tile));
+  }
+  /// out = f(inputs...), elementwise, each input read like the output, or
+  /// whole when `full`.
+  void compute(std::vector<int64_t> inputs, int64_t out, bool full = false,
+               int64_t codeBytes = 0) {
+    ComputeSet cs;
+    cs.name = "cs" + std::to_string(p.computeSets.size());
+    cs.location = "op \"/n" + std::to_string(p.computeSets.size()) + "\"";
+    const Variable &o = p.variables[out];
+    cs.loopRanges = o.shape;
+    for (size_t d = 0; d < o.shape.size(); ++d)
+      cs.outputLoops.push_back(d);
+    for (int64_t in : inputs) {
+      AccessMap m;
+      m.full = full;
+      if (!full)
+        for (size_t d = 0; d < o.shape.size(); ++d) {
+          m.coeffs.push_back(std::vector<int64_t>(o.shape.size(), 0));
+          m.coeffs.back()[d] = 1;
+          m.consts.push_back(0);
+        }
+      cs.inputs.push_back({in, m});
+    }
+    cs.outputs = {out};
+    std::vector<std::vector<int64_t>> sizes;
+    o.mapping.forEachPiece([&](int64_t, const Box &b) {
+      if (!cs.kernelFor(b.sizes))
+        cs.kernels.push_back({"k" + std::to_string(p.computeSets.size()) + "_" +
+                                  std::to_string(cs.kernels.size()),
+                              b.sizes, 10, codeBytes});
+    });
+    p.steps.push_back({Step::Kind::Compute, static_cast<int64_t>(p.computeSets.size())});
+    p.computeSets.push_back(cs);
+  }
+};
+
+TEST(MemoryPlan, DeadVariablesMemoryIsReused) {
+  Builder b;
+  int64_t x = b.onTile("x", 256, VarKind::Input);
+  int64_t a = b.onTile("a", 256, VarKind::Activation);
+  int64_t c = b.onTile("b", 256, VarKind::Activation);
+  int64_t d = b.onTile("c", 256, VarKind::Activation);
+  b.compute({x}, a);
+  b.compute({a}, c);
+  b.compute({c}, d);
+  b.p.inputs = {x};
+  b.p.outputs = {d};
+  auto plan = planMemory(b.p, 4, 64 * 1024);
+  ASSERT_TRUE(static_cast<bool>(plan)) << llvm::toString(plan.takeError());
+  // x dies after step 0, a after step 1: b reuses x's bytes and c a's.
+  EXPECT_EQ(plan->variableOffset[x], 0);
+  EXPECT_EQ(plan->variableOffset[a], 1024);
+  EXPECT_EQ(plan->variableOffset[c], 0);
+  EXPECT_EQ(plan->variableOffset[d], 1024);
+  EXPECT_EQ(plan->peakBytes[0], 2048);
+  EXPECT_EQ(plan->peakByCategory[0].activations, 2048);
+  EXPECT_EQ(plan->peakBytes[1], 0);
+  // Every input is read in place: no receive buffers.
+  for (const auto &cs : plan->exchangeOffset)
+    EXPECT_EQ(cs, std::vector<int64_t>{-1});
+}
+
+TEST(MemoryPlan, ViewsKeepTheirBaseAliveAndWeightsLiveThroughout) {
+  Builder b;
+  int64_t x = b.onTile("x", 64, VarKind::Input);
+  int64_t w = b.onTile("w", 64, VarKind::Weight);
+  int64_t a = b.onTile("a", 64, VarKind::Activation);
+  Variable view;
+  view.name = "a.view";
+  view.shape = {8, 8};
+  view.base = a;
+  b.p.variables.push_back(view);
+  int64_t av = b.p.variables.size() - 1;
+  int64_t c = b.onTile("c", 64, VarKind::Activation);
+  int64_t d = b.var("d", {8, 8}, VarKind::Activation, TileMapping::singleTile({8, 8}, 0));
+  b.compute({x, w}, a);
+  b.compute({x}, c); // a stays live: its view is read next
+  b.compute({av}, d);
+  b.p.inputs = {x};
+  b.p.outputs = {d};
+  auto plan = planMemory(b.p, 1, 64 * 1024);
+  ASSERT_TRUE(static_cast<bool>(plan)) << llvm::toString(plan.takeError());
+  std::vector<int64_t> off = plan->variableOffset;
+  EXPECT_EQ(off[av], -1);
+  // a (via its view) is live at step 2 with d: they must not overlap; c is
+  // live with a too; w is never reused.
+  auto disjoint = [&](int64_t u, int64_t v) { return off[u] + 256 <= off[v] || off[v] + 256 <= off[u]; };
+  EXPECT_TRUE(disjoint(a, d));
+  EXPECT_TRUE(disjoint(a, c));
+  EXPECT_TRUE(disjoint(w, d));
+  EXPECT_TRUE(disjoint(w, c));
+  EXPECT_EQ(plan->peakByCategory[0].weights, 256);
+}
+
+TEST(MemoryPlan, ReceiveBuffersForOperandsNotReadInPlace) {
+  Builder b;
+  // x on tiles 0 and 1 (4 elements each); y like x reads x in place; z reads
+  // x whole, so both vertices receive 32 bytes.
+  TileMapping m;
+  m.shape = {8};
+  m.chunks = {4};
+  m.tileStrides = {1};
+  int64_t x = b.var("x", {8}, VarKind::Input, m);
+  int64_t y = b.var("y", {8}, VarKind::Activation, m);
+  int64_t z = b.var("z", {8}, VarKind::Activation, m);
+  b.compute({x}, y);
+  b.compute({x}, z, /*full=*/true, /*codeBytes=*/1000);
+  b.p.inputs = {x};
+  b.p.outputs = {y, z};
+  auto plan = planMemory(b.p, 2, 4096);
+  ASSERT_TRUE(static_cast<bool>(plan)) << llvm::toString(plan.takeError());
+  EXPECT_EQ(plan->exchangeOffset[0], std::vector<int64_t>{-1});
+  int64_t recv = plan->exchangeOffset[1][0];
+  ASSERT_GE(recv, 0);
+  EXPECT_EQ(recv % 8, 0);
+  // The buffer is live with x, y and z at step 1.
+  for (int64_t v : {x, y, z})
+    EXPECT_TRUE(recv + 32 <= plan->variableOffset[v] || plan->variableOffset[v] + 16 <= recv);
+  EXPECT_EQ(plan->peakByCategory[1].temporaries, 32);
+  EXPECT_EQ(plan->peakByCategory[1].code, 1000);
+  EXPECT_EQ(plan->peakBytes[1], 16 * 3 + 32 + 1000);
+
+  llvm::json::Value report = memoryReportJSON(b.p, *plan);
+  const llvm::json::Object *o = report.getAsObject();
+  ASSERT_TRUE(o);
+  EXPECT_EQ(o->getInteger("tiles_used"), 2);
+  EXPECT_EQ(o->getObject("max")->getInteger("bytes"), 16 * 3 + 32 + 1000);
+  EXPECT_EQ(o->getObject("total")->getInteger("temporaries"), 64);
+}
+
+TEST(MemoryPlan, OverflowNamesTheTileAndTheLargestVariable) {
+  Builder b;
+  TileMapping m;
+  m.shape = {4, 1000};
+  m.chunks = {1, 1000};
+  m.tileStrides = {1, 0};
+  m.firstTile = 2;
+  int64_t x = b.var("x", {4, 1000}, VarKind::Input, m);
+  int64_t w = b.var("w", {4, 1000}, VarKind::Weight, m);
+  int64_t big = b.var("big", {4, 1000}, VarKind::Activation, m);
+  b.compute({x, w}, big, false, 512);
+  b.p.inputs = {x};
+  b.p.outputs = {big};
+  // Each tile needs 3 x 4000 bytes + 512 of code; give it 10 KiB.
+  OutOfMemory report;
+  auto plan = planMemory(b.p, 8, 10 * 1024, &report);
+  ASSERT_FALSE(static_cast<bool>(plan));
+  std::string message = llvm::toString(plan.takeError());
+  EXPECT_EQ(message, report.message());
+  EXPECT_GE(report.tile, 2);
+  EXPECT_LE(report.tile, 5);
+  EXPECT_EQ(report.available, 10 * 1024);
+  EXPECT_EQ(report.needed, 3 * 4000 + 512);
+  EXPECT_EQ(report.step, "cs0 (op \"/n0\")");
+  ASSERT_EQ(report.live.size(), 4u);
+  EXPECT_EQ(report.live.back().category, "code");
+  EXPECT_EQ(report.byCategory.weights, 4000);
+  EXPECT_EQ(report.byCategory.activations, 8000);
+  EXPECT_NE(message.find("out of tile memory: tile " + std::to_string(report.tile) +
+                         " needs 12,512 bytes, has 10,240 (10 KiB) at cs0 (op \"/n0\")"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("activations 'big' 4,000 B"), std::string::npos) << message;
+  EXPECT_NE(message.find("Try: more IPUs (--num-ipus)"), std::string::npos);
+  EXPECT_TRUE(report.toJSON().getAsObject()->getString("message").has_value());
+
+  // What comes from the host overflows before any step.
+  auto tiny = planMemory(b.p, 8, 6000, &report);
+  ASSERT_FALSE(static_cast<bool>(tiny));
+  EXPECT_NE(llvm::toString(tiny.takeError()).find("at program start"), std::string::npos);
+}
+
+} // namespace
