@@ -37,6 +37,7 @@
 #include "mlir/Transforms/Passes.h"
 
 #include "llvm/IR/IRBuilder.h"
+#include <cstring>
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
 #include "llvm/MC/TargetRegistry.h"
@@ -66,6 +67,10 @@ struct EmitCInterface : PassWrapper<EmitCInterface, OperationPass<ModuleOp>> {
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(EmitCInterface)
   StringRef getArgument() const override { return "codegen-emit-c-interface"; }
   void runOnOperation() override {
+    // Vertex kernels are called through the same kind of packed entry.
+    for (auto f : getOperation().getOps<func::FuncOp>())
+      if (f->hasAttr("ipu.vertex"))
+        f->setAttr("llvm.emit_c_interface", UnitAttr::get(&getContext()));
     auto main = getOperation().lookupSymbol<func::FuncOp>("main");
     if (!main)
       return;
@@ -141,22 +146,33 @@ FailureOr<std::string> emitHostObject(ModuleOp module) {
   llvmModule->setDataLayout(machine->createDataLayout());
   llvmModule->setTargetTriple(llvm::Triple(triple));
 
-  // One packed entry point, `tessera_main(void **descriptors)`, so the
-  // runtime can call any signature without generating calls itself.
+  // Packed entry points, `void entry(void **args)`, so the runtime can call
+  // any signature without generating calls itself: `tessera_main` for the
+  // host reference code, `vertex_<cs>_<k>_entry` per vertex kernel. Each
+  // argument is a pointer: to a memref descriptor, or to an int64 scalar.
   llvm::Function *ciface = llvmModule->getFunction("_mlir_ciface_main");
   if (!ciface)
     return module.emitError("no C interface for @main was generated");
-  {
+  llvm::SmallVector<std::pair<llvm::Function *, std::string>> entries{
+      {ciface, "tessera_main"}};
+  for (llvm::Function &f : *llvmModule)
+    if (f.getName().starts_with("_mlir_ciface_vertex_"))
+      entries.push_back(
+          {&f, (f.getName().drop_front(strlen("_mlir_ciface_")) + "_entry").str()});
+  for (auto &[callee, name] : entries) {
     llvm::LLVMContext &c = llvmModule->getContext();
     auto *ptr = llvm::PointerType::get(c, 0);
     auto *fnType = llvm::FunctionType::get(llvm::Type::getVoidTy(c), {ptr}, false);
     auto *entry = llvm::Function::Create(fnType, llvm::GlobalValue::ExternalLinkage,
-                                         "tessera_main", llvmModule.get());
+                                         name, llvmModule.get());
     llvm::IRBuilder<> b(llvm::BasicBlock::Create(c, "entry", entry));
     llvm::SmallVector<llvm::Value *> args;
-    for (unsigned i = 0; i < ciface->arg_size(); ++i)
-      args.push_back(b.CreateLoad(ptr, b.CreateConstGEP1_64(ptr, entry->getArg(0), i)));
-    b.CreateCall(ciface, args);
+    for (unsigned i = 0; i < callee->arg_size(); ++i) {
+      llvm::Value *p = b.CreateLoad(ptr, b.CreateConstGEP1_64(ptr, entry->getArg(0), i));
+      llvm::Type *t = callee->getArg(i)->getType();
+      args.push_back(t->isPointerTy() ? p : b.CreateLoad(t, p));
+    }
+    b.CreateCall(callee, args);
     b.CreateRetVoid();
   }
 

@@ -3,6 +3,7 @@
 #include "tessera/Compiler/Compiler.h"
 
 #include "tessera/Codegen/HostCodegen.h"
+#include "tessera/Dialect/IPU/Transforms/Passes.h"
 
 #include "mlir/Bytecode/BytecodeReader.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -167,6 +168,43 @@ LogicalResult describeModel(ModuleOp module, CompiledModel &model) {
   return failure(walk.wasInterrupted());
 }
 
+/// Numbers the program's weight and constant variables by the executable's
+/// weights, appending the constants the ipu phase turned into globals.
+LogicalResult bindProgramWeights(ModuleOp mapped, runtime::MachineProgram &program,
+                                 CompiledModel &model) {
+  llvm::StringMap<int64_t> index;
+  for (auto [i, w] : llvm::enumerate(model.weights))
+    index[w.name] = i;
+  for (runtime::Variable &var : program.variables) {
+    if (var.base >= 0 || (var.kind != runtime::VarKind::Weight &&
+                          var.kind != runtime::VarKind::Constant))
+      continue;
+    auto it = index.find(var.name);
+    if (it != index.end()) {
+      var.weight = it->second;
+      continue;
+    }
+    auto global = mapped.lookupSymbol<ml_program::GlobalOp>(var.name);
+    auto dense = global ? dyn_cast_if_present<DenseElementsAttr>(
+                              global.getValue().value_or(Attribute()))
+                        : DenseElementsAttr();
+    if (!dense || dense.getElementType().isInteger(1) || dense.isSplat())
+      return mapped.emitError("constant '")
+             << var.name << "' of the machine program cannot be packaged";
+    runtime::WeightInfo w;
+    w.name = var.name;
+    w.dtype = var.dtype;
+    w.shape = var.shape;
+    ArrayRef<char> raw = dense.getRawData();
+    model.owned.emplace_back(raw.begin(), raw.end());
+    model.weightData.push_back(model.owned.back());
+    var.weight = model.weights.size();
+    index[var.name] = var.weight;
+    model.weights.push_back(w);
+  }
+  return success();
+}
+
 } // namespace
 
 LogicalResult compileModule(ModuleOp module, const CompileOptions &options,
@@ -197,12 +235,37 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options,
   // Inference models pass through training and partitioning unchanged.
   if (failed(runPipeline(buildLinalgPipeline)))
     return failure();
-  if (options.compileTo < Phase::Llvm)
+  if (options.compileTo < Phase::Ipu)
     return success();
+  if (options.compileTo == Phase::Ipu) {
+    ipu::setTarget(module, options.target);
+    return runPipeline([&](OpPassManager &pm) { buildIPUPipeline(pm, options.ipu); });
+  }
 
+  // The host reference code is @main as it is; the machine program is
+  // planned on a copy, whose vertex kernels then join the module.
   CompiledModel local;
-  if (failed(describeModel(module, model ? *model : local)))
+  CompiledModel &compiled = model ? *model : local;
+  if (failed(describeModel(module, compiled)))
     return failure();
+  OwningOpRef<ModuleOp> mapped = module.clone();
+  ipu::setTarget(*mapped, options.target);
+  {
+    PassManager pm(module->getContext(), ModuleOp::getOperationName());
+    buildIPUPipeline(pm, options.ipu);
+    if (options.configure && failed(options.configure(pm)))
+      return failure();
+    if (failed(pm.run(*mapped)))
+      return failure();
+  }
+  FailureOr<runtime::MachineProgram> program = ipu::exportMachineProgram(*mapped);
+  if (failed(program) || failed(bindProgramWeights(*mapped, *program, compiled)))
+    return failure();
+  compiled.program = std::move(*program);
+  OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
+  for (auto kernel : mapped->getOps<func::FuncOp>())
+    if (kernel->hasAttr(ipu::kVertexAttrName))
+      b.clone(*kernel);
   return runPipeline(buildHostLoweringPipeline);
 }
 
@@ -215,6 +278,7 @@ LogicalResult writeExecutableFile(ModuleOp llvmModule, const CompiledModel &mode
   metadata.inputs = model.inputs;
   metadata.outputs = model.outputs;
   metadata.weights = model.weights;
+  metadata.program = model.program;
   metadata.hostTriple = llvm::sys::getProcessTriple();
   if (llvm::Error err = runtime::writeExecutable(path, std::move(metadata), *object,
                                                  model.weightData))

@@ -3,6 +3,7 @@
 #include "tessera/Compiler/Pipelines.h"
 #include "tessera/Conversion/Passes.h"
 #include "tessera/Dialect/Graph/Transforms/Passes.h"
+#include "tessera/Dialect/IPU/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassManager.h"
@@ -51,11 +52,8 @@ llvm::StringRef phaseName(Phase phase) {
 }
 
 bool isPhaseAvailable(Phase phase) {
-  // Training, partitioning and the tile-mapped ipu phase are not built yet;
-  // llvm and executable hold the host reference code for now.
-  return phase == Phase::Input || phase == Phase::Graph ||
-         phase == Phase::Linalg || phase == Phase::Llvm ||
-         phase == Phase::Executable;
+  // Training and partitioning are not built yet.
+  return phase != Phase::Training && phase != Phase::Partitioned;
 }
 
 std::string availablePhaseList() {
@@ -89,4 +87,19 @@ void buildLinalgPipeline(OpPassManager &pm) {
   pm.addPass(createCSEPass());
 }
 
+} // namespace tessera
+
+namespace tessera {
+void buildIPUPipeline(OpPassManager &pm, const IPUPipelineOptions &options) {
+  pm.addPass(ipu::createIPUPrepareForMapping());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  ipu::IPUMapTilesOptions map;
+  map.availableMemoryProportion = options.availableMemoryProportion;
+  pm.addPass(ipu::createIPUMapTiles(map));
+  pm.addPass(createSymbolDCEPass());
+  ipu::IPUAllocateMemoryOptions allocate;
+  allocate.reportPath = options.reportPath;
+  pm.addPass(ipu::createIPUAllocateMemory(allocate));
+}
 } // namespace tessera

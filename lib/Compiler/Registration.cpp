@@ -7,6 +7,8 @@
 #include "tessera/Conversion/Passes.h"
 #include "tessera/Dialect/Graph/IR/Graph.h"
 #include "tessera/Dialect/Graph/Transforms/Passes.h"
+#include "tessera/Dialect/IPU/IR/IPU.h"
+#include "tessera/Dialect/IPU/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -22,7 +24,7 @@
 namespace tessera {
 
 void registerTesseraDialects(mlir::DialectRegistry &registry) {
-  registry.insert<graph::GraphDialect, mlir::func::FuncDialect,
+  registry.insert<graph::GraphDialect, ipu::IPUDialect, mlir::func::FuncDialect,
                   mlir::ml_program::MLProgramDialect, mlir::arith::ArithDialect,
                   mlir::tensor::TensorDialect, mlir::linalg::LinalgDialect,
                   mlir::math::MathDialect>();
@@ -37,11 +39,21 @@ struct GraphPipelineCLOptions
       llvm::cl::desc("Fail unless every shape is static"),
       llvm::cl::init(true)};
 };
+struct IPUPipelineCLOptions
+    : public mlir::PassPipelineOptions<IPUPipelineCLOptions> {
+  Option<double> availableMemoryProportion{
+      *this, "available-memory-proportion",
+      llvm::cl::desc("Share of tile memory a vertex's buffers may take"),
+      llvm::cl::init(0.6)};
+  Option<std::string> report{*this, "report",
+                             llvm::cl::desc("Write the memory report here")};
+};
 } // namespace
 
 void registerTesseraPasses() {
   static bool registered = [] {
     graph::registerGraphPasses();
+    ipu::registerIPUPasses();
     registerConversionPasses();
     registerCodegenPasses();
     mlir::registerCanonicalizerPass();
@@ -59,6 +71,15 @@ void registerTesseraPasses() {
     mlir::PassPipelineRegistration<>(
         "tessera-linalg-pipeline", "The graph -> linalg phase of tessera-compile",
         [](mlir::OpPassManager &pm) { buildLinalgPipeline(pm); });
+    mlir::PassPipelineRegistration<IPUPipelineCLOptions>(
+        "tessera-ipu-pipeline",
+        "The linalg -> ipu phase of tessera-compile (needs an #ipu.target)",
+        [](mlir::OpPassManager &pm, const IPUPipelineCLOptions &cl) {
+          IPUPipelineOptions options;
+          options.availableMemoryProportion = cl.availableMemoryProportion;
+          options.reportPath = cl.report;
+          buildIPUPipeline(pm, options);
+        });
     mlir::PassPipelineRegistration<>(
         "tessera-host-lowering-pipeline",
         "The linalg -> llvm phase of tessera-compile (host reference code)",

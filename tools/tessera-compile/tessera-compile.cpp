@@ -96,6 +96,17 @@ cl::opt<int64_t> tilesPerIPU(
     cl::desc("Model a smaller chip with this many tiles per IPU (as Poplar's "
              "IPUModel tilesPerIPU)"),
     cl::init(0), cl::cat(category));
+cl::opt<double> availableMemoryProportion(
+    "available-memory-proportion",
+    cl::desc("Share of each tile's memory a vertex's output and receive "
+             "buffers may take while planning (0, 1]; PopTorch's "
+             "availableMemoryProportion"),
+    cl::init(0.6), cl::cat(category));
+cl::opt<std::string> reportPath(
+    "report",
+    cl::desc("Write the tile memory report (JSON) here; written also when "
+             "the program does not fit"),
+    cl::value_desc("file.json"), cl::cat(category));
 cl::opt<std::string> cacheDir(
     "cache-dir",
     cl::desc("Executable cache directory (default: $TESSERA_CACHE_DIR); a "
@@ -218,6 +229,11 @@ int main(int argc, char **argv) {
     llvm::errs() << "error: " << llvm::toString(target.takeError()) << "\n";
     return fail();
   }
+  if (!(availableMemoryProportion > 0 && availableMemoryProportion <= 1)) {
+    llvm::errs() << "error: --available-memory-proportion must be in (0, 1], got "
+                 << availableMemoryProportion << "\n";
+    return fail();
+  }
 
   tessera::onnx_importer::ImportOptions importOptions;
   for (const std::string &spec : inputShapes) {
@@ -239,8 +255,9 @@ int main(int argc, char **argv) {
   std::string cacheKey;
   if (!cacheDirectory.empty() && *phase == tessera::Phase::Executable && !noOutput) {
     // Every option that changes the generated code is part of the key.
-    std::string optionsText = "compile-to=" + compileTo + ";target=" +
-                              target->describe();
+    std::string optionsText =
+        "compile-to=" + compileTo + ";target=" + target->describe() +
+        ";available-memory-proportion=" + std::to_string(availableMemoryProportion);
     for (const auto &[name, dims] : importOptions.inputShapes) {
       optionsText += ";input-shape " + name + "=";
       for (int64_t d : dims)
@@ -298,6 +315,9 @@ int main(int argc, char **argv) {
   TimingScope passTimer = rootTimer.nest("passes");
   tessera::CompileOptions options;
   options.compileTo = *phase;
+  options.target = *target;
+  options.ipu.availableMemoryProportion = availableMemoryProportion;
+  options.ipu.reportPath = reportPath;
   options.configure = [&](PassManager &pm) -> LogicalResult {
     if (failed(applyPassManagerCLOptions(pm)))
       return failure();

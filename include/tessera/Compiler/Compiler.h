@@ -11,6 +11,8 @@
 #include "tessera/Compiler/Pipelines.h"
 #include "tessera/Importers/ONNX/ONNXImporter.h"
 #include "tessera/Runtime/Executable.h"
+#include "tessera/Runtime/MachineProgram.h"
+#include "tessera/Target/IPUTarget.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
@@ -38,6 +40,9 @@ loadModel(llvm::StringRef path, mlir::MLIRContext *context,
 struct CompileOptions {
   Phase compileTo = Phase::Graph;
   GraphPipelineOptions graph;
+  /// The machine the ipu, llvm and executable phases plan for.
+  target::IPUTarget target;
+  IPUPipelineOptions ipu;
   /// Called on each pass manager before it runs (MLIR CL options, timing,
   /// instrumentation).
   std::function<mlir::LogicalResult(mlir::PassManager &)> configure;
@@ -55,10 +60,15 @@ struct CompiledModel {
   std::vector<runtime::WeightInfo> weights;
   std::vector<llvm::ArrayRef<char>> weightData;
   std::vector<std::vector<char>> owned;
+  /// The tile-mapped program (llvm and executable phases); its weight and
+  /// constant variables index `weights`.
+  std::optional<runtime::MachineProgram> program;
 };
 
 /// Runs the phases after `input` up to options.compileTo, filling `model`
-/// (if given) for the llvm and executable phases. Asking for a phase this
+/// (if given) for the llvm and executable phases. From the llvm phase on the
+/// module holds both the host reference code (@main) and the vertex kernels
+/// of the tile-mapped program, which `model->program` describes. Asking for a phase this
 /// build does not implement is an error naming the ones it does.
 mlir::LogicalResult compileModule(mlir::ModuleOp module,
                                   const CompileOptions &options,

@@ -10,6 +10,7 @@
 
 #include "llvm/ADT/StringRef.h"
 #include <optional>
+#include <string>
 
 namespace mlir {
 class OpPassManager;
@@ -25,9 +26,9 @@ enum class Phase {
   Training,    ///< autodiff, loss scaling, optimizer (not built yet)
   Partitioned, ///< stages, recomputation, pipelining (not built yet)
   Linalg,      ///< lowered to linalg/tensor/arith/math
-  Ipu,         ///< tile-mapped ipu dialect (not built yet)
-  Llvm,        ///< native code in the LLVM dialect (host reference code
-               ///< for now; vertex code once tiles are mapped)
+  Ipu,         ///< tile-mapped ipu dialect: the machine program
+  Llvm,        ///< native code in the LLVM dialect: the host reference
+               ///< code and the vertex kernels
   Executable,  ///< a .tess file
 };
 
@@ -51,6 +52,18 @@ void buildGraphPipeline(mlir::OpPassManager &pm,
 
 /// graph -> linalg: every graph op to linalg/tensor/arith/math, cleaned up.
 void buildLinalgPipeline(mlir::OpPassManager &pm);
+
+struct IPUPipelineOptions {
+  /// PopTorch's availableMemoryProportion: the share of each tile's memory
+  /// a vertex's output and receive buffers may take.
+  double availableMemoryProportion = 0.6;
+  /// Where ipu-allocate-memory writes the memory report (none if empty).
+  std::string reportPath;
+};
+
+/// linalg -> ipu: prepare, map tiles, allocate memory. The module must carry
+/// an #ipu.target.
+void buildIPUPipeline(mlir::OpPassManager &pm, const IPUPipelineOptions &options);
 
 } // namespace tessera
 

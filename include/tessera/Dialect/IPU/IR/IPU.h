@@ -1,0 +1,46 @@
+//===- IPU.h - the ipu dialect ----------------------------------*- C++ -*-===//
+//
+// The tile-mapped machine program: #ipu.target, #ipu.mapping, compute sets,
+// copies, allocations and views. Conversions between the attributes and the
+// runtime's TileMapping live here too, so passes and the program exporter
+// agree on them.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_DIALECT_IPU_IR_IPU_H
+#define TESSERA_DIALECT_IPU_IR_IPU_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "tessera/Dialect/IPU/IR/IPUDialect.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "tessera/Dialect/IPU/IR/IPUAttrs.h.inc"
+
+#define GET_OP_CLASSES
+#include "tessera/Dialect/IPU/IR/IPUOps.h.inc"
+
+namespace tessera::runtime {
+struct TileMapping;
+} // namespace tessera::runtime
+
+namespace tessera::ipu {
+
+/// The module attribute holding the #ipu.target.
+inline constexpr llvm::StringLiteral kTargetAttrName = "ipu.target";
+/// The discardable attribute placing function arguments and weight loads.
+inline constexpr llvm::StringLiteral kMappingAttrName = "ipu.mapping";
+/// Marks a func.func as a vertex kernel.
+inline constexpr llvm::StringLiteral kVertexAttrName = "ipu.vertex";
+
+MappingAttr toAttr(mlir::MLIRContext *context, const runtime::TileMapping &m);
+runtime::TileMapping fromAttr(MappingAttr attr, llvm::ArrayRef<int64_t> shape);
+
+} // namespace tessera::ipu
+
+#endif // TESSERA_DIALECT_IPU_IR_IPU_H

@@ -1,0 +1,48 @@
+//===- Passes.h - ipu dialect passes ----------------------------*- C++ -*-===//
+//
+// Tile mapping and the machine-program passes. Each is declared in Passes.td,
+// implemented in a file of the same name, and registered by
+// registerIPUPasses(). exportMachineProgram turns a mapped module into the
+// runtime's MachineProgram (the allocation pass and the executable writer
+// share it).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_DIALECT_IPU_TRANSFORMS_PASSES_H
+#define TESSERA_DIALECT_IPU_TRANSFORMS_PASSES_H
+
+#include "tessera/Dialect/IPU/IR/IPU.h"
+#include "tessera/Runtime/MachineProgram.h"
+#include "tessera/Target/IPUTarget.h"
+
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MLProgram/IR/MLProgram.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Pass/Pass.h"
+
+namespace tessera::ipu {
+
+#define GEN_PASS_DECL
+#include "tessera/Dialect/IPU/Transforms/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "tessera/Dialect/IPU/Transforms/Passes.h.inc"
+
+/// The module's #ipu.target as a full target description (rates included).
+/// Errors are diagnostics on the module.
+mlir::FailureOr<target::IPUTarget> getTarget(mlir::ModuleOp module);
+/// Sets the module's #ipu.target from a target description.
+void setTarget(mlir::ModuleOp module, const target::IPUTarget &target);
+
+/// The machine program of a mapped module's @main. Weights are numbered in
+/// the order of their first load in @main (as codegen-externalize-weights
+/// numbers them). Errors are diagnostics.
+mlir::FailureOr<runtime::MachineProgram> exportMachineProgram(mlir::ModuleOp module);
+
+} // namespace tessera::ipu
+
+#endif // TESSERA_DIALECT_IPU_TRANSFORMS_PASSES_H

@@ -1,0 +1,78 @@
+//===- Passes.td - ipu dialect passes -----------------------*- tablegen -*-===//
+
+#ifndef TESSERA_DIALECT_IPU_TRANSFORMS_PASSES_TD
+#define TESSERA_DIALECT_IPU_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def IPUPrepareForMapping
+    : Pass<"ipu-prepare-for-mapping", "::mlir::ModuleOp"> {
+  let summary = "Bring linalg-on-tensors into the forms the tile mapper plans";
+  let description = [{
+    Named linalg ops become `linalg.generic`; `tensor.pad` becomes a fill and
+    an insert, `tensor.concat` inserts; every `tensor.extract_slice` becomes a
+    copying `linalg.generic` (its offsets and strides in the input map);
+    non-splat tensor constants become private `ml_program.global`s (so they
+    are placed on tiles like weights) and splat ones fills.
+
+    Guarantees: the only ops on tensors in functions are `linalg.generic`,
+    `tensor.empty`, `tensor.insert_slice` (unit strides), reshapes and weight
+    loads.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::ml_program::MLProgramDialect"];
+}
+
+def IPUMapTiles : Pass<"ipu-map-tiles", "::mlir::ModuleOp"> {
+  let summary = "Place every tensor on tiles and turn every op into a compute set";
+  let description = [{
+    Plans each `linalg.generic` of @main on the module's `#ipu.target`: the
+    candidates split the output's dimensions into a grid of pieces, one per
+    tile; each is costed with the target's rates (exchange cycles of the
+    operand regions not already on the vertex's tile, compute cycles of the
+    piece, sync) and must keep the vertex's output and receive buffers under
+    `available-memory-proportion` of the tile's bytes (the bound is relaxed
+    when nothing fits). Elementwise ops therefore follow their input's
+    mapping, and matmuls and convolutions pick between output rows, columns,
+    channels and spatial splits by what moves least. A fill or broadcast that
+    only initializes a contraction takes the contraction's mapping and is
+    updated in place. Weights, constants and inputs are placed where their
+    first reader wants them.
+
+    Each planned op becomes an `ipu.compute_set` whose kernels (one per
+    distinct piece shape) are outlined as `func.func`s on memrefs marked
+    `ipu.vertex`, taking the piece's loop offsets and its operand regions.
+    Inserts become `ipu.copy`, reshapes `ipu.view`, empty tensors
+    `ipu.alloc`.
+  }];
+  let options = [
+    Option<"availableMemoryProportion", "available-memory-proportion", "double",
+           /*default=*/"0.6",
+           "Fraction of each tile's memory a vertex's output and receive "
+           "buffers may take (PopTorch's availableMemoryProportion)">,
+  ];
+  let dependentDialects = ["::tessera::ipu::IPUDialect",
+                           "::mlir::bufferization::BufferizationDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::affine::AffineDialect",
+                           "::mlir::arith::ArithDialect"];
+}
+
+def IPUAllocateMemory : Pass<"ipu-allocate-memory", "::mlir::ModuleOp"> {
+  let summary = "Place every variable, receive buffer and kernel in tile memory";
+  let description = [{
+    Liveness-based allocation of the machine program (the same plan the IPU
+    model uses to lay out its tile memories). A program that does not fit
+    fails here with a diagnostic naming the tile, the bytes needed and
+    available, and the largest live variables by category (weights,
+    activations, temporaries, code). With `report`, the memory report (per
+    tile, by category) is written as JSON, also when allocation fails. On
+    success @main gets `ipu.memory = {peak_bytes, peak_tile, bytes_per_tile}`.
+  }];
+  let options = [
+    Option<"reportPath", "report", "std::string", /*default=*/"",
+           "Write the memory report (JSON) to this file">,
+  ];
+}
+
+#endif // TESSERA_DIALECT_IPU_TRANSFORMS_PASSES_TD

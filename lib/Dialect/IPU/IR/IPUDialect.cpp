@@ -1,0 +1,134 @@
+//===- IPUDialect.cpp - the ipu dialect ----------------------------------===//
+
+#include "tessera/Dialect/IPU/IR/IPU.h"
+#include "tessera/Runtime/MachineProgram.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace tessera::ipu;
+
+#include "tessera/Dialect/IPU/IR/IPUDialect.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "tessera/Dialect/IPU/IR/IPUAttrs.cpp.inc"
+
+#define GET_OP_CLASSES
+#include "tessera/Dialect/IPU/IR/IPUOps.cpp.inc"
+
+void IPUDialect::initialize() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "tessera/Dialect/IPU/IR/IPUAttrs.cpp.inc"
+      >();
+  addOperations<
+#define GET_OP_LIST
+#include "tessera/Dialect/IPU/IR/IPUOps.cpp.inc"
+      >();
+}
+
+namespace tessera::ipu {
+
+MappingAttr toAttr(MLIRContext *context, const runtime::TileMapping &m) {
+  return MappingAttr::get(context, m.chunks, m.tileStrides, m.firstTile);
+}
+
+runtime::TileMapping fromAttr(MappingAttr attr, ArrayRef<int64_t> shape) {
+  runtime::TileMapping m;
+  m.shape.assign(shape.begin(), shape.end());
+  m.chunks.assign(attr.getChunks().begin(), attr.getChunks().end());
+  m.tileStrides.assign(attr.getTileStrides().begin(), attr.getTileStrides().end());
+  m.firstTile = attr.getFirstTile();
+  return m;
+}
+
+} // namespace tessera::ipu
+
+namespace {
+/// A mapping must have one chunk and stride per dimension of its tensor.
+LogicalResult verifyMapping(Operation *op, MappingAttr mapping, ShapedType type) {
+  int64_t rank = type.getRank();
+  if (static_cast<int64_t>(mapping.getChunks().size()) != rank ||
+      static_cast<int64_t>(mapping.getTileStrides().size()) != rank)
+    return op->emitOpError("mapping has ")
+           << mapping.getChunks().size() << " chunks and "
+           << mapping.getTileStrides().size() << " tile strides for a rank-"
+           << rank << " tensor";
+  for (int64_t c : mapping.getChunks())
+    if (c < 1)
+      return op->emitOpError("mapping chunks must be positive");
+  if (mapping.getFirstTile() < 0)
+    return op->emitOpError("mapping's first tile must not be negative");
+  return success();
+}
+} // namespace
+
+LogicalResult ComputeSetOp::verify() {
+  int64_t loops = getLoopRanges().size();
+  if (getResults().empty())
+    return emitOpError("needs at least one result");
+  auto out = cast<RankedTensorType>(getResult(0).getType());
+  for (Value r : getResults())
+    if (cast<RankedTensorType>(r.getType()).getShape() != out.getShape())
+      return emitOpError("results must share one shape (they share a mapping)");
+  if (!getInits().empty() && getInits().getTypes() != getResultTypes())
+    return emitOpError("needs one init of each result's type, or none");
+  if (static_cast<int64_t>(getOutputLoops().size()) != out.getRank())
+    return emitOpError("output_loops needs one loop per result dimension");
+  for (auto [j, l] : llvm::enumerate(getOutputLoops()))
+    if (l < 0 || l >= loops || getLoopRanges()[l] != out.getDimSize(j))
+      return emitOpError("result dimension ")
+             << j << " is not a loop of the same range";
+  if (getAccessMaps().size() != getInputs().size())
+    return emitOpError("needs one access map per input");
+  for (auto [map, in] : llvm::zip(getAccessMaps(), getInputs())) {
+    AffineMap m = cast<AffineMapAttr>(map).getValue();
+    if (m.getNumDims() != loops ||
+        m.getNumResults() != cast<RankedTensorType>(in.getType()).getRank())
+      return emitOpError("access map ") << AffineMapAttr::get(m) << " does not match " << loops
+                                        << " loops and input type " << in.getType();
+  }
+  for (int64_t f : getFullInputs())
+    if (f < 0 || f >= static_cast<int64_t>(getInputs().size()))
+      return emitOpError("full_inputs names input ") << f << " that does not exist";
+  if (getKernels().empty() || getKernels().size() != getKernelCycles().size())
+    return emitOpError("needs kernels and one cycle estimate per kernel");
+  return verifyMapping(*this, getMapping(), out);
+}
+
+LogicalResult CopyOp::verify() {
+  auto src = cast<RankedTensorType>(getSource().getType());
+  auto dst = cast<RankedTensorType>(getDest().getType());
+  int64_t rank = src.getRank();
+  if (dst.getRank() != rank || static_cast<int64_t>(getSizes().size()) != rank ||
+      static_cast<int64_t>(getSourceOffsets().size()) != rank ||
+      static_cast<int64_t>(getDestOffsets().size()) != rank)
+    return emitOpError("source, dest, offsets and sizes must have one rank");
+  if (src.getElementType() != dst.getElementType())
+    return emitOpError("source and dest element types differ");
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t n = getSizes()[d];
+    if (n < 0 || getSourceOffsets()[d] < 0 || getDestOffsets()[d] < 0 ||
+        getSourceOffsets()[d] + n > src.getDimSize(d) ||
+        getDestOffsets()[d] + n > dst.getDimSize(d))
+      return emitOpError("region out of bounds in dimension ") << d;
+  }
+  return success();
+}
+
+LogicalResult AllocOp::verify() {
+  return verifyMapping(*this, getMapping(), getType());
+}
+
+LogicalResult ViewOp::verify() {
+  auto src = cast<RankedTensorType>(getSource().getType());
+  auto dst = cast<RankedTensorType>(getType());
+  if (!src.hasStaticShape() || !dst.hasStaticShape() ||
+      src.getNumElements() != dst.getNumElements() ||
+      src.getElementType() != dst.getElementType())
+    return emitOpError("views need static shapes with the same elements, got ")
+           << src << " and " << dst;
+  return success();
+}

@@ -1,0 +1,899 @@
+//===- IPUMapTiles.cpp - place tensors on tiles, ops into compute sets ---===//
+//
+// Planning happens first, over the whole of @main, against a MachineProgram
+// that grows as values are placed (so the cost of a candidate is measured
+// with the same region arithmetic the IPU model executes). The IR is then
+// rewritten in one sweep: compute sets, copies, views, allocations, and one
+// outlined vertex kernel per distinct piece shape of each compute set.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tessera/Dialect/IPU/Transforms/Passes.h"
+
+#include "mlir/Analysis/FlatLinearValueConstraints.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/AffineExprVisitor.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/Interfaces/TilingInterface.h"
+#include "mlir/Transforms/RegionUtils.h"
+
+#include <set>
+
+namespace tessera::ipu {
+#define GEN_PASS_DEF_IPUMAPTILES
+#include "tessera/Dialect/IPU/Transforms/Passes.h.inc"
+} // namespace tessera::ipu
+
+using namespace mlir;
+using namespace tessera;
+using runtime::AccessMap;
+using runtime::Box;
+using runtime::MachineProgram;
+using runtime::TileMapping;
+
+namespace {
+
+int64_t elementBytes(Type t) {
+  Type e = getElementTypeOrSelf(t);
+  if (e.isIndex())
+    return 8;
+  return std::max<int64_t>(1, (e.getIntOrFloatBitWidth() + 7) / 8);
+}
+
+/// An affine map with non-negative coefficients as an AccessMap; `full`
+/// when the map is not of that form (mod, floordiv, reversed dims).
+AccessMap toAccessMap(AffineMap map) {
+  AccessMap a;
+  a.coeffs.assign(map.getNumResults(), std::vector<int64_t>(map.getNumDims(), 0));
+  a.consts.assign(map.getNumResults(), 0);
+  for (auto [j, expr] : llvm::enumerate(map.getResults())) {
+    SmallVector<int64_t> flat;
+    if (failed(getFlattenedAffineExpr(expr, map.getNumDims(), 0, &flat)) ||
+        flat.size() != map.getNumDims() + 1) {
+      a.full = true;
+      return a;
+    }
+    for (unsigned i = 0; i < map.getNumDims(); ++i) {
+      if (flat[i] < 0) {
+        a.full = true;
+        return a;
+      }
+      a.coeffs[j][i] = flat[i];
+    }
+    a.consts[j] = flat.back();
+  }
+  return a;
+}
+
+struct Input {
+  Value value;
+  AffineMap map;   ///< in the generic's loops (a constant map for `full`)
+  AccessMap access;
+  bool captured = false; ///< read inside the body, not an operand
+};
+
+/// What the planner decided for one linalg.generic.
+struct Plan {
+  linalg::GenericOp op;
+  std::vector<int64_t> loopRanges, outputLoops;
+  std::vector<Input> inputs;   ///< compute-set inputs, in order
+  TileMapping mapping;         ///< of the results
+  /// The generic whose only use is as this op's init: it takes this op's
+  /// mapping and this op updates its result in place.
+  linalg::GenericOp initProducer;
+  bool isInitProducer = false;
+  bool readsInit = false;      ///< the body reads the outs block arguments
+  int64_t macs = 0;
+};
+
+class Planner {
+public:
+  Planner(ModuleOp module, func::FuncOp main, const target::IPUTarget &target,
+          double amp)
+      : module_(module), main_(main), target_(target),
+        numTiles_(target.totalTiles()),
+        budget_(static_cast<int64_t>(amp * target.bytesPerTile)) {}
+
+  LogicalResult plan();
+  LogicalResult rewrite();
+
+private:
+  // Placement of values (variables of prog_).
+  int64_t variableOf(Value v) const {
+    auto it = vars_.find(v);
+    return it == vars_.end() ? -1 : it->second;
+  }
+  int64_t addVariable(Value v, TileMapping mapping);
+  int64_t addView(Value v, Value source);
+  /// Places a value nobody placed yet (an input, weight or constant) with a
+  /// linear mapping.
+  int64_t placeLinear(Value v);
+  /// The mapping an unplaced operand should take to sit where the vertices
+  /// reading it through `access` need it, or nullopt when it cannot follow.
+  std::optional<TileMapping> alignedMapping(Value v, const AccessMap &access,
+                                            const Plan &plan,
+                                            const TileMapping &out) const;
+  bool isUnplacedLeaf(Value v) const {
+    return variableOf(v) < 0 &&
+           (isa<BlockArgument>(v) || v.getDefiningOp<ml_program::GlobalLoadConstOp>());
+  }
+
+  LogicalResult describe(linalg::GenericOp op, Plan &plan);
+  LogicalResult planGeneric(Plan &plan);
+  int64_t vertexCycles(const Plan &plan, const Box &loops) const;
+  int64_t codeBytes(const Plan &plan) const;
+
+  // Rewriting.
+  LogicalResult emitComputeSet(Plan &plan, OpBuilder &b);
+  FailureOr<func::FuncOp> outlineKernel(Plan &plan, ArrayRef<int64_t> pieceSizes,
+                                        StringRef name);
+
+  ModuleOp module_;
+  func::FuncOp main_;
+  target::IPUTarget target_;
+  int64_t numTiles_, budget_;
+  MachineProgram prog_;
+  DenseMap<Value, int64_t> vars_;
+  /// Weights loaded more than once share one variable.
+  llvm::StringMap<int64_t> globalVars_;
+  std::vector<Plan> plans_;
+  DenseMap<Operation *, size_t> planOf_;
+  int64_t computeSets_ = 0;
+};
+
+int64_t Planner::addVariable(Value v, TileMapping mapping) {
+  runtime::Variable var;
+  auto type = cast<RankedTensorType>(v.getType());
+  var.shape.assign(type.getShape().begin(), type.getShape().end());
+  mapping.shape = var.shape;
+  var.mapping = std::move(mapping);
+  int64_t id = prog_.variables.size();
+  prog_.variables.push_back(std::move(var));
+  vars_[v] = id;
+  if (auto load = v.getDefiningOp<ml_program::GlobalLoadConstOp>())
+    globalVars_[load.getGlobal().getLeafReference()] = id;
+  return id;
+}
+
+int64_t Planner::addView(Value v, Value source) {
+  int64_t src = variableOf(source);
+  runtime::Variable var;
+  auto type = cast<RankedTensorType>(v.getType());
+  var.shape.assign(type.getShape().begin(), type.getShape().end());
+  var.base = prog_.variables[src].base >= 0 ? prog_.variables[src].base : src;
+  int64_t id = prog_.variables.size();
+  prog_.variables.push_back(std::move(var));
+  vars_[v] = id;
+  return id;
+}
+
+int64_t Planner::placeLinear(Value v) {
+  if (int64_t id = variableOf(v); id >= 0)
+    return id;
+  auto type = cast<RankedTensorType>(v.getType());
+  return addVariable(v, TileMapping::linear(type.getShape(), elementBytes(type),
+                                            numTiles_));
+}
+
+std::optional<TileMapping> Planner::alignedMapping(Value v, const AccessMap &access,
+                                                   const Plan &plan,
+                                                   const TileMapping &out) const {
+  if (access.full)
+    return std::nullopt;
+  auto type = cast<RankedTensorType>(v.getType());
+  TileMapping m;
+  m.shape.assign(type.getShape().begin(), type.getShape().end());
+  m.firstTile = out.firstTile;
+  std::vector<bool> used(out.rank(), false);
+  for (int64_t k = 0; k < type.getRank(); ++k) {
+    int64_t dim = type.getDimSize(k);
+    int64_t chunk = std::max<int64_t>(dim, 1), stride = 0;
+    // Follows output dimension j when it reads exactly loop outputLoops[j].
+    int64_t loop = -1, nonzero = 0;
+    for (auto [i, c] : llvm::enumerate(access.coeffs[k]))
+      if (c != 0) {
+        ++nonzero;
+        loop = c == 1 ? static_cast<int64_t>(i) : -2;
+      }
+    if (nonzero == 1 && loop >= 0 && access.consts[k] == 0 && dim > 1) {
+      for (int64_t j = 0; j < out.rank(); ++j) {
+        if (plan.outputLoops[j] != loop || out.shape[j] != dim)
+          continue;
+        if (used[j])
+          return std::nullopt;
+        used[j] = true;
+        chunk = out.chunks[j];
+        stride = out.tileStrides[j];
+      }
+    }
+    m.chunks.push_back(chunk);
+    m.tileStrides.push_back(stride);
+  }
+  return m;
+}
+
+LogicalResult Planner::describe(linalg::GenericOp op, Plan &plan) {
+  plan.op = op;
+  for (Type t : op->getResultTypes())
+    if (!cast<RankedTensorType>(t).hasStaticShape())
+      return op.emitError("ipu-map-tiles needs static shapes");
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  plan.loopRanges.assign(ranges.begin(), ranges.end());
+  for (int64_t r : plan.loopRanges)
+    if (ShapedType::isDynamic(r))
+      return op.emitError("ipu-map-tiles needs static loop ranges");
+  // Every output reads the same projected permutation of parallel loops.
+  AffineMap outMap = op.getMatchingIndexingMap(op.getDpsInitOperand(0));
+  if (!outMap.isProjectedPermutation())
+    return op.emitError("ipu-map-tiles: outputs must be indexed by a projected "
+                        "permutation of the loops");
+  for (OpOperand &init : op.getDpsInitsMutable())
+    if (op.getMatchingIndexingMap(&init) != outMap)
+      return op.emitError("ipu-map-tiles: outputs with different indexing maps "
+                          "are not supported");
+  for (AffineExpr e : outMap.getResults()) {
+    unsigned d = cast<AffineDimExpr>(e).getPosition();
+    if (op.getIteratorTypesArray()[d] != utils::IteratorType::parallel)
+      return op.emitError("ipu-map-tiles: an output indexed by a reduction loop");
+    plan.outputLoops.push_back(d);
+  }
+  for (OpOperand *in : op.getDpsInputOperands()) {
+    if (!isa<RankedTensorType>(in->get().getType())) {
+      // Scalars are cloned into the kernel: they must be constants.
+      if (!matchPattern(in->get(), m_Constant()))
+        return op.emitError("ipu-map-tiles: a scalar operand that is not a constant");
+      continue;
+    }
+    Input input;
+    input.value = in->get();
+    input.map = op.getMatchingIndexingMap(in);
+    input.access = toAccessMap(input.map);
+    // An operand indexed by no loop is not sliced by tiling: read it whole.
+    if (!input.access.full &&
+        llvm::none_of(input.map.getResults(),
+                      [](AffineExpr e) { return !isa<AffineConstantExpr>(e); }) &&
+        cast<RankedTensorType>(input.value.getType()).getNumElements() > 1)
+      input.access.full = true;
+    plan.inputs.push_back(input);
+  }
+  plan.readsInit = llvm::any_of(op.getDpsInitsMutable(), [&](OpOperand &o) {
+    return op.payloadUsesValueFromOperand(&o);
+  });
+  // Tensors the body reads at data-dependent places (gathers, resizes).
+  llvm::SetVector<Value> captured;
+  getUsedValuesDefinedAbove(op.getRegion(), captured);
+  for (Value v : captured) {
+    if (isa<RankedTensorType>(v.getType())) {
+      Input input;
+      input.value = v;
+      input.captured = true;
+      auto rank = cast<RankedTensorType>(v.getType()).getRank();
+      SmallVector<AffineExpr> zeros(rank, getAffineConstantExpr(0, op.getContext()));
+      input.map = AffineMap::get(plan.loopRanges.size(), 0, zeros, op.getContext());
+      input.access = toAccessMap(input.map);
+      input.access.full = true;
+      plan.inputs.push_back(input);
+    } else if (!matchPattern(v, m_Constant())) {
+      return op.emitError("ipu-map-tiles: the body reads a non-constant scalar "
+                          "defined outside it");
+    }
+  }
+  // Contractions: a reduction loop and a multiply in the body.
+  bool hasReduction = op.getNumReductionLoops() > 0;
+  bool multiplies = false;
+  op.getRegion().walk([&](Operation *o) {
+    multiplies |= isa<arith::MulFOp, arith::MulIOp>(o);
+  });
+  if (hasReduction && multiplies) {
+    int64_t macs = 1;
+    for (int64_t r : plan.loopRanges)
+      macs *= r;
+    plan.macs = macs;
+  }
+  return success();
+}
+
+int64_t Planner::vertexCycles(const Plan &plan, const Box &loops) const {
+  int64_t volume = loops.numElements();
+  Type elem = getElementTypeOrSelf(plan.op->getResult(0).getType());
+  if (plan.macs > 0) {
+    int64_t rate = elem.isF16() || elem.isBF16() ? target_.f16MacsPerCycle
+                                                 : target_.f32MacsPerCycle;
+    return target_.vertexOverheadCycles + (volume + rate - 1) / rate;
+  }
+  int64_t ops = 0;
+  linalg::GenericOp op = plan.op;
+  op.getRegion().walk([&](Operation *o) {
+    if (isa<linalg::YieldOp, linalg::IndexOp, arith::ConstantOp>(o))
+      return;
+    // Transcendentals and divisions take several instructions.
+    ops += isa<math::MathDialect>(o->getDialect()) || isa<arith::DivFOp>(o) ? 4 : 1;
+  });
+  int64_t lanes = std::max<int64_t>(1, target_.vectorBytesPerCycle / elementBytes(elem));
+  int64_t work = volume * std::max<int64_t>(ops, 1);
+  return target_.vertexOverheadCycles + (work + lanes - 1) / lanes;
+}
+
+int64_t Planner::codeBytes(const Plan &plan) const {
+  int64_t ops = 0;
+  linalg::GenericOp op = plan.op;
+  op.getRegion().walk([&](Operation *) { ++ops; });
+  // Loop nest per dimension plus the body, from typical vertex sizes.
+  return 256 + 48 * static_cast<int64_t>(plan.loopRanges.size()) + 32 * ops;
+}
+
+/// Chunk sizes worth trying for a dimension: near-even splits in powers of
+/// two and the whole dimension.
+std::vector<int64_t> chunkCandidates(int64_t dim, int64_t maxPieces) {
+  std::set<int64_t> chunks;
+  for (int64_t p = 1; p <= std::min(dim, maxPieces); p *= 2)
+    chunks.insert((dim + p - 1) / p);
+  for (int64_t p : {3, 5, 6, 7, 12, 24, 48, 96})
+    if (p <= std::min(dim, maxPieces))
+      chunks.insert((dim + p - 1) / p);
+  if (dim <= maxPieces)
+    chunks.insert(1);
+  return {chunks.begin(), chunks.end()};
+}
+
+LogicalResult Planner::planGeneric(Plan &plan) {
+  auto outType = cast<RankedTensorType>(plan.op->getResult(0).getType());
+  std::vector<int64_t> shape(outType.getShape().begin(), outType.getShape().end());
+  int64_t rank = shape.size();
+  int64_t outBytes = elementBytes(outType);
+  for (const Input &in : plan.inputs)
+    if (!isUnplacedLeaf(in.value) && variableOf(in.value) < 0)
+      return plan.op.emitError("ipu-map-tiles: an operand was not placed before "
+                               "its use (internal error)");
+
+  // Candidate chunks per dimension, including the chunks of inputs that the
+  // output can follow so elementwise chains stay on their tiles.
+  std::vector<std::vector<int64_t>> cands(rank);
+  for (int64_t j = 0; j < rank; ++j) {
+    cands[j] = chunkCandidates(shape[j], numTiles_);
+    for (const Input &in : plan.inputs) {
+      int64_t var = variableOf(in.value);
+      if (var < 0 || prog_.variables[var].base >= 0 || in.access.full)
+        continue;
+      const TileMapping &m = prog_.variables[var].mapping;
+      for (int64_t k = 0; k < m.rank(); ++k)
+        if (in.access.coeffs[k][plan.outputLoops[j]] == 1 && m.shape[k] == shape[j])
+          cands[j].push_back(m.chunks[k]);
+    }
+    llvm::sort(cands[j]);
+    cands[j].erase(std::unique(cands[j].begin(), cands[j].end()), cands[j].end());
+  }
+
+  struct Best {
+    bool valid = false, fits = false;
+    int64_t cycles = 0, memory = 0, pieces = 0;
+    TileMapping mapping;
+  } best;
+  std::vector<int64_t> chunks(rank, 1);
+  // Odometer over the candidate lists, pruned by the tile count.
+  std::vector<size_t> at(rank, 0);
+  int64_t evaluated = 0;
+  while (true) {
+    int64_t pieces = 1;
+    for (int64_t j = 0; j < rank; ++j) {
+      chunks[j] = cands[j][at[j]];
+      pieces *= (shape[j] + chunks[j] - 1) / chunks[j];
+    }
+    if (pieces <= numTiles_ && evaluated < 4000) {
+      ++evaluated;
+      TileMapping m;
+      m.shape = shape;
+      m.chunks = chunks;
+      m.tileStrides.assign(rank, 0);
+      int64_t stride = 1;
+      for (int64_t j = rank - 1; j >= 0; --j) {
+        int64_t n = (shape[j] + chunks[j] - 1) / chunks[j];
+        m.tileStrides[j] = n > 1 ? stride : 0;
+        stride *= n;
+      }
+      // Unplaced leaves take the mapping they would get with this plan.
+      size_t tentative = prog_.variables.size();
+      std::vector<int64_t> inVars;
+      for (const Input &in : plan.inputs) {
+        int64_t var = variableOf(in.value);
+        if (var < 0) {
+          runtime::Variable v;
+          auto t = cast<RankedTensorType>(in.value.getType());
+          v.shape.assign(t.getShape().begin(), t.getShape().end());
+          auto aligned = alignedMapping(in.value, in.access, plan, m);
+          v.mapping = aligned ? *aligned
+                              : TileMapping::linear(v.shape, elementBytes(t), numTiles_);
+          v.mapping.shape = v.shape;
+          var = prog_.variables.size();
+          prog_.variables.push_back(std::move(v));
+        }
+        inVars.push_back(var);
+      }
+      // Cost the first, middle and last pieces: edges and holders differ.
+      std::vector<int64_t> perDim = m.piecesPerDim();
+      int64_t worstCycles = 0, worstMemory = 0;
+      for (int64_t sample : {int64_t(0), pieces / 2, pieces - 1}) {
+        std::vector<int64_t> idx(rank);
+        int64_t rest = sample;
+        for (int64_t j = rank - 1; j >= 0; --j) {
+          idx[j] = rest % perDim[j];
+          rest /= perDim[j];
+        }
+        Box piece = m.pieceBox(idx);
+        int64_t tile = m.tileOf(idx);
+        Box loops;
+        loops.offsets.assign(plan.loopRanges.size(), 0);
+        loops.sizes = plan.loopRanges;
+        for (int64_t j = 0; j < rank; ++j) {
+          loops.offsets[plan.outputLoops[j]] = piece.offsets[j];
+          loops.sizes[plan.outputLoops[j]] = piece.sizes[j];
+        }
+        int64_t received = 0, memory = piece.numElements() * outBytes;
+        for (auto [in, var] : llvm::zip(plan.inputs, inVars)) {
+          const runtime::Variable &v = prog_.variables[var];
+          Box region = in.access.region(loops, v.shape);
+          int64_t bytes = elementBytes(in.value.getType());
+          if (!runtime::isLocalPiece(prog_, var, region, tile)) {
+            received += runtime::remoteBytes(prog_, var, region, tile);
+            memory += region.numElements() * bytes;
+          }
+        }
+        int64_t exchange = received
+                               ? (received + target_.exchangeBytesPerCycle - 1) /
+                                         target_.exchangeBytesPerCycle +
+                                     target_.exchangeOverheadCycles
+                               : 0;
+        worstCycles = std::max(worstCycles, exchange + vertexCycles(plan, loops));
+        worstMemory = std::max(worstMemory, memory);
+      }
+      prog_.variables.resize(tentative);
+      bool fits = worstMemory <= budget_;
+      auto better = [&] {
+        if (!best.valid)
+          return true;
+        if (fits != best.fits)
+          return fits;
+        if (!fits)
+          return worstMemory < best.memory;
+        if (worstCycles != best.cycles)
+          return worstCycles < best.cycles;
+        return pieces < best.pieces;
+      };
+      if (better()) {
+        best.valid = true;
+        best.fits = fits;
+        best.cycles = worstCycles;
+        best.memory = worstMemory;
+        best.pieces = pieces;
+        best.mapping = m;
+      }
+    }
+    int64_t j = rank - 1;
+    while (j >= 0 && ++at[j] == cands[j].size())
+      at[j--] = 0;
+    if (j < 0)
+      break;
+  }
+  if (!best.valid)
+    return plan.op.emitError("ipu-map-tiles: no way to split this op over ")
+           << numTiles_ << " tiles";
+  plan.mapping = best.mapping;
+  // Place unplaced operands where this plan reads them.
+  for (const Input &in : plan.inputs) {
+    if (variableOf(in.value) >= 0)
+      continue;
+    if (auto aligned = alignedMapping(in.value, in.access, plan, plan.mapping)) {
+      // A weight loaded twice keeps the placement of its first load.
+      if (auto load = in.value.getDefiningOp<ml_program::GlobalLoadConstOp>();
+          load && globalVars_.count(load.getGlobal().getLeafReference())) {
+        vars_[in.value] = globalVars_[load.getGlobal().getLeafReference()];
+        continue;
+      }
+      addVariable(in.value, *aligned);
+    } else {
+      placeLinear(in.value);
+    }
+  }
+  return success();
+}
+
+LogicalResult Planner::plan() {
+  Block &body = main_.getBody().front();
+  for (Operation &op : body) {
+    if (isa<func::ReturnOp>(op)) {
+      for (Value v : op.getOperands())
+        if (variableOf(v) < 0)
+          placeLinear(v);
+      continue;
+    }
+    if (isa<arith::ConstantOp, ml_program::GlobalLoadConstOp, tensor::EmptyOp>(op))
+      continue;
+    if (auto generic = dyn_cast<linalg::GenericOp>(op)) {
+      Plan plan;
+      if (failed(describe(generic, plan)))
+        return failure();
+      // A producer whose only use is the init of a later generic takes that
+      // generic's mapping and is updated in place by it.
+      if (generic->getNumResults() == 1 && generic->hasOneUse()) {
+        auto user = dyn_cast<linalg::GenericOp>(*generic->getUsers().begin());
+        if (user && user->getNumResults() == 1 &&
+            user.getDpsInitOperand(0)->get() == generic->getResult(0))
+          plan.isInitProducer = true;
+      }
+      if (!plan.isInitProducer) {
+        // This op's own init, if computed by a deferred producer.
+        Value init = generic.getDpsInitOperand(0)->get();
+        if (auto producer = init.getDefiningOp<linalg::GenericOp>();
+            producer && planOf_.count(producer) &&
+            plans_[planOf_[producer]].isInitProducer)
+          plan.initProducer = producer;
+        if (plan.readsInit && !plan.initProducer) {
+          // Read the init like any other input, through the output map.
+          for (OpOperand &o : generic.getDpsInitsMutable()) {
+            Input input;
+            input.value = o.get();
+            input.map = generic.getMatchingIndexingMap(&o);
+            input.access = toAccessMap(input.map);
+            if (variableOf(input.value) < 0 && !isUnplacedLeaf(input.value))
+              return generic.emitError("ipu-map-tiles: an init that is not placed");
+            plan.inputs.push_back(input);
+          }
+        }
+        if (failed(planGeneric(plan)))
+          return failure();
+        if (plan.initProducer) {
+          Plan &producer = plans_[planOf_[plan.initProducer]];
+          producer.mapping = plan.mapping;
+          int64_t var = addVariable(plan.initProducer->getResult(0), plan.mapping);
+          vars_[generic->getResult(0)] = var;
+          // The producer's inputs were waiting for this placement.
+          for (const Input &in : producer.inputs)
+            if (variableOf(in.value) < 0) {
+              if (auto aligned = alignedMapping(in.value, in.access, producer,
+                                                producer.mapping))
+                addVariable(in.value, *aligned);
+              else
+                placeLinear(in.value);
+            }
+        } else {
+          for (Value r : generic->getResults())
+            addVariable(r, plan.mapping);
+        }
+      }
+      planOf_[generic] = plans_.size();
+      plans_.push_back(std::move(plan));
+      continue;
+    }
+    if (auto insert = dyn_cast<tensor::InsertSliceOp>(op)) {
+      placeLinear(insert.getSource());
+      Value dest = insert.getDest();
+      if (!dest.hasOneUse())
+        return insert.emitError("ipu-map-tiles: an insert into a value that has "
+                                "other uses");
+      if (dest.getDefiningOp<tensor::EmptyOp>() && variableOf(dest) < 0)
+        placeLinear(dest);
+      if (variableOf(dest) < 0)
+        return insert.emitError("ipu-map-tiles: insert destination not placed");
+      vars_[insert.getResult()] = variableOf(dest);
+      continue;
+    }
+    if (isa<tensor::ReshapeOp, tensor::CollapseShapeOp, tensor::ExpandShapeOp>(op)) {
+      Value source = op.getOperand(0);
+      placeLinear(source);
+      addView(op.getResult(0), source);
+      continue;
+    }
+    bool onTensors = llvm::any_of(op.getResultTypes(),
+                                  [](Type t) { return isa<TensorType>(t); });
+    if (onTensors)
+      return op.emitError("ipu-map-tiles: cannot place '")
+             << op.getName() << "' on tiles (expected linalg.generic, inserts, "
+                                "reshapes; run ipu-prepare-for-mapping first)";
+  }
+  return success();
+}
+
+FailureOr<func::FuncOp> Planner::outlineKernel(Plan &plan, ArrayRef<int64_t> pieceSizes,
+                                               StringRef name) {
+  linalg::GenericOp op = plan.op;
+  MLIRContext *ctx = op.getContext();
+  Location loc = op.getLoc();
+  int64_t numLoops = plan.loopRanges.size();
+  Box loops;
+  loops.offsets.assign(numLoops, 0);
+  loops.sizes = plan.loopRanges;
+  for (auto [j, l] : llvm::enumerate(plan.outputLoops))
+    loops.sizes[l] = pieceSizes[j];
+
+  // Signature: loop offsets, input regions, output pieces.
+  SmallVector<Type> argTypes(numLoops, IndexType::get(ctx));
+  SmallVector<RankedTensorType> inTypes;
+  for (const Input &in : plan.inputs) {
+    auto t = cast<RankedTensorType>(in.value.getType());
+    Box region = in.access.region(loops, t.getShape());
+    inTypes.push_back(RankedTensorType::get(region.sizes, t.getElementType()));
+    argTypes.push_back(MemRefType::get(region.sizes, t.getElementType()));
+  }
+  SmallVector<RankedTensorType> outTypes;
+  for (Type r : op->getResultTypes()) {
+    auto t = RankedTensorType::get(pieceSizes, getElementTypeOrSelf(r));
+    outTypes.push_back(t);
+    argTypes.push_back(MemRefType::get(pieceSizes, t.getElementType()));
+  }
+  OpBuilder mb(module_.getBodyRegion());
+  mb.setInsertionPointToEnd(module_.getBody());
+  auto func = func::FuncOp::create(mb, loc, name, FunctionType::get(ctx, argTypes, {}));
+  func->setAttr(ipu::kVertexAttrName, UnitAttr::get(ctx));
+  Block *entry = func.addEntryBlock();
+  OpBuilder b = OpBuilder::atBlockBegin(entry);
+
+  auto argTensor = [&](unsigned argIndex, RankedTensorType type) -> Value {
+    return bufferization::ToTensorOp::create(b, loc, type, entry->getArgument(argIndex),
+                                             /*restrict=*/true, /*writable=*/true);
+  };
+  // Placeholders of full shape stand for the operands while tiling; each
+  // slice tiling takes of them is then replaced by the region argument.
+  IRMapping mapping;
+  DenseMap<Value, unsigned> placeholderInput;
+  SmallVector<Operation *> placeholders;
+  for (auto [i, in] : llvm::enumerate(plan.inputs)) {
+    Value arg = argTensor(numLoops + i, inTypes[i]);
+    if (in.captured) {
+      mapping.map(in.value, arg);
+      continue;
+    }
+    auto t = cast<RankedTensorType>(in.value.getType());
+    auto ph = tensor::EmptyOp::create(b, loc, t.getShape(), t.getElementType());
+    placeholders.push_back(ph);
+    placeholderInput[ph] = i;
+    if (!mapping.contains(in.value))
+      mapping.map(in.value, ph.getResult());
+  }
+  // Scalar constants used as operands or in the body.
+  llvm::SetVector<Value> captured;
+  getUsedValuesDefinedAbove(op.getRegion(), captured);
+  for (Value v : op->getOperands())
+    captured.insert(v);
+  for (Value v : captured)
+    if (!mapping.contains(v) && !isa<RankedTensorType>(v.getType()))
+      mapping.map(v, b.clone(*v.getDefiningOp())->getResult(0));
+  // The inits: output placeholders (read only when the body reads them and
+  // they are not inputs already).
+  SmallVector<Value> outArgs;
+  for (auto [k, t] : llvm::enumerate(outTypes))
+    outArgs.push_back(argTensor(numLoops + plan.inputs.size() + k, t));
+  for (OpOperand &init : op.getDpsInitsMutable()) {
+    if (mapping.contains(init.get()))
+      continue;
+    auto t = cast<RankedTensorType>(init.get().getType());
+    auto ph = tensor::EmptyOp::create(b, loc, t.getShape(), t.getElementType());
+    placeholders.push_back(ph);
+    mapping.map(init.get(), ph.getResult());
+  }
+  auto clone = cast<linalg::GenericOp>(b.clone(*op, mapping));
+
+  SmallVector<OpFoldResult> offsets, sizes;
+  for (int64_t l = 0; l < numLoops; ++l) {
+    bool isOutput = llvm::is_contained(plan.outputLoops, l);
+    offsets.push_back(isOutput ? OpFoldResult(entry->getArgument(l))
+                               : OpFoldResult(b.getIndexAttr(0)));
+    sizes.push_back(b.getIndexAttr(loops.sizes[l]));
+  }
+  FailureOr<TilingResult> tiled =
+      cast<TilingInterface>(clone.getOperation()).getTiledImplementation(b, offsets, sizes);
+  if (failed(tiled) || tiled->tiledOps.size() != 1)
+    return op.emitError("ipu-map-tiles: could not tile this op (internal error)");
+  auto tiledOp = cast<linalg::GenericOp>(tiled->tiledOps.front());
+
+  // Operands: slices of input placeholders -> region arguments.
+  for (OpOperand &operand : tiledOp->getOpOperands()) {
+    Value v = operand.get();
+    if (!isa<RankedTensorType>(v.getType()))
+      continue;
+    bool isInit = tiledOp.isDpsInit(&operand);
+    Value source = v;
+    if (auto slice = v.getDefiningOp<tensor::ExtractSliceOp>())
+      source = slice.getSource();
+    if (isInit) {
+      unsigned k = operand.getOperandNumber() - tiledOp.getNumDpsInputs();
+      // Read the init from its input region when it is a separate input.
+      auto it = placeholderInput.find(source);
+      Value replacement = it != placeholderInput.end()
+                              ? argTensor(numLoops + it->second, inTypes[it->second])
+                              : outArgs[k];
+      if (replacement.getType() != v.getType())
+        return op.emitError("ipu-map-tiles: init region ")
+               << v.getType() << " differs from " << replacement.getType()
+               << " (internal error)";
+      operand.set(replacement);
+      continue;
+    }
+    auto it = placeholderInput.find(source);
+    if (it == placeholderInput.end())
+      return op.emitError("ipu-map-tiles: an operand of the tiled op is not a "
+                          "region of an input (internal error)");
+    Value arg = argTensor(numLoops + it->second, inTypes[it->second]);
+    if (arg.getType() != v.getType())
+      return op.emitError("ipu-map-tiles: input region ")
+             << v.getType() << " of the tiled op differs from the planned "
+             << arg.getType() << " (internal error)";
+    operand.set(arg);
+  }
+  for (auto [k, result] : llvm::enumerate(tiledOp->getResults())) {
+    auto store = bufferization::MaterializeInDestinationOp::create(
+        b, loc, Type(), result, entry->getArgument(numLoops + plan.inputs.size() + k));
+    store.setRestrict(true);
+    store.setWritable(true);
+  }
+  func::ReturnOp::create(b, loc);
+  clone->erase();
+  // Dead slices and placeholders go; canonicalization later tidies the rest.
+  SmallVector<Operation *> dead;
+  func.walk([&](tensor::ExtractSliceOp s) {
+    if (s->use_empty())
+      dead.push_back(s);
+  });
+  for (Operation *d : dead)
+    d->erase();
+  for (Operation *p : placeholders)
+    if (p->use_empty())
+      p->erase();
+  return func;
+}
+
+LogicalResult Planner::emitComputeSet(Plan &plan, OpBuilder &b) {
+  linalg::GenericOp op = plan.op;
+  std::string name = "cs" + std::to_string(computeSets_++);
+  // Distinct piece shapes: per dimension the chunk and the remainder.
+  std::vector<std::vector<int64_t>> perDim;
+  for (int64_t j = 0; j < plan.mapping.rank(); ++j) {
+    int64_t dim = plan.mapping.shape[j], chunk = plan.mapping.chunks[j];
+    std::vector<int64_t> sizes{std::min(dim, chunk)};
+    if (dim % chunk != 0 && dim > chunk)
+      sizes.push_back(dim % chunk);
+    perDim.push_back(sizes);
+  }
+  std::vector<std::vector<int64_t>> shapes{{}};
+  for (const auto &sizes : perDim) {
+    std::vector<std::vector<int64_t>> next;
+    for (const auto &s : shapes)
+      for (int64_t n : sizes) {
+        auto t = s;
+        t.push_back(n);
+        next.push_back(t);
+      }
+    shapes = std::move(next);
+  }
+  SmallVector<Attribute> kernels;
+  SmallVector<int64_t> cycles;
+  for (auto [k, shape] : llvm::enumerate(shapes)) {
+    std::string kernelName = "vertex_" + name + "_" + std::to_string(k);
+    FailureOr<func::FuncOp> kernel = outlineKernel(plan, shape, kernelName);
+    if (failed(kernel))
+      return failure();
+    kernels.push_back(FlatSymbolRefAttr::get(b.getContext(), kernelName));
+    Box loops;
+    loops.offsets.assign(plan.loopRanges.size(), 0);
+    loops.sizes = plan.loopRanges;
+    for (auto [j, l] : llvm::enumerate(plan.outputLoops))
+      loops.sizes[l] = shape[j];
+    cycles.push_back(vertexCycles(plan, loops));
+    (*kernel)->setAttr("ipu.code_bytes", b.getI64IntegerAttr(codeBytes(plan)));
+  }
+  SmallVector<Value> inputs;
+  SmallVector<Attribute> maps;
+  SmallVector<int64_t> full;
+  for (auto [i, in] : llvm::enumerate(plan.inputs)) {
+    inputs.push_back(in.value);
+    maps.push_back(AffineMapAttr::get(in.map));
+    if (in.access.full)
+      full.push_back(i);
+  }
+  SmallVector<Value> inits;
+  if (plan.initProducer)
+    inits.push_back(op.getDpsInitOperand(0)->get());
+  b.setInsertionPoint(op);
+  auto cs = ipu::ComputeSetOp::create(
+      b, op.getLoc(), op->getResultTypes(), inputs, inits, name,
+      plan.loopRanges, plan.outputLoops, b.getArrayAttr(maps), full,
+      b.getArrayAttr(kernels), cycles, plan.macs,
+      ipu::toAttr(b.getContext(), plan.mapping));
+  op->replaceAllUsesWith(cs->getResults());
+  op->erase();
+  return success();
+}
+
+LogicalResult Planner::rewrite() {
+  MLIRContext *ctx = module_.getContext();
+  // Placements of leaves, as attributes.
+  auto mappingOf = [&](Value v) {
+    int64_t id = variableOf(v);
+    return ipu::toAttr(ctx, prog_.variables[id].mapping);
+  };
+  for (BlockArgument arg : main_.getArguments())
+    if (variableOf(arg) >= 0)
+      main_.setArgAttr(arg.getArgNumber(), ipu::kMappingAttrName, mappingOf(arg));
+  SmallVector<Operation *> ops;
+  for (Operation &op : main_.getBody().front())
+    ops.push_back(&op);
+  OpBuilder b(ctx);
+  for (Operation *op : ops) {
+    if (auto load = dyn_cast<ml_program::GlobalLoadConstOp>(op)) {
+      if (variableOf(load.getResult()) >= 0)
+        load->setAttr(ipu::kMappingAttrName, mappingOf(load.getResult()));
+      continue;
+    }
+    if (auto generic = dyn_cast<linalg::GenericOp>(op)) {
+      if (failed(emitComputeSet(plans_[planOf_[generic]], b)))
+        return failure();
+      continue;
+    }
+    if (auto empty = dyn_cast<tensor::EmptyOp>(op)) {
+      if (variableOf(empty.getResult()) >= 0 && !empty->use_empty()) {
+        b.setInsertionPoint(empty);
+        auto alloc = ipu::AllocOp::create(b, empty.getLoc(), empty.getType(),
+                                          mappingOf(empty.getResult()));
+        empty.getResult().replaceAllUsesWith(alloc.getResult());
+      }
+      continue;
+    }
+    if (auto insert = dyn_cast<tensor::InsertSliceOp>(op)) {
+      b.setInsertionPoint(insert);
+      int64_t rank = insert.getSourceType().getRank();
+      if (insert.getSourceType().getRank() != insert.getDestType().getRank())
+        return insert.emitError("ipu-map-tiles: rank-reducing inserts are not "
+                                "supported");
+      auto copy = ipu::CopyOp::create(
+          b, insert.getLoc(), insert.getType(), insert.getSource(), insert.getDest(),
+          SmallVector<int64_t>(rank, 0), insert.getSourceType().getShape(),
+          insert.getStaticOffsets());
+      insert.replaceAllUsesWith(copy.getResult());
+      insert.erase();
+      continue;
+    }
+    if (isa<tensor::ReshapeOp, tensor::CollapseShapeOp, tensor::ExpandShapeOp>(op)) {
+      b.setInsertionPoint(op);
+      auto view = ipu::ViewOp::create(b, op->getLoc(), op->getResult(0).getType(),
+                                      op->getOperand(0));
+      op->getResult(0).replaceAllUsesWith(view.getResult());
+      op->erase();
+      continue;
+    }
+  }
+  // Leftovers: empties used only as kernel-local inits, shape constants.
+  for (Operation *op : llvm::reverse(ops))
+    if (op->getBlock() && op->use_empty() && isPure(op))
+      op->erase();
+  return success();
+}
+
+struct IPUMapTiles : tessera::ipu::impl::IPUMapTilesBase<IPUMapTiles> {
+  using IPUMapTilesBase::IPUMapTilesBase;
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (availableMemoryProportion <= 0 || availableMemoryProportion > 1) {
+      module.emitError("--available-memory-proportion must be in (0, 1], got ")
+          << availableMemoryProportion;
+      return signalPassFailure();
+    }
+    FailureOr<target::IPUTarget> target = ipu::getTarget(module);
+    if (failed(target))
+      return signalPassFailure();
+    auto main = module.lookupSymbol<func::FuncOp>("main");
+    if (!main) {
+      module.emitError("ipu-map-tiles: the module has no @main");
+      return signalPassFailure();
+    }
+    if (!main.getBody().hasOneBlock()) {
+      main.emitError("ipu-map-tiles: @main must be a single block (no control flow)");
+      return signalPassFailure();
+    }
+    Planner planner(module, main, *target, availableMemoryProportion);
+    if (failed(planner.plan()) || failed(planner.rewrite()))
+      return signalPassFailure();
+  }
+};
+
+} // namespace

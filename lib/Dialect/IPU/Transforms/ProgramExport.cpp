@@ -1,0 +1,253 @@
+//===- ProgramExport.cpp - a mapped module as the runtime's program ------===//
+
+#include "tessera/Dialect/IPU/Transforms/Passes.h"
+
+#include "llvm/ADT/StringMap.h"
+
+using namespace mlir;
+using namespace tessera;
+
+namespace tessera::ipu {
+
+FailureOr<target::IPUTarget> getTarget(ModuleOp module) {
+  auto attr = module->getAttrOfType<TargetAttr>(kTargetAttrName);
+  if (!attr)
+    return module.emitError("the module has no '")
+           << kTargetAttrName << "' attribute naming the machine (e.g. "
+           << "#ipu.target<\"ipu2\", ipus = 1, tiles_per_ipu = 1472, "
+              "bytes_per_tile = 638976>)";
+  auto target = target::makeTarget(attr.getName(), attr.getIpus(), attr.getTilesPerIpu());
+  if (!target)
+    return module.emitError("bad ipu.target: ") << llvm::toString(target.takeError());
+  target->bytesPerTile = attr.getBytesPerTile();
+  if (target->bytesPerTile < 1024)
+    return module.emitError("bad ipu.target: bytes_per_tile must be at least 1024");
+  return *target;
+}
+
+void setTarget(ModuleOp module, const target::IPUTarget &target) {
+  module->setAttr(kTargetAttrName,
+                  TargetAttr::get(module.getContext(), target.name, target.numIPUs,
+                                  target.tilesPerIPU, target.bytesPerTile));
+}
+
+namespace {
+std::string nameOf(Location loc, StringRef fallback) {
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location l : fused.getLocations())
+      if (auto n = dyn_cast<NameLoc>(l))
+        return n.getName().str();
+  if (auto n = dyn_cast<NameLoc>(loc))
+    return n.getName().str();
+  return fallback.str();
+}
+
+FailureOr<runtime::DType> dtypeOf(Value v) {
+  std::string name;
+  llvm::raw_string_ostream(name) << getElementTypeOrSelf(v.getType());
+  auto d = runtime::parseDType(name);
+  if (!d) {
+    llvm::consumeError(d.takeError());
+    return emitError(v.getLoc()) << "element type " << getElementTypeOrSelf(v.getType())
+                                 << " is not supported on the IPU model";
+  }
+  return *d;
+}
+} // namespace
+
+FailureOr<runtime::MachineProgram> exportMachineProgram(ModuleOp module) {
+  auto main = module.lookupSymbol<func::FuncOp>("main");
+  if (!main)
+    return module.emitError("the module has no @main");
+  runtime::MachineProgram program;
+  DenseMap<Value, int64_t> vars;
+  llvm::StringMap<int64_t> globals;
+  auto add = [&](Value v, runtime::VarKind kind, MappingAttr mapping,
+                 StringRef name) -> FailureOr<int64_t> {
+    auto type = cast<RankedTensorType>(v.getType());
+    runtime::Variable var;
+    var.name = name.str();
+    FailureOr<runtime::DType> d = dtypeOf(v);
+    if (failed(d))
+      return failure();
+    var.dtype = *d;
+    var.kind = kind;
+    var.shape.assign(type.getShape().begin(), type.getShape().end());
+    if (!mapping)
+      return emitError(v.getLoc()) << "value has no tile mapping (run ipu-map-tiles)";
+    var.mapping = fromAttr(mapping, var.shape);
+    int64_t id = program.variables.size();
+    program.variables.push_back(std::move(var));
+    vars[v] = id;
+    return id;
+  };
+  auto lookup = [&](Value v) -> FailureOr<int64_t> {
+    auto it = vars.find(v);
+    if (it == vars.end())
+      return emitError(v.getLoc()) << "a value used by the machine program was not "
+                                      "placed on tiles";
+    return it->second;
+  };
+  for (BlockArgument arg : main.getArguments()) {
+    auto name = main.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "graph.name");
+    auto mapping = main.getArgAttrOfType<MappingAttr>(arg.getArgNumber(), kMappingAttrName);
+    if (!mapping)
+      continue; // unused input: nothing to stream
+    std::string fallback = "input" + std::to_string(arg.getArgNumber());
+    if (failed(add(arg, runtime::VarKind::Input, mapping,
+                   name ? name.getValue() : StringRef(fallback))))
+      return failure();
+  }
+  // Inputs are bound by signature position (ipu-map-tiles places all).
+  for (BlockArgument arg : main.getArguments()) {
+    auto it = vars.find(arg);
+    if (it == vars.end())
+      return main.emitError("input ") << arg.getArgNumber() << " has no tile mapping";
+    program.inputs.push_back(it->second);
+  }
+  for (Operation &op : main.getBody().front()) {
+    if (auto load = dyn_cast<ml_program::GlobalLoadConstOp>(op)) {
+      StringRef sym = load.getGlobal().getLeafReference();
+      if (auto it = globals.find(sym); it != globals.end()) {
+        vars[load.getResult()] = it->second;
+        continue;
+      }
+      if (load->use_empty())
+        continue;
+      auto mapping = load->getAttrOfType<MappingAttr>(kMappingAttrName);
+      bool isConstant = sym.starts_with("__constant_");
+      FailureOr<int64_t> id =
+          add(load.getResult(),
+              isConstant ? runtime::VarKind::Constant : runtime::VarKind::Weight,
+              mapping, sym);
+      if (failed(id))
+        return failure();
+      globals[sym] = *id;
+      continue;
+    }
+    if (auto alloc = dyn_cast<AllocOp>(op)) {
+      if (failed(add(alloc.getResult(), runtime::VarKind::Activation, alloc.getMapping(),
+                     nameOf(alloc.getLoc(), "alloc"))))
+        return failure();
+      continue;
+    }
+    if (auto view = dyn_cast<ViewOp>(op)) {
+      FailureOr<int64_t> src = lookup(view.getSource());
+      if (failed(src))
+        return failure();
+      runtime::Variable var;
+      var.name = program.variables[*src].name;
+      var.dtype = program.variables[*src].dtype;
+      var.kind = program.variables[*src].kind;
+      auto type = cast<RankedTensorType>(view.getType());
+      var.shape.assign(type.getShape().begin(), type.getShape().end());
+      var.base = program.variables[*src].base >= 0 ? program.variables[*src].base : *src;
+      vars[view.getResult()] = program.variables.size();
+      program.variables.push_back(std::move(var));
+      continue;
+    }
+    if (auto copy = dyn_cast<CopyOp>(op)) {
+      FailureOr<int64_t> src = lookup(copy.getSource()), dst = lookup(copy.getDest());
+      if (failed(src) || failed(dst))
+        return failure();
+      runtime::Copy c;
+      c.src = *src;
+      c.dst = *dst;
+      c.srcRegion.offsets.assign(copy.getSourceOffsets().begin(),
+                                 copy.getSourceOffsets().end());
+      c.srcRegion.sizes.assign(copy.getSizes().begin(), copy.getSizes().end());
+      c.dstOffsets.assign(copy.getDestOffsets().begin(), copy.getDestOffsets().end());
+      program.steps.push_back({runtime::Step::Kind::Copy,
+                               static_cast<int64_t>(program.copies.size())});
+      program.copies.push_back(std::move(c));
+      vars[copy.getResult()] = *dst;
+      continue;
+    }
+    if (auto cs = dyn_cast<ComputeSetOp>(op)) {
+      runtime::ComputeSet set;
+      set.name = cs.getName().str();
+      set.location = nameOf(cs.getLoc(), "");
+      set.loopRanges.assign(cs.getLoopRanges().begin(), cs.getLoopRanges().end());
+      set.outputLoops.assign(cs.getOutputLoops().begin(), cs.getOutputLoops().end());
+      set.macs = cs.getMacs();
+      for (auto [i, in] : llvm::enumerate(cs.getInputs())) {
+        FailureOr<int64_t> var = lookup(in);
+        if (failed(var))
+          return failure();
+        runtime::ComputeSet::Operand operand;
+        operand.var = *var;
+        AffineMap map = cast<AffineMapAttr>(cs.getAccessMaps()[i]).getValue();
+        operand.map.coeffs.assign(map.getNumResults(),
+                                  std::vector<int64_t>(map.getNumDims(), 0));
+        operand.map.consts.assign(map.getNumResults(), 0);
+        operand.map.full = llvm::is_contained(cs.getFullInputs(), int64_t(i));
+        if (!operand.map.full) {
+          for (auto [j, expr] : llvm::enumerate(map.getResults())) {
+            SmallVector<int64_t> flat;
+            if (failed(getFlattenedAffineExpr(expr, map.getNumDims(), 0, &flat)) ||
+                flat.size() != map.getNumDims() + 1)
+              return cs.emitOpError("access map ") << AffineMapAttr::get(map) << " is not linear";
+            for (unsigned d = 0; d < map.getNumDims(); ++d)
+              operand.map.coeffs[j][d] = flat[d];
+            operand.map.consts[j] = flat.back();
+          }
+        }
+        set.inputs.push_back(std::move(operand));
+      }
+      for (auto [k, r] : llvm::enumerate(cs.getResults())) {
+        if (!cs.getInits().empty()) {
+          FailureOr<int64_t> init = lookup(cs.getInits()[k]);
+          if (failed(init))
+            return failure();
+          set.outputs.push_back(*init);
+          vars[r] = *init;
+          continue;
+        }
+        FailureOr<int64_t> id = add(r, runtime::VarKind::Activation, cs.getMapping(),
+                                    nameOf(cs.getLoc(), set.name));
+        if (failed(id))
+          return failure();
+        set.outputs.push_back(*id);
+      }
+      auto out = cast<RankedTensorType>(cs.getResult(0).getType());
+      for (auto [sym, cycles] : llvm::zip(cs.getKernels(), cs.getKernelCycles())) {
+        StringRef name = cast<FlatSymbolRefAttr>(sym).getValue();
+        auto kernel = module.lookupSymbol<func::FuncOp>(name);
+        if (!kernel)
+          return cs.emitOpError("kernel @") << name << " does not exist";
+        runtime::Kernel k;
+        k.symbol = (name + "_entry").str();
+        auto outArg = cast<MemRefType>(
+            kernel.getArgumentTypes()[kernel.getNumArguments() - cs.getNumResults()]);
+        k.pieceSizes.assign(outArg.getShape().begin(), outArg.getShape().end());
+        (void)out;
+        k.cycles = cycles;
+        auto code = kernel->getAttrOfType<IntegerAttr>("ipu.code_bytes");
+        k.codeBytes = code ? code.getInt() : 512;
+        set.kernels.push_back(std::move(k));
+      }
+      program.steps.push_back({runtime::Step::Kind::Compute,
+                               static_cast<int64_t>(program.computeSets.size())});
+      program.computeSets.push_back(std::move(set));
+      continue;
+    }
+    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      for (Value v : ret.getOperands()) {
+        FailureOr<int64_t> id = lookup(v);
+        if (failed(id))
+          return failure();
+        program.outputs.push_back(*id);
+      }
+      continue;
+    }
+    if (isa<arith::ConstantOp>(op) && !isa<TensorType>(op.getResult(0).getType()))
+      continue;
+    if (op.getNumResults() == 1 && isa<TensorType>(op.getResult(0).getType()) &&
+        op.use_empty())
+      continue;
+    return op.emitOpError("is not part of a machine program (run ipu-map-tiles)");
+  }
+  return program;
+}
+
+} // namespace tessera::ipu
