@@ -118,6 +118,8 @@ llvm::Error writeExecutable(StringRef path, ExecutableMetadata metadata,
                     {"inputs", std::move(inputs)},
                     {"outputs", std::move(outputs)},
                     {"weights", std::move(weightList)}};
+  if (metadata.program)
+    meta["program"] = metadata.program->toJSON();
   std::string metaText;
   llvm::raw_string_ostream(metaText) << json::Value(std::move(meta));
 
@@ -236,8 +238,26 @@ Expected<std::unique_ptr<Executable>> Executable::load(StringRef path) {
     return std::move(err);
   if (auto err = list("weights", m.weights))
     return std::move(err);
+  if (const json::Value *program = o->get("program")) {
+    auto p = MachineProgram::fromJSON(*program);
+    if (!p)
+      return fail("'" + path + "': " + llvm::toString(p.takeError()) +
+                  " (recompile the model)");
+    m.program = std::move(*p);
+  }
   exe->file_ = std::move(*file);
   return exe;
+}
+
+llvm::Error checkInputs(const ExecutableMetadata &m, llvm::ArrayRef<Tensor> inputs) {
+  if (inputs.size() != m.inputs.size())
+    return fail("the model takes " + llvm::Twine(m.inputs.size()) +
+                " input(s), got " + llvm::Twine(inputs.size()));
+  for (auto [given, want] : llvm::zip(inputs, m.inputs))
+    if (given.dtype != want.dtype || given.shape != want.shape)
+      return fail("input '" + want.name + "' must be " + want.typeString() +
+                  ", got " + given.typeString());
+  return llvm::Error::success();
 }
 
 llvm::ArrayRef<char> Executable::weight(size_t i) const {

@@ -2,22 +2,15 @@
 
 #include "tessera/Runtime/HostRunner.h"
 
-#include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
-#include "llvm/ExecutionEngine/Orc/LLJIT.h"
-#include "llvm/ExecutionEngine/Orc/Mangling.h"
-#include "llvm/Support/TargetSelect.h"
+#include "tessera/Runtime/JIT.h"
 
-#include <cstring>
+#include "llvm/ExecutionEngine/Orc/LLJIT.h"
 
 using llvm::Expected;
 
 namespace tessera::runtime {
 
 namespace {
-llvm::Error fail(const llvm::Twine &msg) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
-}
-
 /// A strided memref descriptor as MLIR's C interface lays it out:
 /// {allocated, aligned, offset, sizes[rank], strides[rank]}.
 std::vector<int64_t> descriptor(const void *data, const std::vector<int64_t> &shape) {
@@ -33,94 +26,28 @@ std::vector<int64_t> descriptor(const void *data, const std::vector<int64_t> &sh
   d.insert(d.end(), strides.begin(), strides.end());
   return d;
 }
-/// MLIR's lowering of a non-contiguous memref.copy calls `memrefCopy`
-/// (normally from MLIR's runner utilities, which the runtime does not link).
-/// Same ABI: element size and two unranked descriptors {rank, ranked*}.
-struct UnrankedDescriptor {
-  int64_t rank;
-  int64_t *ranked; // {allocated, aligned, offset, sizes[rank], strides[rank]}
-};
-
-extern "C" void tesseraMemrefCopy(int64_t elementSize, UnrankedDescriptor *src,
-                                  UnrankedDescriptor *dst) {
-  int64_t rank = src->rank;
-  auto *srcBase = reinterpret_cast<char *>(src->ranked[1]) + src->ranked[2] * elementSize;
-  auto *dstBase = reinterpret_cast<char *>(dst->ranked[1]) + dst->ranked[2] * elementSize;
-  const int64_t *sizes = src->ranked + 3;
-  const int64_t *srcStrides = src->ranked + 3 + rank;
-  const int64_t *dstStrides = dst->ranked + 3 + rank;
-  int64_t total = 1;
-  for (int64_t d = 0; d < rank; ++d)
-    total *= sizes[d];
-  if (total == 0)
-    return;
-  std::vector<int64_t> index(rank, 0);
-  int64_t srcOff = 0, dstOff = 0;
-  for (int64_t n = 0; n < total; ++n) {
-    std::memcpy(dstBase + dstOff * elementSize, srcBase + srcOff * elementSize,
-                elementSize);
-    for (int64_t d = rank - 1; d >= 0; --d) {
-      srcOff += srcStrides[d];
-      dstOff += dstStrides[d];
-      if (++index[d] < sizes[d])
-        break;
-      srcOff -= srcStrides[d] * sizes[d];
-      dstOff -= dstStrides[d] * sizes[d];
-      index[d] = 0;
-    }
-  }
-}
-
 } // namespace
 
 HostRunner::HostRunner(const Executable &executable) : executable_(executable) {}
 HostRunner::~HostRunner() = default;
 
 Expected<std::unique_ptr<HostRunner>> HostRunner::create(const Executable &exe) {
-  static bool initialized = [] {
-    llvm::InitializeNativeTarget();
-    llvm::InitializeNativeTargetAsmPrinter();
-    return true;
-  }();
-  (void)initialized;
   auto runner = std::unique_ptr<HostRunner>(new HostRunner(exe));
-  auto jit = llvm::orc::LLJITBuilder().create();
+  auto jit = createCodeJIT(exe.hostObject());
   if (!jit)
     return jit.takeError();
   runner->jit_ = std::move(*jit);
-  // Kernels call libm (expf, erff, ...) and malloc/free from this process.
-  auto process = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
-      runner->jit_->getDataLayout().getGlobalPrefix());
-  if (!process)
-    return process.takeError();
-  runner->jit_->getMainJITDylib().addGenerator(std::move(*process));
-  llvm::orc::MangleAndInterner mangle(runner->jit_->getExecutionSession(),
-                                      runner->jit_->getDataLayout());
-  if (auto err = runner->jit_->getMainJITDylib().define(llvm::orc::absoluteSymbols(
-          {{mangle("memrefCopy"),
-            {llvm::orc::ExecutorAddr::fromPtr(&tesseraMemrefCopy),
-             llvm::JITSymbolFlags::Exported}}})))
-    return std::move(err);
-  if (auto err = runner->jit_->addObjectFile(llvm::MemoryBuffer::getMemBufferCopy(
-          exe.hostObject(), "tessera-host-code")))
-    return std::move(err);
-  auto entry = runner->jit_->lookup(exe.metadata().entry);
+  auto entry = lookupEntry(*runner->jit_, exe.metadata().entry);
   if (!entry)
-    return fail("the executable's code has no entry '" + exe.metadata().entry +
-                "': " + llvm::toString(entry.takeError()));
-  runner->entry_ = entry->toPtr<void (*)(void **)>();
+    return entry.takeError();
+  runner->entry_ = *entry;
   return runner;
 }
 
 Expected<std::vector<Tensor>> HostRunner::run(llvm::ArrayRef<Tensor> inputs) {
   const ExecutableMetadata &m = executable_.metadata();
-  if (inputs.size() != m.inputs.size())
-    return fail("the model takes " + llvm::Twine(m.inputs.size()) +
-                " input(s), got " + llvm::Twine(inputs.size()));
-  for (auto [given, want] : llvm::zip(inputs, m.inputs))
-    if (given.dtype != want.dtype || given.shape != want.shape)
-      return fail("input '" + want.name + "' must be " + want.typeString() +
-                  ", got " + given.typeString());
+  if (auto err = checkInputs(m, inputs))
+    return std::move(err);
   std::vector<Tensor> outputs;
   for (const TensorInfo &o : m.outputs) {
     Tensor t;

@@ -15,6 +15,7 @@
 #ifndef TESSERA_RUNTIME_EXECUTABLE_H
 #define TESSERA_RUNTIME_EXECUTABLE_H
 
+#include "tessera/Runtime/MachineProgram.h"
 #include "tessera/Runtime/Tensor.h"
 
 #include "llvm/ADT/ArrayRef.h"
@@ -22,12 +23,14 @@
 #include "llvm/Support/MemoryBuffer.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace tessera::runtime {
 
-constexpr uint32_t kExecutableFormatVersion = 1;
+/// 2: metadata may carry the tile-mapped program ("program").
+constexpr uint32_t kExecutableFormatVersion = 2;
 
 struct TensorInfo {
   std::string name;
@@ -55,7 +58,16 @@ struct ExecutableMetadata {
   std::string entry = "tessera_main";
   std::vector<TensorInfo> inputs, outputs;
   std::vector<WeightInfo> weights;
+  /// The tile-mapped program the IPU model runs; its kernels' entry symbols
+  /// are in the same code section as `entry`. Absent in executables built
+  /// for the host reference only.
+  std::optional<MachineProgram> program;
 };
+
+/// Checks run-time inputs against the signature: count, then each input's
+/// shape and element type ("input 'x' must be 2x3xf32, got 2x4xf32").
+llvm::Error checkInputs(const ExecutableMetadata &metadata,
+                        llvm::ArrayRef<Tensor> inputs);
 
 /// Writes an executable atomically (temp file + rename). `weights[i]` holds
 /// the bytes of metadata.weights[i]; offsets are assigned here.

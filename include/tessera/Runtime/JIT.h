@@ -1,0 +1,36 @@
+//===- JIT.h - link an executable's native code in memory -------*- C++ -*-===//
+//
+// One ORC LLJIT setup shared by the host reference runner and the IPU model:
+// the executable's relocatable object is linked in process, its calls to
+// libm and the C library resolve to this process, and `memrefCopy` (which
+// MLIR's lowering of non-contiguous copies calls, normally from MLIR's runner
+// utilities) resolves to the runtime's own copy. No MLIR here.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_RUNTIME_JIT_H
+#define TESSERA_RUNTIME_JIT_H
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <memory>
+
+namespace llvm::orc {
+class LLJIT;
+} // namespace llvm::orc
+
+namespace tessera::runtime {
+
+/// Every packed entry point: one pointer argument per operand.
+using PackedEntry = void (*)(void **);
+
+/// A JIT with `object` (an executable's code section) linked in.
+llvm::Expected<std::unique_ptr<llvm::orc::LLJIT>> createCodeJIT(llvm::StringRef object);
+
+/// The packed entry `symbol` of the linked code; the error names the symbol.
+llvm::Expected<PackedEntry> lookupEntry(llvm::orc::LLJIT &jit, llvm::StringRef symbol);
+
+} // namespace tessera::runtime
+
+#endif // TESSERA_RUNTIME_JIT_H

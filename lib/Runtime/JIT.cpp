@@ -1,0 +1,95 @@
+//===- JIT.cpp - link an executable's native code in memory --------------===//
+
+#include "tessera/Runtime/JIT.h"
+
+#include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
+#include "llvm/ExecutionEngine/Orc/LLJIT.h"
+#include "llvm/ExecutionEngine/Orc/Mangling.h"
+#include "llvm/Support/TargetSelect.h"
+
+#include <cstring>
+#include <vector>
+
+namespace tessera::runtime {
+
+namespace {
+
+/// MLIR's lowering of a non-contiguous memref.copy calls `memrefCopy`
+/// (normally from MLIR's runner utilities, which the runtime does not link).
+/// Same ABI: element size and two unranked descriptors {rank, ranked*}.
+struct UnrankedDescriptor {
+  int64_t rank;
+  int64_t *ranked; // {allocated, aligned, offset, sizes[rank], strides[rank]}
+};
+
+extern "C" void tesseraMemrefCopy(int64_t elementSize, UnrankedDescriptor *src,
+                                  UnrankedDescriptor *dst) {
+  int64_t rank = src->rank;
+  auto *srcBase = reinterpret_cast<char *>(src->ranked[1]) + src->ranked[2] * elementSize;
+  auto *dstBase = reinterpret_cast<char *>(dst->ranked[1]) + dst->ranked[2] * elementSize;
+  const int64_t *sizes = src->ranked + 3;
+  const int64_t *srcStrides = src->ranked + 3 + rank;
+  const int64_t *dstStrides = dst->ranked + 3 + rank;
+  int64_t total = 1;
+  for (int64_t d = 0; d < rank; ++d)
+    total *= sizes[d];
+  if (total == 0)
+    return;
+  std::vector<int64_t> index(rank, 0);
+  int64_t srcOff = 0, dstOff = 0;
+  for (int64_t n = 0; n < total; ++n) {
+    std::memcpy(dstBase + dstOff * elementSize, srcBase + srcOff * elementSize,
+                elementSize);
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      srcOff += srcStrides[d];
+      dstOff += dstStrides[d];
+      if (++index[d] < sizes[d])
+        break;
+      srcOff -= srcStrides[d] * sizes[d];
+      dstOff -= dstStrides[d] * sizes[d];
+      index[d] = 0;
+    }
+  }
+}
+
+} // namespace
+
+llvm::Expected<std::unique_ptr<llvm::orc::LLJIT>> createCodeJIT(llvm::StringRef object) {
+  static bool initialized = [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    return true;
+  }();
+  (void)initialized;
+  auto jit = llvm::orc::LLJITBuilder().create();
+  if (!jit)
+    return jit.takeError();
+  // Kernels call libm (expf, erff, ...) and malloc/free from this process.
+  auto process = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
+      (*jit)->getDataLayout().getGlobalPrefix());
+  if (!process)
+    return process.takeError();
+  (*jit)->getMainJITDylib().addGenerator(std::move(*process));
+  llvm::orc::MangleAndInterner mangle((*jit)->getExecutionSession(),
+                                      (*jit)->getDataLayout());
+  if (auto err = (*jit)->getMainJITDylib().define(llvm::orc::absoluteSymbols(
+          {{mangle("memrefCopy"),
+            {llvm::orc::ExecutorAddr::fromPtr(&tesseraMemrefCopy),
+             llvm::JITSymbolFlags::Exported}}})))
+    return std::move(err);
+  if (auto err = (*jit)->addObjectFile(
+          llvm::MemoryBuffer::getMemBufferCopy(object, "tessera-code")))
+    return std::move(err);
+  return std::move(*jit);
+}
+
+llvm::Expected<PackedEntry> lookupEntry(llvm::orc::LLJIT &jit, llvm::StringRef symbol) {
+  auto entry = jit.lookup(symbol);
+  if (!entry)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "the executable's code has no entry '" + symbol +
+                                       "': " + llvm::toString(entry.takeError()));
+  return entry->toPtr<PackedEntry>();
+}
+
+} // namespace tessera::runtime

@@ -1,0 +1,380 @@
+//===- IPUModelTest.cpp - executing tile-mapped programs -----------------===//
+//
+// Executables built here without the compiler: a hand-written program and,
+// for its kernel, LLVM IR compiled to an object in process (the same packed
+// `void(void**)` ABI the compiler's vertices have).
+//
+//===----------------------------------------------------------------------===//
+
+#include "tessera/Runtime/IPUModel.h"
+
+#include "llvm/AsmParser/Parser.h"
+#include "llvm/IR/LLVMContext.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/TargetParser/Host.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+using namespace tessera::runtime;
+
+namespace {
+
+/// y[i][j] = x[i][j] * w[j] + (row offset + i): reads the loop offset, two
+/// inputs of different ranks and writes one output, from the descriptors'
+/// sizes (so one symbol serves every piece size).
+const char *kKernelIR = R"(
+define void @mul_rows(ptr %args) {
+entry:
+  %p0 = load ptr, ptr %args
+  %off0 = load i64, ptr %p0
+  %a2 = getelementptr ptr, ptr %args, i64 2
+  %xd = load ptr, ptr %a2
+  %a3 = getelementptr ptr, ptr %args, i64 3
+  %wd = load ptr, ptr %a3
+  %a4 = getelementptr ptr, ptr %args, i64 4
+  %yd = load ptr, ptr %a4
+  %xa.p = getelementptr i64, ptr %xd, i64 1
+  %xa = load ptr, ptr %xa.p
+  %rows.p = getelementptr i64, ptr %xd, i64 3
+  %rows = load i64, ptr %rows.p
+  %cols.p = getelementptr i64, ptr %xd, i64 4
+  %cols = load i64, ptr %cols.p
+  %wa.p = getelementptr i64, ptr %wd, i64 1
+  %wa = load ptr, ptr %wa.p
+  %ya.p = getelementptr i64, ptr %yd, i64 1
+  %ya = load ptr, ptr %ya.p
+  %n = mul i64 %rows, %cols
+  br label %loop
+loop:
+  %k = phi i64 [0, %entry], [%k1, %loop]
+  %i = udiv i64 %k, %cols
+  %j = urem i64 %k, %cols
+  %xp = getelementptr float, ptr %xa, i64 %k
+  %xv = load float, ptr %xp
+  %wp = getelementptr float, ptr %wa, i64 %j
+  %wv = load float, ptr %wp
+  %prod = fmul float %xv, %wv
+  %row = add i64 %off0, %i
+  %rowf = sitofp i64 %row to float
+  %r = fadd float %prod, %rowf
+  %yp = getelementptr float, ptr %ya, i64 %k
+  store float %r, ptr %yp
+  %k1 = add i64 %k, 1
+  %done = icmp eq i64 %k1, %n
+  br i1 %done, label %exit, label %loop
+exit:
+  ret void
+}
+)";
+
+std::string compileIR(const char *ir) {
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  llvm::LLVMContext context;
+  llvm::SMDiagnostic diag;
+  auto module = llvm::parseAssemblyString(ir, diag, context);
+  EXPECT_TRUE(module) << diag.getMessage().str();
+  if (!module)
+    return "";
+  std::string triple = llvm::sys::getProcessTriple(), error;
+  const llvm::Target *target = llvm::TargetRegistry::lookupTarget(llvm::Triple(triple), error);
+  EXPECT_TRUE(target) << error;
+  llvm::TargetOptions options;
+  std::unique_ptr<llvm::TargetMachine> machine(target->createTargetMachine(
+      llvm::Triple(triple), "generic", "", options, llvm::Reloc::PIC_));
+  module->setDataLayout(machine->createDataLayout());
+  module->setTargetTriple(llvm::Triple(triple));
+  llvm::SmallString<0> object;
+  llvm::raw_svector_ostream os(object);
+  llvm::legacy::PassManager pm;
+  EXPECT_FALSE(machine->addPassesToEmitFile(pm, os, nullptr,
+                                            llvm::CodeGenFileType::ObjectFile));
+  pm.run(*module);
+  return object.str().str();
+}
+
+std::string tempPath() {
+  llvm::SmallString<128> path;
+  llvm::sys::fs::createTemporaryFile("tessera-ipumodel-test", "tess", path);
+  return path.str().str();
+}
+
+TileMapping grid(std::vector<int64_t> shape, std::vector<int64_t> chunks,
+                 std::vector<int64_t> strides, int64_t first) {
+  TileMapping m;
+  m.shape = shape;
+  m.chunks = chunks;
+  m.tileStrides = strides;
+  m.firstTile = first;
+  return m;
+}
+
+Variable variable(const char *name, std::vector<int64_t> shape, VarKind kind,
+                  TileMapping mapping) {
+  Variable v;
+  v.name = name;
+  v.shape = shape;
+  v.kind = kind;
+  v.mapping = std::move(mapping);
+  return v;
+}
+
+std::vector<float> values(const Tensor &t) {
+  std::vector<float> v(t.numElements());
+  std::memcpy(v.data(), t.data.data(), t.data.size());
+  return v;
+}
+
+Tensor tensor(std::vector<int64_t> shape, const std::vector<float> &v) {
+  Tensor t;
+  t.shape = shape;
+  t.data.resize(v.size() * 4);
+  std::memcpy(t.data.data(), v.data(), t.data.size());
+  return t;
+}
+
+/// x [8,6] in row pairs on tiles 0..3; w [6] on tile 5; y = mul_rows(x, w)
+/// in row triples on tiles 2..4 (so x moves); z [48] = y viewed flat, on
+/// tiles 0..3 in 12s; q [4,3] = y[2:6, 1:4] on tile 7.
+struct Sample {
+  ExecutableMetadata meta;
+  std::vector<float> w = {1, -2, 0.5, 3, 0.25, -1};
+};
+
+Sample sample() {
+  Sample s;
+  MachineProgram &p = s.meta.program.emplace();
+  p.variables.push_back(variable("x", {8, 6}, VarKind::Input, grid({8, 6}, {2, 6}, {1, 0}, 0)));
+  p.variables.push_back(variable("w", {6}, VarKind::Weight, TileMapping::singleTile({6}, 5)));
+  p.variables[1].weight = 0;
+  p.variables.push_back(variable("y", {8, 6}, VarKind::Activation, grid({8, 6}, {3, 6}, {1, 0}, 2)));
+  Variable flat;
+  flat.name = "y.flat";
+  flat.shape = {48};
+  flat.base = 2;
+  p.variables.push_back(flat);
+  p.variables.push_back(variable("z", {48}, VarKind::Activation, grid({48}, {12}, {1}, 0)));
+  p.variables.push_back(variable("q", {4, 3}, VarKind::Activation, TileMapping::singleTile({4, 3}, 7)));
+  ComputeSet cs;
+  cs.name = "cs0";
+  cs.location = "mul \"/m\"";
+  cs.loopRanges = {8, 6};
+  cs.outputLoops = {0, 1};
+  AccessMap id, cols;
+  id.coeffs = {{1, 0}, {0, 1}};
+  id.consts = {0, 0};
+  cols.coeffs = {{0, 1}};
+  cols.consts = {0};
+  cs.inputs = {{0, id}, {1, cols}};
+  cs.outputs = {2};
+  cs.kernels = {{"mul_rows", {3, 6}, 200, 300}, {"mul_rows", {2, 6}, 150, 300}};
+  cs.macs = 48;
+  p.computeSets.push_back(cs);
+  p.copies.push_back({3, 4, Box{{0}, {48}}, {0}, "reshape \"/r\""});
+  p.copies.push_back({2, 5, Box{{2, 1}, {4, 3}}, {0, 0}, "slice \"/s\""});
+  p.steps = {{Step::Kind::Compute, 0}, {Step::Kind::Copy, 0}, {Step::Kind::Copy, 1}};
+  p.inputs = {0};
+  p.outputs = {4, 5};
+
+  s.meta.compilerVersion = "test";
+  s.meta.target = "ipu2";
+  s.meta.tilesPerIPU = 8;
+  s.meta.inputs = {{"x", DType::F32, {8, 6}}};
+  s.meta.outputs = {{"z", DType::F32, {48}}, {"q", DType::F32, {4, 3}}};
+  WeightInfo w;
+  static_cast<TensorInfo &>(w) = {"w", DType::F32, {6}};
+  s.meta.weights = {w};
+  return s;
+}
+
+std::unique_ptr<Executable> write(const ExecutableMetadata &meta, const std::string &code,
+                                  const std::vector<float> &weight) {
+  std::string path = tempPath();
+  llvm::ArrayRef<char> bytes(reinterpret_cast<const char *>(weight.data()),
+                             weight.size() * 4);
+  llvm::Error err = writeExecutable(path, meta, code, {bytes});
+  EXPECT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
+  auto exe = Executable::load(path);
+  llvm::sys::fs::remove(path); // the mapping stays valid
+  EXPECT_TRUE(static_cast<bool>(exe)) << llvm::toString(exe.takeError());
+  return exe ? std::move(*exe) : nullptr;
+}
+
+TEST(IPUModel, ComputesExchangesAndCopiesLikeTheProgramSays) {
+  Sample s = sample();
+  std::string object = compileIR(kKernelIR);
+  ASSERT_FALSE(object.empty());
+  auto exe = write(s.meta, object, s.w);
+  ASSERT_TRUE(exe);
+  ASSERT_TRUE(exe->metadata().program.has_value());
+
+  std::vector<float> x(48);
+  for (int i = 0; i < 48; ++i)
+    x[i] = 0.5f * i - 7;
+  std::vector<float> y(48);
+  for (int i = 0; i < 8; ++i)
+    for (int j = 0; j < 6; ++j)
+      y[i * 6 + j] = x[i * 6 + j] * s.w[j] + i;
+  std::vector<float> q;
+  for (int i = 2; i < 6; ++i)
+    for (int j = 1; j < 4; ++j)
+      q.push_back(y[i * 6 + j]);
+
+  for (unsigned threads : {1u, 4u}) {
+    auto model = IPUModel::create(*exe, threads);
+    ASSERT_TRUE(static_cast<bool>(model)) << llvm::toString(model.takeError());
+    for (int repeat = 0; repeat < 2; ++repeat) {
+      auto out = (*model)->run({tensor({8, 6}, x)});
+      ASSERT_TRUE(static_cast<bool>(out)) << llvm::toString(out.takeError());
+      ASSERT_EQ(out->size(), 2u);
+      EXPECT_EQ(values((*out)[0]), y);
+      EXPECT_EQ(values((*out)[1]), q);
+    }
+  }
+
+  auto model = IPUModel::create(*exe);
+  ASSERT_TRUE(static_cast<bool>(model));
+  const CostSummary &cost = (*model)->cost();
+  ASSERT_EQ(cost.steps.size(), 5u);
+  EXPECT_EQ(cost.steps[0].name, "stream-in");
+  EXPECT_EQ(cost.steps[0].exchangeBytes, 48 * 4);
+  const StepCost &cs = cost.steps[1];
+  EXPECT_EQ(cs.name, "cs0");
+  EXPECT_EQ(cs.location, "mul \"/m\"");
+  // x rows 0-2, 3-5 (partly local to tile 3? no: tile 3 holds rows 6-7)
+  // and 6-7 all move, and w (24 B) moves to each of the three vertices.
+  EXPECT_EQ(cs.exchangeBytes, (18 + 18 + 12) * 4 + 3 * 24);
+  // Tiles 2 and 3 each receive 72 + 24 bytes: 24 cycles at 4 B/cycle.
+  EXPECT_EQ(cs.exchangeCycles, 24 + (*model)->target().exchangeOverheadCycles);
+  EXPECT_EQ(cs.computeCycles, 200);
+  EXPECT_EQ(cs.tilesUsed, 3);
+  EXPECT_EQ(cs.macs, 48);
+  EXPECT_EQ(cost.steps[2].name, "copy0");
+  EXPECT_EQ(cost.steps[2].computeCycles, 0);
+  EXPECT_EQ(cost.steps[4].name, "stream-out");
+  int64_t total = 0;
+  for (const StepCost &step : cost.steps)
+    total += step.total();
+  EXPECT_EQ(cost.totalCycles, total);
+
+  // Code is reserved where vertices run; the receive buffers are planned.
+  const MemoryPlan &plan = (*model)->memory();
+  EXPECT_EQ(plan.peakByCategory[2].code, 300);
+  EXPECT_EQ(plan.peakByCategory[0].code, 0);
+  EXPECT_GE(plan.exchangeOffset[0][0], 0);
+  EXPECT_GE(plan.exchangeOffset[0][1], 0);
+
+  llvm::json::Value profile = (*model)->profileJSON();
+  const llvm::json::Object *o = profile.getAsObject();
+  ASSERT_TRUE(o);
+  EXPECT_EQ(o->getInteger("cycles"), cost.totalCycles);
+  EXPECT_EQ(o->getArray("steps")->size(), 5u);
+  EXPECT_TRUE(o->getObject("memory"));
+  llvm::json::Value trace = (*model)->traceJSON();
+  const llvm::json::Array *events = trace.getAsObject()->getArray("traceEvents");
+  ASSERT_TRUE(events);
+  int complete = 0;
+  double end = 0;
+  for (const llvm::json::Value &e : *events)
+    if (e.getAsObject()->getString("ph") == "X") {
+      ++complete;
+      end = std::max(end, *e.getAsObject()->getNumber("ts") +
+                              *e.getAsObject()->getNumber("dur"));
+    }
+  EXPECT_GT(complete, 5);
+  EXPECT_NEAR(end, cost.seconds((*model)->target().clockHz) * 1e6, 1e-6);
+}
+
+TEST(IPUModel, RunsCopyOnlyProgramsWithoutCode) {
+  // No kernels: no object code is needed at all.
+  ExecutableMetadata meta;
+  meta.target = "ipu1";
+  meta.tilesPerIPU = 4;
+  meta.numIPUs = 2;
+  meta.inputs = {{"a", DType::F32, {4, 4}}};
+  meta.outputs = {{"b", DType::F32, {4, 4}}};
+  MachineProgram &p = meta.program.emplace();
+  p.variables.push_back(variable("a", {4, 4}, VarKind::Input, grid({4, 4}, {1, 4}, {1, 0}, 0)));
+  // b in column pairs on the second IPU's tiles 5 and 7.
+  p.variables.push_back(variable("b", {4, 4}, VarKind::Activation, grid({4, 4}, {4, 2}, {0, 2}, 5)));
+  p.copies.push_back({0, 1, Box{{0, 0}, {4, 4}}, {0, 0}, ""});
+  p.steps = {{Step::Kind::Copy, 0}};
+  p.inputs = {0};
+  p.outputs = {1};
+  std::string path = tempPath();
+  ASSERT_FALSE(static_cast<bool>(writeExecutable(path, meta, "", {})));
+  auto exe = Executable::load(path);
+  llvm::sys::fs::remove(path);
+  ASSERT_TRUE(static_cast<bool>(exe)) << llvm::toString(exe.takeError());
+  auto model = IPUModel::create(**exe);
+  ASSERT_TRUE(static_cast<bool>(model)) << llvm::toString(model.takeError());
+  std::vector<float> a(16);
+  for (int i = 0; i < 16; ++i)
+    a[i] = i;
+  auto out = (*model)->run({tensor({4, 4}, a)});
+  ASSERT_TRUE(static_cast<bool>(out)) << llvm::toString(out.takeError());
+  EXPECT_EQ(values((*out)[0]), a);
+  // Everything crosses to the other IPU: 64 bytes over the links, and the
+  // sync is the global one.
+  const StepCost &copy = (*model)->cost().steps[1];
+  EXPECT_EQ(copy.exchangeBytes, 64);
+  EXPECT_EQ(copy.syncCycles, (*model)->target().globalSyncCycles);
+
+  auto wrong = (*model)->run({tensor({4, 3}, std::vector<float>(12))});
+  ASSERT_FALSE(static_cast<bool>(wrong));
+  EXPECT_EQ(llvm::toString(wrong.takeError()), "input 'a' must be 4x4xf32, got 4x3xf32");
+}
+
+TEST(IPUModel, ReportsWhatCannotRun) {
+  ExecutableMetadata meta;
+  meta.target = "ipu2";
+  meta.inputs = {{"a", DType::F32, {200000}}};
+  meta.outputs = {{"a", DType::F32, {200000}}};
+  std::string path = tempPath();
+  ASSERT_FALSE(static_cast<bool>(writeExecutable(path, meta, "", {})));
+  auto exe = Executable::load(path);
+  ASSERT_TRUE(static_cast<bool>(exe));
+  auto none = IPUModel::create(**exe);
+  ASSERT_FALSE(static_cast<bool>(none));
+  EXPECT_EQ(llvm::toString(none.takeError()),
+            "this executable has no IPU program; run with --reference");
+
+  // 800 KB on one tile of 624 KiB.
+  MachineProgram &p = meta.program.emplace();
+  p.variables.push_back(
+      variable("a", {200000}, VarKind::Input, TileMapping::singleTile({200000}, 3)));
+  p.inputs = {0};
+  p.outputs = {0};
+  ASSERT_FALSE(static_cast<bool>(writeExecutable(path, meta, "", {})));
+  exe = Executable::load(path);
+  llvm::sys::fs::remove(path);
+  ASSERT_TRUE(static_cast<bool>(exe));
+  auto big = IPUModel::create(**exe);
+  ASSERT_FALSE(static_cast<bool>(big));
+  EXPECT_NE(llvm::toString(big.takeError())
+                .find("out of tile memory: tile 3 needs 800,000 bytes, has 638,976 (624 KiB)"),
+            std::string::npos);
+}
+
+TEST(IPUModel, MissingKernelCodeIsAnError) {
+  Sample s = sample();
+  s.meta.program->computeSets[0].kernels[1].symbol = "no_such_kernel";
+  auto exe = write(s.meta, compileIR(kKernelIR), s.w);
+  ASSERT_TRUE(exe);
+  auto model = IPUModel::create(*exe);
+  ASSERT_FALSE(static_cast<bool>(model));
+  EXPECT_NE(llvm::toString(model.takeError())
+                .find("compute set 'cs0': the executable's code has no entry 'no_such_kernel'"),
+            std::string::npos);
+}
+
+} // namespace
