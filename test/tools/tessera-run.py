@@ -9,6 +9,7 @@
 # RUN: tessera-run %t/model.tess --reference --input %t/inputs.npz | FileCheck %s --check-prefix=OUT
 # RUN: not tessera-run %t/model.tess --input %t/x.npy 2>&1 | FileCheck %s --check-prefix=NOREF
 # RUN: not tessera-run %t/model.tess --reference 2>&1 | FileCheck %s --check-prefix=MISSING
+# RUN: not tessera-run %t/model.tess --reference --profile %t/prof --input %t/x.npy 2>&1 | FileCheck %s --check-prefix=PROFREF
 # RUN: not tessera-run %t/model.tess --reference --input x=%t/bad_shape.npy 2>&1 | FileCheck %s --check-prefix=SHAPE
 # RUN: not tessera-run %t/model.tess --reference --input x=%t/bad_dtype.npy 2>&1 | FileCheck %s --check-prefix=DTYPE
 # RUN: not tessera-run %t/model.tess --reference --input y=%t/x.npy 2>&1 | FileCheck %s --check-prefix=NAME
@@ -29,7 +30,8 @@
 # OUT: host reference: {{.*}} ms per run (1 run)
 # ITER: (3 runs)
 # PB: out: 4xf32  min -2  max 7  mean 2.25  [-2, 0, 4, 7]
-# NOREF: error: the IPU model is not built yet in this version of Tessera; run the host reference code with --reference
+# NOREF: error: this executable has no IPU program; run with --reference
+# PROFREF: error: --profile needs the IPU model; drop --reference
 # MISSING: error: missing input 'x' (2x3x6x6xf32); give it with --input x=file.npy
 # SHAPE: error: input 'x' must be 2x3x6x6xf32, got 2x3x5x6xf32
 # DTYPE: error: input 'x' must be 2x3x6x6xf32, got 2x3x6x6xf64
@@ -38,7 +40,7 @@
 # COMPRESSED: error: {{.*}}compressed.npz is compressed (entry 'x.npy'); save it with numpy.savez, not savez_compressed
 # FLIPPED: error: '{{.*}}flipped.tess' is damaged (checksum mismatch); recompile the model
 # TRUNCATED: error: '{{.*}}truncated.tess' is truncated or padded
-# VERSION: error: '{{.*}}version.tess' has executable format version 99; this runtime reads version 1 (recompile the model)
+# VERSION: error: '{{.*}}version.tess' has executable format version 99; this runtime reads version 2 (recompile the model)
 # NOTTESS: error: '{{.*}}x.npy' is not a Tessera executable (bad magic)
 import os
 import struct

@@ -1,21 +1,25 @@
 //===- tessera-run.cpp - execute a .tess executable ----------------------===//
 //
 // tessera-run model.tess --input name=x.npy ... [--output out.npz]
-//                        [--iterations K] [--reference]
+//                        [--iterations K] [--profile DIR] [--reference]
 // Inputs come from .npy, .npz (every array, by name) or ONNX TensorProto .pb
-// files. Today the executable holds the host reference code; the IPU model
-// that runs tile-mapped programs and counts cycles is not built yet, so
-// --reference is required.
+// files. By default the executable's tile-mapped program runs on the IPU
+// model, which also estimates the cycles the target would take; --reference
+// runs the host reference code (the graph without tile decomposition).
 //
 //===----------------------------------------------------------------------===//
 
 #include "tessera/Runtime/Executable.h"
+#include "tessera/Runtime/FileUtils.h"
 #include "tessera/Runtime/HostRunner.h"
+#include "tessera/Runtime/IPUModel.h"
 #include "tessera/Runtime/Tensor.h"
 #include "tessera/Target/IPUTarget.h"
 
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -48,8 +52,14 @@ cl::opt<bool> reference("reference",
                         cl::desc("Run the host reference code (the graph "
                                  "without tile decomposition)"),
                         cl::init(false), cl::cat(category));
-cl::opt<std::string> profileDir("profile", cl::desc("Write a profile to DIR"),
-                                cl::value_desc("DIR"), cl::cat(category));
+cl::opt<std::string> profileDir(
+    "profile",
+    cl::desc("Write the IPU model's profile (DIR/profile.json) and timeline "
+             "(DIR/trace.json, Chrome trace format for Perfetto)"),
+    cl::value_desc("DIR"), cl::cat(category));
+cl::opt<unsigned> threads("host-threads",
+                          cl::desc("Host threads for the IPU model (0: all)"),
+                          cl::init(0), cl::cat(category));
 
 int error(const llvm::Twine &msg) {
   llvm::WithColor::error(llvm::errs(), "tessera-run") << msg << "\n";
@@ -141,6 +151,59 @@ void summarize(const TensorInfo &info, const Tensor &t) {
   llvm::outs() << (n > 5 ? ", ...]\n" : "]\n");
 }
 
+std::string withCommas(int64_t v) {
+  std::string digits = std::to_string(v), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0)
+      out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+llvm::Error writeJSON(llvm::StringRef dir, llvm::StringRef name, llvm::json::Value v) {
+  llvm::SmallString<256> path(dir);
+  llvm::sys::path::append(path, name);
+  std::string text;
+  llvm::raw_string_ostream(text) << llvm::formatv("{0:2}", v) << "\n";
+  return writeFileAtomically(path, text);
+}
+
+llvm::Error makeProfileDir() {
+  if (std::error_code ec = llvm::sys::fs::create_directories(profileDir))
+    return llvm::createStringError(ec, "cannot create the profile directory '" +
+                                           profileDir + "': " + ec.message());
+  return llvm::Error::success();
+}
+
+/// The IPU model could not be created: when the program does not fit, the
+/// profile still says where memory went.
+void writeFailureProfile(const ExecutableMetadata &meta, const std::string &message) {
+  llvm::json::Object profile{{"error", message}};
+  if (meta.program) {
+    auto target = tessera::target::makeTarget(
+        meta.target, meta.numIPUs,
+        meta.tilesPerIPU ? std::optional<int64_t>(meta.tilesPerIPU) : std::nullopt);
+    if (target) {
+      profile["target"] = target->name;
+      OutOfMemory report;
+      auto plan = planMemory(*meta.program, target->totalTiles(), target->bytesPerTile,
+                             &report);
+      if (!plan) {
+        llvm::consumeError(plan.takeError());
+        if (report.available)
+          profile["out_of_memory"] = report.toJSON();
+      }
+    } else {
+      llvm::consumeError(target.takeError());
+    }
+  }
+  if (auto err = makeProfileDir())
+    llvm::consumeError(std::move(err));
+  else if (auto err = writeJSON(profileDir, "profile.json", std::move(profile)))
+    llvm::consumeError(std::move(err));
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -148,11 +211,8 @@ int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(argc, argv, "Run a Tessera executable\n");
 
-  if (!reference)
-    return error("the IPU model is not built yet in this version of Tessera; "
-                 "run the host reference code with --reference");
-  if (!profileDir.empty())
-    return error("--profile needs the IPU model, which is not built yet");
+  if (reference && !profileDir.empty())
+    return error("--profile needs the IPU model; drop --reference");
   if (iterations == 0)
     return error("--iterations must be at least 1");
 
@@ -201,13 +261,35 @@ int main(int argc, char **argv) {
     given.erase(it);
   }
 
-  auto runner = HostRunner::create(**exe);
-  if (!runner)
-    return error(llvm::toString(runner.takeError()));
+  auto target = tessera::target::makeTarget(
+      meta.target, meta.numIPUs,
+      meta.tilesPerIPU ? std::optional<int64_t>(meta.tilesPerIPU) : std::nullopt);
+  if (!target)
+    return error("the executable names an unknown target: " +
+                 llvm::toString(target.takeError()));
+
+  // Both paths run the same way: create, run K times, time the runs.
+  std::unique_ptr<HostRunner> runner;
+  std::unique_ptr<IPUModel> model;
+  if (reference) {
+    auto created = HostRunner::create(**exe);
+    if (!created)
+      return error(llvm::toString(created.takeError()));
+    runner = std::move(*created);
+  } else {
+    auto created = IPUModel::create(**exe, threads);
+    if (!created) {
+      std::string message = llvm::toString(created.takeError());
+      if (!profileDir.empty())
+        writeFailureProfile(meta, message);
+      return error(message);
+    }
+    model = std::move(*created);
+  }
   std::vector<Tensor> outputs;
   auto start = std::chrono::steady_clock::now();
   for (unsigned i = 0; i < iterations; ++i) {
-    auto result = (*runner)->run(inputs);
+    auto result = runner ? runner->run(inputs) : model->run(inputs);
     if (!result)
       return error(llvm::toString(result.takeError()));
     outputs = std::move(*result);
@@ -217,20 +299,39 @@ int main(int argc, char **argv) {
                   .count() /
               iterations;
 
-  if (auto target = tessera::target::makeTarget(meta.target, meta.numIPUs,
-                                                meta.tilesPerIPU
-                                                    ? std::optional<int64_t>(meta.tilesPerIPU)
-                                                    : std::nullopt))
-    llvm::outs() << "compiled for " << target->describe() << "\n";
-  else
-    return error("the executable names an unknown target: " +
-                 llvm::toString(target.takeError()));
-  llvm::outs() << "outputs (host reference):\n";
+  llvm::outs() << "compiled for " << target->describe() << "\n";
+  llvm::outs() << (reference ? "outputs (host reference):\n" : "outputs (IPU model):\n");
   for (auto [info, t] : llvm::zip(meta.outputs, outputs))
     summarize(info, t);
-  llvm::outs() << llvm::format("host reference: %.3f ms per run (%u run%s)\n", ms,
-                               static_cast<unsigned>(iterations),
+  if (model) {
+    const CostSummary &cost = model->cost();
+    double seconds = cost.seconds(model->target().clockHz);
+    double perSecond = seconds > 0 ? 1.0 / seconds : 0;
+    llvm::outs() << "estimated on " << model->target().name << ": "
+                 << withCommas(cost.totalCycles) << " cycles, "
+                 << llvm::format("%.4g", seconds * 1e3) << " ms per iteration, "
+                 << withCommas(std::llround(perSecond)) << " iterations/s";
+    // Throughput in samples: the leading (batch) dimension of input 0.
+    if (!meta.inputs.empty() && !meta.inputs[0].shape.empty())
+      llvm::outs() << ", "
+                   << withCommas(std::llround(perSecond * meta.inputs[0].shape[0]))
+                   << " samples/s";
+    llvm::outs() << "\n";
+  }
+  llvm::outs() << llvm::format("%s: %.3f ms per run (%u run%s)\n",
+                               reference ? "host reference" : "IPU model on the host",
+                               ms, static_cast<unsigned>(iterations),
                                iterations == 1 ? "" : "s");
+  if (model && !profileDir.empty()) {
+    if (auto err = makeProfileDir())
+      return error(llvm::toString(std::move(err)));
+    if (auto err = writeJSON(profileDir, "profile.json", model->profileJSON()))
+      return error(llvm::toString(std::move(err)));
+    if (auto err = writeJSON(profileDir, "trace.json", model->traceJSON()))
+      return error(llvm::toString(std::move(err)));
+    llvm::outs() << "profile written to " << profileDir << "/profile.json and "
+                 << profileDir << "/trace.json\n";
+  }
   if (!outputPath.empty()) {
     std::vector<std::pair<std::string, Tensor>> named;
     for (auto [info, t] : llvm::zip(meta.outputs, outputs))
