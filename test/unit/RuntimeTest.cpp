@@ -95,6 +95,41 @@ TEST(Executable, RefusesDamage) {
   llvm::sys::fs::remove(path);
 }
 
+TEST(Executable, CarriesTheMachineProgram) {
+  ExecutableMetadata m = metadataWithWeights();
+  MachineProgram &p = m.program.emplace();
+  Variable x;
+  x.name = "x";
+  x.shape = {2, 3};
+  x.kind = VarKind::Input;
+  x.mapping = TileMapping::singleTile({2, 3}, 0);
+  p.variables = {x};
+  p.inputs = {0};
+  p.outputs = {0};
+  std::string path = tempPath("tess");
+  std::vector<char> a(12, 1), b(5, 2);
+  auto write = [&] {
+    return writeExecutable(path, m, "OBJECT", {llvm::ArrayRef(a), llvm::ArrayRef(b)});
+  };
+  ASSERT_FALSE(llvm::errorToBool(write()));
+  auto exe = Executable::load(path);
+  ASSERT_TRUE(static_cast<bool>(exe)) << llvm::toString(exe.takeError());
+  ASSERT_TRUE((*exe)->metadata().program.has_value());
+  EXPECT_EQ((*exe)->metadata().program->variables[0].name, "x");
+  EXPECT_EQ((*exe)->metadata().program->variables[0].mapping.chunks,
+            (std::vector<int64_t>{2, 3}));
+
+  // A program that names what does not exist is refused at load.
+  m.program->outputs = {5};
+  ASSERT_FALSE(llvm::errorToBool(write()));
+  auto bad = Executable::load(path);
+  ASSERT_FALSE(static_cast<bool>(bad));
+  EXPECT_NE(llvm::toString(bad.takeError())
+                .find("program: output 0 names variable 5; there are 1 (recompile the model)"),
+            std::string::npos);
+  llvm::sys::fs::remove(path);
+}
+
 TEST(Tensor, NpyAndNpzRoundTrip) {
   Tensor t = iota({2, 3});
   auto parsed = parseNpy(serializeNpy(t), "test");
