@@ -161,11 +161,17 @@ std::string withCommas(int64_t v) {
   return out;
 }
 
-llvm::Error writeJSON(llvm::StringRef dir, llvm::StringRef name, llvm::json::Value v) {
+/// Indented for reading, or compact for the (large) trace.
+llvm::Error writeJSON(llvm::StringRef dir, llvm::StringRef name, llvm::json::Value v,
+                      bool indent = true) {
   llvm::SmallString<256> path(dir);
   llvm::sys::path::append(path, name);
   std::string text;
-  llvm::raw_string_ostream(text) << llvm::formatv("{0:2}", v) << "\n";
+  llvm::raw_string_ostream os(text);
+  if (indent)
+    os << llvm::formatv("{0:2}", v) << "\n";
+  else
+    os << v << "\n";
   return writeFileAtomically(path, text);
 }
 
@@ -327,7 +333,7 @@ int main(int argc, char **argv) {
       return error(llvm::toString(std::move(err)));
     if (auto err = writeJSON(profileDir, "profile.json", model->profileJSON()))
       return error(llvm::toString(std::move(err)));
-    if (auto err = writeJSON(profileDir, "trace.json", model->traceJSON()))
+    if (auto err = writeJSON(profileDir, "trace.json", model->traceJSON(), /*indent=*/false))
       return error(llvm::toString(std::move(err)));
     llvm::outs() << "profile written to " << profileDir << "/profile.json and "
                  << profileDir << "/trace.json\n";
