@@ -13,6 +13,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/Transforms/TilingInterfaceImpl.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -29,6 +30,8 @@ void registerTesseraDialects(mlir::DialectRegistry &registry) {
                   mlir::tensor::TensorDialect, mlir::linalg::LinalgDialect,
                   mlir::math::MathDialect>();
   registerCodegenDialects(registry);
+  // ipu-map-tiles outlines vertices through linalg's TilingInterface.
+  mlir::linalg::registerTilingInterfaceExternalModels(registry);
 }
 
 namespace {

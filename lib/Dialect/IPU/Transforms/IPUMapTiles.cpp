@@ -141,6 +141,17 @@ private:
   std::vector<Plan> plans_;
   DenseMap<Operation *, size_t> planOf_;
   int64_t computeSets_ = 0;
+  /// Results of rewritten ops -> their replacements (plans hold the former).
+  DenseMap<Value, Value> replaced_;
+  Value resolve(Value v) const {
+    auto it = replaced_.find(v);
+    return it == replaced_.end() ? v : it->second;
+  }
+  void replace(Operation *op, ValueRange with) {
+    for (auto [from, to] : llvm::zip(op->getResults(), with))
+      replaced_[from] = to;
+    op->replaceAllUsesWith(with);
+  }
 };
 
 int64_t Planner::addVariable(Value v, TileMapping mapping) {
@@ -246,6 +257,10 @@ LogicalResult Planner::describe(linalg::GenericOp op, Plan &plan) {
         return op.emitError("ipu-map-tiles: a scalar operand that is not a constant");
       continue;
     }
+    // Uninitialized operands (a pooling window's shape) need no data: the
+    // kernel makes its own.
+    if (in->get().getDefiningOp<tensor::EmptyOp>())
+      continue;
     Input input;
     input.value = in->get();
     input.map = op.getMatchingIndexingMap(in);
@@ -501,6 +516,17 @@ LogicalResult Planner::planGeneric(Plan &plan) {
 
 LogicalResult Planner::plan() {
   Block &body = main_.getBody().front();
+  // Inserts update their destination in place: a destination shared (CSE
+  // merges identical pads' fills) is recomputed for each.
+  SmallVector<tensor::InsertSliceOp> inserts(body.getOps<tensor::InsertSliceOp>());
+  for (tensor::InsertSliceOp insert : inserts) {
+    Value dest = insert.getDest();
+    Operation *def = dest.getDefiningOp();
+    if (dest.hasOneUse() || !def || !isPure(def) || def->getNumResults() != 1)
+      continue;
+    OpBuilder b(insert);
+    insert.getDestMutable().assign(b.clone(*def)->getResult(0));
+  }
   for (Operation &op : body) {
     if (isa<func::ReturnOp>(op)) {
       for (Value v : op.getOperands())
@@ -611,7 +637,7 @@ FailureOr<func::FuncOp> Planner::outlineKernel(Plan &plan, ArrayRef<int64_t> pie
   SmallVector<Type> argTypes(numLoops, IndexType::get(ctx));
   SmallVector<RankedTensorType> inTypes;
   for (const Input &in : plan.inputs) {
-    auto t = cast<RankedTensorType>(in.value.getType());
+    auto t = cast<RankedTensorType>(resolve(in.value).getType());
     Box region = in.access.region(loops, t.getShape());
     inTypes.push_back(RankedTensorType::get(region.sizes, t.getElementType()));
     argTypes.push_back(MemRefType::get(region.sizes, t.getElementType()));
@@ -638,18 +664,31 @@ FailureOr<func::FuncOp> Planner::outlineKernel(Plan &plan, ArrayRef<int64_t> pie
   IRMapping mapping;
   DenseMap<Value, unsigned> placeholderInput;
   SmallVector<Operation *> placeholders;
+  SmallVector<Value> inArgs;
   for (auto [i, in] : llvm::enumerate(plan.inputs)) {
+    Value value = resolve(in.value);
     Value arg = argTensor(numLoops + i, inTypes[i]);
+    inArgs.push_back(arg);
     if (in.captured) {
-      mapping.map(in.value, arg);
+      mapping.map(value, arg);
       continue;
     }
-    auto t = cast<RankedTensorType>(in.value.getType());
+    auto t = cast<RankedTensorType>(value.getType());
     auto ph = tensor::EmptyOp::create(b, loc, t.getShape(), t.getElementType());
     placeholders.push_back(ph);
     placeholderInput[ph] = i;
-    if (!mapping.contains(in.value))
-      mapping.map(in.value, ph.getResult());
+    if (!mapping.contains(value))
+      mapping.map(value, ph.getResult());
+  }
+  DenseSet<Value> localPlaceholders;
+  for (OpOperand *in : op.getDpsInputOperands()) {
+    if (mapping.contains(in->get()) || !in->get().getDefiningOp<tensor::EmptyOp>())
+      continue;
+    auto t = cast<RankedTensorType>(in->get().getType());
+    auto ph = tensor::EmptyOp::create(b, loc, t.getShape(), t.getElementType());
+    placeholders.push_back(ph);
+    localPlaceholders.insert(ph);
+    mapping.map(in->get(), ph.getResult());
   }
   // Scalar constants used as operands or in the body.
   llvm::SetVector<Value> captured;
@@ -700,9 +739,8 @@ FailureOr<func::FuncOp> Planner::outlineKernel(Plan &plan, ArrayRef<int64_t> pie
       unsigned k = operand.getOperandNumber() - tiledOp.getNumDpsInputs();
       // Read the init from its input region when it is a separate input.
       auto it = placeholderInput.find(source);
-      Value replacement = it != placeholderInput.end()
-                              ? argTensor(numLoops + it->second, inTypes[it->second])
-                              : outArgs[k];
+      Value replacement =
+          it != placeholderInput.end() ? inArgs[it->second] : outArgs[k];
       if (replacement.getType() != v.getType())
         return op.emitError("ipu-map-tiles: init region ")
                << v.getType() << " differs from " << replacement.getType()
@@ -710,11 +748,18 @@ FailureOr<func::FuncOp> Planner::outlineKernel(Plan &plan, ArrayRef<int64_t> pie
       operand.set(replacement);
       continue;
     }
+    if (localPlaceholders.contains(source)) {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(tiledOp);
+      auto t = cast<RankedTensorType>(v.getType());
+      operand.set(tensor::EmptyOp::create(b, loc, t.getShape(), t.getElementType()));
+      continue;
+    }
     auto it = placeholderInput.find(source);
     if (it == placeholderInput.end())
       return op.emitError("ipu-map-tiles: an operand of the tiled op is not a "
                           "region of an input (internal error)");
-    Value arg = argTensor(numLoops + it->second, inTypes[it->second]);
+    Value arg = inArgs[it->second];
     if (arg.getType() != v.getType())
       return op.emitError("ipu-map-tiles: input region ")
              << v.getType() << " of the tiled op differs from the planned "
@@ -786,7 +831,7 @@ LogicalResult Planner::emitComputeSet(Plan &plan, OpBuilder &b) {
   SmallVector<Attribute> maps;
   SmallVector<int64_t> full;
   for (auto [i, in] : llvm::enumerate(plan.inputs)) {
-    inputs.push_back(in.value);
+    inputs.push_back(resolve(in.value));
     maps.push_back(AffineMapAttr::get(in.map));
     if (in.access.full)
       full.push_back(i);
@@ -800,7 +845,7 @@ LogicalResult Planner::emitComputeSet(Plan &plan, OpBuilder &b) {
       plan.loopRanges, plan.outputLoops, b.getArrayAttr(maps), full,
       b.getArrayAttr(kernels), cycles, plan.macs,
       ipu::toAttr(b.getContext(), plan.mapping));
-  op->replaceAllUsesWith(cs->getResults());
+  replace(op, cs->getResults());
   op->erase();
   return success();
 }
@@ -835,7 +880,7 @@ LogicalResult Planner::rewrite() {
         b.setInsertionPoint(empty);
         auto alloc = ipu::AllocOp::create(b, empty.getLoc(), empty.getType(),
                                           mappingOf(empty.getResult()));
-        empty.getResult().replaceAllUsesWith(alloc.getResult());
+        replace(empty, alloc->getResults());
       }
       continue;
     }
@@ -849,7 +894,7 @@ LogicalResult Planner::rewrite() {
           b, insert.getLoc(), insert.getType(), insert.getSource(), insert.getDest(),
           SmallVector<int64_t>(rank, 0), insert.getSourceType().getShape(),
           insert.getStaticOffsets());
-      insert.replaceAllUsesWith(copy.getResult());
+      replace(insert, copy->getResults());
       insert.erase();
       continue;
     }
@@ -857,14 +902,18 @@ LogicalResult Planner::rewrite() {
       b.setInsertionPoint(op);
       auto view = ipu::ViewOp::create(b, op->getLoc(), op->getResult(0).getType(),
                                       op->getOperand(0));
-      op->getResult(0).replaceAllUsesWith(view.getResult());
+      replace(op, view->getResults());
       op->erase();
       continue;
     }
   }
   // Leftovers: empties used only as kernel-local inits, shape constants.
-  for (Operation *op : llvm::reverse(ops))
-    if (op->getBlock() && op->use_empty() && isPure(op))
+  SmallVector<Operation *> dead;
+  for (Operation &op : llvm::reverse(main_.getBody().front()))
+    if (!op.hasTrait<OpTrait::IsTerminator>() && op.use_empty() && isPure(&op))
+      dead.push_back(&op);
+  for (Operation *op : dead)
+    if (op->use_empty())
       op->erase();
   return success();
 }

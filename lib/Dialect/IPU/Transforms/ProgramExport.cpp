@@ -26,6 +26,7 @@ FailureOr<target::IPUTarget> getTarget(ModuleOp module) {
 }
 
 void setTarget(ModuleOp module, const target::IPUTarget &target) {
+  module.getContext()->getOrLoadDialect<IPUDialect>();
   module->setAttr(kTargetAttrName,
                   TargetAttr::get(module.getContext(), target.name, target.numIPUs,
                                   target.tilesPerIPU, target.bytesPerTile));
@@ -122,6 +123,7 @@ FailureOr<runtime::MachineProgram> exportMachineProgram(ModuleOp module) {
               mapping, sym);
       if (failed(id))
         return failure();
+      program.variables[*id].weight = globals.size();
       globals[sym] = *id;
       continue;
     }
