@@ -188,15 +188,24 @@ LogicalResult bindProgramWeights(ModuleOp mapped, runtime::MachineProgram &progr
     auto dense = global ? dyn_cast_if_present<DenseElementsAttr>(
                               global.getValue().value_or(Attribute()))
                         : DenseElementsAttr();
-    if (!dense || dense.getElementType().isInteger(1) || dense.isSplat())
+    if (!dense || dense.isSplat())
       return mapped.emitError("constant '")
              << var.name << "' of the machine program cannot be packaged";
     runtime::WeightInfo w;
     w.name = var.name;
     w.dtype = var.dtype;
     w.shape = var.shape;
-    ArrayRef<char> raw = dense.getRawData();
-    model.owned.emplace_back(raw.begin(), raw.end());
+    w.reference = false;
+    if (dense.getElementType().isInteger(1)) {
+      // Booleans are bit-packed in the attribute and one byte in memory.
+      std::vector<char> bytes;
+      for (bool b : dense.getValues<bool>())
+        bytes.push_back(b ? 1 : 0);
+      model.owned.push_back(std::move(bytes));
+    } else {
+      ArrayRef<char> raw = dense.getRawData();
+      model.owned.emplace_back(raw.begin(), raw.end());
+    }
     model.weightData.push_back(model.owned.back());
     var.weight = model.weights.size();
     index[var.name] = var.weight;

@@ -105,6 +105,8 @@ llvm::Error writeExecutable(StringRef path, ExecutableMetadata metadata,
     json::Value v = tensorJson(w);
     v.getAsObject()->try_emplace("offset", static_cast<int64_t>(w.offset));
     v.getAsObject()->try_emplace("size", static_cast<int64_t>(w.size));
+    if (!w.reference)
+      v.getAsObject()->try_emplace("reference", false);
     weightList.push_back(std::move(v));
   }
   json::Object meta{{"compiler", metadata.compilerVersion},
@@ -221,6 +223,7 @@ Expected<std::unique_ptr<Executable>> Executable::load(StringRef path) {
       if constexpr (std::is_same_v<decltype(t), WeightInfo>) {
         auto offset = v.getAsObject()->getInteger("offset");
         auto size = v.getAsObject()->getInteger("size");
+        t.reference = v.getAsObject()->getBoolean("reference").value_or(true);
         if (!offset || !size || *offset < 0 || *size < 0 ||
             static_cast<uint64_t>(*offset + *size) > exe->weights_.size() ||
             static_cast<uint64_t>(*size) != t.numElements() * dtypeSize(t.dtype))

@@ -60,7 +60,8 @@ Expected<std::vector<Tensor>> HostRunner::run(llvm::ArrayRef<Tensor> inputs) {
   for (const Tensor &t : inputs)
     descriptors.push_back(descriptor(t.data.data(), t.shape));
   for (size_t i = 0; i < m.weights.size(); ++i)
-    descriptors.push_back(descriptor(executable_.weight(i).data(), m.weights[i].shape));
+    if (m.weights[i].reference)
+      descriptors.push_back(descriptor(executable_.weight(i).data(), m.weights[i].shape));
   for (Tensor &t : outputs)
     descriptors.push_back(descriptor(t.data.data(), t.shape));
   std::vector<void *> args;

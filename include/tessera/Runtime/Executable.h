@@ -43,6 +43,10 @@ struct TensorInfo {
 struct WeightInfo : TensorInfo {
   uint64_t offset = 0; ///< within the weights section
   uint64_t size = 0;   ///< bytes
+  /// Passed to the host reference entry (false for constants only the IPU
+  /// program reads: the ipu phase turns a graph's tensor constants into
+  /// weights, which the reference code keeps inline).
+  bool reference = true;
 };
 
 struct ExecutableMetadata {

@@ -605,6 +605,15 @@ LogicalResult Planner::plan() {
       vars_[insert.getResult()] = variableOf(dest);
       continue;
     }
+    if (auto slice = dyn_cast<tensor::ExtractSliceOp>(op)) {
+      if (!llvm::all_of(slice.getStaticStrides(), [](int64_t s) { return s == 1; }) ||
+          slice.getSourceType().getRank() != slice.getType().getRank())
+        return slice.emitError("ipu-map-tiles: slices need unit strides and the "
+                               "source's rank (run ipu-prepare-for-mapping first)");
+      placeLinear(slice.getSource());
+      placeLinear(slice.getResult());
+      continue;
+    }
     if (isa<tensor::ReshapeOp, tensor::CollapseShapeOp, tensor::ExpandShapeOp>(op)) {
       Value source = op.getOperand(0);
       placeLinear(source);
@@ -618,6 +627,9 @@ LogicalResult Planner::plan() {
              << op.getName() << "' on tiles (expected linalg.generic, inserts, "
                                 "reshapes; run ipu-prepare-for-mapping first)";
   }
+  // Inputs nobody reads are still streamed somewhere.
+  for (BlockArgument arg : main_.getArguments())
+    placeLinear(arg);
   return success();
 }
 
@@ -669,8 +681,11 @@ FailureOr<func::FuncOp> Planner::outlineKernel(Plan &plan, ArrayRef<int64_t> pie
     Value value = resolve(in.value);
     Value arg = argTensor(numLoops + i, inTypes[i]);
     inArgs.push_back(arg);
-    if (in.captured) {
-      mapping.map(value, arg);
+    // Whole inputs (captured, or read through a map that is not a box) are
+    // the argument itself: tiling slices it inside the kernel if it must.
+    if (in.captured || in.access.full) {
+      if (!mapping.contains(value))
+        mapping.map(value, arg);
       continue;
     }
     auto t = cast<RankedTensorType>(value.getType());
@@ -748,6 +763,8 @@ FailureOr<func::FuncOp> Planner::outlineKernel(Plan &plan, ArrayRef<int64_t> pie
       operand.set(replacement);
       continue;
     }
+    if (llvm::is_contained(inArgs, source))
+      continue;
     if (localPlaceholders.contains(source)) {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPoint(tiledOp);
@@ -896,6 +913,18 @@ LogicalResult Planner::rewrite() {
           insert.getStaticOffsets());
       replace(insert, copy->getResults());
       insert.erase();
+      continue;
+    }
+    if (auto slice = dyn_cast<tensor::ExtractSliceOp>(op)) {
+      b.setInsertionPoint(slice);
+      auto alloc = ipu::AllocOp::create(b, slice.getLoc(), slice.getType(),
+                                        mappingOf(slice.getResult()));
+      auto copy = ipu::CopyOp::create(
+          b, slice.getLoc(), slice.getType(), slice.getSource(), alloc.getResult(),
+          slice.getStaticOffsets(), slice.getType().getShape(),
+          SmallVector<int64_t>(slice.getType().getRank(), 0));
+      replace(slice, copy->getResults());
+      slice.erase();
       continue;
     }
     if (isa<tensor::ReshapeOp, tensor::CollapseShapeOp, tensor::ExpandShapeOp>(op)) {

@@ -8,6 +8,7 @@
 
 #include "tessera/Dialect/IPU/Transforms/Passes.h"
 
+#include "mlir/Analysis/FlatLinearValueConstraints.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Tensor/Transforms/Transforms.h"
@@ -23,42 +24,133 @@ using namespace mlir;
 
 namespace {
 
-/// extract_slice (any static offsets and strides) -> a copying generic that
-/// reads `offset + stride * i`: a vertex per output piece reads just its
-/// region, and strided slices need no special exchange.
-struct ExtractSliceToGeneric : OpRewritePattern<tensor::ExtractSliceOp> {
+/// A strided extract_slice -> a unit-stride slice (a copy, see
+/// ipu-map-tiles) of the dimensions that are only narrowed, then a copying
+/// generic reading `offset + stride * i`, so each vertex reads just its
+/// region. (A generic cannot narrow a dimension with offset 0 and stride 1:
+/// linalg reads that as the loop's bound.)
+struct StridedSliceToGeneric : OpRewritePattern<tensor::ExtractSliceOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(tensor::ExtractSliceOp op,
                                 PatternRewriter &rewriter) const override {
     if (!op.getOffsets().empty() || !op.getSizes().empty() ||
         !op.getStrides().empty())
       return rewriter.notifyMatchFailure(op, "dynamic slice");
+    if (llvm::all_of(op.getStaticStrides(), [](int64_t s) { return s == 1; }))
+      return rewriter.notifyMatchFailure(op, "unit strides: a copy");
+    Location loc = op.getLoc();
     RankedTensorType result = op.getType();
-    int64_t srcRank = op.getSourceType().getRank();
+    RankedTensorType sourceType = op.getSourceType();
+    int64_t srcRank = sourceType.getRank();
     llvm::SmallBitVector dropped = op.getDroppedDims();
+    // Step 1: narrow unit-stride dimensions (keeping rank).
+    SmallVector<int64_t> offsets(op.getStaticOffsets()), strides(op.getStaticStrides());
+    SmallVector<int64_t> narrowOffsets(srcRank, 0), narrowSizes(sourceType.getShape());
+    bool narrows = false;
+    for (int64_t d = 0; d < srcRank; ++d) {
+      int64_t size = op.getStaticSizes()[d];
+      if (strides[d] == 1 && size != sourceType.getDimSize(d)) {
+        narrowOffsets[d] = offsets[d];
+        narrowSizes[d] = size;
+        offsets[d] = 0;
+        narrows = true;
+      }
+    }
+    Value source = op.getSource();
+    if (narrows) {
+      SmallVector<int64_t> ones(srcRank, 1);
+      source = tensor::ExtractSliceOp::create(
+          rewriter, loc, RankedTensorType::get(narrowSizes, result.getElementType()),
+          source, ValueRange{}, ValueRange{}, ValueRange{}, narrowOffsets,
+          narrowSizes, ones);
+    }
+    // Step 2: the strided read as a generic.
     MLIRContext *ctx = getContext();
     SmallVector<AffineExpr> exprs;
     int64_t resultDim = 0;
     for (int64_t d = 0; d < srcRank; ++d) {
-      int64_t offset = op.getStaticOffsets()[d], stride = op.getStaticStrides()[d];
       if (dropped.test(d)) {
-        exprs.push_back(getAffineConstantExpr(offset, ctx));
+        exprs.push_back(getAffineConstantExpr(offsets[d], ctx));
         continue;
       }
-      exprs.push_back(getAffineDimExpr(resultDim++, ctx) * stride + offset);
+      exprs.push_back(getAffineDimExpr(resultDim++, ctx) * strides[d] + offsets[d]);
     }
     int64_t rank = result.getRank();
     auto inMap = AffineMap::get(rank, 0, exprs, ctx);
     auto outMap = AffineMap::getMultiDimIdentityMap(rank, ctx);
-    Value init = tensor::EmptyOp::create(rewriter, op.getLoc(), result.getShape(),
+    Value init = tensor::EmptyOp::create(rewriter, loc, result.getShape(),
                                          result.getElementType());
     SmallVector<utils::IteratorType> iterators(rank, utils::IteratorType::parallel);
     auto generic = linalg::GenericOp::create(
-        rewriter, op.getLoc(), TypeRange{result}, ValueRange{op.getSource()},
-        ValueRange{init}, ArrayRef<AffineMap>{inMap, outMap}, iterators,
+        rewriter, loc, TypeRange{result}, ValueRange{source}, ValueRange{init},
+        ArrayRef<AffineMap>{inMap, outMap}, iterators,
         [](OpBuilder &b, Location l, ValueRange args) {
           linalg::YieldOp::create(b, l, args[0]);
         });
+    rewriter.replaceOp(op, generic.getResults());
+    return success();
+  }
+};
+
+/// Whether every result of `map` is a sum of loops with non-negative
+/// coefficients plus a constant: such reads are boxes of the operand.
+bool readsBoxes(AffineMap map) {
+  for (AffineExpr e : map.getResults()) {
+    SmallVector<int64_t> flat;
+    if (failed(getFlattenedAffineExpr(e, map.getNumDims(), 0, &flat)) ||
+        flat.size() != map.getNumDims() + 1 ||
+        llvm::any_of(ArrayRef(flat).drop_back(), [](int64_t c) { return c < 0; }))
+      return false;
+  }
+  return true;
+}
+
+/// An input read through a map that is not a box (a reversed dimension)
+/// becomes a tensor.extract at the map's indices: the tile mapper then hands
+/// each vertex the whole input rather than a region tiling cannot express.
+struct NonBoxReadToExtract : OpRewritePattern<linalg::GenericOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(linalg::GenericOp op,
+                                PatternRewriter &rewriter) const override {
+    OpOperand *bad = nullptr;
+    for (OpOperand *in : op.getDpsInputOperands())
+      if (isa<RankedTensorType>(in->get().getType()) &&
+          !readsBoxes(op.getMatchingIndexingMap(in))) {
+        bad = in;
+        break;
+      }
+    if (!bad)
+      return failure();
+    unsigned index = bad->getOperandNumber();
+    AffineMap map = op.getMatchingIndexingMap(bad);
+    Value source = bad->get();
+    SmallVector<Value> inputs;
+    SmallVector<AffineMap> maps;
+    for (OpOperand *in : op.getDpsInputOperands())
+      if (in != bad) {
+        inputs.push_back(in->get());
+        maps.push_back(op.getMatchingIndexingMap(in));
+      }
+    for (OpOperand &init : op.getDpsInitsMutable())
+      maps.push_back(op.getMatchingIndexingMap(&init));
+    auto generic = linalg::GenericOp::create(
+        rewriter, op.getLoc(), op->getResultTypes(), inputs, op.getOutputs(), maps,
+        op.getIteratorTypesArray());
+    Region &region = generic.getRegion();
+    rewriter.inlineRegionBefore(op.getRegion(), region, region.end());
+    Block &body = region.front();
+    OpBuilder::InsertionGuard guard(rewriter);
+    rewriter.setInsertionPointToStart(&body);
+    SmallVector<Value> loops;
+    for (unsigned d = 0; d < map.getNumDims(); ++d)
+      loops.push_back(linalg::IndexOp::create(rewriter, op.getLoc(), d));
+    SmallVector<Value> indices;
+    for (AffineExpr e : map.getResults())
+      indices.push_back(affine::AffineApplyOp::create(
+          rewriter, op.getLoc(), AffineMap::get(map.getNumDims(), 0, e), loops));
+    Value element = tensor::ExtractOp::create(rewriter, op.getLoc(), source, indices);
+    rewriter.replaceAllUsesWith(body.getArgument(index), element);
+    body.eraseArgument(index);
     rewriter.replaceOp(op, generic.getResults());
     return success();
   }
@@ -122,13 +214,17 @@ struct IPUPrepareForMapping
     RewritePatternSet patterns(ctx);
     linalg::populateDecomposePadPatterns(patterns);
     tensor::populateDecomposeTensorConcatPatterns(patterns);
-    patterns.add<ExtractSliceToGeneric, SplatConstantToFill>(ctx);
+    patterns.add<StridedSliceToGeneric, SplatConstantToFill>(ctx);
     if (failed(applyPatternsGreedily(module, std::move(patterns))))
       return signalPassFailure();
     // Generalize last: the patterns above create fills.
     RewritePatternSet generalize(ctx);
     linalg::populateLinalgNamedOpsGeneralizationPatterns(generalize);
     if (failed(applyPatternsGreedily(module, std::move(generalize))))
+      return signalPassFailure();
+    RewritePatternSet reads(ctx);
+    reads.add<NonBoxReadToExtract>(ctx);
+    if (failed(applyPatternsGreedily(module, std::move(reads))))
       return signalPassFailure();
 
     module.walk([&](tensor::InsertSliceOp insert) {

@@ -10,17 +10,20 @@ def IPUPrepareForMapping
   let summary = "Bring linalg-on-tensors into the forms the tile mapper plans";
   let description = [{
     Named linalg ops become `linalg.generic`; `tensor.pad` becomes a fill and
-    an insert, `tensor.concat` inserts; every `tensor.extract_slice` becomes a
-    copying `linalg.generic` (its offsets and strides in the input map);
+    an insert, `tensor.concat` inserts; a strided `tensor.extract_slice`
+    becomes a copying `linalg.generic` (offsets and strides in the input
+    map) after a unit-stride slice of the dimensions it only narrows;
     non-splat tensor constants become private `ml_program.global`s (so they
     are placed on tiles like weights) and splat ones fills.
 
     Guarantees: the only ops on tensors in functions are `linalg.generic`,
-    `tensor.empty`, `tensor.insert_slice` (unit strides), reshapes and weight
-    loads.
+    `tensor.empty`, unit-stride `tensor.insert_slice` and
+    `tensor.extract_slice`, reshapes and weight loads.
   }];
   let dependentDialects = ["::mlir::linalg::LinalgDialect",
-                           "::mlir::ml_program::MLProgramDialect"];
+                           "::mlir::ml_program::MLProgramDialect",
+                           "::mlir::affine::AffineDialect",
+                           "::mlir::tensor::TensorDialect"];
 }
 
 def IPUMapTiles : Pass<"ipu-map-tiles", "::mlir::ModuleOp"> {
@@ -42,8 +45,8 @@ def IPUMapTiles : Pass<"ipu-map-tiles", "::mlir::ModuleOp"> {
     Each planned op becomes an `ipu.compute_set` whose kernels (one per
     distinct piece shape) are outlined as `func.func`s on memrefs marked
     `ipu.vertex`, taking the piece's loop offsets and its operand regions.
-    Inserts become `ipu.copy`, reshapes `ipu.view`, empty tensors
-    `ipu.alloc`.
+    Inserts become `ipu.copy`, slices an `ipu.alloc` and an `ipu.copy`,
+    reshapes `ipu.view`, empty tensors `ipu.alloc`.
   }];
   let options = [
     Option<"availableMemoryProportion", "available-memory-proportion", "double",
