@@ -7,7 +7,11 @@
 # A single-input model takes an unnamed input; .npz inputs go by name.
 # RUN: tessera-run %t/model.tess --reference --input %t/x.npy --iterations 3 | FileCheck %s --check-prefix=ITER
 # RUN: tessera-run %t/model.tess --reference --input %t/inputs.npz | FileCheck %s --check-prefix=OUT
-# RUN: not tessera-run %t/model.tess --input %t/x.npy 2>&1 | FileCheck %s --check-prefix=NOREF
+# The same executable on the IPU model: same numbers, cycles, a profile.
+# RUN: tessera-run %t/model.tess --input x=%t/x.npy --output %t/out.npz --profile %t/prof | FileCheck %s --check-prefix=IPU
+# RUN: %python %s check %t
+# RUN: %python %s profile %t
+# RUN: not tessera-run %t/model.tess --input x=%t/bad_shape.npy 2>&1 | FileCheck %s --check-prefix=SHAPE
 # RUN: not tessera-run %t/model.tess --reference 2>&1 | FileCheck %s --check-prefix=MISSING
 # RUN: not tessera-run %t/model.tess --reference --profile %t/prof --input %t/x.npy 2>&1 | FileCheck %s --check-prefix=PROFREF
 # RUN: not tessera-run %t/model.tess --reference --input x=%t/bad_shape.npy 2>&1 | FileCheck %s --check-prefix=SHAPE
@@ -30,7 +34,10 @@
 # OUT: host reference: {{.*}} ms per run (1 run)
 # ITER: (3 runs)
 # PB: out: 4xf32  min -2  max 7  mean 2.25  [-2, 0, 4, 7]
-# NOREF: error: this executable has no IPU program; run with --reference
+# IPU: outputs (IPU model):
+# IPU-NEXT: y: 2x4xf32  min
+# IPU: estimated on ipu2: {{[0-9,]+}} cycles, {{.*}} ms per iteration
+# IPU: profile written to
 # PROFREF: error: --profile needs the IPU model; drop --reference
 # MISSING: error: missing input 'x' (2x3x6x6xf32); give it with --input x=file.npy
 # SHAPE: error: input 'x' must be 2x3x6x6xf32, got 2x3x5x6xf32
@@ -86,6 +93,13 @@ elif mode == "check":
     ref = (c.relu().mean((2, 3)).numpy() @ p["g"].T)
     got = np.load(os.path.join(out, "out.npz"))["y"]
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)
+elif mode == "profile":
+    import json
+    prof = json.load(open(os.path.join(out, "prof", "profile.json")))
+    trace = json.load(open(os.path.join(out, "prof", "trace.json")))
+    assert prof["cycles"] > 0 and prof["steps"], prof.keys()
+    assert any(s.get("compute_cycles", 0) > 0 for s in prof["steps"]), prof["steps"][:2]
+    assert trace["traceEvents"], "empty trace"
 elif mode == "damage":
     data = bytearray(open(os.path.join(out, "model.tess"), "rb").read())
     flipped = bytearray(data)
