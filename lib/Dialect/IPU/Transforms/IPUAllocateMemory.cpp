@@ -52,7 +52,8 @@ struct IPUAllocateMemory
     if (!plan) {
       std::string message = llvm::toString(plan.takeError());
       writeReport(llvm::json::Object{{"fits", false}, {"out_of_memory", oom.toJSON()}});
-      auto diag = module.emitError(message);
+      // On the location, not the op: a note dumping the module helps nobody.
+      auto diag = mlir::emitError(module.getLoc(), message);
       if (!reportPath.empty())
         diag.attachNote() << "memory report written to '" << reportPath << "'";
       return signalPassFailure();
