@@ -3,6 +3,7 @@
 #include "tessera/Dialect/IPU/IR/IPU.h"
 #include "tessera/Runtime/MachineProgram.h"
 
+#include "mlir/Analysis/FlatLinearValueConstraints.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -42,6 +43,25 @@ runtime::TileMapping fromAttr(MappingAttr attr, ArrayRef<int64_t> shape) {
   m.tileStrides.assign(attr.getTileStrides().begin(), attr.getTileStrides().end());
   m.firstTile = attr.getFirstTile();
   return m;
+}
+
+std::optional<runtime::AccessMap> toBoxAccess(AffineMap map) {
+  runtime::AccessMap a;
+  a.coeffs.assign(map.getNumResults(), std::vector<int64_t>(map.getNumDims(), 0));
+  a.consts.assign(map.getNumResults(), 0);
+  for (auto [j, expr] : llvm::enumerate(map.getResults())) {
+    SmallVector<int64_t> flat;
+    if (failed(getFlattenedAffineExpr(expr, map.getNumDims(), 0, &flat)) ||
+        flat.size() != map.getNumDims() + 1)
+      return std::nullopt;
+    for (unsigned i = 0; i < map.getNumDims(); ++i) {
+      if (flat[i] < 0)
+        return std::nullopt;
+      a.coeffs[j][i] = flat[i];
+    }
+    a.consts[j] = flat.back();
+  }
+  return a;
 }
 
 } // namespace tessera::ipu

@@ -10,7 +10,6 @@
 
 #include "tessera/Dialect/IPU/Transforms/Passes.h"
 
-#include "mlir/Analysis/FlatLinearValueConstraints.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/AffineExprVisitor.h"
@@ -42,28 +41,14 @@ int64_t elementBytes(Type t) {
   return std::max<int64_t>(1, (e.getIntOrFloatBitWidth() + 7) / 8);
 }
 
-/// An affine map with non-negative coefficients as an AccessMap; `full`
-/// when the map is not of that form (mod, floordiv, reversed dims).
+/// `map` as an AccessMap; `full` (read whole) when it is not a box read.
 AccessMap toAccessMap(AffineMap map) {
+  if (std::optional<AccessMap> box = ipu::toBoxAccess(map))
+    return *box;
   AccessMap a;
   a.coeffs.assign(map.getNumResults(), std::vector<int64_t>(map.getNumDims(), 0));
   a.consts.assign(map.getNumResults(), 0);
-  for (auto [j, expr] : llvm::enumerate(map.getResults())) {
-    SmallVector<int64_t> flat;
-    if (failed(getFlattenedAffineExpr(expr, map.getNumDims(), 0, &flat)) ||
-        flat.size() != map.getNumDims() + 1) {
-      a.full = true;
-      return a;
-    }
-    for (unsigned i = 0; i < map.getNumDims(); ++i) {
-      if (flat[i] < 0) {
-        a.full = true;
-        return a;
-      }
-      a.coeffs[j][i] = flat[i];
-    }
-    a.consts[j] = flat.back();
-  }
+  a.full = true;
   return a;
 }
 

@@ -8,7 +8,6 @@
 
 #include "tessera/Dialect/IPU/Transforms/Passes.h"
 
-#include "mlir/Analysis/FlatLinearValueConstraints.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Tensor/Transforms/Transforms.h"
@@ -92,19 +91,6 @@ struct StridedSliceToGeneric : OpRewritePattern<tensor::ExtractSliceOp> {
   }
 };
 
-/// Whether every result of `map` is a sum of loops with non-negative
-/// coefficients plus a constant: such reads are boxes of the operand.
-bool readsBoxes(AffineMap map) {
-  for (AffineExpr e : map.getResults()) {
-    SmallVector<int64_t> flat;
-    if (failed(getFlattenedAffineExpr(e, map.getNumDims(), 0, &flat)) ||
-        flat.size() != map.getNumDims() + 1 ||
-        llvm::any_of(ArrayRef(flat).drop_back(), [](int64_t c) { return c < 0; }))
-      return false;
-  }
-  return true;
-}
-
 /// An input read through a map that is not a box (a reversed dimension)
 /// becomes a tensor.extract at the map's indices: the tile mapper then hands
 /// each vertex the whole input rather than a region tiling cannot express.
@@ -115,7 +101,7 @@ struct NonBoxReadToExtract : OpRewritePattern<linalg::GenericOp> {
     OpOperand *bad = nullptr;
     for (OpOperand *in : op.getDpsInputOperands())
       if (isa<RankedTensorType>(in->get().getType()) &&
-          !readsBoxes(op.getMatchingIndexingMap(in))) {
+          !tessera::ipu::toBoxAccess(op.getMatchingIndexingMap(in))) {
         bad = in;
         break;
       }

@@ -179,21 +179,20 @@ FailureOr<runtime::MachineProgram> exportMachineProgram(ModuleOp module) {
         runtime::ComputeSet::Operand operand;
         operand.var = *var;
         AffineMap map = cast<AffineMapAttr>(cs.getAccessMaps()[i]).getValue();
-        operand.map.coeffs.assign(map.getNumResults(),
-                                  std::vector<int64_t>(map.getNumDims(), 0));
-        operand.map.consts.assign(map.getNumResults(), 0);
-        operand.map.full = llvm::is_contained(cs.getFullInputs(), int64_t(i));
-        if (!operand.map.full) {
-          for (auto [j, expr] : llvm::enumerate(map.getResults())) {
-            SmallVector<int64_t> flat;
-            if (failed(getFlattenedAffineExpr(expr, map.getNumDims(), 0, &flat)) ||
-                flat.size() != map.getNumDims() + 1)
-              return cs.emitOpError("access map ") << AffineMapAttr::get(map) << " is not linear";
-            for (unsigned d = 0; d < map.getNumDims(); ++d)
-              operand.map.coeffs[j][d] = flat[d];
-            operand.map.consts[j] = flat.back();
-          }
+        std::optional<runtime::AccessMap> box = toBoxAccess(map);
+        bool full = llvm::is_contained(cs.getFullInputs(), int64_t(i));
+        if (!box && !full)
+          return cs.emitOpError("access map ")
+                 << AffineMapAttr::get(map)
+                 << " is not a box read and the input is not listed in full_inputs";
+        if (box) {
+          operand.map = std::move(*box);
+        } else {
+          operand.map.coeffs.assign(map.getNumResults(),
+                                    std::vector<int64_t>(map.getNumDims(), 0));
+          operand.map.consts.assign(map.getNumResults(), 0);
         }
+        operand.map.full = full;
         set.inputs.push_back(std::move(operand));
       }
       for (auto [k, r] : llvm::enumerate(cs.getResults())) {

@@ -25,8 +25,11 @@
 #define GET_OP_CLASSES
 #include "tessera/Dialect/IPU/IR/IPUOps.h.inc"
 
+#include <optional>
+
 namespace tessera::runtime {
 struct TileMapping;
+struct AccessMap;
 } // namespace tessera::runtime
 
 namespace tessera::ipu {
@@ -40,6 +43,11 @@ inline constexpr llvm::StringLiteral kVertexAttrName = "ipu.vertex";
 
 MappingAttr toAttr(mlir::MLIRContext *context, const runtime::TileMapping &m);
 runtime::TileMapping fromAttr(MappingAttr attr, llvm::ArrayRef<int64_t> shape);
+
+/// `map` as an AccessMap when every result is a sum of loops with
+/// non-negative coefficients plus a constant (a box of loops reads a box of
+/// the operand); nullopt otherwise (mod, floordiv, reversed dimensions).
+std::optional<runtime::AccessMap> toBoxAccess(mlir::AffineMap map);
 
 } // namespace tessera::ipu
 
