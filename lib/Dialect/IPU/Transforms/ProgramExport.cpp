@@ -210,7 +210,6 @@ FailureOr<runtime::MachineProgram> exportMachineProgram(ModuleOp module) {
           return failure();
         set.outputs.push_back(*id);
       }
-      auto out = cast<RankedTensorType>(cs.getResult(0).getType());
       for (auto [sym, cycles] : llvm::zip(cs.getKernels(), cs.getKernelCycles())) {
         StringRef name = cast<FlatSymbolRefAttr>(sym).getValue();
         auto kernel = module.lookupSymbol<func::FuncOp>(name);
@@ -221,7 +220,6 @@ FailureOr<runtime::MachineProgram> exportMachineProgram(ModuleOp module) {
         auto outArg = cast<MemRefType>(
             kernel.getArgumentTypes()[kernel.getNumArguments() - cs.getNumResults()]);
         k.pieceSizes.assign(outArg.getShape().begin(), outArg.getShape().end());
-        (void)out;
         k.cycles = cycles;
         auto code = kernel->getAttrOfType<IntegerAttr>("ipu.code_bytes");
         k.codeBytes = code ? code.getInt() : 512;
