@@ -652,9 +652,11 @@ FailureOr<func::FuncOp> Planner::outlineKernel(Plan &plan, ArrayRef<int64_t> pie
   Block *entry = func.addEntryBlock();
   OpBuilder b = OpBuilder::atBlockBegin(entry);
 
-  auto argTensor = [&](unsigned argIndex, RankedTensorType type) -> Value {
+  // Input regions may be the producer's own tile memory (a local piece is
+  // not copied), so they are read-only; only the output pieces are written.
+  auto argTensor = [&](unsigned argIndex, RankedTensorType type, bool writable) -> Value {
     return bufferization::ToTensorOp::create(b, loc, type, entry->getArgument(argIndex),
-                                             /*restrict=*/true, /*writable=*/true);
+                                             /*restrict=*/true, writable);
   };
   // Placeholders of full shape stand for the operands while tiling; each
   // slice tiling takes of them is then replaced by the region argument.
@@ -664,7 +666,7 @@ FailureOr<func::FuncOp> Planner::outlineKernel(Plan &plan, ArrayRef<int64_t> pie
   SmallVector<Value> inArgs;
   for (auto [i, in] : llvm::enumerate(plan.inputs)) {
     Value value = resolve(in.value);
-    Value arg = argTensor(numLoops + i, inTypes[i]);
+    Value arg = argTensor(numLoops + i, inTypes[i], /*writable=*/false);
     inArgs.push_back(arg);
     // Whole inputs (captured, or read through a map that is not a box) are
     // the argument itself: tiling slices it inside the kernel if it must.
@@ -702,7 +704,7 @@ FailureOr<func::FuncOp> Planner::outlineKernel(Plan &plan, ArrayRef<int64_t> pie
   // they are not inputs already).
   SmallVector<Value> outArgs;
   for (auto [k, t] : llvm::enumerate(outTypes))
-    outArgs.push_back(argTensor(numLoops + plan.inputs.size() + k, t));
+    outArgs.push_back(argTensor(numLoops + plan.inputs.size() + k, t, /*writable=*/true));
   for (OpOperand &init : op.getDpsInitsMutable()) {
     if (mapping.contains(init.get()))
       continue;
@@ -737,10 +739,20 @@ FailureOr<func::FuncOp> Planner::outlineKernel(Plan &plan, ArrayRef<int64_t> pie
       source = slice.getSource();
     if (isInit) {
       unsigned k = operand.getOperandNumber() - tiledOp.getNumDpsInputs();
-      // Read the init from its input region when it is a separate input.
-      auto it = placeholderInput.find(source);
-      Value replacement =
-          it != placeholderInput.end() ? inArgs[it->second] : outArgs[k];
+      // An init that is a separate input (a reduction's zeros, shared by
+      // other readers) is copied into the output piece, which the op then
+      // accumulates into: the input region itself is never written.
+      Value replacement = outArgs[k];
+      if (auto it = placeholderInput.find(source); it != placeholderInput.end()) {
+        Value region = inArgs[it->second];
+        if (region.getType() != v.getType())
+          return op.emitError("ipu-map-tiles: init region ")
+                 << v.getType() << " differs from " << region.getType()
+                 << " (internal error)";
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPoint(tiledOp);
+        replacement = linalg::CopyOp::create(b, loc, region, outArgs[k]).getResult(0);
+      }
       if (replacement.getType() != v.getType())
         return op.emitError("ipu-map-tiles: init region ")
                << v.getType() << " differs from " << replacement.getType()
