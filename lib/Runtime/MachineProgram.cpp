@@ -428,6 +428,42 @@ void forEachRun(const MachineProgram &program, int64_t var, const Box &region,
   }
 }
 
+namespace {
+
+/// For a view that only inserts or drops unit dimensions of its base (a
+/// convolution's group dimension), the region of the base it reads; nullopt
+/// for any other view. Lets the hot queries below skip the run walk.
+std::optional<Box> baseRegionOfUnitDimView(const MachineProgram &program, int64_t var,
+                                           const Box &region) {
+  const Variable &v = program.variables[var];
+  const Variable &base = program.storage(var);
+  Box out;
+  size_t b = 0;
+  for (size_t d = 0; d < v.shape.size(); ++d) {
+    if (v.shape[d] == 1)
+      continue;
+    while (b < base.shape.size() && base.shape[b] == 1) {
+      out.offsets.push_back(0);
+      out.sizes.push_back(1);
+      ++b;
+    }
+    if (b == base.shape.size() || base.shape[b] != v.shape[d])
+      return std::nullopt;
+    out.offsets.push_back(region.offsets[d]);
+    out.sizes.push_back(region.sizes[d]);
+    ++b;
+  }
+  for (; b < base.shape.size(); ++b) {
+    if (base.shape[b] != 1)
+      return std::nullopt;
+    out.offsets.push_back(0);
+    out.sizes.push_back(1);
+  }
+  return out;
+}
+
+} // namespace
+
 bool isLocalPiece(const MachineProgram &program, int64_t var, const Box &region,
                   int64_t tile) {
   if (region.numElements() == 0)
@@ -439,6 +475,8 @@ bool isLocalPiece(const MachineProgram &program, int64_t var, const Box &region,
     return false;
   if (v.base < 0)
     return *piece == region;
+  if (std::optional<Box> inBase = baseRegionOfUnitDimView(program, var, region))
+    return *piece == *inBase;
   // A view: the region read in row-major order must be the piece's storage,
   // element for element.
   bool local = true;
@@ -451,6 +489,25 @@ bool isLocalPiece(const MachineProgram &program, int64_t var, const Box &region,
 
 int64_t remoteBytes(const MachineProgram &program, int64_t var, const Box &region,
                     int64_t tile) {
+  const Variable &v = program.variables[var];
+  std::optional<Box> inBase =
+      v.base < 0 ? std::optional<Box>(region) : baseRegionOfUnitDimView(program, var, region);
+  if (inBase) {
+    // A tile holds at most one piece, so what is local is the region's
+    // intersection with that piece: O(rank), where the planner asks this
+    // for every candidate it costs.
+    int64_t local = 0;
+    if (std::optional<Box> piece = program.storage(var).mapping.pieceOnTile(tile)) {
+      local = 1;
+      for (size_t d = 0; d < inBase->sizes.size() && local; ++d) {
+        int64_t lo = std::max(inBase->offsets[d], piece->offsets[d]);
+        int64_t hi = std::min(inBase->offsets[d] + inBase->sizes[d],
+                              piece->offsets[d] + piece->sizes[d]);
+        local *= std::max<int64_t>(0, hi - lo);
+      }
+    }
+    return (region.numElements() - local) * v.elementBytes();
+  }
   int64_t elements = 0;
   forEachRun(program, var, region, [&](const Run &r) {
     if (r.tile != tile)
