@@ -126,6 +126,8 @@ private:
   std::vector<Plan> plans_;
   DenseMap<Operation *, size_t> planOf_;
   int64_t computeSets_ = 0;
+  /// Outlined kernels by their text less the name (structuralKey).
+  llvm::StringMap<std::string> kernelByBody_;
   /// Results of rewritten ops -> their replacements (plans hold the former).
   DenseMap<Value, Value> replaced_;
   Value resolve(Value v) const {
@@ -802,6 +804,18 @@ FailureOr<func::FuncOp> Planner::outlineKernel(Plan &plan, ArrayRef<int64_t> pie
   return func;
 }
 
+/// The kernel's signature and body as text, without its name: equal keys
+/// mean the same code.
+std::string structuralKey(func::FuncOp kernel) {
+  std::string key;
+  llvm::raw_string_ostream os(key);
+  StringAttr name = kernel.getSymNameAttr();
+  kernel.setSymName("vertex");
+  kernel->print(os, OpPrintingFlags().printGenericOpForm());
+  kernel.setSymNameAttr(name);
+  return key;
+}
+
 LogicalResult Planner::emitComputeSet(Plan &plan, OpBuilder &b) {
   linalg::GenericOp op = plan.op;
   std::string name = "cs" + std::to_string(computeSets_++);
@@ -832,14 +846,21 @@ LogicalResult Planner::emitComputeSet(Plan &plan, OpBuilder &b) {
     FailureOr<func::FuncOp> kernel = outlineKernel(plan, shape, kernelName);
     if (failed(kernel))
       return failure();
-    kernels.push_back(FlatSymbolRefAttr::get(b.getContext(), kernelName));
+    (*kernel)->setAttr("ipu.code_bytes", b.getI64IntegerAttr(codeBytes(plan)));
+    // Ops that compute the same thing on the same shapes (the repeated
+    // blocks of a network) share one kernel: less to compile, and its code
+    // is stored once on a tile that runs both.
+    std::string body = structuralKey(*kernel);
+    auto [it, isNew] = kernelByBody_.try_emplace(body, kernelName);
+    if (!isNew)
+      (*kernel)->erase();
+    kernels.push_back(FlatSymbolRefAttr::get(b.getContext(), it->second));
     Box loops;
     loops.offsets.assign(plan.loopRanges.size(), 0);
     loops.sizes = plan.loopRanges;
     for (auto [j, l] : llvm::enumerate(plan.outputLoops))
       loops.sizes[l] = shape[j];
     cycles.push_back(vertexCycles(plan, loops));
-    (*kernel)->setAttr("ipu.code_bytes", b.getI64IntegerAttr(codeBytes(plan)));
   }
   SmallVector<Value> inputs;
   SmallVector<Attribute> maps;
