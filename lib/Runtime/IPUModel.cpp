@@ -162,6 +162,11 @@ struct IPUModel::Impl {
   /// Host buffer (region row-major) -> tiles.
   void scatter(int64_t var, const Box &region, const char *from) {
     int64_t eb = program.variables[var].elementBytes();
+    Box inStorage;
+    if (forEachOverlap(program, var, region, inStorage, [&](const Overlap &o) {
+          copyBox(from, inStorage, element(var, o.tile, 0), o.piece, o.part, eb);
+        }))
+      return;
     forEachRun(program, var, region, [&](const Run &r) {
       std::memcpy(element(var, r.tile, r.pieceOffset), from + r.regionOffset * eb,
                   r.count * eb);
@@ -170,6 +175,13 @@ struct IPUModel::Impl {
   /// Tiles -> a buffer holding the region row-major.
   void gather(int64_t var, const Box &region, char *to) {
     int64_t eb = program.variables[var].elementBytes();
+    // Piece by piece where the region is a box of the storage: one strided
+    // copy per piece instead of one call per run.
+    Box inStorage;
+    if (forEachOverlap(program, var, region, inStorage, [&](const Overlap &o) {
+          copyBox(element(var, o.tile, 0), o.piece, to, inStorage, o.part, eb);
+        }))
+      return;
     forEachRun(program, var, region, [&](const Run &r) {
       std::memcpy(to + r.regionOffset * eb, element(var, r.tile, r.pieceOffset),
                   r.count * eb);
@@ -302,9 +314,13 @@ void IPUModel::Impl::computeCost() {
           if (isLocalPiece(program, in.var, region, vx.tile))
             continue;
           int64_t eb = program.variables[in.var].elementBytes();
-          forEachRun(program, in.var, region, [&](const Run &r) {
-            exchange.move(r.tile, vx.tile, r.count * eb);
-          });
+          Box inStorage;
+          if (!forEachOverlap(program, in.var, region, inStorage, [&](const Overlap &o) {
+                exchange.move(o.tile, vx.tile, o.part.numElements() * eb);
+              }))
+            forEachRun(program, in.var, region, [&](const Run &r) {
+              exchange.move(r.tile, vx.tile, r.count * eb);
+            });
         }
         if (const Kernel *k = cs.kernelFor(vx.piece.sizes))
           s.computeCycles = std::max(s.computeCycles, k->cycles);

@@ -17,6 +17,7 @@
 #include "llvm/Support/MathExtras.h"
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 
 using llvm::Expected;
@@ -464,6 +465,111 @@ std::optional<Box> baseRegionOfUnitDimView(const MachineProgram &program, int64_
 
 } // namespace
 
+bool forEachOverlap(const MachineProgram &program, int64_t var, const Box &region,
+                    Box &regionInStorage, llvm::function_ref<void(const Overlap &)> fn) {
+  if (program.variables[var].base < 0) {
+    regionInStorage = region;
+  } else if (std::optional<Box> inBase = baseRegionOfUnitDimView(program, var, region)) {
+    regionInStorage = std::move(*inBase);
+  } else {
+    return false;
+  }
+  if (regionInStorage.numElements() == 0)
+    return true;
+  const TileMapping &m = program.storage(var).mapping;
+  int64_t rank = m.rank();
+  const Box &r = regionInStorage;
+  std::vector<int64_t> ppd = m.piecesPerDim(), first(rank), last(rank), idx(rank);
+  for (int64_t d = 0; d < rank; ++d) {
+    first[d] = std::min(r.offsets[d] / m.chunks[d], ppd[d] - 1);
+    last[d] = std::min((r.offsets[d] + r.sizes[d] - 1) / m.chunks[d], ppd[d] - 1);
+  }
+  idx = first;
+  // One Overlap reused for every piece: this runs per vertex and operand in
+  // the IPU model, so it allocates nothing per piece.
+  Overlap o;
+  o.piece.offsets.resize(rank);
+  o.piece.sizes.resize(rank);
+  o.part.offsets.resize(rank);
+  o.part.sizes.resize(rank);
+  while (true) {
+    o.tile = m.firstTile;
+    for (int64_t d = 0; d < rank; ++d) {
+      o.tile += idx[d] * m.tileStrides[d];
+      int64_t pieceLo = idx[d] * m.chunks[d];
+      int64_t pieceHi = std::min(pieceLo + m.chunks[d], m.shape[d]);
+      o.piece.offsets[d] = pieceLo;
+      o.piece.sizes[d] = pieceHi - pieceLo;
+      int64_t lo = std::max(r.offsets[d], pieceLo);
+      int64_t hi = std::min(r.offsets[d] + r.sizes[d], pieceHi);
+      o.part.offsets[d] = lo;
+      o.part.sizes[d] = hi - lo;
+    }
+    fn(o);
+    int64_t d = rank - 1;
+    while (d >= 0 && ++idx[d] > last[d]) {
+      idx[d] = first[d];
+      --d;
+    }
+    if (d < 0)
+      break;
+  }
+  return true;
+}
+
+void copyBox(const char *from, const Box &fromBox, char *to, const Box &toBox,
+             const Box &part, int64_t elementBytes) {
+  int64_t rank = part.sizes.size();
+  if (part.numElements() == 0)
+    return;
+  if (rank == 0) {
+    std::memcpy(to, from, elementBytes);
+    return;
+  }
+  // Inner dimensions both buffers hold whole merge into one contiguous run.
+  int64_t inner = rank - 1, run = part.sizes[rank - 1];
+  while (inner > 0 && part.sizes[inner] == fromBox.sizes[inner] &&
+         part.sizes[inner] == toBox.sizes[inner]) {
+    --inner;
+    run *= part.sizes[inner];
+  }
+  llvm::SmallVector<int64_t, 8> fromStrides(rank, 1), toStrides(rank, 1);
+  for (int64_t d = rank - 2; d >= 0; --d) {
+    fromStrides[d] = fromStrides[d + 1] * fromBox.sizes[d + 1];
+    toStrides[d] = toStrides[d + 1] * toBox.sizes[d + 1];
+  }
+  int64_t bytes = run * elementBytes;
+  // Walk the outer dimensions as an odometer, moving both addresses by their
+  // strides (this is the IPU model's exchange inner loop).
+  int64_t f = 0, t = 0;
+  for (int64_t d = 0; d <= inner; ++d) {
+    f += (part.offsets[d] - fromBox.offsets[d]) * fromStrides[d];
+    t += (part.offsets[d] - toBox.offsets[d]) * toStrides[d];
+  }
+  for (int64_t d = 0; d < inner; ++d) {
+    fromStrides[d] *= elementBytes;
+    toStrides[d] *= elementBytes;
+  }
+  const char *src = from + f * elementBytes;
+  char *dst = to + t * elementBytes;
+  llvm::SmallVector<int64_t, 8> idx(inner, 0);
+  while (true) {
+    std::memcpy(dst, src, bytes);
+    int64_t d = inner - 1;
+    for (; d >= 0; --d) {
+      src += fromStrides[d];
+      dst += toStrides[d];
+      if (++idx[d] < part.sizes[d])
+        break;
+      src -= fromStrides[d] * part.sizes[d];
+      dst -= toStrides[d] * part.sizes[d];
+      idx[d] = 0;
+    }
+    if (d < 0)
+      break;
+  }
+}
+
 bool isLocalPiece(const MachineProgram &program, int64_t var, const Box &region,
                   int64_t tile) {
   if (region.numElements() == 0)
@@ -489,25 +595,15 @@ bool isLocalPiece(const MachineProgram &program, int64_t var, const Box &region,
 
 int64_t remoteBytes(const MachineProgram &program, int64_t var, const Box &region,
                     int64_t tile) {
-  const Variable &v = program.variables[var];
-  std::optional<Box> inBase =
-      v.base < 0 ? std::optional<Box>(region) : baseRegionOfUnitDimView(program, var, region);
-  if (inBase) {
-    // A tile holds at most one piece, so what is local is the region's
-    // intersection with that piece: O(rank), where the planner asks this
-    // for every candidate it costs.
-    int64_t local = 0;
-    if (std::optional<Box> piece = program.storage(var).mapping.pieceOnTile(tile)) {
-      local = 1;
-      for (size_t d = 0; d < inBase->sizes.size() && local; ++d) {
-        int64_t lo = std::max(inBase->offsets[d], piece->offsets[d]);
-        int64_t hi = std::min(inBase->offsets[d] + inBase->sizes[d],
-                              piece->offsets[d] + piece->sizes[d]);
-        local *= std::max<int64_t>(0, hi - lo);
-      }
-    }
-    return (region.numElements() - local) * v.elementBytes();
-  }
+  // O(pieces overlapped) where possible: the planner asks this for every
+  // candidate it costs.
+  Box inStorage;
+  int64_t remote = 0;
+  if (forEachOverlap(program, var, region, inStorage, [&](const Overlap &o) {
+        if (o.tile != tile)
+          remote += o.part.numElements();
+      }))
+    return remote * program.variables[var].elementBytes();
   int64_t elements = 0;
   forEachRun(program, var, region, [&](const Run &r) {
     if (r.tile != tile)

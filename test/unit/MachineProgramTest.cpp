@@ -256,6 +256,25 @@ TEST(MachineProgram, RunsMatchABruteForceWalkOverRandomGridsRegionsAndViews) {
       rows *= region.sizes[d];
     EXPECT_LE(runs, segments + rows);
 
+    // Gathering piece by piece (forEachOverlap + copyBox) reads the same
+    // elements in the same order as the runs.
+    Box inStorage;
+    std::vector<int64_t> gathered(region.numElements(), -1);
+    bool boxed = forEachOverlap(p, var, region, inStorage, [&](const Overlap &o) {
+      std::vector<int64_t> piece(o.piece.numElements());
+      for (size_t i = 0; i < piece.size(); ++i)
+        piece[i] = o.tile * 1000000 + static_cast<int64_t>(i);
+      copyBox(reinterpret_cast<const char *>(piece.data()), o.piece,
+              reinterpret_cast<char *>(gathered.data()), inStorage, o.part, 8);
+    });
+    if (var == 0 || trial % 4 == 3)
+      ASSERT_TRUE(boxed) << "trial " << trial;
+    if (boxed) {
+      for (size_t i = 0; i < want.size(); ++i)
+        ASSERT_EQ(gathered[i], want[i].first * 1000000 + want[i].second)
+            << "trial " << trial << " element " << i;
+    }
+
     // isLocalPiece agrees with "the region is the piece, element for element".
     for (int64_t tile = 0; tile <= tiles; ++tile) {
       auto piece = base.mapping.pieceOnTile(tile);

@@ -181,6 +181,26 @@ struct Run {
 void forEachRun(const MachineProgram &program, int64_t var, const Box &region,
                 llvm::function_ref<void(const Run &)> fn);
 
+/// The part of one storage piece that a region covers, in the storage's
+/// coordinates (for a view, its base's).
+struct Overlap {
+  int64_t tile;
+  Box piece, part;
+};
+
+/// For a variable, or a view that only inserts or drops unit dimensions:
+/// sets `regionInStorage` to the region in the storage's coordinates (same
+/// row-major order) and calls fn for every piece the region overlaps: work
+/// O(pieces overlapped), not O(runs). Returns false, calling nothing, for
+/// any other view (use forEachRun).
+bool forEachOverlap(const MachineProgram &program, int64_t var, const Box &region,
+                    Box &regionInStorage, llvm::function_ref<void(const Overlap &)> fn);
+
+/// Copies box `part` between two dense row-major buffers holding boxes
+/// `fromBox` and `toBox` (each containing `part`), `elementBytes` each.
+void copyBox(const char *from, const Box &fromBox, char *to, const Box &toBox,
+             const Box &part, int64_t elementBytes);
+
 /// Whether `region` of `var` is exactly the piece `tile` holds (same
 /// elements in the same order), so a vertex on `tile` reads it in place.
 bool isLocalPiece(const MachineProgram &program, int64_t var, const Box &region,
