@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The main job: install, build, export a torchvision model to ONNX (random
 # weights, fixed seed, nothing downloaded), compile it with tessera-compile
-# (printing what it contains), run the executable's host reference code with
-# tessera-run, and check the result against PyTorch.
+# (printing what it contains) for an ipu2, run it on the IPU model with
+# tessera-run (estimated cycles and images/s on the chip), run the same
+# executable's host reference code, and check both against PyTorch.
 # Usage: scripts/quickstart.sh [torchvision model name, default resnet50]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,9 +30,14 @@ np.save(f"{sys.argv[1]}/image.npy", rng.standard_normal((1, 3, 224, 224), dtype=
 PYEOF
 
 echo
-echo "\$ tessera-run $OUT/$MODEL.tess --reference --input $OUT/image.npy --output $OUT/out.npz"
+echo "\$ tessera-run $OUT/$MODEL.tess --input $OUT/image.npy --output $OUT/out.npz"
+build/bin/tessera-run "$OUT/$MODEL.tess" --input "$OUT/image.npy" --output "$OUT/out.npz" \
+  | tee "$OUT/run.txt"
+
+echo
+echo "\$ tessera-run $OUT/$MODEL.tess --reference --input $OUT/image.npy --output $OUT/ref.npz"
 build/bin/tessera-run "$OUT/$MODEL.tess" --reference --input "$OUT/image.npy" \
-  --output "$OUT/out.npz"
+  --output "$OUT/ref.npz"
 
 echo
 $PY - "$OUT" "$MODEL" <<'PYEOF'
@@ -41,12 +47,18 @@ sys.path.insert(0, "scripts")
 import export_model
 out, name = sys.argv[1], sys.argv[2]
 model, _, _ = export_model.build(name)
-got = np.load(f"{out}/out.npz")["output"][0]
+ipu = np.load(f"{out}/out.npz")["output"][0]
+host = np.load(f"{out}/ref.npz")["output"][0]
 with torch.no_grad():
     ref = model(torch.from_numpy(np.load(f"{out}/image.npy"))).numpy()[0]
-top = np.argsort(-got)[:5]
-print("top-5 classes (host reference):", ", ".join(f"{c} ({got[c]:.4f})" for c in top))
-print("top-5 classes (PyTorch):       ", ", ".join(f"{c} ({ref[c]:.4f})" for c in np.argsort(-ref)[:5]))
-print(f"max |difference| vs PyTorch: {np.abs(got - ref).max():.3g}")
+def top5(v):
+    return ", ".join(f"{c} ({v[c]:.4f})" for c in np.argsort(-v)[:5])
+print("top-5 classes (IPU model):     ", top5(ipu))
+print("top-5 classes (host reference):", top5(host))
+print("top-5 classes (PyTorch):       ", top5(ref))
+print(f"max |difference| IPU model vs host reference: {np.abs(ipu - host).max():.3g}")
+print(f"max |difference| IPU model vs PyTorch:        {np.abs(ipu - ref).max():.3g}")
+import re
+run = re.search(r"estimated on (\S+): .* ([\d,]+) samples/s", open(f"{out}/run.txt").read())
+print(f"estimated throughput on {run[1]}: {run[2]} images/s (batch 1)")
 PYEOF
-echo "(the IPU model, its cycle counts and images/s arrive with the tile-mapping backend)"

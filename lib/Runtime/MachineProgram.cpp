@@ -595,15 +595,25 @@ bool isLocalPiece(const MachineProgram &program, int64_t var, const Box &region,
 
 int64_t remoteBytes(const MachineProgram &program, int64_t var, const Box &region,
                     int64_t tile) {
-  // O(pieces overlapped) where possible: the planner asks this for every
-  // candidate it costs.
-  Box inStorage;
-  int64_t remote = 0;
-  if (forEachOverlap(program, var, region, inStorage, [&](const Overlap &o) {
-        if (o.tile != tile)
-          remote += o.part.numElements();
-      }))
-    return remote * program.variables[var].elementBytes();
+  const Variable &v = program.variables[var];
+  std::optional<Box> inBase =
+      v.base < 0 ? std::optional<Box>(region) : baseRegionOfUnitDimView(program, var, region);
+  if (inBase) {
+    // A tile holds at most one piece, so what is local is the region's
+    // intersection with that piece: O(rank), where the planner asks this
+    // for every candidate it costs.
+    int64_t local = 0;
+    if (std::optional<Box> piece = program.storage(var).mapping.pieceOnTile(tile)) {
+      local = 1;
+      for (size_t d = 0; d < inBase->sizes.size() && local; ++d) {
+        int64_t lo = std::max(inBase->offsets[d], piece->offsets[d]);
+        int64_t hi = std::min(inBase->offsets[d] + inBase->sizes[d],
+                              piece->offsets[d] + piece->sizes[d]);
+        local *= std::max<int64_t>(0, hi - lo);
+      }
+    }
+    return (region.numElements() - local) * v.elementBytes();
+  }
   int64_t elements = 0;
   forEachRun(program, var, region, [&](const Run &r) {
     if (r.tile != tile)
