@@ -1,0 +1,63 @@
+// RUN: tessera-opt %s --split-input-file --verify-diagnostics
+
+func.func @wrong_loop(%x: tensor<8x4xf32>) -> tensor<8x4xf32> {
+  // expected-error @below {{result dimension 1 is not a loop of the same range}}
+  %s = ipu.compute_set "cs0" ins(%x : tensor<8x4xf32>) loops [8, 3] outputs [0, 1]
+      maps [affine_map<(d0, d1) -> (d0, d1)>] full [] kernels [@k] cycles [1] macs 0
+      mapping <chunks = [2, 4], tile_strides = [1, 0], first_tile = 0> : tensor<8x4xf32>
+  return %s : tensor<8x4xf32>
+}
+
+// -----
+
+func.func @map_rank(%x: tensor<8x4xf32>) -> tensor<8x4xf32> {
+  // expected-error @below {{access map}}
+  %s = ipu.compute_set "cs0" ins(%x : tensor<8x4xf32>) loops [8, 4] outputs [0, 1]
+      maps [affine_map<(d0, d1) -> (d0)>] full [] kernels [@k] cycles [1] macs 0
+      mapping <chunks = [2, 4], tile_strides = [1, 0], first_tile = 0> : tensor<8x4xf32>
+  return %s : tensor<8x4xf32>
+}
+
+// -----
+
+func.func @no_kernel(%x: tensor<8x4xf32>) -> tensor<8x4xf32> {
+  // expected-error @below {{needs kernels and one cycle estimate per kernel}}
+  %s = ipu.compute_set "cs0" ins(%x : tensor<8x4xf32>) loops [8, 4] outputs [0, 1]
+      maps [affine_map<(d0, d1) -> (d0, d1)>] full [] kernels [] cycles [] macs 0
+      mapping <chunks = [2, 4], tile_strides = [1, 0], first_tile = 0> : tensor<8x4xf32>
+  return %s : tensor<8x4xf32>
+}
+
+// -----
+
+func.func @full_input(%x: tensor<8x4xf32>) -> tensor<8x4xf32> {
+  // expected-error @below {{full_inputs names input 3 that does not exist}}
+  %s = ipu.compute_set "cs0" ins(%x : tensor<8x4xf32>) loops [8, 4] outputs [0, 1]
+      maps [affine_map<(d0, d1) -> (d0, d1)>] full [3] kernels [@k] cycles [1] macs 0
+      mapping <chunks = [2, 4], tile_strides = [1, 0], first_tile = 0> : tensor<8x4xf32>
+  return %s : tensor<8x4xf32>
+}
+
+// -----
+
+func.func @bad_chunks() -> tensor<8x4xf32> {
+  // expected-error @below {{mapping chunks must be positive}}
+  %a = ipu.alloc <chunks = [0, 4], tile_strides = [1, 0], first_tile = 0> : tensor<8x4xf32>
+  return %a : tensor<8x4xf32>
+}
+
+// -----
+
+func.func @copy_bounds(%x: tensor<8x4xf32>, %y: tensor<8x4xf32>) -> tensor<8x4xf32> {
+  // expected-error @below {{region out of bounds in dimension 0}}
+  %c = ipu.copy %x[6, 0] [4, 4] into %y[0, 0] : tensor<8x4xf32> into tensor<8x4xf32>
+  return %c : tensor<8x4xf32>
+}
+
+// -----
+
+func.func @view_elements(%x: tensor<8x4xf32>) -> tensor<3x10xf32> {
+  // expected-error @below {{views need static shapes with the same elements}}
+  %v = ipu.view %x : tensor<8x4xf32> to tensor<3x10xf32>
+  return %v : tensor<3x10xf32>
+}
