@@ -281,6 +281,13 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options,
 LogicalResult writeExecutableFile(ModuleOp llvmModule, const CompiledModel &model,
                                   runtime::ExecutableMetadata metadata,
                                   StringRef path) {
+  if (metadata.deviceIterations > 1)
+    for (const runtime::TensorInfo &in : model.inputs)
+      if (in.shape.empty())
+        return emitError(llvmModule.getLoc())
+               << "--device-iterations " << metadata.deviceIterations
+               << " needs a batch dimension (dimension 0) on every input; input '"
+               << in.name << "' is a scalar (compile with --device-iterations 1)";
   FailureOr<std::string> object = emitHostObject(llvmModule);
   if (failed(object))
     return failure();

@@ -115,6 +115,7 @@ llvm::Error writeExecutable(StringRef path, ExecutableMetadata metadata,
                     {"target", metadata.target},
                     {"num_ipus", metadata.numIPUs},
                     {"tiles_per_ipu", metadata.tilesPerIPU},
+                    {"device_iterations", metadata.deviceIterations},
                     {"host_triple", metadata.hostTriple},
                     {"entry", metadata.entry},
                     {"inputs", std::move(inputs)},
@@ -210,6 +211,10 @@ Expected<std::unique_ptr<Executable>> Executable::load(StringRef path) {
   m.target = str("target");
   m.numIPUs = o->getInteger("num_ipus").value_or(1);
   m.tilesPerIPU = o->getInteger("tiles_per_ipu").value_or(0);
+  m.deviceIterations = o->getInteger("device_iterations").value_or(1);
+  if (m.deviceIterations < 1)
+    return fail("'" + path + "' has device_iterations " +
+                llvm::Twine(m.deviceIterations) + " (must be at least 1); recompile the model");
   m.hostTriple = str("host_triple");
   m.entry = str("entry");
   auto list = [&](StringRef key, auto &out) -> llvm::Error {
@@ -256,11 +261,66 @@ llvm::Error checkInputs(const ExecutableMetadata &m, llvm::ArrayRef<Tensor> inpu
   if (inputs.size() != m.inputs.size())
     return fail("the model takes " + llvm::Twine(m.inputs.size()) +
                 " input(s), got " + llvm::Twine(inputs.size()));
-  for (auto [given, want] : llvm::zip(inputs, m.inputs))
-    if (given.dtype != want.dtype || given.shape != want.shape)
-      return fail("input '" + want.name + "' must be " + want.typeString() +
-                  ", got " + given.typeString());
+  for (auto [given, want] : llvm::zip(inputs, m.inputs)) {
+    std::vector<int64_t> shape = hostShape(want, m.deviceIterations);
+    if (given.dtype != want.dtype || given.shape != shape)
+      return fail("input '" + want.name + "' must be " + typeString(shape, want.dtype) +
+                  ", got " + given.typeString() +
+                  (m.deviceIterations > 1
+                       ? " (" + llvm::Twine(m.deviceIterations) +
+                             " device iterations of batch " +
+                             llvm::Twine(want.shape.empty() ? 1 : want.shape[0]) + ")"
+                       : llvm::Twine()));
+  }
   return llvm::Error::success();
+}
+
+std::vector<int64_t> hostShape(const TensorInfo &t, int64_t deviceIterations) {
+  std::vector<int64_t> shape = t.shape;
+  if (deviceIterations == 1)
+    return shape;
+  if (shape.empty())
+    return {deviceIterations};
+  shape[0] *= deviceIterations;
+  return shape;
+}
+
+Expected<std::vector<Tensor>> runDeviceIterations(
+    const ExecutableMetadata &m, llvm::ArrayRef<Tensor> inputs,
+    llvm::function_ref<Expected<std::vector<Tensor>>(llvm::ArrayRef<Tensor>)> once) {
+  int64_t n = m.deviceIterations;
+  if (n == 1)
+    return once(inputs);
+  std::vector<Tensor> outputs;
+  for (const TensorInfo &o : m.outputs) {
+    Tensor t;
+    t.dtype = o.dtype;
+    t.shape = hostShape(o, n);
+    t.data.resize(t.numElements() * dtypeSize(t.dtype));
+    outputs.push_back(std::move(t));
+  }
+  std::vector<Tensor> slices(inputs.size());
+  for (int64_t i = 0; i < n; ++i) {
+    // Iteration i reads and writes the i-th n-th of dimension 0: a
+    // contiguous block of each row-major tensor.
+    for (auto [slice, input, info] : llvm::zip(slices, inputs, m.inputs)) {
+      size_t bytes = input.data.size() / n;
+      slice.dtype = input.dtype;
+      slice.shape = info.shape;
+      slice.data.assign(input.data.begin() + i * bytes,
+                        input.data.begin() + (i + 1) * bytes);
+    }
+    auto result = once(slices);
+    if (!result)
+      return result.takeError();
+    for (auto [out, piece] : llvm::zip(outputs, *result)) {
+      size_t bytes = out.data.size() / n;
+      if (piece.data.size() != bytes)
+        return fail("internal error: an iteration's output has the wrong size");
+      std::copy(piece.data.begin(), piece.data.end(), out.data.begin() + i * bytes);
+    }
+  }
+  return outputs;
 }
 
 llvm::ArrayRef<char> Executable::weight(size_t i) const {

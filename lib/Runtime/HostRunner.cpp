@@ -48,6 +48,13 @@ Expected<std::vector<Tensor>> HostRunner::run(llvm::ArrayRef<Tensor> inputs) {
   const ExecutableMetadata &m = executable_.metadata();
   if (auto err = checkInputs(m, inputs))
     return std::move(err);
+  return runDeviceIterations(m, inputs, [&](llvm::ArrayRef<Tensor> batch) {
+    return runOnce(batch);
+  });
+}
+
+Expected<std::vector<Tensor>> HostRunner::runOnce(llvm::ArrayRef<Tensor> inputs) {
+  const ExecutableMetadata &m = executable_.metadata();
   std::vector<Tensor> outputs;
   for (const TensorInfo &o : m.outputs) {
     Tensor t;

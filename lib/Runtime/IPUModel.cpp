@@ -223,6 +223,7 @@ struct IPUModel::Impl {
     return vs;
   }
 
+  Expected<std::vector<Tensor>> runIteration(llvm::ArrayRef<Tensor> inputs);
   void runCompute(int64_t c);
   void runCopy(const Copy &copy);
   void computeCost();
@@ -450,6 +451,14 @@ Expected<std::vector<Tensor>> IPUModel::run(llvm::ArrayRef<Tensor> inputs) {
   const ExecutableMetadata &meta = m.executable.metadata();
   if (auto err = checkInputs(meta, inputs))
     return std::move(err);
+  return runDeviceIterations(meta, inputs, [&](llvm::ArrayRef<Tensor> batch) {
+    return m.runIteration(batch);
+  });
+}
+
+Expected<std::vector<Tensor>> IPUModel::Impl::runIteration(llvm::ArrayRef<Tensor> inputs) {
+  Impl &m = *this;
+  const ExecutableMetadata &meta = m.executable.metadata();
   const MachineProgram &p = m.program;
   for (size_t i = 0; i < inputs.size(); ++i)
     m.scatter(p.inputs[i], wholeBox(p.variables[p.inputs[i]].shape),

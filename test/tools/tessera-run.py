@@ -22,6 +22,15 @@
 # A .pb whose values sit in int32_data (not raw_data) is read too.
 # RUN: tessera-compile %t/cast.onnx -o %t/cast.tess
 # RUN: tessera-run %t/cast.tess --reference --input k=%t/k.pb | FileCheck %s --check-prefix=PB
+# Device iterations: 3 batches of 2 per run, looped on the device; the
+# outputs are the 3 batches' outputs concatenated (checked against PyTorch).
+# RUN: tessera-compile %t/model.onnx --device-iterations 3 -o %t/iter.tess
+# RUN: tessera-run %t/iter.tess --input x=%t/x3.npy --output %t/out3.npz | FileCheck %s --check-prefix=DEVITER
+# RUN: tessera-run %t/iter.tess --reference --input x=%t/x3.npy --output %t/ref3.npz
+# RUN: %python %s check3 %t
+# RUN: not tessera-run %t/iter.tess --input x=%t/x.npy 2>&1 | FileCheck %s --check-prefix=DEVITERSHAPE
+# RUN: not tessera-compile %t/model.onnx --device-iterations 0 -o %t/bad.tess 2>&1 | FileCheck %s --check-prefix=DEVITERZERO
+# RUN: not tessera-compile %t/scalar.onnx --device-iterations 2 -o %t/bad.tess 2>&1 | FileCheck %s --check-prefix=DEVITERSCALAR
 # RUN: %python %s damage %t
 # RUN: not tessera-run %t/flipped.tess --reference --input %t/x.npy 2>&1 | FileCheck %s --check-prefix=FLIPPED
 # RUN: not tessera-run %t/truncated.tess --reference --input %t/x.npy 2>&1 | FileCheck %s --check-prefix=TRUNCATED
@@ -33,6 +42,13 @@
 # OUT-NEXT: y: 2x4xf32  min
 # OUT: host reference: {{.*}} ms per run (1 run)
 # ITER: (3 runs)
+# DEVITER: outputs (IPU model):
+# DEVITER-NEXT: y: 6x4xf32  min
+# DEVITER: estimated on ipu2: {{[0-9,]+}} cycles, {{.*}} ms per iteration, {{.*}} iterations/s, {{.*}} samples/s
+# DEVITER-NEXT: 3 device iterations per run: {{[0-9,]+}} cycles on the device per run
+# DEVITERSHAPE: error: input 'x' must be 6x3x6x6xf32, got 2x3x6x6xf32 (3 device iterations of batch 2)
+# DEVITERZERO: error: --device-iterations must be at least 1, got 0
+# DEVITERSCALAR: error: --device-iterations 2 needs a batch dimension (dimension 0) on every input; input 's' is a scalar
 # PB: out: 4xf32  min -2  max 7  mean 2.25  [-2, 0, 4, 7]
 # IPU: outputs (IPU model):
 # IPU-NEXT: y: 2x4xf32  min
@@ -82,17 +98,30 @@ if mode == "gen":
     np.savez_compressed(os.path.join(out, "compressed.npz"), x=x)
     np.save(os.path.join(out, "bad_shape.npy"), x[:, :, :5])
     np.save(os.path.join(out, "bad_dtype.npy"), x.astype(np.float64))
-elif mode == "check":
+    x3 = rng.standard_normal((6, 3, 6, 6)).astype(np.float32)
+    np.save(os.path.join(out, "x3.npy"), x3)
+    save("scalar", [node("Neg", ["s"], ["out"])],
+         [vi("s", T.FLOAT, [])], [vi("out", T.FLOAT, [])], outdir=out)
+elif mode in ("check", "check3"):
     import onnx
     from onnx import numpy_helper
     m = onnx.load(os.path.join(out, "model.onnx"))
     p = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
     import torch
-    c = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(p["w"]),
-                                   torch.from_numpy(p["b"]), stride=2, padding=1)
-    ref = (c.relu().mean((2, 3)).numpy() @ p["g"].T)
-    got = np.load(os.path.join(out, "out.npz"))["y"]
-    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)
+
+    def expected(inp):
+        c = torch.nn.functional.conv2d(torch.from_numpy(inp), torch.from_numpy(p["w"]),
+                                       torch.from_numpy(p["b"]), stride=2, padding=1)
+        return c.relu().mean((2, 3)).numpy() @ p["g"].T
+    if mode == "check":
+        got = np.load(os.path.join(out, "out.npz"))["y"]
+        np.testing.assert_allclose(got, expected(x), rtol=1e-5, atol=1e-6)
+    else:
+        x3 = np.load(os.path.join(out, "x3.npy"))
+        for name in ("out3.npz", "ref3.npz"):
+            got = np.load(os.path.join(out, name))["y"]
+            assert got.shape == (6, 4), got.shape
+            np.testing.assert_allclose(got, expected(x3), rtol=1e-5, atol=1e-6)
 elif mode == "profile":
     import json
     prof = json.load(open(os.path.join(out, "prof", "profile.json")))

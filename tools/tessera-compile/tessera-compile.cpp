@@ -102,6 +102,12 @@ cl::opt<double> availableMemoryProportion(
              "buffers may take while planning (0, 1]; PopTorch's "
              "availableMemoryProportion"),
     cl::init(0.6), cl::cat(category));
+cl::opt<int64_t> deviceIterations(
+    "device-iterations",
+    cl::desc("Batches one run loops over on the device (PopTorch's "
+             "deviceIterations): inputs and outputs carry this many times "
+             "the compiled batch in dimension 0"),
+    cl::init(1), cl::cat(category));
 cl::opt<std::string> reportPath(
     "report",
     cl::desc("Write the tile memory report (JSON) here; written also when "
@@ -229,6 +235,11 @@ int main(int argc, char **argv) {
     llvm::errs() << "error: " << llvm::toString(target.takeError()) << "\n";
     return fail();
   }
+  if (deviceIterations < 1) {
+    llvm::errs() << "error: --device-iterations must be at least 1, got "
+                 << deviceIterations << "\n";
+    return fail();
+  }
   if (!(availableMemoryProportion > 0 && availableMemoryProportion <= 1)) {
     llvm::errs() << "error: --available-memory-proportion must be in (0, 1], got "
                  << availableMemoryProportion << "\n";
@@ -257,7 +268,8 @@ int main(int argc, char **argv) {
     // Every option that changes the generated code is part of the key.
     std::string optionsText =
         "compile-to=" + compileTo + ";target=" + target->describe() +
-        ";available-memory-proportion=" + std::to_string(availableMemoryProportion);
+        ";available-memory-proportion=" + std::to_string(availableMemoryProportion) +
+        ";device-iterations=" + std::to_string(deviceIterations);
     for (const auto &[name, dims] : importOptions.inputShapes) {
       optionsText += ";input-shape " + name + "=";
       for (int64_t d : dims)
@@ -350,6 +362,7 @@ int main(int argc, char **argv) {
     metadata.target = target->name;
     metadata.numIPUs = target->numIPUs;
     metadata.tilesPerIPU = target->tilesPerIPU;
+    metadata.deviceIterations = deviceIterations;
     metadata.cacheKey = cacheKey;
     if (failed(tessera::writeExecutableFile(*module, compiled, std::move(metadata),
                                             path)))

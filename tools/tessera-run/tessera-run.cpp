@@ -261,7 +261,8 @@ int main(int argc, char **argv) {
   for (const TensorInfo &in : meta.inputs) {
     auto it = given.find(in.name);
     if (it == given.end())
-      return error("missing input '" + in.name + "' (" + in.typeString() +
+      return error("missing input '" + in.name + "' (" +
+                   typeString(hostShape(in, meta.deviceIterations), in.dtype) +
                    "); give it with --input " + in.name + "=file.npy");
     inputs.push_back(std::move(it->second));
     given.erase(it);
@@ -323,6 +324,10 @@ int main(int argc, char **argv) {
                    << withCommas(std::llround(perSecond * meta.inputs[0].shape[0]))
                    << " samples/s";
     llvm::outs() << "\n";
+    if (meta.deviceIterations > 1)
+      llvm::outs() << meta.deviceIterations << " device iterations per run: "
+                   << withCommas(cost.totalCycles * meta.deviceIterations)
+                   << " cycles on the device per run\n";
   }
   llvm::outs() << llvm::format("%s: %.3f ms per run (%u run%s)\n",
                                reference ? "host reference" : "IPU model on the host",

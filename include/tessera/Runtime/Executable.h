@@ -56,6 +56,11 @@ struct ExecutableMetadata {
   std::string target; ///< "ipu2", ...
   int64_t numIPUs = 1;
   int64_t tilesPerIPU = 0; ///< as compiled for (--tiles-per-ipu)
+  /// Batches one run loops over on the device (PopTorch's deviceIterations):
+  /// the host passes every input with dimension 0 this many times the
+  /// compiled batch and gets the outputs concatenated along dimension 0
+  /// (a scalar output becomes a vector, one element per iteration).
+  int64_t deviceIterations = 1;
   std::string hostTriple;
   /// Packed entry point: void entry(void **descriptors), one memref
   /// descriptor per input, then weight, then output.
@@ -69,9 +74,21 @@ struct ExecutableMetadata {
 };
 
 /// Checks run-time inputs against the signature: count, then each input's
-/// shape and element type ("input 'x' must be 2x3xf32, got 2x4xf32").
+/// shape (with the device iterations' batches) and element type
+/// ("input 'x' must be 2x3xf32, got 2x4xf32").
 llvm::Error checkInputs(const ExecutableMetadata &metadata,
                         llvm::ArrayRef<Tensor> inputs);
+
+/// The shape the host passes (inputs) or receives (outputs) for a tensor
+/// of the compiled program: dimension 0 times the device iterations.
+std::vector<int64_t> hostShape(const TensorInfo &t, int64_t deviceIterations);
+
+/// Runs `once` (one iteration of the compiled program, on tensors of the
+/// compiled shapes) for each device iteration: slices every input along
+/// dimension 0, concatenates the outputs. Inputs must have been checked.
+llvm::Expected<std::vector<Tensor>> runDeviceIterations(
+    const ExecutableMetadata &metadata, llvm::ArrayRef<Tensor> inputs,
+    llvm::function_ref<llvm::Expected<std::vector<Tensor>>(llvm::ArrayRef<Tensor>)> once);
 
 /// Writes an executable atomically (temp file + rename). `weights[i]` holds
 /// the bytes of metadata.weights[i]; offsets are assigned here.

@@ -26,11 +26,14 @@ public:
   create(const Executable &executable);
   ~HostRunner();
 
-  /// Runs once. `inputs` are in signature order; a wrong count, shape or
-  /// element type is an error naming the input.
+  /// Runs once: the executable's device iterations, one after the other.
+  /// `inputs` are in signature order; a wrong count, shape or element type
+  /// is an error naming the input.
   llvm::Expected<std::vector<Tensor>> run(llvm::ArrayRef<Tensor> inputs);
 
 private:
+  /// One iteration on tensors of the compiled shapes.
+  llvm::Expected<std::vector<Tensor>> runOnce(llvm::ArrayRef<Tensor> inputs);
   explicit HostRunner(const Executable &executable);
   const Executable &executable_;
   std::unique_ptr<llvm::orc::LLJIT> jit_;

@@ -36,6 +36,7 @@ struct StepCost {
   int64_t total() const { return exchangeCycles + syncCycles + computeCycles; }
 };
 
+/// The cost of one device iteration (a run is deviceIterations of them).
 struct CostSummary {
   std::vector<StepCost> steps; ///< stream-in, each program step, stream-out
   int64_t totalCycles = 0;
@@ -50,8 +51,10 @@ public:
   create(const Executable &executable, unsigned threads = 0);
   ~IPUModel();
 
-  /// Runs the program once: inputs in signature order (checked like the
-  /// host reference path), outputs in signature order.
+  /// Runs the program once: a loop over the executable's device
+  /// iterations, each streaming in its batch, running every step and
+  /// streaming out. Inputs in signature order (checked like the host
+  /// reference path), outputs in signature order.
   llvm::Expected<std::vector<Tensor>> run(llvm::ArrayRef<Tensor> inputs);
 
   const target::IPUTarget &target() const;
