@@ -46,7 +46,8 @@ AccessMap toAccessMap(AffineMap map) {
   if (std::optional<AccessMap> box = ipu::toBoxAccess(map))
     return *box;
   AccessMap a;
-  a.coeffs.assign(map.getNumResults(), std::vector<int64_t>(map.getNumDims(), 0));
+  a.coeffs.assign(map.getNumResults(),
+                  std::vector<int64_t>(map.getNumDims(), 0));
   a.consts.assign(map.getNumResults(), 0);
   a.full = true;
   return a;
@@ -54,7 +55,7 @@ AccessMap toAccessMap(AffineMap map) {
 
 struct Input {
   Value value;
-  AffineMap map;   ///< in the generic's loops (a constant map for `full`)
+  AffineMap map; ///< in the generic's loops (a constant map for `full`)
   AccessMap access;
   bool captured = false; ///< read inside the body, not an operand
 };
@@ -63,15 +64,151 @@ struct Input {
 struct Plan {
   linalg::GenericOp op;
   std::vector<int64_t> loopRanges, outputLoops;
-  std::vector<Input> inputs;   ///< compute-set inputs, in order
-  TileMapping mapping;         ///< of the results
+  std::vector<Input> inputs; ///< compute-set inputs, in order
+  TileMapping mapping;       ///< of the results
   /// The generic whose only use is as this op's init: it takes this op's
   /// mapping and this op updates its result in place.
   linalg::GenericOp initProducer;
   bool isInitProducer = false;
-  bool readsInit = false;      ///< the body reads the outs block arguments
+  bool readsInit = false; ///< the body reads the outs block arguments
   int64_t macs = 0;
+  /// The chosen mapping's cost: worst vertex's exchange + compute cycles,
+  /// and whether its buffers fit the memory budget.
+  int64_t cycles = 0;
+  bool fits = true;
 };
+
+/// How a reduction accumulates: `yield combine(out, f(ins))`, the output
+/// read nowhere else. Splitting such a reduction into partial results and
+/// combining them is exact up to the reassociation of `combine`.
+struct Accumulation {
+  StringRef combine;  ///< arith.addf, arith.maximumf, ...
+  TypedAttr identity; ///< combine(identity, x) == x
+};
+
+std::optional<Accumulation> accumulationOf(linalg::GenericOp op) {
+  if (op.getNumDpsInits() != 1 || op.getNumReductionLoops() == 0 ||
+      op.hasIndexSemantics())
+    return std::nullopt;
+  Block &body = op.getRegion().front();
+  BlockArgument out = body.getArguments().back();
+  Operation *combine = body.getTerminator()->getOperand(0).getDefiningOp();
+  if (!combine || combine->getNumOperands() != 2 || !out.hasOneUse() ||
+      out.getUses().begin()->getOwner() != combine)
+    return std::nullopt;
+  Type t = out.getType();
+  Builder b(op.getContext());
+  if (isa<arith::AddFOp>(combine))
+    return Accumulation{combine->getName().getStringRef(),
+                        b.getFloatAttr(t, 0.0)};
+  if (isa<arith::AddIOp>(combine))
+    return Accumulation{combine->getName().getStringRef(),
+                        b.getIntegerAttr(t, 0)};
+  if (isa<arith::MaximumFOp, arith::MaxNumFOp>(combine))
+    return Accumulation{
+        combine->getName().getStringRef(),
+        b.getFloatAttr(t, -std::numeric_limits<double>::infinity())};
+  return std::nullopt;
+}
+
+/// The ops a reduction split into `pieces` partial results becomes.
+struct SplitOps {
+  linalg::GenericOp fill, partial, combine;
+  SmallVector<Operation *> created; ///< every new op, in creation order
+};
+
+/// Splits reduction loop `loop` of `op` (range R, divisible by `pieces`)
+/// into `pieces` slices: a generic computing the partial results
+/// [pieces x output] from the identity (the slice index is a new parallel
+/// loop, the last), then a generic combining them into `op`'s init. The new
+/// ops are inserted before `op`, which is left in place.
+SplitOps splitReduction(linalg::GenericOp op, const Accumulation &acc,
+                        unsigned loop, int64_t pieces) {
+  MLIRContext *ctx = op.getContext();
+  Location loc = op.getLoc();
+  OpBuilder b(op);
+  unsigned n = op.getNumLoops();
+  int64_t slice = op.getStaticLoopRanges()[loop] / pieces;
+  // Old loop `loop` = new loop `loop` (within the slice) + slice * new loop n.
+  SmallVector<AffineExpr> oldLoops;
+  for (unsigned i = 0; i < n; ++i)
+    oldLoops.push_back(i == loop ? b.getAffineDimExpr(i) +
+                                       slice * b.getAffineDimExpr(n)
+                                 : b.getAffineDimExpr(i));
+  AffineMap toOld = AffineMap::get(n + 1, 0, oldLoops, ctx);
+  auto outType = cast<RankedTensorType>(op->getResult(0).getType());
+  SmallVector<int64_t> partialShape{pieces};
+  partialShape.append(outType.getShape().begin(), outType.getShape().end());
+  auto partialType =
+      RankedTensorType::get(partialShape, outType.getElementType());
+
+  // The identity, everywhere.
+  auto empty =
+      tensor::EmptyOp::create(b, loc, partialShape, outType.getElementType());
+  auto identity = arith::ConstantOp::create(b, loc, acc.identity);
+  AffineMap fillOut = b.getMultiDimIdentityMap(partialShape.size());
+  auto fill = linalg::GenericOp::create(
+      b, loc, TypeRange{partialType}, ValueRange{}, ValueRange{empty},
+      ArrayRef<AffineMap>{fillOut},
+      SmallVector<utils::IteratorType>(partialShape.size(),
+                                       utils::IteratorType::parallel),
+      [&](OpBuilder &nb, Location l, ValueRange) {
+        linalg::YieldOp::create(nb, l, identity.getResult());
+      });
+
+  // The partial results: the same body over one slice of the reduction.
+  SmallVector<AffineMap> maps;
+  for (OpOperand *in : op.getDpsInputOperands())
+    maps.push_back(op.getMatchingIndexingMap(in).compose(toOld));
+  AffineMap out = op.getMatchingIndexingMap(op.getDpsInitOperand(0));
+  SmallVector<AffineExpr> partialOut{b.getAffineDimExpr(n)};
+  for (AffineExpr e : out.getResults())
+    partialOut.push_back(e.compose(toOld));
+  maps.push_back(AffineMap::get(n + 1, 0, partialOut, ctx));
+  // The slice's range appears only in sums (k' + slice * s): an
+  // uninitialized operand indexed by k' alone gives linalg its range (as a
+  // pooling window's shape operand does).
+  SmallVector<Value> inputs(op.getDpsInputs());
+  auto window = tensor::EmptyOp::create(b, loc, ArrayRef<int64_t>{slice},
+                                        outType.getElementType());
+  inputs.push_back(window);
+  maps.insert(maps.end() - 1,
+              AffineMap::get(n + 1, 0, b.getAffineDimExpr(loop)));
+  SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
+  iterators.push_back(utils::IteratorType::parallel);
+  auto partial =
+      linalg::GenericOp::create(b, loc, TypeRange{partialType}, inputs,
+                                ValueRange{fill.getResult(0)}, maps, iterators);
+  IRMapping none;
+  op.getRegion().cloneInto(&partial.getRegion(), none);
+  partial.getRegion().front().insertArgument(op.getNumDpsInputs(),
+                                             outType.getElementType(), loc);
+
+  // Combined into the op's own init (a bias, or its zeros).
+  unsigned rank = outType.getRank();
+  SmallVector<AffineExpr> read{b.getAffineDimExpr(rank)};
+  for (unsigned d = 0; d < rank; ++d)
+    read.push_back(b.getAffineDimExpr(d));
+  SmallVector<utils::IteratorType> combineIterators(
+      rank, utils::IteratorType::parallel);
+  combineIterators.push_back(utils::IteratorType::reduction);
+  auto combine = linalg::GenericOp::create(
+      b, loc, TypeRange{outType}, ValueRange{partial.getResult(0)},
+      ValueRange{op.getDpsInitOperand(0)->get()},
+      ArrayRef<AffineMap>{AffineMap::get(rank + 1, 0, read, ctx),
+                          AffineMap::getMultiDimIdentityMap(rank + 1, ctx)
+                              .getMajorSubMap(rank)},
+      combineIterators, [&](OpBuilder &nb, Location l, ValueRange args) {
+        OperationState state(l, acc.combine);
+        state.addOperands({args[1], args[0]});
+        state.addTypes(args[0].getType());
+        linalg::YieldOp::create(nb, l, nb.create(state)->getResult(0));
+      });
+  return {fill,
+          partial,
+          combine,
+          {empty, identity, fill, window, partial, combine}};
+}
 
 class Planner {
 public:
@@ -102,18 +239,44 @@ private:
                                             const TileMapping &out) const;
   bool isUnplacedLeaf(Value v) const {
     return variableOf(v) < 0 &&
-           (isa<BlockArgument>(v) || v.getDefiningOp<ml_program::GlobalLoadConstOp>());
+           (isa<BlockArgument>(v) ||
+            v.getDefiningOp<ml_program::GlobalLoadConstOp>());
   }
 
   LogicalResult describe(linalg::GenericOp op, Plan &plan);
   LogicalResult planGeneric(Plan &plan);
+  /// Plans one generic and places its results (the whole step for one op).
+  LogicalResult planOp(linalg::GenericOp op);
+  /// Plans a reduction as it is or split into partial results over the
+  /// tiles and a combining step, whichever the cost model prefers; the
+  /// split rewrites the IR. Other ops go straight to planOp.
+  LogicalResult planOpOrSplit(linalg::GenericOp op);
+
+  /// The planner's state, to try a plan and take it back.
+  struct Snapshot {
+    size_t numVariables;
+    DenseMap<Value, int64_t> vars;
+    llvm::StringMap<int64_t> globalVars;
+    std::vector<Plan> plans;
+    DenseMap<Operation *, size_t> planOf;
+  };
+  Snapshot snapshot() const {
+    return {prog_.variables.size(), vars_, globalVars_, plans_, planOf_};
+  }
+  void restore(Snapshot s) {
+    prog_.variables.resize(s.numVariables);
+    vars_ = std::move(s.vars);
+    globalVars_ = std::move(s.globalVars);
+    plans_ = std::move(s.plans);
+    planOf_ = std::move(s.planOf);
+  }
   int64_t vertexCycles(const Plan &plan, const Box &loops) const;
   int64_t codeBytes(const Plan &plan) const;
 
   // Rewriting.
   LogicalResult emitComputeSet(Plan &plan, OpBuilder &b);
-  FailureOr<func::FuncOp> outlineKernel(Plan &plan, ArrayRef<int64_t> pieceSizes,
-                                        StringRef name);
+  FailureOr<func::FuncOp>
+  outlineKernel(Plan &plan, ArrayRef<int64_t> pieceSizes, StringRef name);
 
   ModuleOp module_;
   func::FuncOp main_;
@@ -171,13 +334,13 @@ int64_t Planner::placeLinear(Value v) {
   if (int64_t id = variableOf(v); id >= 0)
     return id;
   auto type = cast<RankedTensorType>(v.getType());
-  return addVariable(v, TileMapping::linear(type.getShape(), elementBytes(type),
-                                            numTiles_));
+  return addVariable(
+      v, TileMapping::linear(type.getShape(), elementBytes(type), numTiles_));
 }
 
-std::optional<TileMapping> Planner::alignedMapping(Value v, const AccessMap &access,
-                                                   const Plan &plan,
-                                                   const TileMapping &out) const {
+std::optional<TileMapping>
+Planner::alignedMapping(Value v, const AccessMap &access, const Plan &plan,
+                        const TileMapping &out) const {
   if (access.full)
     return std::nullopt;
   auto type = cast<RankedTensorType>(v.getType());
@@ -203,6 +366,25 @@ std::optional<TileMapping> Planner::alignedMapping(Value v, const AccessMap &acc
           return std::nullopt;
         used[j] = true;
         chunk = out.chunks[j];
+        stride = out.tileStrides[j];
+      }
+    } else if (nonzero == 2 && access.consts[k] == 0 && dim > 1) {
+      // A split reduction's slice, k' + slice * s: follows output loop s
+      // in blocks of `slice` when k' (coefficient 1) spans a whole slice.
+      for (int64_t j = 0; j < out.rank(); ++j) {
+        int64_t s = plan.outputLoops[j];
+        int64_t slice = access.coeffs[k][s];
+        if (slice <= 1 || used[j] || out.shape[j] * slice != dim)
+          continue;
+        bool inner =
+            llvm::any_of(llvm::enumerate(access.coeffs[k]), [&](auto c) {
+              return c.value() == 1 && static_cast<int64_t>(c.index()) != s &&
+                     plan.loopRanges[c.index()] == slice;
+            });
+        if (!inner)
+          continue;
+        used[j] = true;
+        chunk = out.chunks[j] * slice;
         stride = out.tileStrides[j];
       }
     }
@@ -234,14 +416,16 @@ LogicalResult Planner::describe(linalg::GenericOp op, Plan &plan) {
   for (AffineExpr e : outMap.getResults()) {
     unsigned d = cast<AffineDimExpr>(e).getPosition();
     if (op.getIteratorTypesArray()[d] != utils::IteratorType::parallel)
-      return op.emitError("ipu-map-tiles: an output indexed by a reduction loop");
+      return op.emitError(
+          "ipu-map-tiles: an output indexed by a reduction loop");
     plan.outputLoops.push_back(d);
   }
   for (OpOperand *in : op.getDpsInputOperands()) {
     if (!isa<RankedTensorType>(in->get().getType())) {
       // Scalars are cloned into the kernel: they must be constants.
       if (!matchPattern(in->get(), m_Constant()))
-        return op.emitError("ipu-map-tiles: a scalar operand that is not a constant");
+        return op.emitError(
+            "ipu-map-tiles: a scalar operand that is not a constant");
       continue;
     }
     // Uninitialized operands (a pooling window's shape) need no data: the
@@ -254,8 +438,9 @@ LogicalResult Planner::describe(linalg::GenericOp op, Plan &plan) {
     input.access = toAccessMap(input.map);
     // An operand indexed by no loop is not sliced by tiling: read it whole.
     if (!input.access.full &&
-        llvm::none_of(input.map.getResults(),
-                      [](AffineExpr e) { return !isa<AffineConstantExpr>(e); }) &&
+        llvm::none_of(
+            input.map.getResults(),
+            [](AffineExpr e) { return !isa<AffineConstantExpr>(e); }) &&
         cast<RankedTensorType>(input.value.getType()).getNumElements() > 1)
       input.access.full = true;
     plan.inputs.push_back(input);
@@ -272,8 +457,10 @@ LogicalResult Planner::describe(linalg::GenericOp op, Plan &plan) {
       input.value = v;
       input.captured = true;
       auto rank = cast<RankedTensorType>(v.getType()).getRank();
-      SmallVector<AffineExpr> zeros(rank, getAffineConstantExpr(0, op.getContext()));
-      input.map = AffineMap::get(plan.loopRanges.size(), 0, zeros, op.getContext());
+      SmallVector<AffineExpr> zeros(rank,
+                                    getAffineConstantExpr(0, op.getContext()));
+      input.map =
+          AffineMap::get(plan.loopRanges.size(), 0, zeros, op.getContext());
       input.access = toAccessMap(input.map);
       input.access.full = true;
       plan.inputs.push_back(input);
@@ -311,9 +498,11 @@ int64_t Planner::vertexCycles(const Plan &plan, const Box &loops) const {
     if (isa<linalg::YieldOp, linalg::IndexOp, arith::ConstantOp>(o))
       return;
     // Transcendentals and divisions take several instructions.
-    ops += isa<math::MathDialect>(o->getDialect()) || isa<arith::DivFOp>(o) ? 4 : 1;
+    ops += isa<math::MathDialect>(o->getDialect()) || isa<arith::DivFOp>(o) ? 4
+                                                                            : 1;
   });
-  int64_t lanes = std::max<int64_t>(1, target_.vectorBytesPerCycle / elementBytes(elem));
+  int64_t lanes =
+      std::max<int64_t>(1, target_.vectorBytesPerCycle / elementBytes(elem));
   int64_t work = volume * std::max<int64_t>(ops, 1);
   return target_.vertexOverheadCycles + (work + lanes - 1) / lanes;
 }
@@ -342,13 +531,15 @@ std::vector<int64_t> chunkCandidates(int64_t dim, int64_t maxPieces) {
 
 LogicalResult Planner::planGeneric(Plan &plan) {
   auto outType = cast<RankedTensorType>(plan.op->getResult(0).getType());
-  std::vector<int64_t> shape(outType.getShape().begin(), outType.getShape().end());
+  std::vector<int64_t> shape(outType.getShape().begin(),
+                             outType.getShape().end());
   int64_t rank = shape.size();
   int64_t outBytes = elementBytes(outType);
   for (const Input &in : plan.inputs)
     if (!isUnplacedLeaf(in.value) && variableOf(in.value) < 0)
-      return plan.op.emitError("ipu-map-tiles: an operand was not placed before "
-                               "its use (internal error)");
+      return plan.op.emitError(
+          "ipu-map-tiles: an operand was not placed before "
+          "its use (internal error)");
 
   // Candidate chunks per dimension, including the chunks of inputs that the
   // output can follow so elementwise chains stay on their tiles.
@@ -361,11 +552,13 @@ LogicalResult Planner::planGeneric(Plan &plan) {
         continue;
       const TileMapping &m = prog_.variables[var].mapping;
       for (int64_t k = 0; k < m.rank(); ++k)
-        if (in.access.coeffs[k][plan.outputLoops[j]] == 1 && m.shape[k] == shape[j])
+        if (in.access.coeffs[k][plan.outputLoops[j]] == 1 &&
+            m.shape[k] == shape[j])
           cands[j].push_back(m.chunks[k]);
     }
     llvm::sort(cands[j]);
-    cands[j].erase(std::unique(cands[j].begin(), cands[j].end()), cands[j].end());
+    cands[j].erase(std::unique(cands[j].begin(), cands[j].end()),
+                   cands[j].end());
   }
 
   struct Best {
@@ -406,7 +599,8 @@ LogicalResult Planner::planGeneric(Plan &plan) {
           v.shape.assign(t.getShape().begin(), t.getShape().end());
           auto aligned = alignedMapping(in.value, in.access, plan, m);
           v.mapping = aligned ? *aligned
-                              : TileMapping::linear(v.shape, elementBytes(t), numTiles_);
+                              : TileMapping::linear(v.shape, elementBytes(t),
+                                                    numTiles_);
           v.mapping.shape = v.shape;
           var = prog_.variables.size();
           prog_.variables.push_back(std::move(v));
@@ -442,12 +636,13 @@ LogicalResult Planner::planGeneric(Plan &plan) {
             memory += region.numElements() * bytes;
           }
         }
-        int64_t exchange = received
-                               ? (received + target_.exchangeBytesPerCycle - 1) /
-                                         target_.exchangeBytesPerCycle +
-                                     target_.exchangeOverheadCycles
-                               : 0;
-        worstCycles = std::max(worstCycles, exchange + vertexCycles(plan, loops));
+        int64_t exchange =
+            received ? (received + target_.exchangeBytesPerCycle - 1) /
+                               target_.exchangeBytesPerCycle +
+                           target_.exchangeOverheadCycles
+                     : 0;
+        worstCycles =
+            std::max(worstCycles, exchange + vertexCycles(plan, loops));
         worstMemory = std::max(worstMemory, memory);
       }
       prog_.variables.resize(tentative);
@@ -482,11 +677,14 @@ LogicalResult Planner::planGeneric(Plan &plan) {
     return plan.op.emitError("ipu-map-tiles: no way to split this op over ")
            << numTiles_ << " tiles";
   plan.mapping = best.mapping;
+  plan.cycles = best.cycles;
+  plan.fits = best.fits;
   // Place unplaced operands where this plan reads them.
   for (const Input &in : plan.inputs) {
     if (variableOf(in.value) >= 0)
       continue;
-    if (auto aligned = alignedMapping(in.value, in.access, plan, plan.mapping)) {
+    if (auto aligned =
+            alignedMapping(in.value, in.access, plan, plan.mapping)) {
       // A weight loaded twice keeps the placement of its first load.
       if (auto load = in.value.getDefiningOp<ml_program::GlobalLoadConstOp>();
           load && globalVars_.count(load.getGlobal().getLeafReference())) {
@@ -501,11 +699,138 @@ LogicalResult Planner::planGeneric(Plan &plan) {
   return success();
 }
 
+LogicalResult Planner::planOp(linalg::GenericOp generic) {
+  Plan plan;
+  if (failed(describe(generic, plan)))
+    return failure();
+  // A producer whose only use is the init of a later generic takes that
+  // generic's mapping and is updated in place by it.
+  if (generic->getNumResults() == 1 && generic->hasOneUse()) {
+    auto user = dyn_cast<linalg::GenericOp>(*generic->getUsers().begin());
+    if (user && user->getNumResults() == 1 &&
+        user.getDpsInitOperand(0)->get() == generic->getResult(0))
+      plan.isInitProducer = true;
+  }
+  if (!plan.isInitProducer) {
+    // This op's own init, if computed by a deferred producer.
+    Value init = generic.getDpsInitOperand(0)->get();
+    if (auto producer = init.getDefiningOp<linalg::GenericOp>();
+        producer && planOf_.count(producer) &&
+        plans_[planOf_[producer]].isInitProducer)
+      plan.initProducer = producer;
+    if (plan.readsInit && !plan.initProducer) {
+      // Read the init like any other input, through the output map.
+      for (OpOperand &o : generic.getDpsInitsMutable()) {
+        Input input;
+        input.value = o.get();
+        input.map = generic.getMatchingIndexingMap(&o);
+        input.access = toAccessMap(input.map);
+        if (variableOf(input.value) < 0 && !isUnplacedLeaf(input.value))
+          return generic.emitError("ipu-map-tiles: an init that is not placed");
+        plan.inputs.push_back(input);
+      }
+    }
+    if (failed(planGeneric(plan)))
+      return failure();
+    if (plan.initProducer) {
+      Plan &producer = plans_[planOf_[plan.initProducer]];
+      producer.mapping = plan.mapping;
+      int64_t var = addVariable(plan.initProducer->getResult(0), plan.mapping);
+      vars_[generic->getResult(0)] = var;
+      // The producer's inputs were waiting for this placement.
+      for (const Input &in : producer.inputs)
+        if (variableOf(in.value) < 0) {
+          if (auto aligned = alignedMapping(in.value, in.access, producer,
+                                            producer.mapping))
+            addVariable(in.value, *aligned);
+          else
+            placeLinear(in.value);
+        }
+    } else {
+      for (Value r : generic->getResults())
+        addVariable(r, plan.mapping);
+    }
+  }
+  planOf_[generic] = plans_.size();
+  plans_.push_back(std::move(plan));
+  return success();
+}
+
+LogicalResult Planner::planOpOrSplit(linalg::GenericOp op) {
+  std::optional<Accumulation> acc = accumulationOf(op);
+  if (!acc)
+    return planOp(op);
+  // The reduction loop to split: the longest (a convolution's input
+  // channels, a matmul's k, a pooling window's rows).
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  auto iterators = op.getIteratorTypesArray();
+  int64_t loop = -1;
+  for (auto [i, it] : llvm::enumerate(iterators))
+    if (it == utils::IteratorType::reduction &&
+        (loop < 0 || ranges[i] > ranges[loop]))
+      loop = i;
+  int64_t range = ranges[loop];
+
+  // The op as it is.
+  Snapshot before = snapshot();
+  if (failed(planOp(op)))
+    return failure();
+  int64_t bestCycles = plans_.back().cycles, bestPieces = 1;
+  bool bestFits = plans_.back().fits;
+  restore(before);
+
+  // Split into slices of at least 4 iterations; each split pays the
+  // combining step and one more sync.
+  for (int64_t pieces = 2; pieces <= range / 4 && pieces <= numTiles_;
+       pieces *= 2) {
+    if (range % pieces != 0)
+      continue;
+    SplitOps split = splitReduction(op, *acc, loop, pieces);
+    bool planned;
+    {
+      // A split the planner cannot place is just not a candidate.
+      ScopedDiagnosticHandler quiet(op.getContext(),
+                                    [](Diagnostic &) { return success(); });
+      planned = succeeded(planOp(split.fill)) &&
+                succeeded(planOp(split.partial)) &&
+                succeeded(planOp(split.combine));
+    }
+    int64_t cycles = 0;
+    bool fits = planned;
+    if (planned) {
+      const Plan &partial = plans_[planOf_[split.partial]];
+      const Plan &combine = plans_[planOf_[split.combine]];
+      cycles = partial.cycles + combine.cycles + target_.syncCycles;
+      fits = partial.fits && combine.fits;
+    }
+    restore(before);
+    for (Operation *created : llvm::reverse(split.created))
+      created->erase();
+    if (!planned)
+      continue;
+    if ((fits && !bestFits) || (fits == bestFits && cycles < bestCycles)) {
+      bestCycles = cycles;
+      bestFits = fits;
+      bestPieces = pieces;
+    }
+  }
+  if (bestPieces == 1)
+    return planOp(op);
+  SplitOps split = splitReduction(op, *acc, loop, bestPieces);
+  if (failed(planOp(split.fill)) || failed(planOp(split.partial)) ||
+      failed(planOp(split.combine)))
+    return failure();
+  op->replaceAllUsesWith(split.combine->getResults());
+  op->erase();
+  return success();
+}
+
 LogicalResult Planner::plan() {
   Block &body = main_.getBody().front();
   // Inserts update their destination in place: a destination shared (CSE
   // merges identical pads' fills) is recomputed for each.
-  SmallVector<tensor::InsertSliceOp> inserts(body.getOps<tensor::InsertSliceOp>());
+  SmallVector<tensor::InsertSliceOp> inserts(
+      body.getOps<tensor::InsertSliceOp>());
   for (tensor::InsertSliceOp insert : inserts) {
     Value dest = insert.getDest();
     Operation *def = dest.getDefiningOp();
@@ -514,77 +839,34 @@ LogicalResult Planner::plan() {
     OpBuilder b(insert);
     insert.getDestMutable().assign(b.clone(*def)->getResult(0));
   }
-  for (Operation &op : body) {
+  // Over a copy of the op list: splitting a reduction inserts ops before
+  // the one being planned (planned on the spot) and erases it.
+  SmallVector<Operation *> ops;
+  for (Operation &op : body)
+    ops.push_back(&op);
+  for (Operation *opPtr : ops) {
+    Operation &op = *opPtr;
     if (isa<func::ReturnOp>(op)) {
       for (Value v : op.getOperands())
         if (variableOf(v) < 0)
           placeLinear(v);
       continue;
     }
-    if (isa<arith::ConstantOp, ml_program::GlobalLoadConstOp, tensor::EmptyOp>(op))
+    if (isa<arith::ConstantOp, ml_program::GlobalLoadConstOp, tensor::EmptyOp>(
+            op))
       continue;
     if (auto generic = dyn_cast<linalg::GenericOp>(op)) {
-      Plan plan;
-      if (failed(describe(generic, plan)))
+      if (failed(planOpOrSplit(generic)))
         return failure();
-      // A producer whose only use is the init of a later generic takes that
-      // generic's mapping and is updated in place by it.
-      if (generic->getNumResults() == 1 && generic->hasOneUse()) {
-        auto user = dyn_cast<linalg::GenericOp>(*generic->getUsers().begin());
-        if (user && user->getNumResults() == 1 &&
-            user.getDpsInitOperand(0)->get() == generic->getResult(0))
-          plan.isInitProducer = true;
-      }
-      if (!plan.isInitProducer) {
-        // This op's own init, if computed by a deferred producer.
-        Value init = generic.getDpsInitOperand(0)->get();
-        if (auto producer = init.getDefiningOp<linalg::GenericOp>();
-            producer && planOf_.count(producer) &&
-            plans_[planOf_[producer]].isInitProducer)
-          plan.initProducer = producer;
-        if (plan.readsInit && !plan.initProducer) {
-          // Read the init like any other input, through the output map.
-          for (OpOperand &o : generic.getDpsInitsMutable()) {
-            Input input;
-            input.value = o.get();
-            input.map = generic.getMatchingIndexingMap(&o);
-            input.access = toAccessMap(input.map);
-            if (variableOf(input.value) < 0 && !isUnplacedLeaf(input.value))
-              return generic.emitError("ipu-map-tiles: an init that is not placed");
-            plan.inputs.push_back(input);
-          }
-        }
-        if (failed(planGeneric(plan)))
-          return failure();
-        if (plan.initProducer) {
-          Plan &producer = plans_[planOf_[plan.initProducer]];
-          producer.mapping = plan.mapping;
-          int64_t var = addVariable(plan.initProducer->getResult(0), plan.mapping);
-          vars_[generic->getResult(0)] = var;
-          // The producer's inputs were waiting for this placement.
-          for (const Input &in : producer.inputs)
-            if (variableOf(in.value) < 0) {
-              if (auto aligned = alignedMapping(in.value, in.access, producer,
-                                                producer.mapping))
-                addVariable(in.value, *aligned);
-              else
-                placeLinear(in.value);
-            }
-        } else {
-          for (Value r : generic->getResults())
-            addVariable(r, plan.mapping);
-        }
-      }
-      planOf_[generic] = plans_.size();
-      plans_.push_back(std::move(plan));
       continue;
     }
     if (auto insert = dyn_cast<tensor::InsertSliceOp>(op)) {
       placeLinear(insert.getSource());
       Value dest = insert.getDest();
       if (!dest.hasOneUse())
-        return insert.emitError("ipu-map-tiles: an insert into a value that has "
-                                "other uses");
+        return insert.emitError(
+            "ipu-map-tiles: an insert into a value that has "
+            "other uses");
       if (dest.getDefiningOp<tensor::EmptyOp>() && variableOf(dest) < 0)
         placeLinear(dest);
       if (variableOf(dest) < 0)
@@ -593,15 +875,18 @@ LogicalResult Planner::plan() {
       continue;
     }
     if (auto slice = dyn_cast<tensor::ExtractSliceOp>(op)) {
-      if (!llvm::all_of(slice.getStaticStrides(), [](int64_t s) { return s == 1; }) ||
+      if (!llvm::all_of(slice.getStaticStrides(),
+                        [](int64_t s) { return s == 1; }) ||
           slice.getSourceType().getRank() != slice.getType().getRank())
-        return slice.emitError("ipu-map-tiles: slices need unit strides and the "
-                               "source's rank (run ipu-prepare-for-mapping first)");
+        return slice.emitError(
+            "ipu-map-tiles: slices need unit strides and the "
+            "source's rank (run ipu-prepare-for-mapping first)");
       placeLinear(slice.getSource());
       placeLinear(slice.getResult());
       continue;
     }
-    if (isa<tensor::ReshapeOp, tensor::CollapseShapeOp, tensor::ExpandShapeOp>(op)) {
+    if (isa<tensor::ReshapeOp, tensor::CollapseShapeOp, tensor::ExpandShapeOp>(
+            op)) {
       Value source = op.getOperand(0);
       placeLinear(source);
       addView(op.getResult(0), source);
@@ -611,8 +896,9 @@ LogicalResult Planner::plan() {
                                   [](Type t) { return isa<TensorType>(t); });
     if (onTensors)
       return op.emitError("ipu-map-tiles: cannot place '")
-             << op.getName() << "' on tiles (expected linalg.generic, inserts, "
-                                "reshapes; run ipu-prepare-for-mapping first)";
+             << op.getName()
+             << "' on tiles (expected linalg.generic, inserts, "
+                "reshapes; run ipu-prepare-for-mapping first)";
   }
   // Inputs nobody reads are still streamed somewhere.
   for (BlockArgument arg : main_.getArguments())
@@ -620,7 +906,8 @@ LogicalResult Planner::plan() {
   return success();
 }
 
-FailureOr<func::FuncOp> Planner::outlineKernel(Plan &plan, ArrayRef<int64_t> pieceSizes,
+FailureOr<func::FuncOp> Planner::outlineKernel(Plan &plan,
+                                               ArrayRef<int64_t> pieceSizes,
                                                StringRef name) {
   linalg::GenericOp op = plan.op;
   MLIRContext *ctx = op.getContext();
@@ -649,15 +936,18 @@ FailureOr<func::FuncOp> Planner::outlineKernel(Plan &plan, ArrayRef<int64_t> pie
   }
   OpBuilder mb(module_.getBodyRegion());
   mb.setInsertionPointToEnd(module_.getBody());
-  auto func = func::FuncOp::create(mb, loc, name, FunctionType::get(ctx, argTypes, {}));
+  auto func =
+      func::FuncOp::create(mb, loc, name, FunctionType::get(ctx, argTypes, {}));
   func->setAttr(ipu::kVertexAttrName, UnitAttr::get(ctx));
   Block *entry = func.addEntryBlock();
   OpBuilder b = OpBuilder::atBlockBegin(entry);
 
   // Input regions may be the producer's own tile memory (a local piece is
   // not copied), so they are read-only; only the output pieces are written.
-  auto argTensor = [&](unsigned argIndex, RankedTensorType type, bool writable) -> Value {
-    return bufferization::ToTensorOp::create(b, loc, type, entry->getArgument(argIndex),
+  auto argTensor = [&](unsigned argIndex, RankedTensorType type,
+                       bool writable) -> Value {
+    return bufferization::ToTensorOp::create(b, loc, type,
+                                             entry->getArgument(argIndex),
                                              /*restrict=*/true, writable);
   };
   // Placeholders of full shape stand for the operands while tiling; each
@@ -686,7 +976,8 @@ FailureOr<func::FuncOp> Planner::outlineKernel(Plan &plan, ArrayRef<int64_t> pie
   }
   DenseSet<Value> localPlaceholders;
   for (OpOperand *in : op.getDpsInputOperands()) {
-    if (mapping.contains(in->get()) || !in->get().getDefiningOp<tensor::EmptyOp>())
+    if (mapping.contains(in->get()) ||
+        !in->get().getDefiningOp<tensor::EmptyOp>())
       continue;
     auto t = cast<RankedTensorType>(in->get().getType());
     auto ph = tensor::EmptyOp::create(b, loc, t.getShape(), t.getElementType());
@@ -706,7 +997,8 @@ FailureOr<func::FuncOp> Planner::outlineKernel(Plan &plan, ArrayRef<int64_t> pie
   // they are not inputs already).
   SmallVector<Value> outArgs;
   for (auto [k, t] : llvm::enumerate(outTypes))
-    outArgs.push_back(argTensor(numLoops + plan.inputs.size() + k, t, /*writable=*/true));
+    outArgs.push_back(
+        argTensor(numLoops + plan.inputs.size() + k, t, /*writable=*/true));
   for (OpOperand &init : op.getDpsInitsMutable()) {
     if (mapping.contains(init.get()))
       continue;
@@ -725,9 +1017,11 @@ FailureOr<func::FuncOp> Planner::outlineKernel(Plan &plan, ArrayRef<int64_t> pie
     sizes.push_back(b.getIndexAttr(loops.sizes[l]));
   }
   FailureOr<TilingResult> tiled =
-      cast<TilingInterface>(clone.getOperation()).getTiledImplementation(b, offsets, sizes);
+      cast<TilingInterface>(clone.getOperation())
+          .getTiledImplementation(b, offsets, sizes);
   if (failed(tiled) || tiled->tiledOps.size() != 1)
-    return op.emitError("ipu-map-tiles: could not tile this op (internal error)");
+    return op.emitError(
+        "ipu-map-tiles: could not tile this op (internal error)");
   auto tiledOp = cast<linalg::GenericOp>(tiled->tiledOps.front());
 
   // Operands: slices of input placeholders -> region arguments.
@@ -745,7 +1039,8 @@ FailureOr<func::FuncOp> Planner::outlineKernel(Plan &plan, ArrayRef<int64_t> pie
       // other readers) is copied into the output piece, which the op then
       // accumulates into: the input region itself is never written.
       Value replacement = outArgs[k];
-      if (auto it = placeholderInput.find(source); it != placeholderInput.end()) {
+      if (auto it = placeholderInput.find(source);
+          it != placeholderInput.end()) {
         Value region = inArgs[it->second];
         if (region.getType() != v.getType())
           return op.emitError("ipu-map-tiles: init region ")
@@ -753,7 +1048,8 @@ FailureOr<func::FuncOp> Planner::outlineKernel(Plan &plan, ArrayRef<int64_t> pie
                  << " (internal error)";
         OpBuilder::InsertionGuard guard(b);
         b.setInsertionPoint(tiledOp);
-        replacement = linalg::CopyOp::create(b, loc, region, outArgs[k]).getResult(0);
+        replacement =
+            linalg::CopyOp::create(b, loc, region, outArgs[k]).getResult(0);
       }
       if (replacement.getType() != v.getType())
         return op.emitError("ipu-map-tiles: init region ")
@@ -768,7 +1064,8 @@ FailureOr<func::FuncOp> Planner::outlineKernel(Plan &plan, ArrayRef<int64_t> pie
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPoint(tiledOp);
       auto t = cast<RankedTensorType>(v.getType());
-      operand.set(tensor::EmptyOp::create(b, loc, t.getShape(), t.getElementType()));
+      operand.set(
+          tensor::EmptyOp::create(b, loc, t.getShape(), t.getElementType()));
       continue;
     }
     auto it = placeholderInput.find(source);
@@ -784,7 +1081,8 @@ FailureOr<func::FuncOp> Planner::outlineKernel(Plan &plan, ArrayRef<int64_t> pie
   }
   for (auto [k, result] : llvm::enumerate(tiledOp->getResults())) {
     auto store = bufferization::MaterializeInDestinationOp::create(
-        b, loc, Type(), result, entry->getArgument(numLoops + plan.inputs.size() + k));
+        b, loc, Type(), result,
+        entry->getArgument(numLoops + plan.inputs.size() + k));
     store.setRestrict(true);
     store.setWritable(true);
   }
@@ -894,7 +1192,8 @@ LogicalResult Planner::rewrite() {
   };
   for (BlockArgument arg : main_.getArguments())
     if (variableOf(arg) >= 0)
-      main_.setArgAttr(arg.getArgNumber(), ipu::kMappingAttrName, mappingOf(arg));
+      main_.setArgAttr(arg.getArgNumber(), ipu::kMappingAttrName,
+                       mappingOf(arg));
   SmallVector<Operation *> ops;
   for (Operation &op : main_.getBody().front())
     ops.push_back(&op);
@@ -926,9 +1225,9 @@ LogicalResult Planner::rewrite() {
         return insert.emitError("ipu-map-tiles: rank-reducing inserts are not "
                                 "supported");
       auto copy = ipu::CopyOp::create(
-          b, insert.getLoc(), insert.getType(), insert.getSource(), insert.getDest(),
-          SmallVector<int64_t>(rank, 0), insert.getSourceType().getShape(),
-          insert.getStaticOffsets());
+          b, insert.getLoc(), insert.getType(), insert.getSource(),
+          insert.getDest(), SmallVector<int64_t>(rank, 0),
+          insert.getSourceType().getShape(), insert.getStaticOffsets());
       replace(insert, copy->getResults());
       insert.erase();
       continue;
@@ -938,17 +1237,19 @@ LogicalResult Planner::rewrite() {
       auto alloc = ipu::AllocOp::create(b, slice.getLoc(), slice.getType(),
                                         mappingOf(slice.getResult()));
       auto copy = ipu::CopyOp::create(
-          b, slice.getLoc(), slice.getType(), slice.getSource(), alloc.getResult(),
-          slice.getStaticOffsets(), slice.getType().getShape(),
+          b, slice.getLoc(), slice.getType(), slice.getSource(),
+          alloc.getResult(), slice.getStaticOffsets(),
+          slice.getType().getShape(),
           SmallVector<int64_t>(slice.getType().getRank(), 0));
       replace(slice, copy->getResults());
       slice.erase();
       continue;
     }
-    if (isa<tensor::ReshapeOp, tensor::CollapseShapeOp, tensor::ExpandShapeOp>(op)) {
+    if (isa<tensor::ReshapeOp, tensor::CollapseShapeOp, tensor::ExpandShapeOp>(
+            op)) {
       b.setInsertionPoint(op);
-      auto view = ipu::ViewOp::create(b, op->getLoc(), op->getResult(0).getType(),
-                                      op->getOperand(0));
+      auto view = ipu::ViewOp::create(
+          b, op->getLoc(), op->getResult(0).getType(), op->getOperand(0));
       replace(op, view->getResults());
       op->erase();
       continue;
@@ -983,7 +1284,8 @@ struct IPUMapTiles : tessera::ipu::impl::IPUMapTilesBase<IPUMapTiles> {
       return signalPassFailure();
     }
     if (!main.getBody().hasOneBlock()) {
-      main.emitError("ipu-map-tiles: @main must be a single block (no control flow)");
+      main.emitError(
+          "ipu-map-tiles: @main must be a single block (no control flow)");
       return signalPassFailure();
     }
     Planner planner(module, main, *target, availableMemoryProportion);
