@@ -4,5 +4,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cmake --build build --target tessera-docs
 mkdir -p docs/dialects
-cp build/docs/GraphDialect.md build/docs/GraphPasses.md build/docs/ConversionPasses.md docs/dialects/
+cp build/docs/{GraphDialect,GraphPasses,ConversionPasses,IPUDialect,IPUPasses,CodegenPasses}.md docs/dialects/
 echo "updated docs/dialects"

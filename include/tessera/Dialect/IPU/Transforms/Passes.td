@@ -42,6 +42,20 @@ def IPUMapTiles : Pass<"ipu-map-tiles", "::mlir::ModuleOp"> {
     updated in place. Weights, constants and inputs are placed where their
     first reader wants them.
 
+    A reduction that accumulates (`out = add/max(out, f(ins))`) is also
+    costed split over the tiles: its longest reduction loop (a
+    convolution's input channels, a matmul's k, a pooling window) is cut
+    into 2, 4, 8, ... slices; a compute set computes the slices' partial
+    results from the identity (the slice index becomes an output
+    dimension, so the partials spread over tiles next to their slices of
+    the operands) and a second one combines them into the op's own init (a
+    bias, or zeros). The split with the fewest cycles (the two steps and a
+    sync) replaces the op when it beats the op as it is, or when only it
+    fits. Partial sums change the order of floating-point additions.
+
+    Kernels that are identical (the same code on the same shapes, as in a
+    network's repeated blocks) are outlined once and shared.
+
     Each planned op becomes an `ipu.compute_set` whose kernels (one per
     distinct piece shape) are outlined as `func.func`s on memrefs marked
     `ipu.vertex`, taking the piece's loop offsets and its operand regions.
