@@ -252,24 +252,36 @@ private:
   /// split rewrites the IR. Other ops go straight to planOp.
   LogicalResult planOpOrSplit(linalg::GenericOp op);
 
-  /// The planner's state, to try a plan and take it back.
+  /// The planner's state, to try a plan and take it back. Plans are only
+  /// appended, but for the mapping an init producer takes from its user,
+  /// which `mappingUndo_` records.
   struct Snapshot {
-    size_t numVariables;
+    size_t numVariables, numPlans, numUndo;
     DenseMap<Value, int64_t> vars;
     llvm::StringMap<int64_t> globalVars;
-    std::vector<Plan> plans;
     DenseMap<Operation *, size_t> planOf;
   };
   Snapshot snapshot() const {
-    return {prog_.variables.size(), vars_, globalVars_, plans_, planOf_};
+    return {prog_.variables.size(),
+            plans_.size(),
+            mappingUndo_.size(),
+            vars_,
+            globalVars_,
+            planOf_};
   }
   void restore(Snapshot s) {
     prog_.variables.resize(s.numVariables);
+    while (mappingUndo_.size() > s.numUndo) {
+      auto &[plan, mapping] = mappingUndo_.back();
+      plans_[plan].mapping = std::move(mapping);
+      mappingUndo_.pop_back();
+    }
+    plans_.resize(s.numPlans);
     vars_ = std::move(s.vars);
     globalVars_ = std::move(s.globalVars);
-    plans_ = std::move(s.plans);
     planOf_ = std::move(s.planOf);
   }
+  std::vector<std::pair<size_t, TileMapping>> mappingUndo_;
   int64_t vertexCycles(const Plan &plan, const Box &loops) const;
   int64_t codeBytes(const Plan &plan) const;
 
@@ -515,6 +527,10 @@ int64_t Planner::codeBytes(const Plan &plan) const {
   return 256 + 48 * static_cast<int64_t>(plan.loopRanges.size()) + 32 * ops;
 }
 
+/// Grids costed per op at most (an op is planned several times when its
+/// reduction may split): bounds compile time on many-dimensional ops.
+constexpr int64_t kMaxCandidatesCosted = 1000;
+
 /// Chunk sizes worth trying for a dimension: near-even splits in powers of
 /// two and the whole dimension.
 std::vector<int64_t> chunkCandidates(int64_t dim, int64_t maxPieces) {
@@ -576,7 +592,7 @@ LogicalResult Planner::planGeneric(Plan &plan) {
       chunks[j] = cands[j][at[j]];
       pieces *= (shape[j] + chunks[j] - 1) / chunks[j];
     }
-    if (pieces <= numTiles_ && evaluated < 4000) {
+    if (pieces <= numTiles_) {
       ++evaluated;
       TileMapping m;
       m.shape = shape;
@@ -670,7 +686,7 @@ LogicalResult Planner::planGeneric(Plan &plan) {
     int64_t j = rank - 1;
     while (j >= 0 && ++at[j] == cands[j].size())
       at[j--] = 0;
-    if (j < 0)
+    if (j < 0 || evaluated == kMaxCandidatesCosted)
       break;
   }
   if (!best.valid)
@@ -734,6 +750,7 @@ LogicalResult Planner::planOp(linalg::GenericOp generic) {
       return failure();
     if (plan.initProducer) {
       Plan &producer = plans_[planOf_[plan.initProducer]];
+      mappingUndo_.emplace_back(planOf_[plan.initProducer], producer.mapping);
       producer.mapping = plan.mapping;
       int64_t var = addVariable(plan.initProducer->getResult(0), plan.mapping);
       vars_[generic->getResult(0)] = var;
@@ -780,11 +797,14 @@ LogicalResult Planner::planOpOrSplit(linalg::GenericOp op) {
   restore(before);
 
   // Split into slices of at least 4 iterations; each split pays the
-  // combining step and one more sync.
+  // combining step and one more sync. More slices cost less exchange per
+  // vertex and more combining: the cost falls, then rises, so the search
+  // stops at the first fitting split that is worse than the one before.
+  int64_t previousCycles = -1;
   for (int64_t pieces = 2; pieces <= range / 4 && pieces <= numTiles_;
        pieces *= 2) {
     if (range % pieces != 0)
-      continue;
+      break;
     SplitOps split = splitReduction(op, *acc, loop, pieces);
     bool planned;
     {
@@ -813,6 +833,9 @@ LogicalResult Planner::planOpOrSplit(linalg::GenericOp op) {
       bestFits = fits;
       bestPieces = pieces;
     }
+    if (fits && previousCycles >= 0 && cycles > previousCycles)
+      break;
+    previousCycles = fits ? cycles : -1;
   }
   if (bestPieces == 1)
     return planOp(op);
