@@ -93,7 +93,19 @@ print((time.perf_counter() - t) / {args.runs} * 1000)"""],
 
     target = profile["target"]
     flops_per_cycle = target["peak_flops_fp32"] / target["clock_hz"]
-    layers = [s for s in profile["steps"] if s["macs"] > 0]
+    # A layer is every step of one source op that does multiply-accumulates:
+    # a split reduction is its partial-results step and its combining step.
+    by_location = {}
+    for s in profile["steps"]:
+        by_location.setdefault(s["location"], []).append(s)
+    layers = []
+    for location, steps in by_location.items():
+        macs = sum(s["macs"] for s in steps)
+        if macs > 0:
+            layers.append({"location": location, "macs": macs,
+                           "steps": len(steps),
+                           **{k: sum(s[k] for s in steps)
+                              for k in ("cycles", "exchange_cycles", "compute_cycles")}})
     print(f"model:                {args.model}, batch 1, fp32, on {threads} cores")
     print(f"compile to .tess:     {wall:.2f} s, peak {peak:.0f} MiB")
     print(f"IPU model run:        {ipu_ms:.1f} ms per inference")
@@ -120,13 +132,13 @@ print((time.perf_counter() - t) / {args.runs} * 1000)"""],
         print(f"per layer ratio:      best {ratios[0][0]:.1f}x, median {mid:.1f}x, "
               f"worst {ratios[-1][0]:.1f}x ({ratios[-1][1]['location']})")
     if args.layers:
-        print(f"{'layer':50s} {'MACs':>12s} {'cycles':>9s} {'exchange':>9s} "
-              f"{'compute':>9s} {'roofline':>9s} {'ratio':>6s}")
+        print(f"{'layer':50s} {'MACs':>12s} {'steps':>5s} {'cycles':>9s} "
+              f"{'exchange':>9s} {'compute':>9s} {'roofline':>9s} {'ratio':>6s}")
         for s in layers:
             roof = 2 * s["macs"] / flops_per_cycle
-            print(f"{s['location'][-50:]:50s} {s['macs']:12,} {s['cycles']:9,} "
-                  f"{s['exchange_cycles']:9,} {s['compute_cycles']:9,} {roof:9,.0f} "
-                  f"{s['cycles'] / roof:6.1f}")
+            print(f"{s['location'][-50:]:50s} {s['macs']:12,} {s['steps']:5d} "
+                  f"{s['cycles']:9,} {s['exchange_cycles']:9,} {s['compute_cycles']:9,} "
+                  f"{roof:9,.0f} {s['cycles'] / roof:6.1f}")
 
 
 if __name__ == "__main__":
