@@ -31,6 +31,13 @@
 # RUN: not tessera-run %t/iter.tess --input x=%t/x.npy 2>&1 | FileCheck %s --check-prefix=DEVITERSHAPE
 # RUN: not tessera-compile %t/model.onnx --device-iterations 0 -o %t/bad.tess 2>&1 | FileCheck %s --check-prefix=DEVITERZERO
 # RUN: not tessera-compile %t/scalar.onnx --device-iterations 2 -o %t/bad.tess 2>&1 | FileCheck %s --check-prefix=DEVITERSCALAR
+# A shape input bound at compile time (--constant-input): the model is
+# specialized for it and the executable takes only `data`.
+# RUN: not tessera-compile %t/reshape.onnx -o %t/reshape.tess 2>&1 | FileCheck %s --check-prefix=NEEDCONST
+# RUN: tessera-compile %t/reshape.onnx --constant-input shape=%t/shape.npy -o %t/reshape.tess
+# RUN: tessera-run %t/reshape.tess --input data=%t/data.npy | FileCheck %s --check-prefix=RESHAPED
+# RUN: not tessera-compile %t/reshape.onnx --constant-input nope=%t/shape.npy 2>&1 | FileCheck %s --check-prefix=CONSTNAME
+# RUN: not tessera-compile %t/reshape.onnx --constant-input shape=%t/x.npy 2>&1 | FileCheck %s --check-prefix=CONSTTYPE
 # RUN: %python %s damage %t
 # RUN: not tessera-run %t/flipped.tess --reference --input %t/x.npy 2>&1 | FileCheck %s --check-prefix=FLIPPED
 # RUN: not tessera-run %t/truncated.tess --reference --input %t/x.npy 2>&1 | FileCheck %s --check-prefix=TRUNCATED
@@ -47,6 +54,10 @@
 # DEVITER: estimated on ipu2: {{[0-9,]+}} cycles, {{.*}} ms per iteration, {{.*}} iterations/s, {{.*}} samples/s
 # DEVITER-NEXT: 3 device iterations per run: {{[0-9,]+}} cycles on the device per run
 # DEVITERSHAPE: error: input 'x' must be 6x3x6x6xf32, got 2x3x6x6xf32 (3 device iterations of batch 2)
+# NEEDCONST: error: Reshape: input 'shape' must be a constant {{.*}}; it is the model's input 'shape': specialize the model for one value with --constant-input shape=FILE
+# RESHAPED: reshaped: 6x4xf32
+# CONSTNAME: error: --constant-input names 'nope', which is not a graph input
+# CONSTTYPE: error: --constant-input shape is f32 but the model declares the input as INT64
 # DEVITERZERO: error: --device-iterations must be at least 1, got 0
 # DEVITERSCALAR: error: --device-iterations 2 needs a batch dimension (dimension 0) on every input; input 's' is a scalar
 # PB: out: 4xf32  min -2  max 7  mean 2.25  [-2, 0, 4, 7]
@@ -100,6 +111,11 @@ if mode == "gen":
     np.save(os.path.join(out, "bad_dtype.npy"), x.astype(np.float64))
     x3 = rng.standard_normal((6, 3, 6, 6)).astype(np.float32)
     np.save(os.path.join(out, "x3.npy"), x3)
+    save("reshape", [node("Reshape", ["data", "shape"], ["reshaped"])],
+         [vi("data", T.FLOAT, [2, 3, 4]), vi("shape", T.INT64, [2])],
+         [vi("reshaped", T.FLOAT, [6, 4])], outdir=out)
+    np.save(os.path.join(out, "data.npy"), rng.standard_normal((2, 3, 4)).astype(np.float32))
+    np.save(os.path.join(out, "shape.npy"), np.array([6, 4], dtype=np.int64))
     save("scalar", [node("Neg", ["s"], ["out"])],
          [vi("s", T.FLOAT, [])], [vi("out", T.FLOAT, [])], outdir=out)
 elif mode in ("check", "check3"):

@@ -11,6 +11,7 @@
 #include "tessera/Compiler/ExecutableCache.h"
 #include "tessera/Compiler/Registration.h"
 #include "tessera/Dialect/Graph/Analysis/ModelStats.h"
+#include "tessera/Runtime/Tensor.h"
 #include "tessera/Target/IPUTarget.h"
 
 #include "mlir/Bytecode/BytecodeWriter.h"
@@ -33,6 +34,7 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
+#include "llvm/Support/xxhash.h"
 
 using namespace mlir;
 namespace cl = llvm::cl;
@@ -68,6 +70,13 @@ cl::list<std::string> inputShapes(
     cl::desc("Shape of a graph input, fixing symbolic dims "
              "(repeat or comma-separate: x=1x3x224x224,mask=1x128)"),
     cl::value_desc("name=DxD..."), cl::CommaSeparated, cl::cat(category));
+cl::list<std::string> constantInputs(
+    "constant-input",
+    cl::desc("Bind a graph input to this value at compile time (.npy or ONNX "
+             "TensorProto .pb): the model is specialized for it and the input "
+             "leaves the executable's signature (for inputs that are shapes, "
+             "axes or sizes)"),
+    cl::value_desc("name=file"), cl::cat(category));
 cl::opt<bool> emitBytecode("emit-bytecode",
                            cl::desc("Write MLIR bytecode instead of text"),
                            cl::init(false), cl::cat(category));
@@ -255,6 +264,41 @@ int main(int argc, char **argv) {
     }
   }
 
+  for (const std::string &spec : constantInputs) {
+    auto [name, path] = llvm::StringRef(spec).split('=');
+    if (name.empty() || path.empty()) {
+      llvm::errs() << "error: expected --constant-input NAME=FILE, got '" << spec
+                   << "'\n";
+      return fail();
+    }
+    tessera::onnx_importer::ConstantInput value;
+    if (path.ends_with(".pb")) {
+      auto file = llvm::MemoryBuffer::getFile(path, /*IsText=*/false);
+      if (!file) {
+        llvm::errs() << "error: cannot read '" << path
+                     << "': " << file.getError().message() << "\n";
+        return fail();
+      }
+      std::string err = tessera::onnx_importer::parseTensorProto(
+          (*file)->getBuffer(), ("'" + path + "'").str(), value);
+      if (!err.empty()) {
+        llvm::errs() << "error: --constant-input " << name << ": " << err << "\n";
+        return fail();
+      }
+    } else {
+      auto tensor = tessera::runtime::readNpy(path);
+      if (!tensor) {
+        llvm::errs() << "error: --constant-input " << name << ": "
+                     << llvm::toString(tensor.takeError()) << "\n";
+        return fail();
+      }
+      value.elementType = tessera::runtime::dtypeName(tensor->dtype).str();
+      value.shape = tensor->shape;
+      value.data.assign(tensor->data.begin(), tensor->data.end());
+    }
+    importOptions.constantInputs[name.str()] = std::move(value);
+  }
+
   // The executable cache: only whole executables are cached.
   std::string executablePath = outputPath;
   if (executablePath == "-")
@@ -270,6 +314,9 @@ int main(int argc, char **argv) {
         "compile-to=" + compileTo + ";target=" + target->describe() +
         ";available-memory-proportion=" + std::to_string(availableMemoryProportion) +
         ";device-iterations=" + std::to_string(deviceIterations);
+    for (const auto &[name, value] : importOptions.constantInputs)
+      optionsText += ";constant-input " + name + "=" + value.elementType + ":" +
+                     std::to_string(llvm::xxh3_64bits(value.data));
     for (const auto &[name, dims] : importOptions.inputShapes) {
       optionsText += ";input-shape " + name + "=";
       for (int64_t d : dims)

@@ -126,6 +126,10 @@ llvm::Expected<Tensor> readTensorFile(llvm::StringRef path) {
 /// min / max / mean and the first values, for a quick look at an output.
 void summarize(const TensorInfo &info, const Tensor &t) {
   llvm::outs() << "  " << info.name << ": " << t.typeString();
+  if (t.numElements() == 0) {
+    llvm::outs() << "  (no elements)\n";
+    return;
+  }
   if (t.dtype != DType::F32 && t.dtype != DType::I64 && t.dtype != DType::I32) {
     llvm::outs() << "\n";
     return;

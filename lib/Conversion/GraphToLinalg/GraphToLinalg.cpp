@@ -1352,11 +1352,15 @@ struct ResizePattern : OpConversionPattern<g::ResizeOp> {
       switch (op.getCoordinateTransform()) {
       case g::CoordinateTransform::asymmetric:
         return arith::DivFOp::create(b, nl, of, fconst(b, nl, s));
-      case g::CoordinateTransform::align_corners:
-        if (out[d] == 1)
+      case g::CoordinateTransform::align_corners: {
+        // The resized length is input x scale, not rounded (ONNX's
+        // reference): equal to the output size when sizes were given.
+        double resized = double(in[d]) * s;
+        if (resized <= 1)
           return fconst(b, nl, 0);
-        return arith::MulFOp::create(
-            b, nl, of, fconst(b, nl, double(in[d] - 1) / double(out[d] - 1)));
+        return arith::MulFOp::create(b, nl, of,
+                                     fconst(b, nl, double(in[d] - 1) / (resized - 1)));
+      }
       case g::CoordinateTransform::pytorch_half_pixel:
         if (out[d] == 1)
           return fconst(b, nl, 0);

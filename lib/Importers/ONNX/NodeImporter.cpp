@@ -63,10 +63,19 @@ FailureOr<SmallVector<int64_t>> NodeImporter::constantInts(size_t i,
   if (!attr || !isa<IntegerType>(attr.getElementType())) {
     if (attr)
       return error() << "input '" << what << "' must hold integers";
-    return error() << "input '" << what
-                   << "' must be a constant (an initializer, a Constant node "
-                      "or computable from static shapes); Tessera compiles "
-                      "static shapes only";
+    InFlightDiagnostic diag =
+        error() << "input '" << what
+                << "' must be a constant (an initializer, a Constant node "
+                   "or computable from static shapes); Tessera compiles "
+                   "static shapes only";
+    // A graph input can be bound to its value at compile time.
+    if (auto arg = dyn_cast_if_present<BlockArgument>(input(i)))
+      if (auto func = dyn_cast<FunctionOpInterface>(arg.getOwner()->getParentOp()))
+        if (auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "graph.name"))
+          diag << "; it is the model's input '" << name.getValue()
+               << "': specialize the model for one value with --constant-input "
+               << name.getValue() << "=FILE";
+    return diag;
   }
   SmallVector<int64_t> out;
   for (const APInt &v : attr.getValues<APInt>())

@@ -600,6 +600,60 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
 // Entry points
 //===----------------------------------------------------------------------===//
 
+/// Turns the graph inputs of --constant-input into initializers holding the
+/// given values, after checking them against the inputs' declared types.
+static std::optional<std::string>
+bindConstantInputs(onnx::ModelProto &model, const ImportOptions &options) {
+  static const std::map<std::string, int32_t> kTypes = {
+      {"f32", onnx::TensorProto::FLOAT},   {"f64", onnx::TensorProto::DOUBLE},
+      {"f16", onnx::TensorProto::FLOAT16}, {"bf16", onnx::TensorProto::BFLOAT16},
+      {"i64", onnx::TensorProto::INT64},   {"i32", onnx::TensorProto::INT32},
+      {"i16", onnx::TensorProto::INT16},   {"i8", onnx::TensorProto::INT8},
+      {"ui8", onnx::TensorProto::UINT8},   {"ui16", onnx::TensorProto::UINT16},
+      {"ui32", onnx::TensorProto::UINT32}, {"ui64", onnx::TensorProto::UINT64},
+      {"i1", onnx::TensorProto::BOOL}};
+  auto *graph = model.mutable_graph();
+  for (const auto &[name, value] : options.constantInputs) {
+    auto *inputs = graph->mutable_input();
+    auto it = llvm::find_if(*inputs, [&](const onnx::ValueInfoProto &in) {
+      return in.name() == name;
+    });
+    bool isInitializer = llvm::any_of(graph->initializer(), [&](const auto &init) {
+      return init.name() == name;
+    });
+    if (it == inputs->end() || isInitializer)
+      return "--constant-input names '" + name + "', which is not a graph input";
+    auto type = kTypes.find(value.elementType);
+    if (type == kTypes.end())
+      return "--constant-input " + name + ": element type " + value.elementType +
+             " has no ONNX equivalent";
+    if (it->type().has_tensor_type()) {
+      const auto &tt = it->type().tensor_type();
+      if (tt.elem_type() != type->second)
+        return "--constant-input " + name + " is " + value.elementType +
+               " but the model declares the input as " + onnxTypeName(tt.elem_type());
+      if (tt.has_shape()) {
+        bool fits = tt.shape().dim_size() == static_cast<int>(value.shape.size());
+        for (int d = 0; fits && d < tt.shape().dim_size(); ++d)
+          fits = !tt.shape().dim(d).has_dim_value() ||
+                 tt.shape().dim(d).dim_value() == value.shape[d];
+        if (!fits)
+          return "--constant-input " + name + " has shape " +
+                 graph::formatShape(value.shape) +
+                 ", which the model's declared shape of the input does not allow";
+      }
+    }
+    onnx::TensorProto *init = graph->add_initializer();
+    init->set_name(name);
+    init->set_data_type(type->second);
+    for (int64_t d : value.shape)
+      init->add_dims(d);
+    init->set_raw_data(value.data);
+    inputs->erase(it);
+  }
+  return std::nullopt;
+}
+
 /// Writes --input-shape dims into the graph inputs and runs ONNX's own shape
 /// inference, so declared output shapes become static and can be checked
 /// against Tessera's. ONNX inference failing is only a warning: Tessera's own
@@ -663,6 +717,8 @@ importONNXModel(std::unique_ptr<llvm::MemoryBuffer> buffer,
   if (!model->has_graph())
     return fail("not an ONNX model: it has no graph");
   buffer.reset(); // the parsed model holds everything from here on
+  if (std::optional<std::string> err = bindConstantInputs(*model, options))
+    return fail(*err);
   std::optional<std::string> onnxError = runONNXShapeInference(*model, options);
   OwningOpRef<ModuleOp> module =
       ModelImporter(context, std::move(model), options).run();
@@ -707,6 +763,50 @@ std::string parseInputShape(StringRef spec, ImportOptions &options) {
     }
   }
   options.inputShapes[name.str()] = std::move(shape);
+  return "";
+}
+
+std::string parseTensorProto(StringRef bytes, StringRef what, ConstantInput &value) {
+  onnx::TensorProto proto;
+  if (!proto.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+    return what.str() + " is not an ONNX TensorProto";
+  static const std::map<int32_t, std::pair<const char *, size_t>> kTypes = {
+      {onnx::TensorProto::FLOAT, {"f32", 4}},   {onnx::TensorProto::DOUBLE, {"f64", 8}},
+      {onnx::TensorProto::FLOAT16, {"f16", 2}}, {onnx::TensorProto::INT64, {"i64", 8}},
+      {onnx::TensorProto::INT32, {"i32", 4}},   {onnx::TensorProto::INT16, {"i16", 2}},
+      {onnx::TensorProto::INT8, {"i8", 1}},     {onnx::TensorProto::UINT8, {"ui8", 1}},
+      {onnx::TensorProto::BOOL, {"i1", 1}}};
+  auto type = kTypes.find(proto.data_type());
+  if (type == kTypes.end())
+    return what.str() + " has element type " + onnxTypeName(proto.data_type()) +
+           ", which --constant-input does not read";
+  value.elementType = type->second.first;
+  value.shape.assign(proto.dims().begin(), proto.dims().end());
+  size_t width = type->second.second, count = 1;
+  for (int64_t d : value.shape)
+    count *= d;
+  auto copy = [&](const void *data, size_t n) {
+    value.data.assign(static_cast<const char *>(data), n);
+  };
+  if (proto.has_raw_data())
+    value.data = proto.raw_data();
+  else if (proto.float_data_size())
+    copy(proto.float_data().data(), proto.float_data_size() * 4);
+  else if (proto.double_data_size())
+    copy(proto.double_data().data(), proto.double_data_size() * 8);
+  else if (proto.int64_data_size())
+    copy(proto.int64_data().data(), proto.int64_data_size() * 8);
+  else if (proto.int32_data_size()) {
+    // Types of 32 bits or less, one per entry: each entry's low bytes.
+    value.data.resize(proto.int32_data_size() * width);
+    for (int i = 0; i < proto.int32_data_size(); ++i) {
+      int32_t v = proto.int32_data(i);
+      std::memcpy(value.data.data() + i * width, &v, width);
+    }
+  }
+  if (value.data.size() != count * width)
+    return what.str() + " holds " + std::to_string(value.data.size()) +
+           " bytes; its shape needs " + std::to_string(count * width);
   return "";
 }
 

@@ -35,9 +35,21 @@ namespace tessera::onnx_importer {
 constexpr int64_t kMinOpset = 6;
 constexpr int64_t kMaxOpset = 17;
 
+/// A value bound to a graph input at compile time (`--constant-input`).
+struct ConstantInput {
+  std::string elementType;    ///< MLIR spelling: f32, i64, ui8, i1, ...
+  std::vector<int64_t> shape;
+  std::string data;           ///< row-major, little-endian
+};
+
 struct ImportOptions {
   /// Shapes for graph inputs, by name: fixes symbolic dims (`--input-shape`).
   std::map<std::string, std::vector<int64_t>> inputShapes;
+  /// Graph inputs that become constants (initializers) of this value: the
+  /// model is specialized for it, as static-shape compilers need for inputs
+  /// that are shapes, axes or sizes. They are no longer inputs of the
+  /// compiled program.
+  std::map<std::string, ConstantInput> constantInputs;
   /// Where external-data files are looked up (the model's directory).
   std::string externalDataDir;
   /// Name of the model shown in messages and recorded on the module.
@@ -64,6 +76,11 @@ importONNXModel(std::unique_ptr<llvm::MemoryBuffer> buffer,
 mlir::OwningOpRef<mlir::ModuleOp> importONNXFile(llvm::StringRef path,
                                                  mlir::MLIRContext *context,
                                                  ImportOptions options);
+
+/// Reads a serialized ONNX TensorProto (a backend test's input_N.pb) as a
+/// constant input; an error message, or the value.
+std::string parseTensorProto(llvm::StringRef bytes, llvm::StringRef what,
+                             ConstantInput &value);
 
 /// Parses "name=1x3x224x224" into options.inputShapes; returns an error
 /// message, or an empty string on success.

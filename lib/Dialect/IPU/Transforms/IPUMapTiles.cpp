@@ -76,6 +76,8 @@ struct Plan {
   /// and whether its buffers fit the memory budget.
   int64_t cycles = 0;
   bool fits = true;
+  /// The results have no elements: no compute set, only allocations.
+  bool isEmpty = false;
 };
 
 /// How a reduction accumulates: `yield combine(out, f(ins))`, the output
@@ -774,6 +776,20 @@ LogicalResult Planner::planOp(linalg::GenericOp generic) {
 }
 
 LogicalResult Planner::planOpOrSplit(linalg::GenericOp op) {
+  // Nothing to compute: the (empty) result is placed and the op becomes
+  // an allocation.
+  if (llvm::any_of(op->getResultTypes(), [](Type t) {
+        return cast<RankedTensorType>(t).getNumElements() == 0;
+      })) {
+    Plan plan;
+    plan.op = op;
+    plan.isEmpty = true;
+    for (Value r : op->getResults())
+      placeLinear(r);
+    planOf_[op] = plans_.size();
+    plans_.push_back(std::move(plan));
+    return success();
+  }
   std::optional<Accumulation> acc = accumulationOf(op);
   if (!acc)
     return planOp(op);
@@ -1228,6 +1244,16 @@ LogicalResult Planner::rewrite() {
       continue;
     }
     if (auto generic = dyn_cast<linalg::GenericOp>(op)) {
+      if (plans_[planOf_[generic]].isEmpty) {
+        b.setInsertionPoint(generic);
+        SmallVector<Value> allocs;
+        for (Value r : generic->getResults())
+          allocs.push_back(ipu::AllocOp::create(b, generic.getLoc(), r.getType(),
+                                                mappingOf(r)));
+        replace(generic, allocs);
+        generic->erase();
+        continue;
+      }
       if (failed(emitComputeSet(plans_[planOf_[generic]], b)))
         return failure();
       continue;
