@@ -28,6 +28,7 @@
 #include <onnx/shape_inference/implementation.h>
 
 #include <climits>
+#include <set>
 #include <cstring>
 
 using namespace mlir;
@@ -118,6 +119,29 @@ LogicalResult ModelImporter::checkModel() {
   if (opset_ == 0)
     return emitError(loc) << "the model imports no opset of the default "
                              "ONNX domain";
+  if (opset_ < kMinOpset && opset_ > 0) {
+    // An older opset is read as opset 6 when every operator the model uses
+    // is defined the same way in both (GlobalAveragePool, Not, Softplus,
+    // ... have not changed since opset 1); the ones that changed are named.
+    std::set<std::string> changed;
+    for (const auto &node : model_.graph().node()) {
+      if (!node.domain().empty() && node.domain() != "ai.onnx")
+        continue;
+      const onnx::OpSchema *old =
+          onnx::OpSchemaRegistry::Schema(node.op_type(), opset_, "");
+      const onnx::OpSchema *now =
+          onnx::OpSchemaRegistry::Schema(node.op_type(), kMinOpset, "");
+      if (old && now && old->SinceVersion() != now->SinceVersion())
+        changed.insert(node.op_type());
+    }
+    if (!changed.empty())
+      return emitError(loc) << "the model uses ONNX opset " << opset_
+                            << ", whose " << llvm::join(changed, ", ")
+                            << " differ from opset " << kMinOpset
+                            << "; Tessera imports opsets " << kMinOpset << " to "
+                            << kMaxOpset << " (convert it with onnx.version_converter)";
+    opset_ = kMinOpset;
+  }
   if (opset_ < kMinOpset || opset_ > kMaxOpset)
     return emitError(loc) << "the model uses ONNX opset " << opset_
                           << "; Tessera imports opsets " << kMinOpset << " to "

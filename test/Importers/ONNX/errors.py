@@ -5,6 +5,10 @@
 # RUN: not test -e %t/out.mlir
 # RUN: not tessera-compile %t/text.onnx 2>&1 | FileCheck %s --check-prefix=TEXT
 # RUN: not tessera-compile %t/opset20.onnx 2>&1 | FileCheck %s --check-prefix=OPSET
+# An older opset is read as opset 6 when its operators are defined the same
+# way (Softsign has not changed since opset 1); else the changed ones are named.
+# RUN: tessera-compile %t/opset1.onnx --compile-to=graph | FileCheck %s --check-prefix=OPSET1
+# RUN: not tessera-compile %t/opset1relu.onnx 2>&1 | FileCheck %s --check-prefix=OPSET1RELU
 # RUN: not tessera-compile %t/unsupported.onnx 2>&1 | FileCheck %s --check-prefix=UNSUP
 # RUN: not tessera-compile %t/missing.onnx 2>&1 | FileCheck %s --check-prefix=MISSING
 # RUN: not tessera-compile %t/dynamic.onnx 2>&1 | FileCheck %s --check-prefix=DYN
@@ -38,6 +42,14 @@ open(os.path.join(out, "text.onnx"), "w").write("this is not a model\n" * 10)
 # OPSET: error: the model uses ONNX opset 20; Tessera imports opsets 6 to 17
 save("opset20", [node("Relu", ["x"], ["y"])], [vi("x", T.FLOAT, [2])],
      [vi("y", T.FLOAT, [2])], opset=20, check=False)
+
+# OPSET1: graph.onnx_opset = 6
+# OPSET1: graph.abs
+save("opset1", [node("Softsign", ["x"], ["y"])], [vi("x", T.FLOAT, [2])],
+     [vi("y", T.FLOAT, [2])], opset=1, check=False)
+# OPSET1RELU: error: the model uses ONNX opset 1, whose Relu differ from opset 6; Tessera imports opsets 6 to 17
+save("opset1relu", [node("Relu", ["x"], ["y"]), node("Softsign", ["y"], ["z"])],
+     [vi("x", T.FLOAT, [2])], [vi("z", T.FLOAT, [2])], opset=1, check=False)
 
 # Every unsupported operator at once, with its nodes and the opset.
 # UNSUP: error: 2 unsupported operators (opset 17):
