@@ -162,6 +162,77 @@ LogicalResult softsign(NodeImporter &n) {
   return n.setOutput(v);
 }
 
+LogicalResult shrink(NodeImporter &n) {
+  // x < -lambd: x + bias; x > lambd: x - bias; else 0.
+  Value x = n.input(0);
+  Type elem = elementTypeOf(x);
+  double lambd = n.floatAttr("lambd", 0.5), bias = n.floatAttr("bias", 0.0);
+  TESSERA_ASSIGN_OR_FAIL(low, n.infer<g::LessOp>(x, n.scalar(elem, -lambd)));
+  TESSERA_ASSIGN_OR_FAIL(high, n.infer<g::GreaterOp>(x, n.scalar(elem, lambd)));
+  TESSERA_ASSIGN_OR_FAIL(up, n.infer<g::AddOp>(x, n.scalar(elem, bias)));
+  TESSERA_ASSIGN_OR_FAIL(down, n.infer<g::SubOp>(x, n.scalar(elem, bias)));
+  TESSERA_ASSIGN_OR_FAIL(inner, n.infer<g::SelectOp>(high, down, n.scalar(elem, 0)));
+  TESSERA_ASSIGN_OR_FAIL(v, n.infer<g::SelectOp>(low, up, inner));
+  return n.setOutput(v);
+}
+
+LogicalResult isNaN(NodeImporter &n) {
+  // NaN is the one value unequal to itself.
+  Value x = n.input(0);
+  TESSERA_ASSIGN_OR_FAIL(same, n.infer<g::EqualOp>(x, x));
+  TESSERA_ASSIGN_OR_FAIL(v, n.build<g::NotOp>(same.getType(), same));
+  return n.setOutput(v);
+}
+
+LogicalResult isInf(NodeImporter &n) {
+  Value x = n.input(0);
+  Type elem = elementTypeOf(x);
+  bool positive = n.intAttr("detect_positive", 1), negative = n.intAttr("detect_negative", 1);
+  TESSERA_ASSIGN_OR_FAIL(
+      pos, n.infer<g::EqualOp>(x, n.scalar(elem, std::numeric_limits<double>::infinity())));
+  TESSERA_ASSIGN_OR_FAIL(
+      neg, n.infer<g::EqualOp>(x, n.scalar(elem, -std::numeric_limits<double>::infinity())));
+  if (positive && negative) {
+    TESSERA_ASSIGN_OR_FAIL(v, n.infer<g::OrOp>(pos, neg));
+    return n.setOutput(v);
+  }
+  if (positive)
+    return n.setOutput(pos);
+  if (negative)
+    return n.setOutput(neg);
+  TESSERA_ASSIGN_OR_FAIL(none, n.infer<g::AndOp>(pos, neg)); // never both
+  return n.setOutput(none);
+}
+
+/// Inverse hyperbolic functions through log and sqrt:
+/// asinh x = log(x + sqrt(x^2 + 1)), acosh x = log(x + sqrt(x^2 - 1)),
+/// atanh x = log((1 + x) / (1 - x)) / 2.
+template <int Kind>
+LogicalResult inverseHyperbolic(NodeImporter &n) {
+  Value x = n.input(0);
+  Type elem = elementTypeOf(x);
+  Value arg;
+  if (Kind == 2) {
+    TESSERA_ASSIGN_OR_FAIL(num, n.infer<g::AddOp>(n.scalar(elem, 1), x));
+    TESSERA_ASSIGN_OR_FAIL(den, n.infer<g::SubOp>(n.scalar(elem, 1), x));
+    TESSERA_ASSIGN_OR_FAIL(q, n.infer<g::DivOp>(num, den));
+    arg = q;
+  } else {
+    TESSERA_ASSIGN_OR_FAIL(sq, n.infer<g::MulOp>(x, x));
+    TESSERA_ASSIGN_OR_FAIL(shifted, Kind == 0
+                                        ? n.infer<g::AddOp>(sq, n.scalar(elem, 1))
+                                        : n.infer<g::SubOp>(sq, n.scalar(elem, 1)));
+    TESSERA_ASSIGN_OR_FAIL(root, n.build<g::SqrtOp>(shifted.getType(), shifted));
+    TESSERA_ASSIGN_OR_FAIL(sum, n.infer<g::AddOp>(x, root));
+    arg = sum;
+  }
+  TESSERA_ASSIGN_OR_FAIL(log, n.build<g::LogOp>(arg.getType(), arg));
+  if (Kind != 2)
+    return n.setOutput(log);
+  TESSERA_ASSIGN_OR_FAIL(half, n.infer<g::MulOp>(log, n.scalar(elem, 0.5)));
+  return n.setOutput(half);
+}
+
 LogicalResult thresholdedRelu(NodeImporter &n) {
   Value x = n.input(0);
   Type elem = elementTypeOf(x);
@@ -875,6 +946,66 @@ LogicalResult transposeOp(NodeImporter &n) {
   }
   TESSERA_ASSIGN_OR_FAIL(v, n.transpose(x, perm));
   return n.setOutput(v);
+}
+
+/// DepthToSpace and SpaceToDepth: a reshape that exposes the blocks, a
+/// transpose that moves them, and a reshape back to rank 4.
+LogicalResult depthToSpace(NodeImporter &n) {
+  Value x = n.input(0);
+  Ints s = shapeOf(x);
+  int64_t b = n.intAttr("blocksize", 0);
+  if (s.size() != 4 || b <= 0 || s[1] % (b * b) != 0)
+    return n.error() << "needs a rank-4 input whose channels divide by blocksize^2 "
+                        "(blocksize "
+                     << b << ", input " << g::formatShape(s) << ")";
+  int64_t c = s[1] / (b * b);
+  bool crd = n.stringAttr("mode", "DCR") == "CRD";
+  TESSERA_ASSIGN_OR_FAIL(
+      blocks, crd ? n.reshape(x, {s[0], c, b, b, s[2], s[3]})
+                  : n.reshape(x, {s[0], b, b, c, s[2], s[3]}));
+  TESSERA_ASSIGN_OR_FAIL(moved, crd ? n.transpose(blocks, {0, 1, 4, 2, 5, 3})
+                                    : n.transpose(blocks, {0, 3, 4, 1, 5, 2}));
+  TESSERA_ASSIGN_OR_FAIL(v, n.reshape(moved, {s[0], c, s[2] * b, s[3] * b}));
+  return n.setOutput(v);
+}
+
+LogicalResult spaceToDepth(NodeImporter &n) {
+  Value x = n.input(0);
+  Ints s = shapeOf(x);
+  int64_t b = n.intAttr("blocksize", 0);
+  if (s.size() != 4 || b <= 0 || s[2] % b != 0 || s[3] % b != 0)
+    return n.error() << "needs a rank-4 input whose height and width divide by "
+                        "blocksize (blocksize "
+                     << b << ", input " << g::formatShape(s) << ")";
+  TESSERA_ASSIGN_OR_FAIL(blocks, n.reshape(x, {s[0], s[1], s[2] / b, b, s[3] / b, b}));
+  TESSERA_ASSIGN_OR_FAIL(moved, n.transpose(blocks, {0, 3, 5, 1, 2, 4}));
+  TESSERA_ASSIGN_OR_FAIL(v, n.reshape(moved, {s[0], s[1] * b * b, s[2] / b, s[3] / b}));
+  return n.setOutput(v);
+}
+
+/// EyeLike: ones on diagonal k of a matrix the input's shape, a constant.
+LogicalResult eyeLike(NodeImporter &n) {
+  Ints s = shapeOf(n.input(0));
+  if (s.size() != 2)
+    return n.error() << "needs a rank-2 input, got " << g::formatShape(s);
+  Type elem = elementTypeOf(n.input(0));
+  if (n.hasAttr("dtype")) {
+    elem = elementTypeFor(n.intAttr("dtype", 1), n.builder().getContext());
+    if (!elem)
+      return n.unsupported("EyeLike dtype " + std::to_string(n.intAttr("dtype", 1)));
+  }
+  int64_t k = n.intAttr("k", 0);
+  auto type = RankedTensorType::get(s, elem);
+  SmallVector<Attribute> values;
+  Builder &b = n.builder();
+  for (int64_t i = 0; i < s[0]; ++i)
+    for (int64_t j = 0; j < s[1]; ++j) {
+      bool one = j - i == k;
+      values.push_back(isa<FloatType>(elem)
+                           ? Attribute(b.getFloatAttr(elem, one ? 1.0 : 0.0))
+                           : Attribute(b.getIntegerAttr(elem, one ? 1 : 0)));
+    }
+  return n.setOutput(n.constant(DenseElementsAttr::get(type, values)));
 }
 
 LogicalResult squeeze(NodeImporter &n) {
@@ -1695,6 +1826,15 @@ static const OpConverter kConverters[] = {
     {"Selu", 1, selu},
     {"HardSigmoid", 1, hardSigmoid},
     {"Softsign", 1, softsign},
+    {"Shrink", 9, shrink},
+    {"IsNaN", 9, isNaN},
+    {"IsInf", 10, isInf},
+    {"Asinh", 9, inverseHyperbolic<0>},
+    {"Acosh", 9, inverseHyperbolic<1>},
+    {"Atanh", 9, inverseHyperbolic<2>},
+    {"EyeLike", 9, eyeLike},
+    {"DepthToSpace", 1, depthToSpace},
+    {"SpaceToDepth", 1, spaceToDepth},
     {"ThresholdedRelu", 10, thresholdedRelu},
     {"PRelu", 1, prelu},
     {"Clip", 1, clip},
