@@ -14,6 +14,7 @@
 #include "llvm/ADT/StringExtras.h"
 
 #include <cmath>
+#include <numeric>
 
 using namespace mlir;
 namespace g = tessera::graph;
@@ -1008,6 +1009,50 @@ LogicalResult eyeLike(NodeImporter &n) {
   return n.setOutput(n.constant(DenseElementsAttr::get(type, values)));
 }
 
+/// OneHot: compare the indices (moved to the new axis) with 0..depth-1
+/// along it, and pick the on or off value. depth and values are constants.
+LogicalResult oneHot(NodeImporter &n) {
+  Value indices = n.input(0);
+  TESSERA_ASSIGN_OR_FAIL(depthValue, n.constantScalar(1, "depth"));
+  int64_t depth = static_cast<int64_t>(depthValue);
+  DenseElementsAttr values = n.constantInput(2);
+  if (!values || values.getNumElements() != 2)
+    return n.error() << "input 'values' must be a constant [off, on] pair";
+  if (depth <= 0)
+    return n.error() << "depth must be positive, got " << depth;
+  Type elem = values.getElementType();
+  auto scalarOf = [&](int64_t i) {
+    if (isa<FloatType>(elem))
+      return (*(values.getValues<APFloat>().begin() + i)).convertToDouble();
+    return double((*(values.getValues<APInt>().begin() + i)).getSExtValue());
+  };
+  Ints s = shapeOf(indices);
+  int64_t rank = s.size() + 1;
+  TESSERA_ASSIGN_OR_FAIL(axis, n.normalizeAxis(n.intAttr("axis", -1), rank));
+  Type i64 = n.builder().getI64Type();
+  TESSERA_ASSIGN_OR_FAIL(idx, n.castTo(indices, i64));
+  // Negative indices count from depth.
+  TESSERA_ASSIGN_OR_FAIL(negative, n.infer<g::LessOp>(idx, n.scalar(i64, 0)));
+  TESSERA_ASSIGN_OR_FAIL(wrapped, n.infer<g::AddOp>(idx, n.scalar(i64, double(depth))));
+  TESSERA_ASSIGN_OR_FAIL(fixed, n.infer<g::SelectOp>(negative, wrapped, idx));
+  Ints expanded = s;
+  expanded.insert(expanded.begin() + axis, 1);
+  TESSERA_ASSIGN_OR_FAIL(column, n.reshape(fixed, expanded));
+  Ints iotaShape(rank, 1);
+  iotaShape[axis] = depth;
+  SmallVector<int64_t> iota(depth);
+  std::iota(iota.begin(), iota.end(), 0);
+  Value positions = n.constant(
+      DenseElementsAttr::get(RankedTensorType::get(iotaShape, i64), ArrayRef<int64_t>(iota)));
+  TESSERA_ASSIGN_OR_FAIL(hit, n.infer<g::EqualOp>(column, positions));
+  Ints outShape = expanded;
+  outShape[axis] = depth;
+  Value on = n.splat(elem, outShape, scalarOf(1));
+  Value off = n.splat(elem, outShape, scalarOf(0));
+  TESSERA_ASSIGN_OR_FAIL(v, n.infer<g::SelectOp>(hit, on, off));
+  return n.setOutput(v);
+}
+
 LogicalResult squeeze(NodeImporter &n) {
   Value x = n.input(0);
   Ints s = shapeOf(x);
@@ -1833,6 +1878,7 @@ static const OpConverter kConverters[] = {
     {"Acosh", 9, inverseHyperbolic<1>},
     {"Atanh", 9, inverseHyperbolic<2>},
     {"EyeLike", 9, eyeLike},
+    {"OneHot", 9, oneHot},
     {"DepthToSpace", 1, depthToSpace},
     {"SpaceToDepth", 1, spaceToDepth},
     {"ThresholdedRelu", 10, thresholdedRelu},
