@@ -118,7 +118,8 @@ def check(case_dir, tools, tmp):
     # compile per data set: what a user of a static-shape compiler does.
     constant = []
     while failed and failed[0] == "compile-error" and NEEDS_CONSTANT.search(failed[1]):
-        named = [n for n in re.findall(r"'([^']*)'", failed[1])
+        # "input 'shape' must be a constant ...; it is the model's input 'x'"
+        named = [n for n in re.findall(r"input '([^']*)'", failed[1])
                  if n in names and n not in constant]
         rest = [n for n in names[1:] if n not in constant]
         more = named[:1] or rest

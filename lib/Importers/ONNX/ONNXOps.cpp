@@ -135,6 +135,40 @@ LogicalResult elu(NodeImporter &n) {
   return n.setOutput(v);
 }
 
+/// Celu(x) = max(0, x) + min(0, alpha * (exp(x / alpha) - 1)), which is
+/// Elu of x / alpha scaled by alpha.
+LogicalResult celu(NodeImporter &n) {
+  Value x = n.input(0);
+  Type elem = elementTypeOf(x);
+  double alpha = n.floatAttr("alpha", 1.0);
+  TESSERA_ASSIGN_OR_FAIL(scaled, n.infer<g::DivOp>(x, n.scalar(elem, alpha)));
+  TESSERA_ASSIGN_OR_FAIL(
+      e, n.build<g::EluOp>(scaled.getType(), scaled, n.builder().getF64FloatAttr(1.0)));
+  TESSERA_ASSIGN_OR_FAIL(v, n.infer<g::MulOp>(e, n.scalar(elem, alpha)));
+  return n.setOutput(v);
+}
+
+/// sinh x = (e^x - e^-x) / 2, cosh x = (e^x + e^-x) / 2.
+template <bool Cosh>
+LogicalResult hyperbolic(NodeImporter &n) {
+  Value x = n.input(0);
+  Type elem = elementTypeOf(x);
+  TESSERA_ASSIGN_OR_FAIL(up, n.build<g::ExpOp>(x.getType(), x));
+  TESSERA_ASSIGN_OR_FAIL(negated, n.build<g::NegOp>(x.getType(), x));
+  TESSERA_ASSIGN_OR_FAIL(down, n.build<g::ExpOp>(x.getType(), negated));
+  TESSERA_ASSIGN_OR_FAIL(sum, Cosh ? n.infer<g::AddOp>(up, down) : n.infer<g::SubOp>(up, down));
+  TESSERA_ASSIGN_OR_FAIL(v, n.infer<g::MulOp>(sum, n.scalar(elem, 0.5)));
+  return n.setOutput(v);
+}
+
+LogicalResult tan(NodeImporter &n) {
+  Value x = n.input(0);
+  TESSERA_ASSIGN_OR_FAIL(s, n.build<g::SinOp>(x.getType(), x));
+  TESSERA_ASSIGN_OR_FAIL(c, n.build<g::CosOp>(x.getType(), x));
+  TESSERA_ASSIGN_OR_FAIL(v, n.infer<g::DivOp>(s, c));
+  return n.setOutput(v);
+}
+
 LogicalResult selu(NodeImporter &n) {
   double alpha = n.floatAttr("alpha", 1.67326319217681884765625);
   double gamma = n.floatAttr("gamma", 1.05070102214813232421875);
@@ -1872,6 +1906,10 @@ static const OpConverter kConverters[] = {
     {"HardSigmoid", 1, hardSigmoid},
     {"Softsign", 1, softsign},
     {"Shrink", 9, shrink},
+    {"Celu", 12, celu},
+    {"Sinh", 9, hyperbolic<false>},
+    {"Cosh", 9, hyperbolic<true>},
+    {"Tan", 7, tan},
     {"IsNaN", 9, isNaN},
     {"IsInf", 10, isInf},
     {"Asinh", 9, inverseHyperbolic<0>},
