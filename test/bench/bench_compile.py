@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 
-from benchutil import ROOT, export, timed
+from benchutil import ROOT, export, pytorch_ms, timed
 
 
 def main():
@@ -47,16 +47,7 @@ def main():
                               "--input", os.path.join(tmp, "x.npy"),
                               "--iterations", str(args.runs)])
         ref_ms = float(out.split("host reference:")[1].split("ms")[0])
-        torch_ms = subprocess.run(
-            [sys.executable, "-c", f"""
-import time, torch, torchvision
-torch.manual_seed(0)
-m = getattr(torchvision.models, '{args.model}')().eval(); x = torch.randn(1, 3, 224, 224)
-with torch.no_grad():
-    m(x); t = time.perf_counter()
-    for _ in range({args.runs}): m(x)
-print((time.perf_counter() - t) / {args.runs} * 1000)"""],
-            check=True, capture_output=True, text=True).stdout.strip()
+        torch_ms = pytorch_ms(args.model, args.runs)
 
     print(f"model:               {args.model}, batch 1, fp32 ({os.cpu_count()} cores)")
     print(f"compile to .tess:    best {min(walls):.2f} s, median {statistics.median(walls):.2f} s, "

@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 
-from benchutil import ROOT, export, timed
+from benchutil import ROOT, export, pytorch_ms, timed
 
 
 def onnxruntime_ms(onnx_path, image, runs, threads):
@@ -75,17 +75,7 @@ def main():
         ipu_ms = float(re.search(r"IPU model on the host: ([\d.]+) ms", ipu_out)[1])
         _, _, ref_out, _ = timed(run + ["--reference"])
         ref_ms = float(re.search(r"host reference: ([\d.]+) ms", ref_out)[1])
-        torch_ms = float(subprocess.run(
-            [sys.executable, "-c", f"""
-import time, torch, torchvision
-torch.set_num_threads({threads})
-torch.manual_seed(0)
-m = getattr(torchvision.models, '{args.model}')().eval(); x = torch.randn(1, 3, 224, 224)
-with torch.no_grad():
-    m(x); t = time.perf_counter()
-    for _ in range({args.runs}): m(x)
-print((time.perf_counter() - t) / {args.runs} * 1000)"""],
-            check=True, capture_output=True, text=True).stdout.strip())
+        torch_ms = pytorch_ms(args.model, args.runs, threads)
         ort_ms, ort_what = onnxruntime_ms(onnx_path, image + ".f32", max(args.runs, 5),
                                           threads)
         with open(os.path.join(tmp, "profile", "profile.json")) as f:

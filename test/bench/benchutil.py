@@ -23,6 +23,22 @@ def timed(cmd):
     return wall, usage.ru_maxrss / 1024.0, out, err
 
 
+def pytorch_ms(model, runs, threads=None):
+    """PyTorch's time per inference (ms) of a torchvision model, batch 1,
+    in a child process (torch stays out of the caller)."""
+    threads_line = f"torch.set_num_threads({threads})" if threads else ""
+    out = subprocess.run([sys.executable, "-c", f"""
+import time, torch, torchvision
+{threads_line}
+torch.manual_seed(0)
+m = getattr(torchvision.models, '{model}')().eval(); x = torch.randn(1, 3, 224, 224)
+with torch.no_grad():
+    m(x); t = time.perf_counter()
+    for _ in range({runs}): m(x)
+print((time.perf_counter() - t) / {runs} * 1000)"""], check=True, capture_output=True, text=True)
+    return float(out.stdout.strip())
+
+
 def export(model, path):
     """Exports a torchvision model (random weights) in a child process."""
     subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "export_model.py"),
