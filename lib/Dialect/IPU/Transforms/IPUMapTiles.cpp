@@ -284,6 +284,8 @@ private:
     planOf_ = std::move(s.planOf);
   }
   std::vector<std::pair<size_t, TileMapping>> mappingUndo_;
+  /// Set while planOpOrSplit compares options (cheaper costing).
+  bool inTrial_ = false;
   int64_t vertexCycles(const Plan &plan, const Box &loops) const;
   int64_t codeBytes(const Plan &plan) const;
 
@@ -532,6 +534,10 @@ int64_t Planner::codeBytes(const Plan &plan) const {
 /// Grids costed per op at most (an op is planned several times when its
 /// reduction may split): bounds compile time on many-dimensional ops.
 constexpr int64_t kMaxCandidatesCosted = 1000;
+/// The same bound while comparing an op with its reduction splits: the
+/// comparison needs each option's rough cost, the chosen one is then
+/// planned with the full bound.
+constexpr int64_t kMaxCandidatesCostedInTrials = 300;
 
 /// Chunk sizes worth trying for a dimension: near-even splits in powers of
 /// two and the whole dimension.
@@ -688,7 +694,8 @@ LogicalResult Planner::planGeneric(Plan &plan) {
     int64_t j = rank - 1;
     while (j >= 0 && ++at[j] == cands[j].size())
       at[j--] = 0;
-    if (j < 0 || evaluated == kMaxCandidatesCosted)
+    if (j < 0 || evaluated == (inTrial_ ? kMaxCandidatesCostedInTrials
+                                         : kMaxCandidatesCosted))
       break;
   }
   if (!best.valid)
@@ -806,8 +813,11 @@ LogicalResult Planner::planOpOrSplit(linalg::GenericOp op) {
 
   // The op as it is.
   Snapshot before = snapshot();
-  if (failed(planOp(op)))
+  inTrial_ = true;
+  if (failed(planOp(op))) {
+    inTrial_ = false;
     return failure();
+  }
   int64_t bestCycles = plans_.back().cycles, bestPieces = 1;
   bool bestFits = plans_.back().fits;
   restore(before);
@@ -853,6 +863,7 @@ LogicalResult Planner::planOpOrSplit(linalg::GenericOp op) {
       break;
     previousCycles = fits ? cycles : -1;
   }
+  inTrial_ = false;
   if (bestPieces == 1)
     return planOp(op);
   SplitOps split = splitReduction(op, *acc, loop, bestPieces);
