@@ -57,25 +57,30 @@ DenseElementsAttr NodeImporter::constantInput(size_t i) const {
   return DenseElementsAttr::getFromRawBuffer(resource.getType(), data);
 }
 
+InFlightDiagnostic NodeImporter::notConstant(size_t i, StringRef what,
+                                             StringRef kind) {
+  InFlightDiagnostic diag =
+      error() << "input '" << what << "' must be a constant" << kind
+              << " (an initializer, a Constant node or computable from static "
+                 "shapes); Tessera compiles static shapes only";
+  // A graph input can be bound to its value at compile time.
+  if (auto arg = dyn_cast_if_present<BlockArgument>(input(i)))
+    if (auto func = dyn_cast<FunctionOpInterface>(arg.getOwner()->getParentOp()))
+      if (auto name =
+              func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "graph.name"))
+        diag << "; it is the model's input '" << name.getValue()
+             << "': specialize the model for one value with --constant-input "
+             << name.getValue() << "=FILE";
+  return diag;
+}
+
 FailureOr<SmallVector<int64_t>> NodeImporter::constantInts(size_t i,
                                                            StringRef what) {
   DenseElementsAttr attr = constantInput(i);
   if (!attr || !isa<IntegerType>(attr.getElementType())) {
     if (attr)
       return error() << "input '" << what << "' must hold integers";
-    InFlightDiagnostic diag =
-        error() << "input '" << what
-                << "' must be a constant (an initializer, a Constant node "
-                   "or computable from static shapes); Tessera compiles "
-                   "static shapes only";
-    // A graph input can be bound to its value at compile time.
-    if (auto arg = dyn_cast_if_present<BlockArgument>(input(i)))
-      if (auto func = dyn_cast<FunctionOpInterface>(arg.getOwner()->getParentOp()))
-        if (auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "graph.name"))
-          diag << "; it is the model's input '" << name.getValue()
-               << "': specialize the model for one value with --constant-input "
-               << name.getValue() << "=FILE";
-    return diag;
+    return notConstant(i, what, "");
   }
   SmallVector<int64_t> out;
   for (const APInt &v : attr.getValues<APInt>())
@@ -85,10 +90,11 @@ FailureOr<SmallVector<int64_t>> NodeImporter::constantInts(size_t i,
 
 FailureOr<double> NodeImporter::constantScalar(size_t i, StringRef what) {
   DenseElementsAttr attr = constantInput(i);
-  if (!attr || attr.getNumElements() != 1)
-    return error() << "input '" << what
-                   << "' must be a constant scalar; a computed value is not "
-                      "supported here";
+  if (!attr)
+    return notConstant(i, what, " scalar");
+  if (attr.getNumElements() != 1)
+    return error() << "input '" << what << "' must be a scalar, got "
+                   << attr.getNumElements() << " values";
   if (isa<FloatType>(attr.getElementType()))
     return (*attr.getValues<APFloat>().begin()).convertToDouble();
   APInt v = *attr.getValues<APInt>().begin();

@@ -134,6 +134,10 @@ public:
   /// Input `i` as integers; an error naming `what` if it is not a constant.
   mlir::FailureOr<llvm::SmallVector<int64_t>> constantInts(size_t i,
                                                            llvm::StringRef what);
+  /// The error for input `i` (called `what`) not being a constant `kind`;
+  /// for a graph input it names the input and --constant-input.
+  mlir::InFlightDiagnostic notConstant(size_t i, llvm::StringRef what,
+                                       llvm::StringRef kind);
   /// Input `i` as a scalar double; an error if it is not a constant scalar.
   mlir::FailureOr<double> constantScalar(size_t i, llvm::StringRef what);
 

@@ -1616,11 +1616,9 @@ LogicalResult constantOfShape(NodeImporter &n) {
 }
 
 LogicalResult range(NodeImporter &n) {
-  DenseElementsAttr start = n.constantInput(0), limit = n.constantInput(1),
-                    delta = n.constantInput(2);
-  if (!start || !limit || !delta)
-    return n.error() << "start, limit and delta must be constants (Tessera "
-                        "compiles static shapes)";
+  DenseElementsAttr start = n.constantInput(0);
+  if (!start)
+    return n.notConstant(0, "start", " scalar");
   TESSERA_ASSIGN_OR_FAIL(s, n.constantScalar(0, "start"));
   TESSERA_ASSIGN_OR_FAIL(l, n.constantScalar(1, "limit"));
   TESSERA_ASSIGN_OR_FAIL(d, n.constantScalar(2, "delta"));
