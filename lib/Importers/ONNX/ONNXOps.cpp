@@ -1409,6 +1409,44 @@ LogicalResult gather(NodeImporter &n) {
   return n.setOutput(v);
 }
 
+/// Compress with a constant condition: a Gather of the selected positions
+/// (the output's size depends on the condition, so it must be known).
+LogicalResult compress(NodeImporter &n) {
+  Value x = n.input(0);
+  DenseElementsAttr condition = n.constantInput(1);
+  if (!condition)
+    return n.notConstant(1, "condition", "");
+  if (condition.getType().getRank() != 1)
+    return n.error() << "condition must be rank 1, got "
+                     << g::formatShape(condition.getType().getShape());
+  int64_t axis = 0;
+  if (n.hasAttr("axis")) {
+    TESSERA_ASSIGN_OR_FAIL(a, n.normalizeAxis(n.intAttr("axis", 0), rankOf(x)));
+    axis = a;
+  } else {
+    // No axis: the flattened input.
+    TESSERA_ASSIGN_OR_FAIL(flat, n.reshape(x, {g::numElements(shapeOf(x))}));
+    x = flat;
+  }
+  int64_t dim = shapeOf(x)[axis];
+  Ints selected;
+  int64_t position = 0;
+  for (const APInt &c : condition.getValues<APInt>()) {
+    if (!c.isZero())
+      selected.push_back(position);
+    ++position;
+  }
+  if (position > dim)
+    return n.error() << "condition has " << position << " entries for an axis of size "
+                     << dim;
+  auto type = RankedTensorType::get({static_cast<int64_t>(selected.size())},
+                                    n.builder().getI64Type());
+  Value indices = n.constant(DenseElementsAttr::get(type, ArrayRef<int64_t>(selected)));
+  TESSERA_ASSIGN_OR_FAIL(
+      v, n.infer<g::GatherOp>(x, indices, n.builder().getI64IntegerAttr(axis)));
+  return n.setOutput(v);
+}
+
 LogicalResult gatherElements(NodeImporter &n) {
   Value x = n.input(0);
   TESSERA_ASSIGN_OR_FAIL(axis, n.normalizeAxis(n.intAttr("axis", 0), rankOf(x)));
@@ -1915,6 +1953,7 @@ static const OpConverter kConverters[] = {
     {"Atanh", 9, inverseHyperbolic<2>},
     {"EyeLike", 9, eyeLike},
     {"OneHot", 9, oneHot},
+    {"Compress", 9, compress},
     {"DepthToSpace", 1, depthToSpace},
     {"SpaceToDepth", 1, spaceToDepth},
     {"ThresholdedRelu", 10, thresholdedRelu},
