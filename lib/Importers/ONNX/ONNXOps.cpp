@@ -378,6 +378,38 @@ LogicalResult dropout(NodeImporter &n) {
 
 LogicalResult matmul(NodeImporter &n) { return binary<g::MatmulOp>(n); }
 
+/// LRN: x / (bias + alpha / size * S)^beta, where S sums x^2 over a window
+/// of `size` channels: a matmul of a constant 0/1 band matrix [C, C] with
+/// x^2 viewed as [N, C, H*W...].
+LogicalResult lrn(NodeImporter &n) {
+  Value x = n.input(0);
+  Ints s = shapeOf(x);
+  int64_t size = n.intAttr("size", 0);
+  if (s.size() < 3 || size <= 0)
+    return n.error() << "needs an input of rank 3 or more and a positive size (input "
+                     << g::formatShape(s) << ", size " << size << ")";
+  Type elem = elementTypeOf(x);
+  double alpha = n.floatAttr("alpha", 1e-4), beta = n.floatAttr("beta", 0.75),
+         bias = n.floatAttr("bias", 1.0);
+  int64_t c = s[1], spatial = g::numElements(ArrayRef<int64_t>(s).drop_front(2));
+  int64_t before = (size - 1) / 2, after = size - 1 - before;
+  SmallVector<Attribute> band;
+  Builder &b = n.builder();
+  for (int64_t i = 0; i < c; ++i)
+    for (int64_t j = 0; j < c; ++j)
+      band.push_back(b.getFloatAttr(elem, j >= i - before && j <= i + after ? 1.0 : 0.0));
+  Value window = n.constant(DenseElementsAttr::get(RankedTensorType::get({c, c}, elem), band));
+  TESSERA_ASSIGN_OR_FAIL(sq, n.infer<g::MulOp>(x, x));
+  TESSERA_ASSIGN_OR_FAIL(rows, n.reshape(sq, {s[0], c, spatial}));
+  TESSERA_ASSIGN_OR_FAIL(sums, n.infer<g::MatmulOp>(window, rows));
+  TESSERA_ASSIGN_OR_FAIL(sum, n.reshape(sums, s));
+  TESSERA_ASSIGN_OR_FAIL(scaled, n.infer<g::MulOp>(sum, n.scalar(elem, alpha / size)));
+  TESSERA_ASSIGN_OR_FAIL(shifted, n.infer<g::AddOp>(scaled, n.scalar(elem, bias)));
+  TESSERA_ASSIGN_OR_FAIL(denominator, n.infer<g::PowOp>(shifted, n.scalar(elem, beta)));
+  TESSERA_ASSIGN_OR_FAIL(v, n.infer<g::DivOp>(x, denominator));
+  return n.setOutput(v);
+}
+
 LogicalResult gemm(NodeImporter &n) {
   Value a = n.input(0), b = n.input(1);
   if (rankOf(a) != 2 || rankOf(b) != 2)
@@ -1954,6 +1986,7 @@ static const OpConverter kConverters[] = {
     {"EyeLike", 9, eyeLike},
     {"OneHot", 9, oneHot},
     {"Compress", 9, compress},
+    {"LRN", 1, lrn},
     {"DepthToSpace", 1, depthToSpace},
     {"SpaceToDepth", 1, spaceToDepth},
     {"ThresholdedRelu", 10, thresholdedRelu},
