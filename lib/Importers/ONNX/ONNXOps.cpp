@@ -1479,6 +1479,57 @@ LogicalResult compress(NodeImporter &n) {
   return n.setOutput(v);
 }
 
+/// GatherND as a Gather along axis 0 of the data viewed as
+/// [batches * indexed positions, rest...], at flat positions computed from
+/// the index tuples (wrapped when negative) and their batch.
+LogicalResult gatherND(NodeImporter &n) {
+  Value data = n.input(0);
+  Ints ds = shapeOf(data), is = shapeOf(n.input(1));
+  int64_t b = n.intAttr("batch_dims", 0);
+  if (is.empty() || b < 0 || b >= static_cast<int64_t>(is.size()) ||
+      b + is.back() > static_cast<int64_t>(ds.size()))
+    return n.error() << "indices " << g::formatShape(is) << " do not index data "
+                     << g::formatShape(ds) << " with batch_dims " << b;
+  int64_t k = is.back();
+  Type i64 = n.builder().getI64Type();
+  TESSERA_ASSIGN_OR_FAIL(idx, n.castTo(n.input(1), i64));
+  Ints dims(ds.begin() + b, ds.begin() + b + k), strides(k, 1);
+  for (int64_t j = k - 2; j >= 0; --j)
+    strides[j] = strides[j + 1] * dims[j + 1];
+  auto vector = [&](ArrayRef<int64_t> v) {
+    return n.constant(DenseElementsAttr::get(
+        RankedTensorType::get({static_cast<int64_t>(v.size())}, i64), v));
+  };
+  TESSERA_ASSIGN_OR_FAIL(negative, n.infer<g::LessOp>(idx, n.scalar(i64, 0)));
+  TESSERA_ASSIGN_OR_FAIL(wrapped, n.infer<g::AddOp>(idx, vector(dims)));
+  TESSERA_ASSIGN_OR_FAIL(fixed, n.infer<g::SelectOp>(negative, wrapped, idx));
+  TESSERA_ASSIGN_OR_FAIL(terms, n.infer<g::MulOp>(fixed, vector(strides)));
+  int64_t last = static_cast<int64_t>(is.size()) - 1;
+  Builder &bld = n.builder();
+  TESSERA_ASSIGN_OR_FAIL(flat, n.infer<g::ReduceSumOp>(terms, bld.getDenseI64ArrayAttr({last}),
+                                                        bld.getBoolAttr(false)));
+  int64_t positions = g::numElements(dims);
+  Ints batchShape(ds.begin(), ds.begin() + b);
+  int64_t batches = g::numElements(batchShape);
+  if (b > 0) {
+    // Each index tuple's batch, as an offset into the flattened batches.
+    Ints outer(is.begin(), is.end() - 1);
+    int64_t perBatch = g::numElements(ArrayRef<int64_t>(outer).drop_front(b));
+    SmallVector<int64_t> offsets(g::numElements(outer));
+    for (size_t p = 0; p < offsets.size(); ++p)
+      offsets[p] = static_cast<int64_t>(p) / perBatch * positions;
+    Value offset = n.constant(
+        DenseElementsAttr::get(RankedTensorType::get(outer, i64), ArrayRef<int64_t>(offsets)));
+    TESSERA_ASSIGN_OR_FAIL(shifted, n.infer<g::AddOp>(flat, offset));
+    flat = shifted;
+  }
+  Ints viewed{batches * positions};
+  viewed.append(ds.begin() + b + k, ds.end());
+  TESSERA_ASSIGN_OR_FAIL(table, n.reshape(data, viewed));
+  TESSERA_ASSIGN_OR_FAIL(v, n.infer<g::GatherOp>(table, flat, bld.getI64IntegerAttr(0)));
+  return n.setOutput(v);
+}
+
 LogicalResult gatherElements(NodeImporter &n) {
   Value x = n.input(0);
   TESSERA_ASSIGN_OR_FAIL(axis, n.normalizeAxis(n.intAttr("axis", 0), rankOf(x)));
@@ -1987,6 +2038,7 @@ static const OpConverter kConverters[] = {
     {"OneHot", 9, oneHot},
     {"Compress", 9, compress},
     {"LRN", 1, lrn},
+    {"GatherND", 11, gatherND},
     {"DepthToSpace", 1, depthToSpace},
     {"SpaceToDepth", 1, spaceToDepth},
     {"ThresholdedRelu", 10, thresholdedRelu},
