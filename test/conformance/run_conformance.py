@@ -112,7 +112,15 @@ def check(case_dir, tools, tmp):
             dims = list(load_pb(pb).dims)
             shapes.append(f"{inp.name}=" + ("x".join(map(str, dims)) if dims else "scalar"))
     tess = os.path.join(tmp, "model.tess")
-    failed = compile_model(model_path, shapes, {}, tools, tess)
+
+    def compile_with(constant, data_set):
+        """Compiles with the inputs in `constant` bound to data_set's values."""
+        return compile_model(
+            model_path, [s for s in shapes if s.split("=")[0] not in constant],
+            {n: os.path.join(data_set, f"input_{names.index(n)}.pb") for n in constant},
+            tools, tess)
+
+    failed = compile_with([], first)
     # Inputs the model uses as shapes, axes or sizes are bound to each data
     # set's values at compile time (tessera-compile --constant-input), one
     # compile per data set: what a user of a static-shape compiler does.
@@ -126,18 +134,13 @@ def check(case_dir, tools, tmp):
         if not more:
             break
         constant += more
-        failed = compile_model(model_path, [s for s in shapes if s.split("=")[0] not in constant],
-                               {n: os.path.join(first, f"input_{names.index(n)}.pb")
-                                for n in constant}, tools, tess)
+        failed = compile_with(constant, first)
     if failed:
         return failed
     for k, ds in enumerate(data_sets):
         d = os.path.join(case_dir, ds)
         if constant and k > 0:
-            failed = compile_model(
-                model_path, [s for s in shapes if s.split("=")[0] not in constant],
-                {n: os.path.join(d, f"input_{names.index(n)}.pb") for n in constant},
-                tools, tess)
+            failed = compile_with(constant, d)
             if failed:
                 return failed
         out = os.path.join(tmp, "out.npz")
