@@ -10,6 +10,8 @@ PACKAGES=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
   # ONNX importer
   libonnx-dev libprotobuf-dev protobuf-compiler
+  # TorchScript importer
+  libtorch-dev
   # tests and model export
   libgtest-dev python3-torch python3-torchvision python3-onnx python3-numpy
   python3-pytest pybind11-dev libonnx-testdata

@@ -4,6 +4,7 @@
 
 #include "tessera/Codegen/HostCodegen.h"
 #include "tessera/Dialect/IPU/Transforms/Passes.h"
+#include "tessera/Importers/TorchScript/TorchScriptImporter.h"
 
 #include "mlir/Bytecode/BytecodeReader.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -28,6 +29,9 @@ InputFormat detectInputFormat(StringRef path, StringRef contents) {
     return InputFormat::MLIR;
   if (ext == ".onnx")
     return InputFormat::ONNX;
+  if (ext == ".pt" || ext == ".pth" || ext == ".torchscript" ||
+      torchscript_importer::isTorchScriptArchive(contents))
+    return InputFormat::TorchScript;
   if (isBytecode(llvm::MemoryBufferRef(contents, path)))
     return InputFormat::MLIR;
   StringRef head = contents.ltrim();
@@ -50,7 +54,21 @@ loadModel(StringRef path, MLIRContext *context,
     return nullptr;
   }
   StringRef contents = (*file)->getBuffer();
-  if (detectInputFormat(path, contents) == InputFormat::ONNX) {
+  InputFormat format = detectInputFormat(path, contents);
+  if (format == InputFormat::TorchScript) {
+    if (!importOptions.constantInputs.empty()) {
+      emitError(UnknownLoc::get(context))
+          << "--constant-input applies to ONNX models; give a TorchScript "
+             "module's fixed values as default arguments of forward()";
+      return nullptr;
+    }
+    torchscript_importer::ImportOptions options;
+    options.inputShapes = importOptions.inputShapes;
+    options.modelName = path.str();
+    return torchscript_importer::importTorchScriptModule(contents, context,
+                                                        options);
+  }
+  if (format == InputFormat::ONNX) {
     onnx_importer::ImportOptions options = importOptions;
     if (options.externalDataDir.empty())
       options.externalDataDir = llvm::sys::path::parent_path(path).str();

@@ -11,6 +11,7 @@
 #include "tessera/Compiler/ExecutableCache.h"
 #include "tessera/Compiler/Registration.h"
 #include "tessera/Dialect/Graph/Analysis/ModelStats.h"
+#include "tessera/Importers/TorchScript/TorchScriptImporter.h"
 #include "tessera/Runtime/Tensor.h"
 #include "tessera/Target/IPUTarget.h"
 
@@ -55,7 +56,7 @@ void organizeHelp() {
   cl::HideUnrelatedOptions({&category, &mlirCategory});
 }
 
-cl::opt<std::string> inputPath(cl::Positional, cl::desc("<model.onnx|.mlir>"),
+cl::opt<std::string> inputPath(cl::Positional, cl::desc("<model.onnx|model.pt|.mlir>"),
                                cl::Required, cl::cat(category));
 cl::opt<std::string> outputPath("o", cl::desc("Output file ('-' for stdout)"),
                                 cl::value_desc("path"), cl::init("-"),
@@ -91,6 +92,12 @@ cl::opt<bool> listOps("list-onnx-ops",
                       cl::desc("List the ONNX operators Tessera imports at "
                                "--onnx-opset and exit"),
                       cl::init(false), cl::cat(category));
+cl::opt<bool> listTorchScriptOps(
+    "list-torchscript-ops",
+    cl::desc("List the aten operators Tessera converts to graph ops and exit "
+             "(other operators are evaluated at compile time when their "
+             "inputs are constants)"),
+    cl::init(false), cl::cat(category));
 cl::opt<int> listOpset("onnx-opset", cl::desc("Opset for --list-onnx-ops"),
                        cl::init(tessera::onnx_importer::kMaxOpset),
                        cl::cat(category));
@@ -189,9 +196,10 @@ int main(int argc, char **argv) {
   registerPassManagerCLOptions();
   registerDefaultTimingManagerCLOptions();
   tessera::registerTesseraPasses();
-  // --list-onnx-ops needs no input file.
+  // The operator lists need no input file.
   for (int i = 1; i < argc; ++i)
-    if (StringRef(argv[i]) == "--list-onnx-ops")
+    if (StringRef(argv[i]) == "--list-onnx-ops" ||
+        StringRef(argv[i]) == "--list-torchscript-ops")
       inputPath.setNumOccurrencesFlag(cl::Optional);
   organizeHelp();
   cl::SetVersionPrinter([](llvm::raw_ostream &os) {
@@ -201,6 +209,11 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(argc, argv,
                               "Tessera ahead-of-time compiler for IPUs\n");
 
+  if (listTorchScriptOps) {
+    for (const std::string &op : tessera::torchscript_importer::supportedOperators())
+      llvm::outs() << op << "\n";
+    return 0;
+  }
   if (listOps) {
     for (const std::string &op : tessera::onnx_importer::supportedOperators(listOpset))
       llvm::outs() << op << "\n";

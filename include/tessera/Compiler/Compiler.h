@@ -26,10 +26,12 @@ class PassManager;
 
 namespace tessera {
 
-enum class InputFormat { ONNX, MLIR };
+enum class InputFormat { ONNX, TorchScript, MLIR };
 
-/// Decides the format from the extension, falling back to the contents
-/// (MLIR text and bytecode are recognisable; anything else is tried as ONNX).
+/// Decides the format from the extension (.onnx; .pt, .pth, .torchscript;
+/// .mlir, .mlirbc), falling back to the contents (MLIR text and bytecode and
+/// TorchScript's zip archives are recognisable; anything else is tried as
+/// ONNX).
 InputFormat detectInputFormat(llvm::StringRef path, llvm::StringRef contents);
 
 /// Reads and imports `path` ("-" for stdin). Errors are diagnostics.

@@ -1,6 +1,7 @@
 //===- NodeImporter.cpp - what an ONNX op converter works with -----------===//
 
 #include "NodeImporter.h"
+#include "tessera/Dialect/Graph/IR/OpBuilding.h"
 #include "tessera/Dialect/Graph/IR/ShapeUtils.h"
 #include "tessera/Importers/ONNX/ONNXImporter.h"
 
@@ -143,34 +144,11 @@ NodeImporter::floatsAttr(StringRef name) const {
 }
 
 Type NodeImporter::placeholderType() {
-  // Replaced by the inferred type in finish() before anyone sees it.
-  return UnrankedTensorType::get(builder().getF32Type());
+  return graph::placeholderResultType(builder().getContext());
 }
 
 FailureOr<Value> NodeImporter::finish(Operation *op) {
-  if (auto infer = dyn_cast<InferTypeOpInterface>(op)) {
-    SmallVector<Type> types;
-    if (failed(infer.inferReturnTypes(
-            op->getContext(), op->getLoc(), op->getOperands(),
-            op->getRawDictionaryAttrs(), op->getPropertiesStorage(),
-            op->getRegions(), types))) {
-      op->erase();
-      return failure();
-    }
-    for (auto [result, type] : llvm::zip(op->getResults(), types))
-      result.setType(type);
-  }
-  if (failed(verify(op, /*verifyRecursively=*/false))) {
-    op->erase();
-    return failure();
-  }
-  SmallVector<Value> folded;
-  if (succeeded(builder().tryFold(op, folded)) && !folded.empty() &&
-      folded.front() != op->getResult(0)) {
-    op->erase();
-    return folded.front();
-  }
-  return op->getResult(0);
+  return graph::finishCreatedOp(builder(), op);
 }
 
 Value NodeImporter::constant(DenseElementsAttr value) {

@@ -1,0 +1,29 @@
+//===- OpBuilding.h - importers' way of creating graph ops ------*- C++ -*-===//
+//
+// Importers create a graph op with a placeholder result type, then call
+// finishCreatedOp(): the result type is inferred from the operands and
+// attributes, the op is verified and folded. Any inconsistency (a wrong
+// shape, a bad attribute) becomes a diagnostic at the op's location and the
+// op is erased, so an importer never leaves an invalid op behind.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_DIALECT_GRAPH_IR_OPBUILDING_H
+#define TESSERA_DIALECT_GRAPH_IR_OPBUILDING_H
+
+#include "mlir/IR/Builders.h"
+
+namespace tessera::graph {
+
+/// The result type to create an op with when finishCreatedOp() infers it.
+mlir::Type placeholderResultType(mlir::MLIRContext *context);
+
+/// Infers the result types of `op` (if it implements InferTypeOpInterface),
+/// verifies it and folds it; returns its first result, the folded value, or
+/// failure (after a diagnostic; `op` is erased).
+mlir::FailureOr<mlir::Value> finishCreatedOp(mlir::OpBuilder &builder,
+                                             mlir::Operation *op);
+
+} // namespace tessera::graph
+
+#endif // TESSERA_DIALECT_GRAPH_IR_OPBUILDING_H

@@ -1,0 +1,44 @@
+//===- OpBuilding.cpp - importers' way of creating graph ops -------------===//
+
+#include "tessera/Dialect/Graph/IR/OpBuilding.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+
+using namespace mlir;
+
+namespace tessera::graph {
+
+Type placeholderResultType(MLIRContext *context) {
+  // Replaced by the inferred type before anyone sees it.
+  return UnrankedTensorType::get(Float32Type::get(context));
+}
+
+FailureOr<Value> finishCreatedOp(OpBuilder &builder, Operation *op) {
+  if (auto infer = dyn_cast<InferTypeOpInterface>(op)) {
+    SmallVector<Type> types;
+    if (failed(infer.inferReturnTypes(
+            op->getContext(), op->getLoc(), op->getOperands(),
+            op->getRawDictionaryAttrs(), op->getPropertiesStorage(),
+            op->getRegions(), types))) {
+      op->erase();
+      return failure();
+    }
+    for (auto [result, type] : llvm::zip(op->getResults(), types))
+      result.setType(type);
+  }
+  if (failed(verify(op, /*verifyRecursively=*/false))) {
+    op->erase();
+    return failure();
+  }
+  SmallVector<Value> folded;
+  if (succeeded(builder.tryFold(op, folded)) && !folded.empty() &&
+      folded.front() != op->getResult(0)) {
+    op->erase();
+    return folded.front();
+  }
+  return op->getResult(0);
+}
+
+} // namespace tessera::graph

@@ -1,0 +1,1798 @@
+//===- AtenOps.cpp - aten operators as graph ops -------------------------===//
+//
+// One converter per aten operator kind (all overloads of the kind; they are
+// told apart by their argument count and types). A converter runs only when
+// at least one input is a device tensor: everything else was evaluated by
+// libtorch at compile time. Argument positions follow the aten schemas of
+// native_functions.yaml.
+//
+//===----------------------------------------------------------------------===//
+
+#include "OpContext.h"
+#include "tessera/Dialect/Graph/IR/ShapeUtils.h"
+
+#include <ATen/ops/full.h>
+
+#include <cmath>
+#include <type_traits>
+
+using namespace mlir;
+namespace g = tessera::graph;
+
+namespace tessera::torchscript_importer {
+namespace {
+
+using Ints = SmallVector<int64_t>;
+
+RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+ArrayRef<int64_t> shapeOf(Value v) { return typeOf(v).getShape(); }
+int64_t rankOf(Value v) { return typeOf(v).getRank(); }
+Type elementOf(Value v) { return typeOf(v).getElementType(); }
+
+//===----------------------------------------------------------------------===//
+// Type promotion (torch.result_type)
+//===----------------------------------------------------------------------===//
+
+/// 0 bool, 1 integer, 2 floating point.
+int category(Type t) {
+  if (t.isInteger(1))
+    return 0;
+  return isa<FloatType>(t) ? 2 : 1;
+}
+
+/// The element type two operands compute in, following PyTorch: a higher
+/// category wins; within one, a dimensioned tensor beats a 0-d tensor,
+/// which beats a Python number; then the wider type.
+FailureOr<Type> resultType(OpContext &c, ArrayRef<size_t> operands) {
+  struct Candidate {
+    Type type;
+    int priority; // 2 dimensioned tensor, 1 zero-dim tensor, 0 number
+  };
+  SmallVector<Candidate> candidates;
+  MLIRContext *ctx = c.context();
+  for (size_t i : operands) {
+    const ImportedValue &v = c.input(i);
+    if (v.kind == ImportedValue::Kind::Tensor) {
+      candidates.push_back({elementOf(v.tensor), rankOf(v.tensor) > 0 ? 2 : 1});
+    } else if (v.kind == ImportedValue::Kind::Constant && v.constant.isTensor()) {
+      const at::Tensor &t = v.constant.toTensor();
+      Type type = elementTypeOf(t.scalar_type(), ctx);
+      if (!type)
+        return c.error() << "unsupported dtype " << c10::toString(t.scalar_type());
+      candidates.push_back({type, t.dim() > 0 ? 2 : 1});
+    } else if (v.kind == ImportedValue::Kind::Constant &&
+               (v.constant.isDouble() || v.constant.isInt() || v.constant.isBool())) {
+      Builder b(ctx);
+      Type type = v.constant.isDouble() ? Type(b.getF32Type())
+                  : v.constant.isInt()  ? Type(b.getI64Type())
+                                        : Type(b.getI1Type());
+      candidates.push_back({type, 0});
+    } else {
+      return c.error() << "argument '" << c.argName(i)
+                       << "' must be a tensor or a number";
+    }
+  }
+  Candidate best = candidates.front();
+  for (const Candidate &cand : ArrayRef(candidates).drop_front()) {
+    int cb = category(best.type), cc = category(cand.type);
+    if (cc != cb) {
+      if (cc > cb) {
+        // A number of a higher category gives the default type of it.
+        best = cand.priority == 0 ? Candidate{cand.type, best.priority} : cand;
+      }
+      continue;
+    }
+    if (cand.priority > best.priority ||
+        (cand.priority == best.priority &&
+         cand.type.getIntOrFloatBitWidth() > best.type.getIntOrFloatBitWidth()))
+      best = cand;
+  }
+  return best.type;
+}
+
+/// Operands `i` and `j` as tensors of their common type.
+FailureOr<std::pair<Value, Value>> promoted(OpContext &c, size_t i, size_t j) {
+  TESSERA_TS_ASSIGN_OR_FAIL(type, resultType(c, {i, j}));
+  TESSERA_TS_ASSIGN_OR_FAIL(a, c.tensor(i, type));
+  TESSERA_TS_ASSIGN_OR_FAIL(b, c.tensor(j, type));
+  TESSERA_TS_ASSIGN_OR_FAIL(ac, c.castTo(a, type));
+  TESSERA_TS_ASSIGN_OR_FAIL(bc, c.castTo(b, type));
+  return std::make_pair(ac, bc);
+}
+
+/// `v * factor` unless factor is 1.
+FailureOr<Value> scaled(OpContext &c, Value v, double factor) {
+  if (factor == 1)
+    return v;
+  return c.infer<g::MulOp>(v, c.scalar(elementOf(v), factor));
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+template <typename OpTy> LogicalResult unary(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  if (!isa<FloatType>(elementOf(x)) &&
+      (std::is_same_v<OpTy, g::ExpOp> || std::is_same_v<OpTy, g::LogOp> ||
+       std::is_same_v<OpTy, g::SqrtOp> || std::is_same_v<OpTy, g::SigmoidOp> ||
+       std::is_same_v<OpTy, g::TanhOp>)) {
+    TESSERA_TS_ASSIGN_OR_FAIL(f, c.castTo(x, c.builder().getF32Type()));
+    x = f;
+  }
+  TESSERA_TS_ASSIGN_OR_FAIL(v, c.build<OpTy>(x.getType(), x));
+  return c.setResult(v);
+}
+
+LogicalResult identity(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  return c.setResult(x);
+}
+
+LogicalResult dropout(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(p, c.getDouble(1));
+  TESSERA_TS_ASSIGN_OR_FAIL(train, c.getBool(2));
+  if (train && p != 0)
+    return c.unsupported("dropout in training mode (call model.eval() "
+                         "before saving, or train=False)");
+  return identity(c);
+}
+
+LogicalResult clampTo(OpContext &c, Value x, std::optional<double> lo,
+                      std::optional<double> hi) {
+  auto attr = [&](std::optional<double> v) {
+    return v ? c.builder().getF64FloatAttr(*v) : FloatAttr();
+  };
+  TESSERA_TS_ASSIGN_OR_FAIL(v, c.build<g::ClampOp>(x.getType(), x, attr(lo), attr(hi)));
+  return c.setResult(v);
+}
+
+LogicalResult clamp(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  // clamp.Tensor: bounds computed on the device clamp through max/min.
+  if (c.isTensor(1) || c.isTensor(2)) {
+    Value v = x;
+    if (!c.isNone(1)) {
+      TESSERA_TS_ASSIGN_OR_FAIL(lo, c.tensor(1, elementOf(x)));
+      TESSERA_TS_ASSIGN_OR_FAIL(m, c.infer<g::MaxOp>(v, lo));
+      v = m;
+    }
+    if (!c.isNone(2)) {
+      TESSERA_TS_ASSIGN_OR_FAIL(hi, c.tensor(2, elementOf(x)));
+      TESSERA_TS_ASSIGN_OR_FAIL(m, c.infer<g::MinOp>(v, hi));
+      v = m;
+    }
+    return c.setResult(v);
+  }
+  std::optional<double> lo, hi;
+  if (!c.isNone(1)) {
+    TESSERA_TS_ASSIGN_OR_FAIL(v, c.getDouble(1));
+    lo = v;
+  }
+  if (!c.isNone(2)) {
+    TESSERA_TS_ASSIGN_OR_FAIL(v, c.getDouble(2));
+    hi = v;
+  }
+  return clampTo(c, x, lo, hi);
+}
+
+LogicalResult hardtanh(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_TS_ASSIGN_OR_FAIL(lo, c.getDouble(1));
+  TESSERA_TS_ASSIGN_OR_FAIL(hi, c.getDouble(2));
+  return clampTo(c, x, lo, hi);
+}
+
+LogicalResult relu6(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  return clampTo(c, x, 0.0, 6.0);
+}
+
+LogicalResult hardsigmoid(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  auto &b = c.builder();
+  TESSERA_TS_ASSIGN_OR_FAIL(v, c.build<g::HardSigmoidOp>(
+                                   x.getType(), x, b.getF64FloatAttr(1.0 / 6),
+                                   b.getF64FloatAttr(0.5)));
+  return c.setResult(v);
+}
+
+LogicalResult silu(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_TS_ASSIGN_OR_FAIL(s, c.build<g::SigmoidOp>(x.getType(), x));
+  TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<g::MulOp>(x, s));
+  return c.setResult(v);
+}
+
+LogicalResult mish(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_TS_ASSIGN_OR_FAIL(sp, c.build<g::SoftplusOp>(x.getType(), x));
+  TESSERA_TS_ASSIGN_OR_FAIL(t, c.build<g::TanhOp>(x.getType(), sp));
+  TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<g::MulOp>(x, t));
+  return c.setResult(v);
+}
+
+/// gelu(x): x/2 * (1 + erf(x / sqrt 2)), or with `tanh` the approximation
+/// x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))).
+FailureOr<Value> geluOf(OpContext &c, Value x, bool tanh) {
+  Value inner;
+  if (!tanh) {
+    TESSERA_TS_ASSIGN_OR_FAIL(s, scaled(c, x, M_SQRT1_2));
+    TESSERA_TS_ASSIGN_OR_FAIL(e, c.build<g::ErfOp>(x.getType(), s));
+    inner = e;
+  } else {
+    TESSERA_TS_ASSIGN_OR_FAIL(x2, c.infer<g::MulOp>(x, x));
+    TESSERA_TS_ASSIGN_OR_FAIL(x3, c.infer<g::MulOp>(x2, x));
+    TESSERA_TS_ASSIGN_OR_FAIL(k, scaled(c, x3, 0.044715));
+    TESSERA_TS_ASSIGN_OR_FAIL(sum, c.infer<g::AddOp>(x, k));
+    TESSERA_TS_ASSIGN_OR_FAIL(s, scaled(c, sum, std::sqrt(2.0 / M_PI)));
+    TESSERA_TS_ASSIGN_OR_FAIL(th, c.build<g::TanhOp>(x.getType(), s));
+    inner = th;
+  }
+  TESSERA_TS_ASSIGN_OR_FAIL(one, c.infer<g::AddOp>(inner, c.scalar(elementOf(x), 1)));
+  TESSERA_TS_ASSIGN_OR_FAIL(half, scaled(c, x, 0.5));
+  return c.infer<g::MulOp>(half, one);
+}
+
+LogicalResult gelu(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  std::string approximate = "none";
+  if (c.numInputs() > 1) {
+    TESSERA_TS_ASSIGN_OR_FAIL(a, c.getString(1));
+    approximate = a;
+  }
+  if (approximate != "none" && approximate != "tanh")
+    return c.unsupported("gelu approximate='" + approximate + "'");
+  TESSERA_TS_ASSIGN_OR_FAIL(v, geluOf(c, x, approximate == "tanh"));
+  return c.setResult(v);
+}
+
+LogicalResult leakyRelu(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  double slope = 0.01;
+  if (c.numInputs() > 1) {
+    TESSERA_TS_ASSIGN_OR_FAIL(s, c.getDouble(1));
+    slope = s;
+  }
+  TESSERA_TS_ASSIGN_OR_FAIL(v, c.build<g::LeakyReluOp>(
+                                   x.getType(), x, c.builder().getF64FloatAttr(slope)));
+  return c.setResult(v);
+}
+
+LogicalResult elu(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_TS_ASSIGN_OR_FAIL(alpha, c.getDouble(1));
+  TESSERA_TS_ASSIGN_OR_FAIL(scale, c.getDouble(2));
+  TESSERA_TS_ASSIGN_OR_FAIL(inputScale, c.getDouble(3));
+  if (inputScale != 1)
+    return c.unsupported("elu with input_scale != 1");
+  TESSERA_TS_ASSIGN_OR_FAIL(e, c.build<g::EluOp>(x.getType(), x,
+                                                 c.builder().getF64FloatAttr(alpha)));
+  TESSERA_TS_ASSIGN_OR_FAIL(v, scaled(c, e, scale));
+  return c.setResult(v);
+}
+
+LogicalResult softplus(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_TS_ASSIGN_OR_FAIL(beta, c.getDouble(1));
+  // log(1 + e^(beta x)) / beta; the threshold (linear above it) changes the
+  // result by less than e^-threshold.
+  TESSERA_TS_ASSIGN_OR_FAIL(bx, scaled(c, x, beta));
+  TESSERA_TS_ASSIGN_OR_FAIL(sp, c.build<g::SoftplusOp>(x.getType(), bx));
+  TESSERA_TS_ASSIGN_OR_FAIL(v, scaled(c, sp, 1 / beta));
+  return c.setResult(v);
+}
+
+/// add/sub(self, other, alpha): self ± alpha * other; rsub swaps.
+template <typename OpTy, bool Reversed = false>
+LogicalResult addSub(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(operands, promoted(c, 0, 1));
+  auto [a, b] = operands;
+  if (Reversed)
+    std::swap(a, b);
+  double alpha = 1;
+  if (c.numInputs() > 2 && !c.isNone(2)) {
+    TESSERA_TS_ASSIGN_OR_FAIL(al, c.getDouble(2));
+    alpha = al;
+  }
+  TESSERA_TS_ASSIGN_OR_FAIL(bs, scaled(c, b, alpha));
+  TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<OpTy>(a, bs));
+  return c.setResult(v);
+}
+
+template <typename OpTy> LogicalResult binary(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(operands, promoted(c, 0, 1));
+  TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<OpTy>(operands.first, operands.second));
+  return c.setResult(v);
+}
+
+LogicalResult div(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(operands, promoted(c, 0, 1));
+  auto [a, b] = operands;
+  std::string mode;
+  if (c.numInputs() > 2 && !c.isNone(2)) {
+    TESSERA_TS_ASSIGN_OR_FAIL(m, c.getString(2));
+    mode = m;
+  }
+  if (mode.empty() && !isa<FloatType>(elementOf(a))) {
+    // True division of integers gives floats.
+    TESSERA_TS_ASSIGN_OR_FAIL(af, c.castTo(a, c.builder().getF32Type()));
+    TESSERA_TS_ASSIGN_OR_FAIL(bf, c.castTo(b, c.builder().getF32Type()));
+    a = af;
+    b = bf;
+  }
+  if (mode == "floor" && !isa<FloatType>(elementOf(a)))
+    return c.unsupported("floor division of integer tensors");
+  TESSERA_TS_ASSIGN_OR_FAIL(q, c.infer<g::DivOp>(a, b));
+  if (mode == "floor") {
+    TESSERA_TS_ASSIGN_OR_FAIL(f, c.build<g::FloorOp>(q.getType(), q));
+    return c.setResult(f);
+  }
+  if (mode == "trunc" && isa<FloatType>(elementOf(a))) {
+    // trunc(q) = sign(q) * floor(|q|)
+    TESSERA_TS_ASSIGN_OR_FAIL(abs, c.build<g::AbsOp>(q.getType(), q));
+    TESSERA_TS_ASSIGN_OR_FAIL(fl, c.build<g::FloorOp>(q.getType(), abs));
+    TESSERA_TS_ASSIGN_OR_FAIL(sg, c.build<g::SignOp>(q.getType(), q));
+    TESSERA_TS_ASSIGN_OR_FAIL(t, c.infer<g::MulOp>(fl, sg));
+    return c.setResult(t);
+  }
+  if (!mode.empty() && mode != "trunc" && mode != "floor")
+    return c.error() << "rounding_mode must be 'trunc', 'floor' or None, got '"
+                     << mode << "'";
+  return c.setResult(q);
+}
+
+LogicalResult floorDivide(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(operands, promoted(c, 0, 1));
+  if (!isa<FloatType>(elementOf(operands.first)))
+    return c.unsupported("floor_divide of integer tensors");
+  TESSERA_TS_ASSIGN_OR_FAIL(q, c.infer<g::DivOp>(operands.first, operands.second));
+  TESSERA_TS_ASSIGN_OR_FAIL(f, c.build<g::FloorOp>(q.getType(), q));
+  return c.setResult(f);
+}
+
+template <typename OpTy, bool Negate = false>
+LogicalResult compare(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(operands, promoted(c, 0, 1));
+  TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<OpTy>(operands.first, operands.second));
+  if (Negate) {
+    TESSERA_TS_ASSIGN_OR_FAIL(n, c.build<g::NotOp>(v.getType(), v));
+    return c.setResult(n);
+  }
+  return c.setResult(v);
+}
+
+template <typename OpTy> LogicalResult logical(OpContext &c) {
+  Type i1 = c.builder().getI1Type();
+  TESSERA_TS_ASSIGN_OR_FAIL(a, c.tensor(0, i1));
+  TESSERA_TS_ASSIGN_OR_FAIL(b, c.tensor(1, i1));
+  TESSERA_TS_ASSIGN_OR_FAIL(ab, c.castTo(a, i1));
+  TESSERA_TS_ASSIGN_OR_FAIL(bb, c.castTo(b, i1));
+  TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<OpTy>(ab, bb));
+  return c.setResult(v);
+}
+
+LogicalResult logicalNot(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_TS_ASSIGN_OR_FAIL(b, c.castTo(x, c.builder().getI1Type()));
+  TESSERA_TS_ASSIGN_OR_FAIL(v, c.build<g::NotOp>(b.getType(), b));
+  return c.setResult(v);
+}
+
+/// where(condition, self, other)
+LogicalResult where(OpContext &c) {
+  if (c.numInputs() < 3)
+    return c.unsupported("where(condition) (its shape depends on the data)");
+  Type i1 = c.builder().getI1Type();
+  TESSERA_TS_ASSIGN_OR_FAIL(cond, c.tensor(0, i1));
+  TESSERA_TS_ASSIGN_OR_FAIL(cb, c.castTo(cond, i1));
+  TESSERA_TS_ASSIGN_OR_FAIL(operands, promoted(c, 1, 2));
+  TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<g::SelectOp>(cb, operands.first,
+                                                    operands.second));
+  return c.setResult(v);
+}
+
+/// masked_fill(self, mask, value)
+LogicalResult maskedFill(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  Type i1 = c.builder().getI1Type();
+  TESSERA_TS_ASSIGN_OR_FAIL(mask, c.tensor(1, i1));
+  TESSERA_TS_ASSIGN_OR_FAIL(mb, c.castTo(mask, i1));
+  TESSERA_TS_ASSIGN_OR_FAIL(value, c.tensor(2, elementOf(x)));
+  TESSERA_TS_ASSIGN_OR_FAIL(vc, c.castTo(value, elementOf(x)));
+  TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<g::SelectOp>(mb, vc, x));
+  if (shapeOf(v) != shapeOf(x))
+    return c.error() << "the mask " << g::formatShape(shapeOf(mb))
+                     << " does not broadcast to the tensor "
+                     << g::formatShape(shapeOf(x));
+  return c.setResult(v);
+}
+
+/// to(self, ...) / type_as(self, other): only the dtype matters here.
+LogicalResult to(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  Type target = elementOf(x);
+  for (size_t i = 1; i < c.numInputs(); ++i) {
+    std::string name = c.argName(i);
+    if (name == "dtype" && !c.isNone(i)) {
+      TESSERA_TS_ASSIGN_OR_FAIL(d, c.getInt(i));
+      target = elementTypeOf(static_cast<c10::ScalarType>(d), c.context());
+    } else if (name == "other") {
+      TESSERA_TS_ASSIGN_OR_FAIL(o, c.tensor(i));
+      target = elementOf(o);
+    }
+  }
+  if (!target)
+    return c.unsupported("this dtype");
+  TESSERA_TS_ASSIGN_OR_FAIL(v, c.castTo(x, target));
+  return c.setResult(v);
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra
+//===----------------------------------------------------------------------===//
+
+LogicalResult matmul(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(operands, promoted(c, 0, 1));
+  TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<g::MatmulOp>(operands.first, operands.second));
+  return c.setResult(v);
+}
+
+LogicalResult transposeLast2(OpContext &c, Value w, Value &out) {
+  int64_t r = rankOf(w);
+  if (r < 2) {
+    out = w;
+    return success();
+  }
+  Ints perm;
+  for (int64_t i = 0; i < r; ++i)
+    perm.push_back(i);
+  std::swap(perm[r - 1], perm[r - 2]);
+  TESSERA_TS_ASSIGN_OR_FAIL(t, c.transpose(w, perm));
+  out = t;
+  return success();
+}
+
+/// linear(input, weight, bias): input @ weight^T + bias
+LogicalResult linear(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_TS_ASSIGN_OR_FAIL(w, c.tensor(1));
+  Value wt;
+  if (failed(transposeLast2(c, w, wt)))
+    return failure();
+  TESSERA_TS_ASSIGN_OR_FAIL(y, c.infer<g::MatmulOp>(x, wt));
+  if (c.isNone(2))
+    return c.setResult(y);
+  TESSERA_TS_ASSIGN_OR_FAIL(b, c.tensor(2));
+  TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<g::AddOp>(y, b));
+  return c.setResult(v);
+}
+
+LogicalResult t(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  if (rankOf(x) > 2)
+    return c.error() << "expects a tensor of at most 2 dims, got "
+                     << g::formatShape(shapeOf(x));
+  Value v;
+  if (failed(transposeLast2(c, x, v)))
+    return failure();
+  return c.setResult(v);
+}
+
+/// addmm / baddbmm(self, a, b, beta, alpha): beta * self + alpha * (a @ b)
+LogicalResult addmm(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(self, c.tensor(0));
+  TESSERA_TS_ASSIGN_OR_FAIL(a, c.tensor(1));
+  TESSERA_TS_ASSIGN_OR_FAIL(b, c.tensor(2));
+  TESSERA_TS_ASSIGN_OR_FAIL(beta, c.getDouble(3));
+  TESSERA_TS_ASSIGN_OR_FAIL(alpha, c.getDouble(4));
+  TESSERA_TS_ASSIGN_OR_FAIL(ab, c.infer<g::MatmulOp>(a, b));
+  TESSERA_TS_ASSIGN_OR_FAIL(sab, scaled(c, ab, alpha));
+  if (beta == 0)
+    return c.setResult(sab);
+  TESSERA_TS_ASSIGN_OR_FAIL(ss, scaled(c, self, beta));
+  TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<g::AddOp>(sab, ss));
+  return c.setResult(v);
+}
+
+//===----------------------------------------------------------------------===//
+// Convolution and pooling
+//===----------------------------------------------------------------------===//
+
+/// A per-spatial-dim list: one value repeats for every dim.
+FailureOr<Ints> spatial(OpContext &c, size_t i, int64_t k, StringRef what) {
+  TESSERA_TS_ASSIGN_OR_FAIL(v, c.getInts(i));
+  if (v.size() == 1)
+    v.assign(k, v.front());
+  if (static_cast<int64_t>(v.size()) != k)
+    return c.error() << what << " has " << v.size() << " entries, expected "
+                     << k;
+  return v;
+}
+
+Ints symmetricPads(ArrayRef<int64_t> pads) {
+  Ints out(pads.begin(), pads.end());
+  out.append(pads.begin(), pads.end());
+  return out;
+}
+
+/// conv(input, weight, bias, stride, padding, dilation, groups) with
+/// `transposed` already rejected; `padding` may be "same" or "valid".
+LogicalResult convWith(OpContext &c, size_t strideArg, size_t padArg,
+                       size_t dilationArg, size_t groupsArg) {
+  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_TS_ASSIGN_OR_FAIL(w, c.tensor(1));
+  int64_t k = rankOf(w) - 2;
+  if (k < 1 || rankOf(x) != k + 2)
+    return c.error() << "input " << g::formatShape(shapeOf(x)) << " and weight "
+                     << g::formatShape(shapeOf(w)) << " do not make a convolution";
+  TESSERA_TS_ASSIGN_OR_FAIL(strides, spatial(c, strideArg, k, "stride"));
+  TESSERA_TS_ASSIGN_OR_FAIL(dilations, spatial(c, dilationArg, k, "dilation"));
+  TESSERA_TS_ASSIGN_OR_FAIL(groups, c.getInt(groupsArg));
+  Ints pads;
+  const ImportedValue &pad = c.input(padArg);
+  if (pad.kind == ImportedValue::Kind::Constant && pad.constant.isString()) {
+    std::string mode = pad.constant.toStringRef();
+    pads.assign(2 * k, 0);
+    if (mode == "same") {
+      for (int64_t i = 0; i < k; ++i) {
+        int64_t total = dilations[i] * (shapeOf(w)[2 + i] - 1);
+        pads[i] = total / 2;
+        pads[k + i] = total - total / 2;
+      }
+    } else if (mode != "valid") {
+      return c.error() << "padding must be 'same', 'valid' or numbers, got '"
+                       << mode << "'";
+    }
+  } else {
+    TESSERA_TS_ASSIGN_OR_FAIL(p, spatial(c, padArg, k, "padding"));
+    pads = symmetricPads(p);
+  }
+  Value bias;
+  if (!c.isNone(2)) {
+    TESSERA_TS_ASSIGN_OR_FAIL(b, c.tensor(2));
+    bias = b;
+  }
+  auto &b = c.builder();
+  TESSERA_TS_ASSIGN_OR_FAIL(
+      v, c.infer<g::ConvOp>(x, w, bias, b.getDenseI64ArrayAttr(strides),
+                            b.getDenseI64ArrayAttr(pads),
+                            b.getDenseI64ArrayAttr(dilations),
+                            b.getI64IntegerAttr(groups)));
+  return c.setResult(v);
+}
+
+/// _convolution / convolution(input, weight, bias, stride, padding,
+/// dilation, transposed, output_padding, groups, ...)
+LogicalResult convolution(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(transposed, c.getBool(6));
+  if (transposed)
+    return c.unsupported("transposed convolution (ConvTranspose) from "
+                         "TorchScript");
+  return convWith(c, 3, 4, 5, 8);
+}
+
+/// conv1d/2d/3d(input, weight, bias, stride, padding, dilation, groups)
+LogicalResult convNd(OpContext &c) { return convWith(c, 3, 4, 5, 6); }
+
+/// max_poolNd(self, kernel_size, stride, padding, dilation, ceil_mode)
+LogicalResult maxPool(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  int64_t k = rankOf(x) - 2;
+  if (k < 1)
+    return c.error() << "input must be N x C x spatial..., got "
+                     << g::formatShape(shapeOf(x));
+  TESSERA_TS_ASSIGN_OR_FAIL(kernel, spatial(c, 1, k, "kernel_size"));
+  TESSERA_TS_ASSIGN_OR_FAIL(given, c.getInts(2));
+  Ints strides = given;
+  if (given.empty())
+    strides = kernel;
+  else if (given.size() == 1)
+    strides.assign(k, given.front());
+  TESSERA_TS_ASSIGN_OR_FAIL(pads, spatial(c, 3, k, "padding"));
+  TESSERA_TS_ASSIGN_OR_FAIL(dilations, spatial(c, 4, k, "dilation"));
+  TESSERA_TS_ASSIGN_OR_FAIL(ceil, c.getBool(5));
+  auto &b = c.builder();
+  TESSERA_TS_ASSIGN_OR_FAIL(
+      v, c.infer<g::MaxPoolOp>(x, b.getDenseI64ArrayAttr(kernel),
+                               b.getDenseI64ArrayAttr(strides),
+                               b.getDenseI64ArrayAttr(symmetricPads(pads)),
+                               b.getDenseI64ArrayAttr(dilations),
+                               b.getBoolAttr(ceil)));
+  return c.setResult(v);
+}
+
+/// avg_poolNd(self, kernel_size, stride, padding, ceil_mode,
+/// count_include_pad, divisor_override)
+LogicalResult avgPool(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  int64_t k = rankOf(x) - 2;
+  if (k < 1)
+    return c.error() << "input must be N x C x spatial..., got "
+                     << g::formatShape(shapeOf(x));
+  TESSERA_TS_ASSIGN_OR_FAIL(kernel, spatial(c, 1, k, "kernel_size"));
+  TESSERA_TS_ASSIGN_OR_FAIL(given, c.getInts(2));
+  Ints strides = given;
+  if (given.empty())
+    strides = kernel;
+  else if (given.size() == 1)
+    strides.assign(k, given.front());
+  TESSERA_TS_ASSIGN_OR_FAIL(pads, spatial(c, 3, k, "padding"));
+  TESSERA_TS_ASSIGN_OR_FAIL(ceil, c.getBool(4));
+  TESSERA_TS_ASSIGN_OR_FAIL(includePad, c.getBool(5));
+  if (c.numInputs() > 6 && !c.isNone(6))
+    return c.unsupported("avg_pool with divisor_override");
+  auto &b = c.builder();
+  TESSERA_TS_ASSIGN_OR_FAIL(
+      v, c.infer<g::AvgPoolOp>(x, b.getDenseI64ArrayAttr(kernel),
+                               b.getDenseI64ArrayAttr(strides),
+                               b.getDenseI64ArrayAttr(symmetricPads(pads)),
+                               b.getDenseI64ArrayAttr(Ints(k, 1)),
+                               b.getBoolAttr(ceil), b.getBoolAttr(includePad)));
+  return c.setResult(v);
+}
+
+/// adaptive_{avg,max}_poolNd(self, output_size): a global reduction or a
+/// plain pooling when every input size is a multiple of the output size.
+template <typename ReduceOp, bool Max>
+LogicalResult adaptivePool(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_TS_ASSIGN_OR_FAIL(outSize, c.getInts(1));
+  int64_t k = outSize.size();
+  if (k < 1 || rankOf(x) < k + 1)
+    return c.error() << "output_size has " << k << " entries for input "
+                     << g::formatShape(shapeOf(x));
+  int64_t first = rankOf(x) - k;
+  ArrayRef<int64_t> in = shapeOf(x).drop_front(first);
+  bool global = llvm::all_of(outSize, [](int64_t s) { return s == 1; });
+  if (global) {
+    Ints axes;
+    for (int64_t d = first; d < rankOf(x); ++d)
+      axes.push_back(d);
+    TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<ReduceOp>(x, c.builder().getDenseI64ArrayAttr(axes),
+                                                   c.builder().getBoolAttr(true)));
+    if (Max && c.node()->outputs().size() > 1 && c.node()->output(1)->hasUses())
+      return c.unsupported("the indices of adaptive_max_pool");
+    return c.setResult(v);
+  }
+  Ints kernel;
+  for (int64_t i = 0; i < k; ++i) {
+    if (outSize[i] <= 0 || in[i] % outSize[i] != 0)
+      return c.unsupported("adaptive pooling from " + g::formatShape(in) +
+                           " to " + g::formatShape(outSize) +
+                           " (sizes that are not multiples)");
+    kernel.push_back(in[i] / outSize[i]);
+  }
+  if (Max && c.node()->outputs().size() > 1 && c.node()->output(1)->hasUses())
+    return c.unsupported("the indices of adaptive_max_pool");
+  Value input = x;
+  bool batched = rankOf(x) == k + 2;
+  if (!batched) { // C x spatial: add N
+    Ints s = {1};
+    s.append(shapeOf(x).begin(), shapeOf(x).end());
+    TESSERA_TS_ASSIGN_OR_FAIL(r, c.reshape(x, s));
+    input = r;
+  }
+  auto &b = c.builder();
+  Value v;
+  if (Max) {
+    TESSERA_TS_ASSIGN_OR_FAIL(
+        p, c.infer<g::MaxPoolOp>(input, b.getDenseI64ArrayAttr(kernel),
+                                 b.getDenseI64ArrayAttr(kernel),
+                                 b.getDenseI64ArrayAttr(Ints(2 * k, 0)),
+                                 b.getDenseI64ArrayAttr(Ints(k, 1)),
+                                 b.getBoolAttr(false)));
+    v = p;
+  } else {
+    TESSERA_TS_ASSIGN_OR_FAIL(
+        p, c.infer<g::AvgPoolOp>(input, b.getDenseI64ArrayAttr(kernel),
+                                 b.getDenseI64ArrayAttr(kernel),
+                                 b.getDenseI64ArrayAttr(Ints(2 * k, 0)),
+                                 b.getDenseI64ArrayAttr(Ints(k, 1)),
+                                 b.getBoolAttr(false), b.getBoolAttr(true)));
+    v = p;
+  }
+  if (!batched) {
+    TESSERA_TS_ASSIGN_OR_FAIL(r, c.reshape(v, shapeOf(v).drop_front()));
+    v = r;
+  }
+  return c.setResult(v);
+}
+
+//===----------------------------------------------------------------------===//
+// Normalisation and softmax
+//===----------------------------------------------------------------------===//
+
+/// An optional per-channel parameter, or a splat of `fill`.
+FailureOr<Value> parameterOr(OpContext &c, size_t i, Type elem,
+                             ArrayRef<int64_t> shape, double fill) {
+  if (c.isNone(i))
+    return c.splat(elem, shape, fill);
+  return c.tensor(i);
+}
+
+/// batch_norm(input, weight, bias, running_mean, running_var, training,
+/// momentum, eps, cudnn_enabled)
+LogicalResult batchNorm(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_TS_ASSIGN_OR_FAIL(training, c.getBool(5));
+  if (training || c.isNone(3) || c.isNone(4))
+    return c.unsupported("batch_norm with batch statistics (training mode, "
+                         "or track_running_stats=False)");
+  if (rankOf(x) < 2)
+    return c.error() << "input must be N x C x ..., got "
+                     << g::formatShape(shapeOf(x));
+  Type elem = elementOf(x);
+  int64_t channels = shapeOf(x)[1];
+  TESSERA_TS_ASSIGN_OR_FAIL(scale, parameterOr(c, 1, elem, {channels}, 1));
+  TESSERA_TS_ASSIGN_OR_FAIL(bias, parameterOr(c, 2, elem, {channels}, 0));
+  TESSERA_TS_ASSIGN_OR_FAIL(mean, c.tensor(3));
+  TESSERA_TS_ASSIGN_OR_FAIL(var, c.tensor(4));
+  TESSERA_TS_ASSIGN_OR_FAIL(eps, c.getDouble(7));
+  TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<g::BatchNormOp>(
+                                   x, scale, bias, mean, var,
+                                   c.builder().getF64FloatAttr(eps)));
+  return c.setResult(v);
+}
+
+/// layer_norm(input, normalized_shape, weight, bias, eps, cudnn_enable)
+LogicalResult layerNorm(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_TS_ASSIGN_OR_FAIL(normalized, c.getInts(1));
+  int64_t axis = rankOf(x) - static_cast<int64_t>(normalized.size());
+  if (axis < 0 || shapeOf(x).drop_front(axis) != ArrayRef<int64_t>(normalized))
+    return c.error() << "normalized_shape " << g::formatShape(normalized)
+                     << " is not the trailing shape of the input "
+                     << g::formatShape(shapeOf(x));
+  Type elem = elementOf(x);
+  TESSERA_TS_ASSIGN_OR_FAIL(scale, parameterOr(c, 2, elem, normalized, 1));
+  TESSERA_TS_ASSIGN_OR_FAIL(bias, parameterOr(c, 3, elem, normalized, 0));
+  TESSERA_TS_ASSIGN_OR_FAIL(eps, c.getDouble(4));
+  auto &b = c.builder();
+  TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<g::LayerNormOp>(
+                                   x, scale, bias, b.getI64IntegerAttr(axis),
+                                   b.getF64FloatAttr(eps)));
+  return c.setResult(v);
+}
+
+/// group_norm(input, num_groups, weight, bias, eps, cudnn_enabled)
+LogicalResult groupNorm(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_TS_ASSIGN_OR_FAIL(groups, c.getInt(1));
+  if (rankOf(x) < 2)
+    return c.error() << "input must be N x C x ..., got "
+                     << g::formatShape(shapeOf(x));
+  int64_t channels = shapeOf(x)[1];
+  Type elem = elementOf(x);
+  TESSERA_TS_ASSIGN_OR_FAIL(scale, parameterOr(c, 2, elem, {channels}, 1));
+  TESSERA_TS_ASSIGN_OR_FAIL(bias, parameterOr(c, 3, elem, {channels}, 0));
+  TESSERA_TS_ASSIGN_OR_FAIL(eps, c.getDouble(4));
+  auto &b = c.builder();
+  TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<g::GroupNormOp>(
+                                   x, scale, bias, b.getI64IntegerAttr(groups),
+                                   b.getF64FloatAttr(eps)));
+  return c.setResult(v);
+}
+
+/// instance_norm(input, weight, bias, running_mean, running_var,
+/// use_input_stats, momentum, eps, cudnn_enabled)
+LogicalResult instanceNorm(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_TS_ASSIGN_OR_FAIL(useInputStats, c.getBool(5));
+  if (!useInputStats)
+    return c.unsupported("instance_norm with running statistics");
+  if (rankOf(x) < 3)
+    return c.error() << "input must be N x C x spatial..., got "
+                     << g::formatShape(shapeOf(x));
+  int64_t channels = shapeOf(x)[1];
+  Type elem = elementOf(x);
+  TESSERA_TS_ASSIGN_OR_FAIL(scale, parameterOr(c, 1, elem, {channels}, 1));
+  TESSERA_TS_ASSIGN_OR_FAIL(bias, parameterOr(c, 2, elem, {channels}, 0));
+  TESSERA_TS_ASSIGN_OR_FAIL(eps, c.getDouble(7));
+  auto &b = c.builder();
+  TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<g::GroupNormOp>(
+                                   x, scale, bias, b.getI64IntegerAttr(channels),
+                                   b.getF64FloatAttr(eps)));
+  return c.setResult(v);
+}
+
+/// softmax / log_softmax(self, dim, dtype)
+template <typename OpTy> LogicalResult softmax(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_TS_ASSIGN_OR_FAIL(dim, c.getInt(1));
+  TESSERA_TS_ASSIGN_OR_FAIL(axis, c.normalizeDim(dim, rankOf(x)));
+  if (c.numInputs() > 2 && !c.isNone(2)) {
+    TESSERA_TS_ASSIGN_OR_FAIL(d, c.getInt(2));
+    Type t = elementTypeOf(static_cast<c10::ScalarType>(d), c.context());
+    if (!t)
+      return c.unsupported("this dtype");
+    TESSERA_TS_ASSIGN_OR_FAIL(xc, c.castTo(x, t));
+    x = xc;
+  }
+  TESSERA_TS_ASSIGN_OR_FAIL(v, c.build<OpTy>(x.getType(), x,
+                                             c.builder().getI64IntegerAttr(axis)));
+  return c.setResult(v);
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+/// The dims of a reduction: `dim` (int, list, or None/empty for all).
+FailureOr<Ints> reductionAxes(OpContext &c, size_t i, int64_t rank) {
+  Ints dims;
+  if (!c.isNone(i)) {
+    TESSERA_TS_ASSIGN_OR_FAIL(d, c.getInts(i));
+    dims = d;
+  }
+  Ints axes;
+  if (dims.empty()) {
+    for (int64_t d = 0; d < rank; ++d)
+      axes.push_back(d);
+    return axes;
+  }
+  for (int64_t d : dims) {
+    TESSERA_TS_ASSIGN_OR_FAIL(n, c.normalizeDim(d, rank));
+    if (llvm::is_contained(axes, n))
+      return c.error() << "dim " << d << " appears twice";
+    axes.push_back(n);
+  }
+  llvm::sort(axes);
+  return axes;
+}
+
+/// mean/sum(self, dim, keepdim, dtype) or mean/sum(self, dtype).
+template <typename OpTy> LogicalResult reduce(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  bool all = c.numInputs() <= 2; // the (self, dtype) overload
+  size_t dtypeArg = all ? 1 : 3;
+  if (c.numInputs() > dtypeArg && !c.isNone(dtypeArg)) {
+    TESSERA_TS_ASSIGN_OR_FAIL(d, c.getInt(dtypeArg));
+    Type t = elementTypeOf(static_cast<c10::ScalarType>(d), c.context());
+    if (!t)
+      return c.unsupported("this dtype");
+    TESSERA_TS_ASSIGN_OR_FAIL(xc, c.castTo(x, t));
+    x = xc;
+  } else if (std::is_same_v<OpTy, g::ReduceSumOp> &&
+             !isa<FloatType>(elementOf(x))) {
+    // Integer and bool sums accumulate in int64.
+    TESSERA_TS_ASSIGN_OR_FAIL(xc, c.castTo(x, c.builder().getI64Type()));
+    x = xc;
+  }
+  Ints axes;
+  bool keepdim = false;
+  if (all) {
+    for (int64_t d = 0; d < rankOf(x); ++d)
+      axes.push_back(d);
+  } else {
+    TESSERA_TS_ASSIGN_OR_FAIL(a, reductionAxes(c, 1, rankOf(x)));
+    axes = a;
+    TESSERA_TS_ASSIGN_OR_FAIL(k, c.getBool(2));
+    keepdim = k;
+  }
+  auto &b = c.builder();
+  TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<OpTy>(x, b.getDenseI64ArrayAttr(axes),
+                                             b.getBoolAttr(keepdim)));
+  return c.setResult(v);
+}
+
+/// amax/amin(self, dim, keepdim)
+template <typename OpTy> LogicalResult reduceExtreme(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_TS_ASSIGN_OR_FAIL(axes, reductionAxes(c, 1, rankOf(x)));
+  TESSERA_TS_ASSIGN_OR_FAIL(keepdim, c.getBool(2));
+  auto &b = c.builder();
+  TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<OpTy>(x, b.getDenseI64ArrayAttr(axes),
+                                             b.getBoolAttr(keepdim)));
+  return c.setResult(v);
+}
+
+/// max/min: (self) over everything, (self, other) elementwise, or
+/// (self, dim, keepdim) -> (values, indices).
+template <typename ReduceOp, typename BinaryOp, typename ArgOp>
+LogicalResult maxMin(OpContext &c) {
+  if (c.numInputs() == 2 && c.isTensor(1))
+    return binary<BinaryOp>(c);
+  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  auto &b = c.builder();
+  if (c.numInputs() == 1) {
+    Ints axes;
+    for (int64_t d = 0; d < rankOf(x); ++d)
+      axes.push_back(d);
+    TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<ReduceOp>(x, b.getDenseI64ArrayAttr(axes),
+                                                   b.getBoolAttr(false)));
+    return c.setResult(v);
+  }
+  TESSERA_TS_ASSIGN_OR_FAIL(dim, c.getInt(1));
+  TESSERA_TS_ASSIGN_OR_FAIL(axis, c.normalizeDim(dim, rankOf(x)));
+  TESSERA_TS_ASSIGN_OR_FAIL(keepdim, c.getBool(2));
+  TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<ReduceOp>(x, b.getDenseI64ArrayAttr({axis}),
+                                                 b.getBoolAttr(keepdim)));
+  if (failed(c.setResult(0, v)))
+    return failure();
+  if (!c.node()->output(1)->hasUses())
+    return success();
+  TESSERA_TS_ASSIGN_OR_FAIL(i, c.infer<ArgOp>(x, b.getI64IntegerAttr(axis),
+                                              b.getBoolAttr(keepdim),
+                                              b.getBoolAttr(false)));
+  return c.setResult(1, i);
+}
+
+/// argmax/argmin(self, dim, keepdim)
+template <typename ArgOp> LogicalResult argReduce(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_TS_ASSIGN_OR_FAIL(keepdim, c.getBool(2));
+  auto &b = c.builder();
+  if (c.isNone(1)) { // over the flattened tensor
+    TESSERA_TS_ASSIGN_OR_FAIL(flat, c.reshape(x, {typeOf(x).getNumElements()}));
+    TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<ArgOp>(flat, b.getI64IntegerAttr(0),
+                                                b.getBoolAttr(false),
+                                                b.getBoolAttr(false)));
+    return c.setResult(v);
+  }
+  TESSERA_TS_ASSIGN_OR_FAIL(dim, c.getInt(1));
+  TESSERA_TS_ASSIGN_OR_FAIL(axis, c.normalizeDim(dim, rankOf(x)));
+  TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<ArgOp>(x, b.getI64IntegerAttr(axis),
+                                              b.getBoolAttr(keepdim),
+                                              b.getBoolAttr(false)));
+  return c.setResult(v);
+}
+
+//===----------------------------------------------------------------------===//
+// Shapes and data movement
+//===----------------------------------------------------------------------===//
+
+/// A shape with at most one -1, resolved against `numElements`.
+FailureOr<Ints> resolveShape(OpContext &c, Ints shape, int64_t numElements) {
+  int64_t known = 1, inferred = -1;
+  for (auto [i, d] : llvm::enumerate(shape)) {
+    if (d == -1) {
+      if (inferred >= 0)
+        return c.error() << "only one dimension can be -1 in "
+                         << g::formatShape(shape);
+      inferred = i;
+    } else if (d < 0) {
+      return c.error() << "invalid size " << d;
+    } else {
+      known *= d;
+    }
+  }
+  if (inferred >= 0) {
+    if (known == 0 || numElements % known != 0)
+      return c.error() << "shape " << g::formatShape(shape)
+                       << " is invalid for " << numElements << " elements";
+    shape[inferred] = numElements / known;
+  } else if (known != numElements) {
+    return c.error() << "shape " << g::formatShape(shape) << " is invalid for "
+                     << numElements << " elements";
+  }
+  return shape;
+}
+
+/// view/reshape(self, shape)
+LogicalResult view(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_TS_ASSIGN_OR_FAIL(shape, c.getInts(1));
+  TESSERA_TS_ASSIGN_OR_FAIL(resolved, resolveShape(c, shape, typeOf(x).getNumElements()));
+  TESSERA_TS_ASSIGN_OR_FAIL(v, c.reshape(x, resolved));
+  return c.setResult(v);
+}
+
+LogicalResult viewAs(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_TS_ASSIGN_OR_FAIL(o, c.tensor(1));
+  TESSERA_TS_ASSIGN_OR_FAIL(v, c.reshape(x, shapeOf(o)));
+  return c.setResult(v);
+}
+
+/// flatten(self, start_dim, end_dim)
+LogicalResult flatten(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_TS_ASSIGN_OR_FAIL(s, c.getInt(1));
+  TESSERA_TS_ASSIGN_OR_FAIL(e, c.getInt(2));
+  int64_t rank = rankOf(x);
+  if (rank == 0) {
+    TESSERA_TS_ASSIGN_OR_FAIL(v, c.reshape(x, {1}));
+    return c.setResult(v);
+  }
+  TESSERA_TS_ASSIGN_OR_FAIL(start, c.normalizeDim(s, rank));
+  TESSERA_TS_ASSIGN_OR_FAIL(end, c.normalizeDim(e, rank));
+  if (start > end)
+    return c.error() << "start_dim " << s << " comes after end_dim " << e;
+  ArrayRef<int64_t> in = shapeOf(x);
+  Ints shape(in.begin(), in.begin() + start);
+  int64_t merged = 1;
+  for (int64_t d = start; d <= end; ++d)
+    merged *= in[d];
+  shape.push_back(merged);
+  shape.append(in.begin() + end + 1, in.end());
+  TESSERA_TS_ASSIGN_OR_FAIL(v, c.reshape(x, shape));
+  return c.setResult(v);
+}
+
+/// unflatten(self, dim, sizes)
+LogicalResult unflatten(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_TS_ASSIGN_OR_FAIL(d, c.getInt(1));
+  TESSERA_TS_ASSIGN_OR_FAIL(sizes, c.getInts(2));
+  TESSERA_TS_ASSIGN_OR_FAIL(dim, c.normalizeDim(d, rankOf(x)));
+  TESSERA_TS_ASSIGN_OR_FAIL(resolved, resolveShape(c, sizes, shapeOf(x)[dim]));
+  Ints shape(shapeOf(x).begin(), shapeOf(x).begin() + dim);
+  shape.append(resolved.begin(), resolved.end());
+  shape.append(shapeOf(x).begin() + dim + 1, shapeOf(x).end());
+  TESSERA_TS_ASSIGN_OR_FAIL(v, c.reshape(x, shape));
+  return c.setResult(v);
+}
+
+/// permute(self, dims)
+LogicalResult permute(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_TS_ASSIGN_OR_FAIL(dims, c.getInts(1));
+  if (static_cast<int64_t>(dims.size()) != rankOf(x))
+    return c.error() << "dims has " << dims.size()
+                     << " entries for a tensor of rank " << rankOf(x);
+  Ints perm;
+  for (int64_t d : dims) {
+    TESSERA_TS_ASSIGN_OR_FAIL(n, c.normalizeDim(d, rankOf(x)));
+    perm.push_back(n);
+  }
+  TESSERA_TS_ASSIGN_OR_FAIL(v, c.transpose(x, perm));
+  return c.setResult(v);
+}
+
+/// transpose(self, dim0, dim1)
+LogicalResult transposeDims(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  int64_t rank = rankOf(x);
+  TESSERA_TS_ASSIGN_OR_FAIL(d0, c.getInt(1));
+  TESSERA_TS_ASSIGN_OR_FAIL(d1, c.getInt(2));
+  if (rank == 0)
+    return c.setResult(x);
+  TESSERA_TS_ASSIGN_OR_FAIL(a, c.normalizeDim(d0, rank));
+  TESSERA_TS_ASSIGN_OR_FAIL(b, c.normalizeDim(d1, rank));
+  Ints perm;
+  for (int64_t i = 0; i < rank; ++i)
+    perm.push_back(i);
+  std::swap(perm[a], perm[b]);
+  TESSERA_TS_ASSIGN_OR_FAIL(v, c.transpose(x, perm));
+  return c.setResult(v);
+}
+
+/// unsqueeze(self, dim)
+LogicalResult unsqueeze(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_TS_ASSIGN_OR_FAIL(d, c.getInt(1));
+  TESSERA_TS_ASSIGN_OR_FAIL(dim, c.normalizeDim(d, rankOf(x) + 1));
+  Ints shape(shapeOf(x).begin(), shapeOf(x).end());
+  shape.insert(shape.begin() + dim, 1);
+  TESSERA_TS_ASSIGN_OR_FAIL(v, c.reshape(x, shape));
+  return c.setResult(v);
+}
+
+/// squeeze(self) or squeeze(self, dim)
+LogicalResult squeeze(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  ArrayRef<int64_t> in = shapeOf(x);
+  Ints shape;
+  if (c.numInputs() == 1) {
+    for (int64_t s : in)
+      if (s != 1)
+        shape.push_back(s);
+  } else {
+    TESSERA_TS_ASSIGN_OR_FAIL(d, c.getInt(1));
+    if (in.empty())
+      return c.setResult(x);
+    TESSERA_TS_ASSIGN_OR_FAIL(dim, c.normalizeDim(d, rankOf(x)));
+    for (auto [i, s] : llvm::enumerate(in))
+      if (static_cast<int64_t>(i) != dim || s != 1)
+        shape.push_back(s);
+  }
+  TESSERA_TS_ASSIGN_OR_FAIL(v, c.reshape(x, shape));
+  return c.setResult(v);
+}
+
+/// expand(self, size, implicit): -1 keeps a dim; new dims lead.
+LogicalResult expandOp(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_TS_ASSIGN_OR_FAIL(size, c.getInts(1));
+  ArrayRef<int64_t> in = shapeOf(x);
+  if (size.size() < in.size())
+    return c.error() << "cannot expand " << g::formatShape(in) << " to "
+                     << size.size() << " dims";
+  size_t lead = size.size() - in.size();
+  for (size_t i = 0; i < size.size(); ++i)
+    if (size[i] == -1) {
+      if (i < lead)
+        return c.error() << "-1 is not allowed for a new leading dimension";
+      size[i] = in[i - lead];
+    }
+  if (!g::isBroadcastableTo(in, size))
+    return c.error() << "cannot expand " << g::formatShape(in) << " to "
+                     << g::formatShape(size);
+  TESSERA_TS_ASSIGN_OR_FAIL(v, c.expand(x, size));
+  return c.setResult(v);
+}
+
+LogicalResult expandAs(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_TS_ASSIGN_OR_FAIL(o, c.tensor(1));
+  if (!g::isBroadcastableTo(shapeOf(x), shapeOf(o)))
+    return c.error() << "cannot expand " << g::formatShape(shapeOf(x)) << " to "
+                     << g::formatShape(shapeOf(o));
+  TESSERA_TS_ASSIGN_OR_FAIL(v, c.expand(x, shapeOf(o)));
+  return c.setResult(v);
+}
+
+/// repeat(self, repeats): tile by broadcasting an interleaved unit dim.
+LogicalResult repeat(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_TS_ASSIGN_OR_FAIL(repeats, c.getInts(1));
+  ArrayRef<int64_t> in = shapeOf(x);
+  if (repeats.size() < in.size())
+    return c.error() << "repeats has fewer entries than the tensor has dims";
+  Ints padded(repeats.size() - in.size(), 1);
+  padded.append(in.begin(), in.end());
+  Ints unit, wide, out;
+  for (auto [r, s] : llvm::zip(repeats, padded)) {
+    unit.append({1, s});
+    wide.append({r, s});
+    out.push_back(r * s);
+  }
+  TESSERA_TS_ASSIGN_OR_FAIL(u, c.reshape(x, unit));
+  TESSERA_TS_ASSIGN_OR_FAIL(w, c.expand(u, wide));
+  TESSERA_TS_ASSIGN_OR_FAIL(v, c.reshape(w, out));
+  return c.setResult(v);
+}
+
+/// cat(tensors, dim)
+LogicalResult cat(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(parts, c.tensorList(0));
+  TESSERA_TS_ASSIGN_OR_FAIL(d, c.getInt(1));
+  // Legacy: empty 1-d tensors are skipped.
+  SmallVector<Value> inputs;
+  for (Value p : parts)
+    if (!(rankOf(p) == 1 && shapeOf(p)[0] == 0))
+      inputs.push_back(p);
+  if (inputs.empty())
+    return c.error() << "needs at least one non-empty tensor";
+  TESSERA_TS_ASSIGN_OR_FAIL(axis, c.normalizeDim(d, rankOf(inputs.front())));
+  if (inputs.size() == 1)
+    return c.setResult(inputs.front());
+  TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<g::ConcatOp>(inputs, c.builder().getI64IntegerAttr(axis)));
+  return c.setResult(v);
+}
+
+/// stack(tensors, dim)
+LogicalResult stack(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(parts, c.tensorList(0));
+  TESSERA_TS_ASSIGN_OR_FAIL(d, c.getInt(1));
+  if (parts.empty())
+    return c.error() << "needs at least one tensor";
+  TESSERA_TS_ASSIGN_OR_FAIL(axis, c.normalizeDim(d, rankOf(parts.front()) + 1));
+  SmallVector<Value> inputs;
+  for (Value p : parts) {
+    Ints shape(shapeOf(p).begin(), shapeOf(p).end());
+    shape.insert(shape.begin() + axis, 1);
+    TESSERA_TS_ASSIGN_OR_FAIL(r, c.reshape(p, shape));
+    inputs.push_back(r);
+  }
+  if (inputs.size() == 1)
+    return c.setResult(inputs.front());
+  TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<g::ConcatOp>(inputs, c.builder().getI64IntegerAttr(axis)));
+  return c.setResult(v);
+}
+
+/// x[start:end:step] along `axis` (start/end already clamped).
+FailureOr<Value> sliceAxis(OpContext &c, Value x, int64_t axis, int64_t start,
+                           int64_t end, int64_t step) {
+  ArrayRef<int64_t> in = shapeOf(x);
+  Ints starts(in.size(), 0), limits(in.begin(), in.end()), steps(in.size(), 1);
+  starts[axis] = start;
+  limits[axis] = end;
+  steps[axis] = step;
+  if (start == 0 && end == in[axis] && step == 1)
+    return x;
+  if (end <= start) { // empty: graph.slice needs a start inside the dim
+    Ints shape(in.begin(), in.end());
+    shape[axis] = 0;
+    return c.splat(elementOf(x), shape, 0);
+  }
+  auto &b = c.builder();
+  return c.infer<g::SliceOp>(x, b.getDenseI64ArrayAttr(starts),
+                             b.getDenseI64ArrayAttr(limits),
+                             b.getDenseI64ArrayAttr(steps));
+}
+
+/// Python slice bounds: negative counts from the end, then clamped.
+int64_t clampIndex(int64_t i, int64_t size) {
+  if (i < 0)
+    i += size;
+  return std::clamp<int64_t>(i, 0, size);
+}
+
+/// slice(self, dim, start, end, step)
+LogicalResult slice(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_TS_ASSIGN_OR_FAIL(d, c.getInt(1));
+  TESSERA_TS_ASSIGN_OR_FAIL(axis, c.normalizeDim(d, rankOf(x)));
+  int64_t size = shapeOf(x)[axis];
+  int64_t start = c.optionalInt(2).value_or(0);
+  int64_t end = c.optionalInt(3).value_or(INT64_MAX);
+  TESSERA_TS_ASSIGN_OR_FAIL(step, c.getInt(4));
+  if (step <= 0)
+    return c.error() << "slice step must be positive, got " << step;
+  TESSERA_TS_ASSIGN_OR_FAIL(
+      v, sliceAxis(c, x, axis, clampIndex(start, size), clampIndex(end, size), step));
+  return c.setResult(v);
+}
+
+/// narrow(self, dim, start, length)
+LogicalResult narrow(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_TS_ASSIGN_OR_FAIL(d, c.getInt(1));
+  TESSERA_TS_ASSIGN_OR_FAIL(axis, c.normalizeDim(d, rankOf(x)));
+  TESSERA_TS_ASSIGN_OR_FAIL(s, c.getInt(2));
+  TESSERA_TS_ASSIGN_OR_FAIL(length, c.getInt(3));
+  int64_t size = shapeOf(x)[axis];
+  int64_t start = s < 0 ? s + size : s;
+  if (start < 0 || length < 0 || start + length > size)
+    return c.error() << "narrow(" << s << ", " << length
+                     << ") is out of range for a dim of " << size;
+  TESSERA_TS_ASSIGN_OR_FAIL(v, sliceAxis(c, x, axis, start, start + length, 1));
+  return c.setResult(v);
+}
+
+/// select(self, dim, index): a slice of one, squeezed.
+LogicalResult select(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_TS_ASSIGN_OR_FAIL(d, c.getInt(1));
+  TESSERA_TS_ASSIGN_OR_FAIL(axis, c.normalizeDim(d, rankOf(x)));
+  if (c.isTensor(2))
+    return c.unsupported("select with a tensor index");
+  TESSERA_TS_ASSIGN_OR_FAIL(i, c.getInt(2));
+  int64_t size = shapeOf(x)[axis];
+  if (i < -size || i >= size)
+    return c.error() << "index " << i << " is out of range for a dim of " << size;
+  int64_t index = i < 0 ? i + size : i;
+  TESSERA_TS_ASSIGN_OR_FAIL(s, sliceAxis(c, x, axis, index, index + 1, 1));
+  Ints shape(shapeOf(x).begin(), shapeOf(x).end());
+  shape.erase(shape.begin() + axis);
+  TESSERA_TS_ASSIGN_OR_FAIL(v, c.reshape(s, shape));
+  return c.setResult(v);
+}
+
+/// The pieces of `x` along `axis` with the given sizes, as a list result.
+LogicalResult setPieces(OpContext &c, Value x, int64_t axis,
+                        ArrayRef<int64_t> sizes) {
+  std::vector<ImportedValue> pieces;
+  int64_t offset = 0;
+  for (int64_t s : sizes) {
+    TESSERA_TS_ASSIGN_OR_FAIL(p, sliceAxis(c, x, axis, offset, offset + s, 1));
+    pieces.push_back(ImportedValue::ofTensor(p));
+    offset += s;
+  }
+  if (offset != shapeOf(x)[axis])
+    return c.error() << "split sizes add up to " << offset << ", not "
+                     << shapeOf(x)[axis];
+  return c.setResult(0, ImportedValue::ofSequence(std::move(pieces), false));
+}
+
+/// chunk(self, chunks, dim)
+LogicalResult chunk(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_TS_ASSIGN_OR_FAIL(chunks, c.getInt(1));
+  TESSERA_TS_ASSIGN_OR_FAIL(d, c.getInt(2));
+  TESSERA_TS_ASSIGN_OR_FAIL(axis, c.normalizeDim(d, rankOf(x)));
+  if (chunks <= 0)
+    return c.error() << "chunks must be positive, got " << chunks;
+  int64_t size = shapeOf(x)[axis];
+  int64_t each = (size + chunks - 1) / chunks;
+  Ints sizes;
+  for (int64_t offset = 0; offset < size; offset += each)
+    sizes.push_back(std::min(each, size - offset));
+  return setPieces(c, x, axis, sizes);
+}
+
+/// split(self, split_size | split_sizes, dim), split_with_sizes.
+LogicalResult split(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_TS_ASSIGN_OR_FAIL(d, c.getInt(2));
+  TESSERA_TS_ASSIGN_OR_FAIL(axis, c.normalizeDim(d, rankOf(x)));
+  int64_t size = shapeOf(x)[axis];
+  const ImportedValue &arg = c.input(1);
+  Ints sizes;
+  if (arg.kind == ImportedValue::Kind::Constant && arg.constant.isInt()) {
+    int64_t each = arg.constant.toInt();
+    if (each <= 0)
+      return c.error() << "split_size must be positive, got " << each;
+    for (int64_t offset = 0; offset < size; offset += each)
+      sizes.push_back(std::min(each, size - offset));
+  } else {
+    TESSERA_TS_ASSIGN_OR_FAIL(s, c.getInts(1));
+    sizes = s;
+  }
+  return setPieces(c, x, axis, sizes);
+}
+
+/// unbind(self, dim)
+LogicalResult unbind(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_TS_ASSIGN_OR_FAIL(d, c.getInt(1));
+  TESSERA_TS_ASSIGN_OR_FAIL(axis, c.normalizeDim(d, rankOf(x)));
+  Ints shape(shapeOf(x).begin(), shapeOf(x).end());
+  shape.erase(shape.begin() + axis);
+  std::vector<ImportedValue> pieces;
+  for (int64_t i = 0; i < shapeOf(x)[axis]; ++i) {
+    TESSERA_TS_ASSIGN_OR_FAIL(s, sliceAxis(c, x, axis, i, i + 1, 1));
+    TESSERA_TS_ASSIGN_OR_FAIL(r, c.reshape(s, shape));
+    pieces.push_back(ImportedValue::ofTensor(r));
+  }
+  return c.setResult(0, ImportedValue::ofSequence(std::move(pieces), false));
+}
+
+/// roll(self, shifts, dims): each shifted dim is two slices swapped; no
+/// dims rolls the flattened tensor.
+LogicalResult roll(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_TS_ASSIGN_OR_FAIL(shifts, c.getInts(1));
+  TESSERA_TS_ASSIGN_OR_FAIL(dims, c.getInts(2));
+  Ints original(shapeOf(x).begin(), shapeOf(x).end());
+  Value v = x;
+  if (dims.empty()) {
+    if (shifts.size() != 1)
+      return c.error() << "without dims, shifts must hold one value";
+    TESSERA_TS_ASSIGN_OR_FAIL(flat, c.reshape(x, {typeOf(x).getNumElements()}));
+    v = flat;
+    dims.push_back(0);
+  }
+  if (shifts.size() != dims.size())
+    return c.error() << "shifts and dims differ in length";
+  for (auto [shift, d] : llvm::zip(shifts, dims)) {
+    TESSERA_TS_ASSIGN_OR_FAIL(axis, c.normalizeDim(d, rankOf(v)));
+    int64_t size = shapeOf(v)[axis];
+    if (size == 0)
+      continue;
+    int64_t s = ((shift % size) + size) % size;
+    if (s == 0)
+      continue;
+    TESSERA_TS_ASSIGN_OR_FAIL(tail, sliceAxis(c, v, axis, size - s, size, 1));
+    TESSERA_TS_ASSIGN_OR_FAIL(head, sliceAxis(c, v, axis, 0, size - s, 1));
+    TESSERA_TS_ASSIGN_OR_FAIL(r, c.infer<g::ConcatOp>(ValueRange{tail, head},
+                                                      c.builder().getI64IntegerAttr(axis)));
+    v = r;
+  }
+  TESSERA_TS_ASSIGN_OR_FAIL(out, c.reshape(v, original));
+  return c.setResult(out);
+}
+
+/// index_select(self, dim, index)
+LogicalResult indexSelect(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_TS_ASSIGN_OR_FAIL(d, c.getInt(1));
+  TESSERA_TS_ASSIGN_OR_FAIL(axis, c.normalizeDim(d, rankOf(x)));
+  TESSERA_TS_ASSIGN_OR_FAIL(index, c.tensor(2));
+  TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<g::GatherOp>(x, index,
+                                                    c.builder().getI64IntegerAttr(axis)));
+  return c.setResult(v);
+}
+
+/// embedding(weight, indices, padding_idx, scale_grad_by_freq, sparse)
+LogicalResult embedding(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(w, c.tensor(0));
+  TESSERA_TS_ASSIGN_OR_FAIL(index, c.tensor(1));
+  TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<g::GatherOp>(w, index,
+                                                    c.builder().getI64IntegerAttr(0)));
+  return c.setResult(v);
+}
+
+/// gather(self, dim, index, sparse_grad)
+LogicalResult gather(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_TS_ASSIGN_OR_FAIL(d, c.getInt(1));
+  TESSERA_TS_ASSIGN_OR_FAIL(axis, c.normalizeDim(d, rankOf(x)));
+  TESSERA_TS_ASSIGN_OR_FAIL(index, c.tensor(2));
+  TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<g::GatherElementsOp>(
+                                   x, index, c.builder().getI64IntegerAttr(axis)));
+  return c.setResult(v);
+}
+
+/// constant_pad_nd(self, pad, value) and pad(self, pad, mode, value); the
+/// pad list runs from the last dim backwards, (before, after) per dim.
+LogicalResult pad(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_TS_ASSIGN_OR_FAIL(pads, c.getInts(1));
+  std::string mode = "constant";
+  size_t valueArg = 2;
+  if (c.kind() == "aten::pad") {
+    TESSERA_TS_ASSIGN_OR_FAIL(m, c.getString(2));
+    mode = m;
+    valueArg = 3;
+  } else if (c.kind() == "aten::reflection_pad1d" ||
+             c.kind() == "aten::reflection_pad2d" ||
+             c.kind() == "aten::reflection_pad3d") {
+    mode = "reflect";
+  } else if (c.kind() == "aten::replication_pad1d" ||
+             c.kind() == "aten::replication_pad2d" ||
+             c.kind() == "aten::replication_pad3d") {
+    mode = "replicate";
+  }
+  double value = 0;
+  if (mode == "constant" && c.numInputs() > valueArg && !c.isNone(valueArg)) {
+    TESSERA_TS_ASSIGN_OR_FAIL(v, c.getDouble(valueArg));
+    value = v;
+  }
+  int64_t rank = rankOf(x);
+  if (pads.size() % 2 || static_cast<int64_t>(pads.size()) > 2 * rank)
+    return c.error() << "pad has " << pads.size() << " entries for a tensor of rank "
+                     << rank;
+  Ints lo(rank, 0), hi(rank, 0);
+  for (size_t i = 0; i < pads.size() / 2; ++i) {
+    lo[rank - 1 - i] = pads[2 * i];
+    hi[rank - 1 - i] = pads[2 * i + 1];
+    if (pads[2 * i] < 0 || pads[2 * i + 1] < 0)
+      return c.unsupported("negative padding (cropping)");
+  }
+  g::PadMode padMode;
+  if (mode == "constant")
+    padMode = g::PadMode::constant;
+  else if (mode == "reflect")
+    padMode = g::PadMode::reflect;
+  else if (mode == "replicate")
+    padMode = g::PadMode::edge;
+  else
+    return c.unsupported("pad mode '" + mode + "'");
+  auto &b = c.builder();
+  TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<g::PadOp>(x, b.getDenseI64ArrayAttr(lo),
+                                                 b.getDenseI64ArrayAttr(hi),
+                                                 g::PadModeAttr::get(c.context(), padMode),
+                                                 b.getF64FloatAttr(value)));
+  return c.setResult(v);
+}
+
+/// zeros_like/ones_like(self, dtype, ...), full_like(self, fill_value,
+/// dtype, ...), new_zeros/new_ones/new_empty(self, size, dtype, ...),
+/// new_full(self, size, fill_value, dtype, ...): only the shape and dtype of
+/// `self` matter, so the result is a compile-time constant, and later
+/// in-place updates of it (masks built slice by slice) are evaluated by
+/// libtorch too.
+template <int Fill> LogicalResult filled(OpContext &c) {
+  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  std::string kind = c.kind();
+  bool isNew = StringRef(kind).starts_with("aten::new_");
+  bool hasFill = kind == "aten::full_like" || kind == "aten::new_full";
+  Ints shape(shapeOf(x).begin(), shapeOf(x).end());
+  size_t next = 1;
+  if (isNew) {
+    TESSERA_TS_ASSIGN_OR_FAIL(size, c.getInts(next++));
+    shape = size;
+  }
+  double value = Fill;
+  if (hasFill) {
+    TESSERA_TS_ASSIGN_OR_FAIL(v, c.getDouble(next++));
+    value = v;
+  }
+  std::optional<c10::ScalarType> dtype = scalarTypeOf(elementOf(x));
+  if (c.numInputs() > next && !c.isNone(next)) {
+    TESSERA_TS_ASSIGN_OR_FAIL(d, c.getInt(next));
+    dtype = static_cast<c10::ScalarType>(d);
+  }
+  if (!dtype)
+    return c.unsupported("this dtype");
+  at::Tensor t = at::full(shape, value, at::TensorOptions().dtype(*dtype));
+  return c.setResult(0, ImportedValue::ofConstant(t));
+}
+
+//===----------------------------------------------------------------------===//
+// PyTorch's fused inference kernels (the "fast path" of nn.MultiheadAttention
+// and nn.TransformerEncoderLayer taken under torch.no_grad()), decomposed
+//===----------------------------------------------------------------------===//
+
+/// x @ w^T + b
+FailureOr<Value> linearOf(OpContext &c, Value x, Value w, Value b) {
+  Value wt;
+  if (failed(transposeLast2(c, w, wt)))
+    return failure();
+  TESSERA_TS_ASSIGN_OR_FAIL(y, c.infer<g::MatmulOp>(x, wt));
+  return c.infer<g::AddOp>(y, b);
+}
+
+/// Multi-head attention of batch-first [B, L, E] queries over [B, S, E]
+/// keys/values with packed in-projection weights [3E, E]. Returns the
+/// projected output and, if `weights` is set, the attention weights
+/// ([B, H, L, S], or averaged over heads to [B, L, S]).
+FailureOr<Value> attention(OpContext &c, Value query, Value key, Value value,
+                           int64_t embed, int64_t heads, Value qkvWeight,
+                           Value qkvBias, Value projWeight, Value projBias,
+                           Value *weights = nullptr, bool average = true) {
+  if (rankOf(query) != 3 || rankOf(key) != 3 || rankOf(value) != 3)
+    return c.error() << "expects batch-first [B, L, E] inputs, got "
+                     << g::formatShape(shapeOf(query));
+  if (heads <= 0 || embed % heads)
+    return c.error() << "embed_dim " << embed << " is not a multiple of "
+                     << heads << " heads";
+  int64_t headDim = embed / heads;
+  auto project = [&](Value x, int64_t part, bool scale) -> FailureOr<Value> {
+    TESSERA_TS_ASSIGN_OR_FAIL(w, sliceAxis(c, qkvWeight, 0, part * embed,
+                                           (part + 1) * embed, 1));
+    TESSERA_TS_ASSIGN_OR_FAIL(b, sliceAxis(c, qkvBias, 0, part * embed,
+                                           (part + 1) * embed, 1));
+    TESSERA_TS_ASSIGN_OR_FAIL(y, linearOf(c, x, w, b));
+    if (scale) {
+      TESSERA_TS_ASSIGN_OR_FAIL(sy, scaled(c, y, 1 / std::sqrt(double(headDim))));
+      y = sy;
+    }
+    // [B, T, E] -> [B, H, T, D]
+    ArrayRef<int64_t> s = shapeOf(y);
+    TESSERA_TS_ASSIGN_OR_FAIL(r, c.reshape(y, {s[0], s[1], heads, headDim}));
+    return c.transpose(r, {0, 2, 1, 3});
+  };
+  TESSERA_TS_ASSIGN_OR_FAIL(q, project(query, 0, true));
+  TESSERA_TS_ASSIGN_OR_FAIL(k, project(key, 1, false));
+  TESSERA_TS_ASSIGN_OR_FAIL(v, project(value, 2, false));
+  TESSERA_TS_ASSIGN_OR_FAIL(kt, c.transpose(k, {0, 1, 3, 2}));
+  TESSERA_TS_ASSIGN_OR_FAIL(scores, c.infer<g::MatmulOp>(q, kt));
+  TESSERA_TS_ASSIGN_OR_FAIL(probs, c.build<g::SoftmaxOp>(
+                                       scores.getType(), scores,
+                                       c.builder().getI64IntegerAttr(3)));
+  TESSERA_TS_ASSIGN_OR_FAIL(o, c.infer<g::MatmulOp>(probs, v));
+  TESSERA_TS_ASSIGN_OR_FAIL(ot, c.transpose(o, {0, 2, 1, 3}));
+  ArrayRef<int64_t> qs = shapeOf(query);
+  TESSERA_TS_ASSIGN_OR_FAIL(merged, c.reshape(ot, {qs[0], qs[1], embed}));
+  if (weights) {
+    *weights = probs;
+    if (average) {
+      TESSERA_TS_ASSIGN_OR_FAIL(
+          m, c.infer<g::ReduceMeanOp>(probs, c.builder().getDenseI64ArrayAttr({1}),
+                                      c.builder().getBoolAttr(false)));
+      *weights = m;
+    }
+  }
+  return linearOf(c, merged, projWeight, projBias);
+}
+
+/// _native_multi_head_attention(query, key, value, embed_dim, num_head,
+/// qkv_weight, qkv_bias, proj_weight, proj_bias, mask, need_weights,
+/// average_attn_weights, mask_type) -> (output, weights)
+LogicalResult nativeMultiHeadAttention(OpContext &c) {
+  if (!c.isNone(9))
+    return c.unsupported("an attention mask in the fused attention kernel");
+  SmallVector<Value> t;
+  for (size_t i : {0, 1, 2, 5, 6, 7, 8}) {
+    TESSERA_TS_ASSIGN_OR_FAIL(v, c.tensor(i));
+    t.push_back(v);
+  }
+  TESSERA_TS_ASSIGN_OR_FAIL(embed, c.getInt(3));
+  TESSERA_TS_ASSIGN_OR_FAIL(heads, c.getInt(4));
+  TESSERA_TS_ASSIGN_OR_FAIL(needWeights, c.getBool(10));
+  TESSERA_TS_ASSIGN_OR_FAIL(average, c.getBool(11));
+  bool wantWeights = needWeights && c.node()->output(1)->hasUses();
+  Value weights;
+  TESSERA_TS_ASSIGN_OR_FAIL(out, attention(c, t[0], t[1], t[2], embed, heads,
+                                           t[3], t[4], t[5], t[6],
+                                           wantWeights ? &weights : nullptr,
+                                           average));
+  if (failed(c.setResult(0, out)))
+    return failure();
+  if (wantWeights)
+    return c.setResult(1, weights);
+  if (c.node()->output(1)->hasUses())
+    return c.setResult(1, c.splat(elementOf(out), {0}, 0)); // PyTorch: empty
+  return success();
+}
+
+/// _transformer_encoder_layer_fwd(src, embed_dim, num_heads, qkv_weight,
+/// qkv_bias, proj_weight, proj_bias, use_gelu, norm_first, eps,
+/// norm_weight_1, norm_bias_1, norm_weight_2, norm_bias_2, ffn_weight_1,
+/// ffn_bias_1, ffn_weight_2, ffn_bias_2, mask, mask_type)
+LogicalResult transformerEncoderLayer(OpContext &c) {
+  if (!c.isNone(18))
+    return c.unsupported("an attention mask in the fused encoder-layer kernel");
+  SmallVector<Value> t(18);
+  for (size_t i : {0, 3, 4, 5, 6, 10, 11, 12, 13, 14, 15, 16, 17}) {
+    TESSERA_TS_ASSIGN_OR_FAIL(v, c.tensor(i));
+    t[i] = v;
+  }
+  TESSERA_TS_ASSIGN_OR_FAIL(embed, c.getInt(1));
+  TESSERA_TS_ASSIGN_OR_FAIL(heads, c.getInt(2));
+  TESSERA_TS_ASSIGN_OR_FAIL(useGelu, c.getBool(7));
+  TESSERA_TS_ASSIGN_OR_FAIL(normFirst, c.getBool(8));
+  TESSERA_TS_ASSIGN_OR_FAIL(eps, c.getDouble(9));
+  Value src = t[0];
+  if (rankOf(src) != 3)
+    return c.error() << "expects batch-first [B, S, E] input, got "
+                     << g::formatShape(shapeOf(src));
+  auto &b = c.builder();
+  auto norm = [&](Value x, Value w, Value bias) {
+    return c.infer<g::LayerNormOp>(x, w, bias, b.getI64IntegerAttr(2),
+                                   b.getF64FloatAttr(eps));
+  };
+  auto selfAttention = [&](Value x) {
+    return attention(c, x, x, x, embed, heads, t[3], t[4], t[5], t[6]);
+  };
+  auto feedForward = [&](Value x) -> FailureOr<Value> {
+    TESSERA_TS_ASSIGN_OR_FAIL(h, linearOf(c, x, t[14], t[15]));
+    Value act;
+    if (useGelu) {
+      TESSERA_TS_ASSIGN_OR_FAIL(gl, geluOf(c, h, /*tanh=*/false));
+      act = gl;
+    } else {
+      TESSERA_TS_ASSIGN_OR_FAIL(r, c.build<g::ReluOp>(h.getType(), h));
+      act = r;
+    }
+    return linearOf(c, act, t[16], t[17]);
+  };
+  Value x = src;
+  if (normFirst) {
+    TESSERA_TS_ASSIGN_OR_FAIL(n1, norm(x, t[10], t[11]));
+    TESSERA_TS_ASSIGN_OR_FAIL(a, selfAttention(n1));
+    TESSERA_TS_ASSIGN_OR_FAIL(x1, c.infer<g::AddOp>(x, a));
+    TESSERA_TS_ASSIGN_OR_FAIL(n2, norm(x1, t[12], t[13]));
+    TESSERA_TS_ASSIGN_OR_FAIL(f, feedForward(n2));
+    TESSERA_TS_ASSIGN_OR_FAIL(x2, c.infer<g::AddOp>(x1, f));
+    return c.setResult(x2);
+  }
+  TESSERA_TS_ASSIGN_OR_FAIL(a, selfAttention(x));
+  TESSERA_TS_ASSIGN_OR_FAIL(s1, c.infer<g::AddOp>(x, a));
+  TESSERA_TS_ASSIGN_OR_FAIL(x1, norm(s1, t[10], t[11]));
+  TESSERA_TS_ASSIGN_OR_FAIL(f, feedForward(x1));
+  TESSERA_TS_ASSIGN_OR_FAIL(s2, c.infer<g::AddOp>(x1, f));
+  TESSERA_TS_ASSIGN_OR_FAIL(x2, norm(s2, t[12], t[13]));
+  return c.setResult(x2);
+}
+
+} // namespace
+
+const llvm::StringMap<AtenConverter> &atenConverters() {
+  static const llvm::StringMap<AtenConverter> kConverters = {
+      // Elementwise
+      {"aten::relu", unary<g::ReluOp>},
+      {"aten::sigmoid", unary<g::SigmoidOp>},
+      {"aten::tanh", unary<g::TanhOp>},
+      {"aten::exp", unary<g::ExpOp>},
+      {"aten::log", unary<g::LogOp>},
+      {"aten::sqrt", unary<g::SqrtOp>},
+      {"aten::rsqrt", unary<g::RsqrtOp>},
+      {"aten::reciprocal", unary<g::ReciprocalOp>},
+      {"aten::neg", unary<g::NegOp>},
+      {"aten::abs", unary<g::AbsOp>},
+      {"aten::sign", unary<g::SignOp>},
+      {"aten::erf", unary<g::ErfOp>},
+      {"aten::sin", unary<g::SinOp>},
+      {"aten::cos", unary<g::CosOp>},
+      {"aten::floor", unary<g::FloorOp>},
+      {"aten::ceil", unary<g::CeilOp>},
+      {"aten::round", unary<g::RoundOp>},
+      {"aten::hardswish", unary<g::HardSwishOp>},
+      {"aten::hardsigmoid", hardsigmoid},
+      {"aten::hardtanh", hardtanh},
+      {"aten::relu6", relu6},
+      {"aten::clamp", clamp},
+      {"aten::clip", clamp},
+      {"aten::silu", silu},
+      {"aten::mish", mish},
+      {"aten::gelu", gelu},
+      {"aten::leaky_relu", leakyRelu},
+      {"aten::elu", elu},
+      {"aten::softplus", softplus},
+      {"aten::add", addSub<g::AddOp>},
+      {"aten::sub", addSub<g::SubOp>},
+      {"aten::rsub", addSub<g::SubOp, true>},
+      {"aten::mul", binary<g::MulOp>},
+      {"aten::div", div},
+      {"aten::floor_divide", floorDivide},
+      {"aten::pow", binary<g::PowOp>},
+      {"aten::maximum", binary<g::MaxOp>},
+      {"aten::minimum", binary<g::MinOp>},
+      {"aten::eq", compare<g::EqualOp>},
+      {"aten::ne", compare<g::EqualOp, true>},
+      {"aten::lt", compare<g::LessOp>},
+      {"aten::le", compare<g::LessEqualOp>},
+      {"aten::gt", compare<g::GreaterOp>},
+      {"aten::ge", compare<g::GreaterEqualOp>},
+      {"aten::logical_and", logical<g::AndOp>},
+      {"aten::logical_or", logical<g::OrOp>},
+      {"aten::logical_xor", logical<g::XorOp>},
+      {"aten::logical_not", logicalNot},
+      {"aten::where", where},
+      {"aten::masked_fill", maskedFill},
+      {"aten::to", to},
+      {"aten::type_as", to},
+      // Identities in inference
+      {"aten::dropout", dropout},
+      {"aten::feature_dropout", dropout},
+      {"aten::alpha_dropout", dropout},
+      {"aten::feature_alpha_dropout", dropout},
+      {"aten::contiguous", identity},
+      {"aten::clone", identity},
+      {"aten::detach", identity},
+      // Linear algebra
+      {"aten::matmul", matmul},
+      {"aten::mm", matmul},
+      {"aten::bmm", matmul},
+      {"aten::linear", linear},
+      {"aten::t", t},
+      {"aten::addmm", addmm},
+      {"aten::baddbmm", addmm},
+      // Convolution and pooling
+      {"aten::_convolution", convolution},
+      {"aten::convolution", convolution},
+      {"aten::conv1d", convNd},
+      {"aten::conv2d", convNd},
+      {"aten::conv3d", convNd},
+      {"aten::max_pool1d", maxPool},
+      {"aten::max_pool2d", maxPool},
+      {"aten::max_pool3d", maxPool},
+      {"aten::avg_pool1d", avgPool},
+      {"aten::avg_pool2d", avgPool},
+      {"aten::avg_pool3d", avgPool},
+      {"aten::adaptive_avg_pool1d", adaptivePool<g::ReduceMeanOp, false>},
+      {"aten::adaptive_avg_pool2d", adaptivePool<g::ReduceMeanOp, false>},
+      {"aten::adaptive_avg_pool3d", adaptivePool<g::ReduceMeanOp, false>},
+      {"aten::adaptive_max_pool1d", adaptivePool<g::ReduceMaxOp, true>},
+      {"aten::adaptive_max_pool2d", adaptivePool<g::ReduceMaxOp, true>},
+      {"aten::adaptive_max_pool3d", adaptivePool<g::ReduceMaxOp, true>},
+      // Normalisation
+      {"aten::batch_norm", batchNorm},
+      {"aten::layer_norm", layerNorm},
+      {"aten::group_norm", groupNorm},
+      {"aten::instance_norm", instanceNorm},
+      {"aten::softmax", softmax<g::SoftmaxOp>},
+      {"aten::log_softmax", softmax<g::LogSoftmaxOp>},
+      // Reductions
+      {"aten::mean", reduce<g::ReduceMeanOp>},
+      {"aten::sum", reduce<g::ReduceSumOp>},
+      {"aten::amax", reduceExtreme<g::ReduceMaxOp>},
+      {"aten::amin", reduceExtreme<g::ReduceMinOp>},
+      {"aten::max", maxMin<g::ReduceMaxOp, g::MaxOp, g::ArgMaxOp>},
+      {"aten::min", maxMin<g::ReduceMinOp, g::MinOp, g::ArgMinOp>},
+      {"aten::argmax", argReduce<g::ArgMaxOp>},
+      {"aten::argmin", argReduce<g::ArgMinOp>},
+      // Shapes and data movement
+      {"aten::view", view},
+      {"aten::reshape", view},
+      {"aten::view_as", viewAs},
+      {"aten::reshape_as", viewAs},
+      {"aten::flatten", flatten},
+      {"aten::unflatten", unflatten},
+      {"aten::permute", permute},
+      {"aten::transpose", transposeDims},
+      {"aten::unsqueeze", unsqueeze},
+      {"aten::squeeze", squeeze},
+      {"aten::expand", expandOp},
+      {"aten::expand_as", expandAs},
+      {"aten::repeat", repeat},
+      {"aten::cat", cat},
+      {"aten::concat", cat},
+      {"aten::stack", stack},
+      {"aten::slice", slice},
+      {"aten::narrow", narrow},
+      {"aten::select", select},
+      {"aten::chunk", chunk},
+      {"aten::split", split},
+      {"aten::split_with_sizes", split},
+      {"aten::unbind", unbind},
+      {"aten::roll", roll},
+      {"aten::index_select", indexSelect},
+      {"aten::embedding", embedding},
+      {"aten::gather", gather},
+      {"aten::constant_pad_nd", pad},
+      {"aten::pad", pad},
+      {"aten::reflection_pad1d", pad},
+      {"aten::reflection_pad2d", pad},
+      {"aten::replication_pad1d", pad},
+      {"aten::replication_pad2d", pad},
+      {"aten::zeros_like", filled<0>},
+      {"aten::ones_like", filled<1>},
+      {"aten::full_like", filled<0>},
+      {"aten::new_zeros", filled<0>},
+      {"aten::new_empty", filled<0>},
+      {"aten::new_ones", filled<1>},
+      {"aten::new_full", filled<0>},
+      // Fused inference kernels
+      {"aten::_native_multi_head_attention", nativeMultiHeadAttention},
+      {"aten::_transformer_encoder_layer_fwd", transformerEncoderLayer},
+  };
+  return kConverters;
+}
+
+} // namespace tessera::torchscript_importer
