@@ -160,27 +160,42 @@ private:
 
 int fail() { return 1; }
 
-/// True if `loc` points into a text file the SourceMgr handler can quote.
-bool hasSourceLine(Location loc) {
+/// The file position inside `loc` ("model.py:12:5"), looking through the
+/// module-path names TorchScript locations carry; empty if there is none.
+std::optional<FileLineColLoc> sourcePosition(Location loc) {
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return sourcePosition(name.getChildLoc());
   auto file = dyn_cast<FileLineColLoc>(loc);
-  return file && file.getLine() > 0;
+  if (file && file.getLine() > 0)
+    return file;
+  return std::nullopt;
 }
 
+/// True if `loc` points into a text file the SourceMgr handler can quote
+/// (an .mlir input, or the Python source of a TorchScript module).
+bool hasSourceLine(Location loc) { return sourcePosition(loc).has_value(); }
+
 /// Diagnostics at ONNX node locations (`loc("node")`) or at the model file
-/// itself print as "model.onnx: error: ..." instead of "<unknown>:0:".
+/// itself print as "model.onnx: error: ..." instead of "<unknown>:0:"; their
+/// notes print at their own source line when they have one.
 LogicalResult printModelDiagnostic(Diagnostic &diag, StringRef modelPath) {
   if (hasSourceLine(diag.getLocation()))
-    return failure(); // let the SourceMgr handler quote the .mlir line
+    return failure(); // let the SourceMgr handler quote the line
   auto print = [&](Diagnostic &d, StringRef severity) {
-    llvm::errs() << modelPath << ": " << severity << ": " << d.str() << "\n";
+    if (auto pos = sourcePosition(d.getLocation()))
+      llvm::errs() << pos->getFilename().getValue() << ":" << pos->getLine()
+                   << ":" << pos->getColumn();
+    else
+      llvm::errs() << modelPath;
+    llvm::errs() << ": " << severity << ": " << d.str() << "\n";
   };
   StringRef severity = diag.getSeverity() == DiagnosticSeverity::Error
                            ? "error"
                        : diag.getSeverity() == DiagnosticSeverity::Warning
                            ? "warning"
-                           : diag.getSeverity() == DiagnosticSeverity::Note
-                                 ? "note"
-                                 : "remark";
+                       : diag.getSeverity() == DiagnosticSeverity::Note
+                           ? "note"
+                           : "remark";
   print(diag, severity);
   for (Diagnostic &note : diag.getNotes())
     print(note, "note");

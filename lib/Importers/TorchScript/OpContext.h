@@ -92,6 +92,10 @@ public:
   const ImportedValue &input(size_t i) const;
   /// The schema's name of argument `i` ("weight"), for messages and names.
   std::string argName(size_t i) const;
+  /// The name a constant tensor input becomes a global under: its
+  /// attribute path for a frozen parameter ("layer1.0.conv1.weight"), else
+  /// the module path and argument name.
+  std::string constantName(size_t i) const;
   bool isNone(size_t i) const { return i >= numInputs() || input(i).isNone(); }
   bool isTensor(size_t i) const;
   /// Input `i` as a device tensor; constant tensors and Python scalars are

@@ -108,6 +108,31 @@ static bool isViewOp(jit::Node *n) {
   return kViews.contains(n->kind().toQualString());
 }
 
+/// Operators that ask about a tensor's type (shape, dtype, device) rather
+/// than compute on its values; answered at compile time.
+static bool isTensorQuery(StringRef kind) {
+  static const llvm::StringSet<> kQueries = {
+      "aten::size", "aten::dim", "aten::numel", "aten::len", "prim::dtype",
+      "aten::is_floating_point", "prim::device", "prim::layout",
+      "aten::__is__", "aten::__isnot__", "prim::is_cuda", "prim::is_nested",
+      "prim::is_quantized", "prim::is_sparse", "prim::is_mkldnn",
+      "prim::is_xpu", "prim::is_meta", "prim::is_vulkan", "prim::requires_grad",
+      "prim::is_sparse_csr", "prim::is_ipu", "prim::is_mps", "prim::is_ort",
+      "aten::Int", "aten::Float", "aten::Bool", "aten::item",
+      "aten::ScalarImplicit", "aten::FloatImplicit", "aten::IntImplicit"};
+  return kQueries.contains(kind);
+}
+
+/// True if `kind` (or its functional form, for an in-place `kind_`) has an
+/// aten converter.
+static bool hasConverter(StringRef kind) {
+  const auto &converters = atenConverters();
+  if (converters.count(kind))
+    return true;
+  return kind.ends_with("_") && !kind.ends_with("__") &&
+         converters.count(kind.drop_back());
+}
+
 class GraphEvaluator {
 public:
   GraphEvaluator(MLIRContext *context, const ImportOptions &options)
@@ -668,6 +693,11 @@ LogicalResult GraphEvaluator::evalNode(jit::Node *n) {
   if (anyFailed && kind != "prim::Loop") {
     if (kind == "prim::If")
       return failure();
+    // Still list this operator if it would be unsupported too, so that one
+    // compile names every missing operator.
+    if (!StringRef(kind).starts_with("prim::") && !isTensorQuery(kind) &&
+        !hasConverter(kind) && unsupportedKinds_.insert(kind).second)
+      unsupported_.push_back({kind, loc});
     for (const jit::Value *out : n->outputs())
       bind(out, ImportedValue());
     return success();
@@ -724,6 +754,8 @@ LogicalResult GraphEvaluator::evalNode(jit::Node *n) {
   if (allConstant && n->maybeOperator() && !n->isNondeterministic())
     return evalNatively(n, loc);
 
+  if (!hasConverter(kind) && isTensorQuery(kind))
+    return emitError(loc) << kind << " cannot be answered for this value";
   const auto &converters = atenConverters();
   auto converter = converters.find(kind);
   bool inPlace = false;
@@ -780,6 +812,17 @@ LogicalResult GraphEvaluator::flattenOutput(const ImportedValue &v,
       for (const c10::IValue &e : elements)
         if (failed(flattenOutput(ImportedValue::ofConstant(e), loc, out)))
           return failure();
+      return success();
+    }
+    if (v.constant.isInt() || v.constant.isDouble() || v.constant.isBool()) {
+      // A Python number the model returns becomes a 0-d tensor output.
+      at::Tensor t = v.constant.isInt()      ? at::scalar_tensor(v.constant.toInt(), at::kLong)
+                     : v.constant.isDouble() ? at::scalar_tensor(v.constant.toDouble(), at::kFloat)
+                                             : at::scalar_tensor(v.constant.toBool(), at::kBool);
+      auto value = materialize(t, loc, "output");
+      if (failed(value))
+        return failure();
+      out.push_back(*value);
       return success();
     }
     return emitError(loc) << "the model returns a " << v.constant.tagKind()
@@ -856,6 +899,18 @@ std::string OpContext::argName(size_t i) const {
   return "input" + std::to_string(i);
 }
 
+std::string OpContext::constantName(size_t i) const {
+  // Frozen parameters keep their attribute path: "self.layer1.0.conv1.weight".
+  const jit::Value *v = node_->input(i);
+  if (v->hasDebugName()) {
+    StringRef name = v->debugName();
+    if (name.consume_front("self."))
+      return name.str();
+  }
+  std::string path = evaluator_.modulePath(node_);
+  return path.empty() ? argName(i) : path + "." + argName(i);
+}
+
 bool OpContext::isTensor(size_t i) const {
   if (i >= numInputs())
     return false;
@@ -872,11 +927,8 @@ FailureOr<Value> OpContext::tensor(size_t i, Type scalarType) {
     return v.tensor;
   if (v.kind == ImportedValue::Kind::Constant) {
     const c10::IValue &c = v.constant;
-    if (c.isTensor()) {
-      std::string path = evaluator_.modulePath(node_);
-      std::string name = path.empty() ? argName(i) : path + "." + argName(i);
-      return evaluator_.materialize(c.toTensor(), loc_, name);
-    }
+    if (c.isTensor())
+      return evaluator_.materialize(c.toTensor(), loc_, constantName(i));
     if (c.isDouble() || c.isInt() || c.isBool()) {
       Type type = scalarType;
       if (!type)
@@ -978,9 +1030,8 @@ FailureOr<SmallVector<Value>> OpContext::tensorList(size_t i) {
     }
     if (e.kind != ImportedValue::Kind::Constant || !e.constant.isTensor())
       return error() << "argument '" << argName(i) << "' must be a list of tensors";
-    TESSERA_TS_ASSIGN_OR_FAIL(t, evaluator_.materialize(
-                                     e.constant.toTensor(), loc_,
-                                     evaluator_.modulePath(node_) + "." + argName(i)));
+    TESSERA_TS_ASSIGN_OR_FAIL(
+        t, evaluator_.materialize(e.constant.toTensor(), loc_, constantName(i)));
     out.push_back(t);
   }
   return out;
