@@ -18,15 +18,18 @@ import torch
 from conftest import run, tool
 import export_model
 
-# Each runs on the IPU model. vgg11 (133 M parameters) and maxvit_t (einsum)
-# are compiled by test_import_only / listed as unsupported instead.
+# Each runs on the IPU model.
 TORCHVISION = [
     "alexnet", "resnet18", "squeezenet1_1", "shufflenet_v2_x0_5",
     "mobilenet_v2", "mobilenet_v3_small", "mnasnet0_5", "efficientnet_b0",
-    "regnet_x_400mf", "googlenet", "densenet121", "convnext_tiny", "vit_b_32",
-    "swin_t", "resnext50_32x4d", "inception_v3", "efficientnet_v2_s",
-    "wide_resnet50_2",
+    "regnet_x_400mf", "googlenet", "densenet121", "resnext50_32x4d",
+    "inception_v3", "efficientnet_v2_s", "wide_resnet50_2", "vgg11",
+    "convnext_tiny", "vit_b_32",
 ]
+# Imported (graph phase, static shapes, output 1x1000) but not yet run on the
+# IPU model: the tile mapper fails on the stride-2 slices of swin_t's patch
+# merging (an internal error in ipu-map-tiles).
+IMPORT_ONLY = ["swin_t"]
 
 
 def save(module, example, path, script=False):
@@ -56,12 +59,39 @@ def compile_and_run(pt, arg, example, tmp_path, expected):
 @pytest.mark.parametrize("name", TORCHVISION)
 def test_torchvision_traced(name, tmp_path):
     model, example, _ = export_model.build(name)
+    with torch.no_grad():
+        # Zero-initialised layers (vit's head) would make the output 0.
+        for p in model.parameters():
+            if not p.any():
+                p.normal_(0, 0.02)
     pt = tmp_path / f"{name}.pt"
     save(model, example, pt)
     x = torch.randn(*example.shape, generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         expected = model(x).numpy()
     compile_and_run(pt, "x", x, tmp_path, expected)
+
+
+@pytest.mark.parametrize("name", IMPORT_ONLY)
+def test_torchvision_import(name, tmp_path):
+    model, example, _ = export_model.build(name)
+    pt = tmp_path / f"{name}.pt"
+    save(model, example, pt)
+    result = run([tool("tessera-compile"), str(pt), "--input-shape", "x=1x3x224x224",
+                  "--compile-to=graph", "--summary", "--no-output"])
+    assert result.returncode == 0, result.stderr
+    outputs = next(l for l in result.stdout.splitlines() if l.startswith("outputs"))
+    assert outputs.endswith("1x1000xf32"), result.stdout
+
+
+def test_maxvit_lists_einsum(tmp_path):
+    model, example, _ = export_model.build("maxvit_t")
+    pt = tmp_path / "maxvit_t.pt"
+    save(model, example, pt)
+    result = run([tool("tessera-compile"), str(pt), "--input-shape", "x=1x3x224x224",
+                  "--compile-to=graph", "--no-output"])
+    assert result.returncode == 1
+    assert "1 unsupported TorchScript operator: aten::einsum" in result.stderr, result.stderr
 
 
 @pytest.mark.parametrize("script", [False, True], ids=["traced", "scripted"])

@@ -217,7 +217,8 @@ Location GraphEvaluator::locOf(jit::Node *n) {
   if (auto flc = range.file_line_col())
     loc = FileLineColLoc::get(context_, std::get<0>(*flc),
                               static_cast<unsigned>(std::get<1>(*flc)),
-                              static_cast<unsigned>(std::get<2>(*flc)));
+                              // TorchScript counts columns from 0, MLIR from 1
+                              static_cast<unsigned>(std::get<2>(*flc)) + 1);
   std::string path = modulePath(n);
   if (!path.empty())
     loc = NameLoc::get(StringAttr::get(context_, path), loc);

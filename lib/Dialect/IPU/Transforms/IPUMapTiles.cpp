@@ -218,7 +218,8 @@ public:
           double amp)
       : module_(module), main_(main), target_(target),
         numTiles_(target.totalTiles()),
-        budget_(static_cast<int64_t>(amp * target.bytesPerTile)) {}
+        budget_(static_cast<int64_t>(amp * target.bytesPerTile)),
+        weightBytesOnTile_(numTiles_, 0) {}
 
   LogicalResult plan();
   LogicalResult rewrite();
@@ -262,6 +263,7 @@ private:
     DenseMap<Value, int64_t> vars;
     llvm::StringMap<int64_t> globalVars;
     DenseMap<Operation *, size_t> planOf;
+    std::vector<int64_t> weightBytesOnTile;
   };
   Snapshot snapshot() const {
     return {prog_.variables.size(),
@@ -269,7 +271,8 @@ private:
             mappingUndo_.size(),
             vars_,
             globalVars_,
-            planOf_};
+            planOf_,
+            weightBytesOnTile_};
   }
   void restore(Snapshot s) {
     prog_.variables.resize(s.numVariables);
@@ -282,6 +285,7 @@ private:
     vars_ = std::move(s.vars);
     globalVars_ = std::move(s.globalVars);
     planOf_ = std::move(s.planOf);
+    weightBytesOnTile_ = std::move(s.weightBytesOnTile);
   }
   std::vector<std::pair<size_t, TileMapping>> mappingUndo_;
   /// Set while planOpOrSplit compares options (cheaper costing).
@@ -302,6 +306,10 @@ private:
   DenseMap<Value, int64_t> vars_;
   /// Weights loaded more than once share one variable.
   llvm::StringMap<int64_t> globalVars_;
+  /// Bytes of weights placed on each tile so far (see weightOffset).
+  std::vector<int64_t> weightBytesOnTile_;
+  int64_t weightOffset(const TileMapping &out, const TileMapping &weight,
+                       int64_t elementBytes);
   std::vector<Plan> plans_;
   DenseMap<Operation *, size_t> planOf_;
   int64_t computeSets_ = 0;
@@ -716,12 +724,63 @@ LogicalResult Planner::planGeneric(Plan &plan) {
         vars_[in.value] = globalVars_[load.getGlobal().getLeafReference()];
         continue;
       }
-      addVariable(in.value, *aligned);
+      TileMapping placed = *aligned;
+      if (in.value.getDefiningOp<ml_program::GlobalLoadConstOp>())
+        placed.firstTile +=
+            weightOffset(plan.mapping, placed, elementBytes(in.value.getType()));
+      addVariable(in.value, placed);
     } else {
       placeLinear(in.value);
     }
   }
   return success();
+}
+
+int64_t Planner::weightOffset(const TileMapping &out, const TileMapping &weight,
+                              int64_t elementBytes) {
+  // A weight follows some of the output's dims (a matmul's columns); its
+  // pieces can sit on the output pieces of any one block of the other dims
+  // (rows), each as near to the pieces that read it. Always taking block 0
+  // puts every layer's weights on the same first tiles (a transformer's
+  // overflow tile 0 while most tiles hold none): take the block whose tiles
+  // hold the fewest weight bytes so far.
+  std::vector<int64_t> perDim = out.piecesPerDim();
+  std::vector<int64_t> blockDims;
+  int64_t blocks = 1;
+  for (size_t j = 0; j < perDim.size(); ++j)
+    if (out.tileStrides[j] > 0 && perDim[j] > 1 &&
+        !llvm::is_contained(weight.tileStrides, out.tileStrides[j])) {
+      blockDims.push_back(j);
+      blocks *= perDim[j];
+    }
+  std::vector<std::pair<int64_t, int64_t>> pieces; // tile, bytes
+  weight.forEachPiece([&](int64_t tile, const runtime::Box &box) {
+    pieces.push_back({tile, box.numElements() * elementBytes});
+  });
+  auto offsetOf = [&](int64_t block) {
+    int64_t offset = 0;
+    for (auto it = blockDims.rbegin(); it != blockDims.rend(); ++it) {
+      offset += (block % perDim[*it]) * out.tileStrides[*it];
+      block /= perDim[*it];
+    }
+    return offset;
+  };
+  // Try at most 64 blocks, spread over all of them.
+  constexpr int64_t kMaxBlocksTried = 64;
+  int64_t step = std::max<int64_t>(1, blocks / kMaxBlocksTried);
+  int64_t bestOffset = 0, bestLoad = INT64_MAX;
+  for (int64_t block = 0; block < blocks; block += step) {
+    int64_t offset = offsetOf(block), load = 0;
+    for (auto [tile, bytes] : pieces)
+      load = std::max(load, weightBytesOnTile_[tile + offset] + bytes);
+    if (load < bestLoad) {
+      bestLoad = load;
+      bestOffset = offset;
+    }
+  }
+  for (auto [tile, bytes] : pieces)
+    weightBytesOnTile_[tile + bestOffset] += bytes;
+  return bestOffset;
 }
 
 LogicalResult Planner::planOp(linalg::GenericOp generic) {
