@@ -84,7 +84,7 @@ def test_torchvision_import(name, tmp_path):
     assert outputs.endswith("1x1000xf32"), result.stdout
 
 
-def test_maxvit_lists_einsum(tmp_path):
+def test_maxvit_t_lists_einsum(tmp_path):
     model, example, _ = export_model.build("maxvit_t")
     pt = tmp_path / "maxvit_t.pt"
     save(model, example, pt)

@@ -225,7 +225,12 @@ int main(int argc, char **argv) {
                               "Tessera ahead-of-time compiler for IPUs\n");
 
   if (listTorchScriptOps) {
-    for (const std::string &op : tessera::torchscript_importer::supportedOperators())
+    auto ops = tessera::torchscript_importer::supportedOperators();
+    if (!ops) {
+      llvm::errs() << "error: " << llvm::toString(ops.takeError()) << "\n";
+      return 1;
+    }
+    for (const std::string &op : *ops)
       llvm::outs() << op << "\n";
     return 0;
   }

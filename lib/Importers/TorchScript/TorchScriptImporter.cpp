@@ -18,7 +18,6 @@
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringSet.h"
-#include "llvm/Support/MemoryBuffer.h"
 
 #include <ATen/ops/scalar_tensor.h>
 #include <torch/csrc/jit/api/module.h>
@@ -1109,17 +1108,13 @@ LogicalResult OpContext::unsupported(const Twine &what) {
 // Entry points
 //===----------------------------------------------------------------------===//
 
-bool isTorchScriptArchive(StringRef contents) {
-  return contents.starts_with(StringRef("PK\x03\x04", 4));
-}
-
-OwningOpRef<ModuleOp> importTorchScriptModule(StringRef bytes,
-                                              MLIRContext *context,
-                                              const ImportOptions &options) {
+static OwningOpRef<ModuleOp> importModule(StringRef bytes,
+                                          MLIRContext *context,
+                                          const ImportOptions &options) {
   context->loadDialect<graph::GraphDialect, func::FuncDialect,
                        ml_program::MLProgramDialect>();
   Location loc = FileLineColLoc::get(context, options.modelName, 0, 0);
-  if (!isTorchScriptArchive(bytes)) {
+  if (!bytes.starts_with(StringRef("PK\x03\x04", 4))) {
     emitError(loc) << "not a TorchScript archive (torch.jit.save writes a zip "
                       "file; this one does not start like one)";
     return nullptr;
@@ -1160,22 +1155,7 @@ OwningOpRef<ModuleOp> importTorchScriptModule(StringRef bytes,
   }
 }
 
-OwningOpRef<ModuleOp> importTorchScriptFile(StringRef path,
-                                            MLIRContext *context,
-                                            ImportOptions options) {
-  auto file = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                          /*RequiresNullTerminator=*/false);
-  if (!file) {
-    emitError(UnknownLoc::get(context))
-        << "cannot read '" << path << "': " << file.getError().message();
-    return nullptr;
-  }
-  if (options.modelName == ImportOptions().modelName)
-    options.modelName = path.str();
-  return importTorchScriptModule((*file)->getBuffer(), context, options);
-}
-
-std::vector<std::string> supportedOperators() {
+static std::vector<std::string> operatorNames() {
   std::vector<std::string> names;
   for (const auto &entry : atenConverters())
     names.push_back(entry.getKey().str());
@@ -1184,3 +1164,20 @@ std::vector<std::string> supportedOperators() {
 }
 
 } // namespace tessera::torchscript_importer
+
+// The plugin's entry points, found by name by PluginLoader.cpp (same
+// compiler and MLIR build on both sides, so C++ types cross).
+extern "C" __attribute__((visibility("default"))) mlir::Operation *
+tesseraImportTorchScript(const char *data, size_t size,
+                         mlir::MLIRContext *context,
+                         const tessera::torchscript_importer::ImportOptions *options) {
+  return tessera::torchscript_importer::importModule(StringRef(data, size),
+                                                     context, *options)
+      .release()
+      .getOperation();
+}
+
+extern "C" __attribute__((visibility("default"))) void
+tesseraTorchScriptOperators(std::vector<std::string> *names) {
+  *names = tessera::torchscript_importer::operatorNames();
+}

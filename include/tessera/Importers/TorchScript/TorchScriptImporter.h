@@ -17,8 +17,11 @@
 // through the context's engine and the import returns null.
 //
 // No libtorch type appears here: the Python package and the tools include
-// this header without libtorch's headers. File I/O stays at the edge:
-// importTorchScriptModule() takes the archive's bytes.
+// this header without libtorch's headers. The importer itself is a plugin
+// (libTesseraTorchScriptPlugin.so) loaded on first use, so that tools which
+// never see a TorchScript module do not pay for loading libtorch (~0.8 s per
+// process). File I/O stays at the edge: importTorchScriptModule() takes the
+// archive's bytes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -28,6 +31,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
 
 #include <cstdint>
 #include <map>
@@ -66,8 +70,8 @@ importTorchScriptFile(llvm::StringRef path, mlir::MLIRContext *context,
 
 /// Names of the aten operators the importer converts to graph ops (besides
 /// these, any operator is evaluated at compile time when its inputs are
-/// constants).
-std::vector<std::string> supportedOperators();
+/// constants); an error if the plugin cannot be loaded.
+llvm::Expected<std::vector<std::string>> supportedOperators();
 
 } // namespace tessera::torchscript_importer
 
