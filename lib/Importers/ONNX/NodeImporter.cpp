@@ -156,16 +156,7 @@ Value NodeImporter::constant(DenseElementsAttr value) {
 }
 
 Value NodeImporter::splat(Type elementType, ArrayRef<int64_t> shape, double v) {
-  auto type = RankedTensorType::get(shape, elementType);
-  Attribute element;
-  if (auto ft = dyn_cast<FloatType>(elementType)) {
-    element = FloatAttr::get(ft, v);
-  } else if (elementType.isInteger(1)) {
-    element = builder().getBoolAttr(v != 0);
-  } else {
-    element = IntegerAttr::get(elementType, static_cast<int64_t>(v));
-  }
-  return constant(DenseElementsAttr::get(type, element));
+  return graph::createSplatConstant(builder(), loc_, elementType, shape, v);
 }
 
 Value NodeImporter::i64Constant(ArrayRef<int64_t> values) {

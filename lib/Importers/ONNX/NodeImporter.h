@@ -13,6 +13,7 @@
 #define TESSERA_LIB_IMPORTERS_ONNX_NODEIMPORTER_H
 
 #include "tessera/Dialect/Graph/IR/Graph.h"
+#include "tessera/Dialect/Graph/IR/OpBuilding.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -98,12 +99,6 @@ private:
   mlir::Operation *lastInitializer_ = nullptr;
 };
 
-/// Unwraps a FailureOr<T> into `var` or returns failure from the caller.
-#define TESSERA_ASSIGN_OR_FAIL(var, expr)                                      \
-  auto var##OrFailure = (expr);                                                \
-  if (::mlir::failed(var##OrFailure))                                          \
-    return ::mlir::failure();                                                  \
-  auto var = std::move(*var##OrFailure)
 
 class NodeImporter {
 public:

@@ -92,11 +92,11 @@ FailureOr<Type> resultType(OpContext &c, ArrayRef<size_t> operands) {
 
 /// Operands `i` and `j` as tensors of their common type.
 FailureOr<std::pair<Value, Value>> promoted(OpContext &c, size_t i, size_t j) {
-  TESSERA_TS_ASSIGN_OR_FAIL(type, resultType(c, {i, j}));
-  TESSERA_TS_ASSIGN_OR_FAIL(a, c.tensor(i, type));
-  TESSERA_TS_ASSIGN_OR_FAIL(b, c.tensor(j, type));
-  TESSERA_TS_ASSIGN_OR_FAIL(ac, c.castTo(a, type));
-  TESSERA_TS_ASSIGN_OR_FAIL(bc, c.castTo(b, type));
+  TESSERA_ASSIGN_OR_FAIL(type, resultType(c, {i, j}));
+  TESSERA_ASSIGN_OR_FAIL(a, c.tensor(i, type));
+  TESSERA_ASSIGN_OR_FAIL(b, c.tensor(j, type));
+  TESSERA_ASSIGN_OR_FAIL(ac, c.castTo(a, type));
+  TESSERA_ASSIGN_OR_FAIL(bc, c.castTo(b, type));
   return std::make_pair(ac, bc);
 }
 
@@ -112,26 +112,26 @@ FailureOr<Value> scaled(OpContext &c, Value v, double factor) {
 //===----------------------------------------------------------------------===//
 
 template <typename OpTy> LogicalResult unary(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
   if (!isa<FloatType>(elementOf(x)) &&
       (std::is_same_v<OpTy, g::ExpOp> || std::is_same_v<OpTy, g::LogOp> ||
        std::is_same_v<OpTy, g::SqrtOp> || std::is_same_v<OpTy, g::SigmoidOp> ||
        std::is_same_v<OpTy, g::TanhOp>)) {
-    TESSERA_TS_ASSIGN_OR_FAIL(f, c.castTo(x, c.builder().getF32Type()));
+    TESSERA_ASSIGN_OR_FAIL(f, c.castTo(x, c.builder().getF32Type()));
     x = f;
   }
-  TESSERA_TS_ASSIGN_OR_FAIL(v, c.build<OpTy>(x.getType(), x));
+  TESSERA_ASSIGN_OR_FAIL(v, c.build<OpTy>(x.getType(), x));
   return c.setResult(v);
 }
 
 LogicalResult identity(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
   return c.setResult(x);
 }
 
 LogicalResult dropout(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(p, c.getDouble(1));
-  TESSERA_TS_ASSIGN_OR_FAIL(train, c.getBool(2));
+  TESSERA_ASSIGN_OR_FAIL(p, c.getDouble(1));
+  TESSERA_ASSIGN_OR_FAIL(train, c.getBool(2));
   if (train && p != 0)
     return c.unsupported("dropout in training mode (call model.eval() "
                          "before saving, or train=False)");
@@ -143,72 +143,72 @@ LogicalResult clampTo(OpContext &c, Value x, std::optional<double> lo,
   auto attr = [&](std::optional<double> v) {
     return v ? c.builder().getF64FloatAttr(*v) : FloatAttr();
   };
-  TESSERA_TS_ASSIGN_OR_FAIL(v, c.build<g::ClampOp>(x.getType(), x, attr(lo), attr(hi)));
+  TESSERA_ASSIGN_OR_FAIL(v, c.build<g::ClampOp>(x.getType(), x, attr(lo), attr(hi)));
   return c.setResult(v);
 }
 
 LogicalResult clamp(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
   // clamp.Tensor: bounds computed on the device clamp through max/min.
   if (c.isTensor(1) || c.isTensor(2)) {
     Value v = x;
     if (!c.isNone(1)) {
-      TESSERA_TS_ASSIGN_OR_FAIL(lo, c.tensor(1, elementOf(x)));
-      TESSERA_TS_ASSIGN_OR_FAIL(m, c.infer<g::MaxOp>(v, lo));
+      TESSERA_ASSIGN_OR_FAIL(lo, c.tensor(1, elementOf(x)));
+      TESSERA_ASSIGN_OR_FAIL(m, c.infer<g::MaxOp>(v, lo));
       v = m;
     }
     if (!c.isNone(2)) {
-      TESSERA_TS_ASSIGN_OR_FAIL(hi, c.tensor(2, elementOf(x)));
-      TESSERA_TS_ASSIGN_OR_FAIL(m, c.infer<g::MinOp>(v, hi));
+      TESSERA_ASSIGN_OR_FAIL(hi, c.tensor(2, elementOf(x)));
+      TESSERA_ASSIGN_OR_FAIL(m, c.infer<g::MinOp>(v, hi));
       v = m;
     }
     return c.setResult(v);
   }
   std::optional<double> lo, hi;
   if (!c.isNone(1)) {
-    TESSERA_TS_ASSIGN_OR_FAIL(v, c.getDouble(1));
+    TESSERA_ASSIGN_OR_FAIL(v, c.getDouble(1));
     lo = v;
   }
   if (!c.isNone(2)) {
-    TESSERA_TS_ASSIGN_OR_FAIL(v, c.getDouble(2));
+    TESSERA_ASSIGN_OR_FAIL(v, c.getDouble(2));
     hi = v;
   }
   return clampTo(c, x, lo, hi);
 }
 
 LogicalResult hardtanh(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
-  TESSERA_TS_ASSIGN_OR_FAIL(lo, c.getDouble(1));
-  TESSERA_TS_ASSIGN_OR_FAIL(hi, c.getDouble(2));
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(lo, c.getDouble(1));
+  TESSERA_ASSIGN_OR_FAIL(hi, c.getDouble(2));
   return clampTo(c, x, lo, hi);
 }
 
 LogicalResult relu6(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
   return clampTo(c, x, 0.0, 6.0);
 }
 
 LogicalResult hardsigmoid(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
   auto &b = c.builder();
-  TESSERA_TS_ASSIGN_OR_FAIL(v, c.build<g::HardSigmoidOp>(
+  TESSERA_ASSIGN_OR_FAIL(v, c.build<g::HardSigmoidOp>(
                                    x.getType(), x, b.getF64FloatAttr(1.0 / 6),
                                    b.getF64FloatAttr(0.5)));
   return c.setResult(v);
 }
 
 LogicalResult silu(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
-  TESSERA_TS_ASSIGN_OR_FAIL(s, c.build<g::SigmoidOp>(x.getType(), x));
-  TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<g::MulOp>(x, s));
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(s, c.build<g::SigmoidOp>(x.getType(), x));
+  TESSERA_ASSIGN_OR_FAIL(v, c.infer<g::MulOp>(x, s));
   return c.setResult(v);
 }
 
 LogicalResult mish(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
-  TESSERA_TS_ASSIGN_OR_FAIL(sp, c.build<g::SoftplusOp>(x.getType(), x));
-  TESSERA_TS_ASSIGN_OR_FAIL(t, c.build<g::TanhOp>(x.getType(), sp));
-  TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<g::MulOp>(x, t));
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(sp, c.build<g::SoftplusOp>(x.getType(), x));
+  TESSERA_ASSIGN_OR_FAIL(t, c.build<g::TanhOp>(x.getType(), sp));
+  TESSERA_ASSIGN_OR_FAIL(v, c.infer<g::MulOp>(x, t));
   return c.setResult(v);
 }
 
@@ -217,123 +217,123 @@ LogicalResult mish(OpContext &c) {
 FailureOr<Value> geluOf(OpContext &c, Value x, bool tanh) {
   Value inner;
   if (!tanh) {
-    TESSERA_TS_ASSIGN_OR_FAIL(s, scaled(c, x, M_SQRT1_2));
-    TESSERA_TS_ASSIGN_OR_FAIL(e, c.build<g::ErfOp>(x.getType(), s));
+    TESSERA_ASSIGN_OR_FAIL(s, scaled(c, x, M_SQRT1_2));
+    TESSERA_ASSIGN_OR_FAIL(e, c.build<g::ErfOp>(x.getType(), s));
     inner = e;
   } else {
-    TESSERA_TS_ASSIGN_OR_FAIL(x2, c.infer<g::MulOp>(x, x));
-    TESSERA_TS_ASSIGN_OR_FAIL(x3, c.infer<g::MulOp>(x2, x));
-    TESSERA_TS_ASSIGN_OR_FAIL(k, scaled(c, x3, 0.044715));
-    TESSERA_TS_ASSIGN_OR_FAIL(sum, c.infer<g::AddOp>(x, k));
-    TESSERA_TS_ASSIGN_OR_FAIL(s, scaled(c, sum, std::sqrt(2.0 / M_PI)));
-    TESSERA_TS_ASSIGN_OR_FAIL(th, c.build<g::TanhOp>(x.getType(), s));
+    TESSERA_ASSIGN_OR_FAIL(x2, c.infer<g::MulOp>(x, x));
+    TESSERA_ASSIGN_OR_FAIL(x3, c.infer<g::MulOp>(x2, x));
+    TESSERA_ASSIGN_OR_FAIL(k, scaled(c, x3, 0.044715));
+    TESSERA_ASSIGN_OR_FAIL(sum, c.infer<g::AddOp>(x, k));
+    TESSERA_ASSIGN_OR_FAIL(s, scaled(c, sum, std::sqrt(2.0 / M_PI)));
+    TESSERA_ASSIGN_OR_FAIL(th, c.build<g::TanhOp>(x.getType(), s));
     inner = th;
   }
-  TESSERA_TS_ASSIGN_OR_FAIL(one, c.infer<g::AddOp>(inner, c.scalar(elementOf(x), 1)));
-  TESSERA_TS_ASSIGN_OR_FAIL(half, scaled(c, x, 0.5));
+  TESSERA_ASSIGN_OR_FAIL(one, c.infer<g::AddOp>(inner, c.scalar(elementOf(x), 1)));
+  TESSERA_ASSIGN_OR_FAIL(half, scaled(c, x, 0.5));
   return c.infer<g::MulOp>(half, one);
 }
 
 LogicalResult gelu(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
   std::string approximate = "none";
   if (c.numInputs() > 1) {
-    TESSERA_TS_ASSIGN_OR_FAIL(a, c.getString(1));
+    TESSERA_ASSIGN_OR_FAIL(a, c.getString(1));
     approximate = a;
   }
   if (approximate != "none" && approximate != "tanh")
     return c.unsupported("gelu approximate='" + approximate + "'");
-  TESSERA_TS_ASSIGN_OR_FAIL(v, geluOf(c, x, approximate == "tanh"));
+  TESSERA_ASSIGN_OR_FAIL(v, geluOf(c, x, approximate == "tanh"));
   return c.setResult(v);
 }
 
 LogicalResult leakyRelu(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
   double slope = 0.01;
   if (c.numInputs() > 1) {
-    TESSERA_TS_ASSIGN_OR_FAIL(s, c.getDouble(1));
+    TESSERA_ASSIGN_OR_FAIL(s, c.getDouble(1));
     slope = s;
   }
-  TESSERA_TS_ASSIGN_OR_FAIL(v, c.build<g::LeakyReluOp>(
+  TESSERA_ASSIGN_OR_FAIL(v, c.build<g::LeakyReluOp>(
                                    x.getType(), x, c.builder().getF64FloatAttr(slope)));
   return c.setResult(v);
 }
 
 LogicalResult elu(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
-  TESSERA_TS_ASSIGN_OR_FAIL(alpha, c.getDouble(1));
-  TESSERA_TS_ASSIGN_OR_FAIL(scale, c.getDouble(2));
-  TESSERA_TS_ASSIGN_OR_FAIL(inputScale, c.getDouble(3));
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(alpha, c.getDouble(1));
+  TESSERA_ASSIGN_OR_FAIL(scale, c.getDouble(2));
+  TESSERA_ASSIGN_OR_FAIL(inputScale, c.getDouble(3));
   if (inputScale != 1)
     return c.unsupported("elu with input_scale != 1");
-  TESSERA_TS_ASSIGN_OR_FAIL(e, c.build<g::EluOp>(x.getType(), x,
+  TESSERA_ASSIGN_OR_FAIL(e, c.build<g::EluOp>(x.getType(), x,
                                                  c.builder().getF64FloatAttr(alpha)));
-  TESSERA_TS_ASSIGN_OR_FAIL(v, scaled(c, e, scale));
+  TESSERA_ASSIGN_OR_FAIL(v, scaled(c, e, scale));
   return c.setResult(v);
 }
 
 LogicalResult softplus(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
-  TESSERA_TS_ASSIGN_OR_FAIL(beta, c.getDouble(1));
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(beta, c.getDouble(1));
   // log(1 + e^(beta x)) / beta; the threshold (linear above it) changes the
   // result by less than e^-threshold.
-  TESSERA_TS_ASSIGN_OR_FAIL(bx, scaled(c, x, beta));
-  TESSERA_TS_ASSIGN_OR_FAIL(sp, c.build<g::SoftplusOp>(x.getType(), bx));
-  TESSERA_TS_ASSIGN_OR_FAIL(v, scaled(c, sp, 1 / beta));
+  TESSERA_ASSIGN_OR_FAIL(bx, scaled(c, x, beta));
+  TESSERA_ASSIGN_OR_FAIL(sp, c.build<g::SoftplusOp>(x.getType(), bx));
+  TESSERA_ASSIGN_OR_FAIL(v, scaled(c, sp, 1 / beta));
   return c.setResult(v);
 }
 
 /// add/sub(self, other, alpha): self ± alpha * other; rsub swaps.
 template <typename OpTy, bool Reversed = false>
 LogicalResult addSub(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(operands, promoted(c, 0, 1));
+  TESSERA_ASSIGN_OR_FAIL(operands, promoted(c, 0, 1));
   auto [a, b] = operands;
   if (Reversed)
     std::swap(a, b);
   double alpha = 1;
   if (c.numInputs() > 2 && !c.isNone(2)) {
-    TESSERA_TS_ASSIGN_OR_FAIL(al, c.getDouble(2));
+    TESSERA_ASSIGN_OR_FAIL(al, c.getDouble(2));
     alpha = al;
   }
-  TESSERA_TS_ASSIGN_OR_FAIL(bs, scaled(c, b, alpha));
-  TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<OpTy>(a, bs));
+  TESSERA_ASSIGN_OR_FAIL(bs, scaled(c, b, alpha));
+  TESSERA_ASSIGN_OR_FAIL(v, c.infer<OpTy>(a, bs));
   return c.setResult(v);
 }
 
 template <typename OpTy> LogicalResult binary(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(operands, promoted(c, 0, 1));
-  TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<OpTy>(operands.first, operands.second));
+  TESSERA_ASSIGN_OR_FAIL(operands, promoted(c, 0, 1));
+  TESSERA_ASSIGN_OR_FAIL(v, c.infer<OpTy>(operands.first, operands.second));
   return c.setResult(v);
 }
 
 LogicalResult div(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(operands, promoted(c, 0, 1));
+  TESSERA_ASSIGN_OR_FAIL(operands, promoted(c, 0, 1));
   auto [a, b] = operands;
   std::string mode;
   if (c.numInputs() > 2 && !c.isNone(2)) {
-    TESSERA_TS_ASSIGN_OR_FAIL(m, c.getString(2));
+    TESSERA_ASSIGN_OR_FAIL(m, c.getString(2));
     mode = m;
   }
   if (mode.empty() && !isa<FloatType>(elementOf(a))) {
     // True division of integers gives floats.
-    TESSERA_TS_ASSIGN_OR_FAIL(af, c.castTo(a, c.builder().getF32Type()));
-    TESSERA_TS_ASSIGN_OR_FAIL(bf, c.castTo(b, c.builder().getF32Type()));
+    TESSERA_ASSIGN_OR_FAIL(af, c.castTo(a, c.builder().getF32Type()));
+    TESSERA_ASSIGN_OR_FAIL(bf, c.castTo(b, c.builder().getF32Type()));
     a = af;
     b = bf;
   }
   if (mode == "floor" && !isa<FloatType>(elementOf(a)))
     return c.unsupported("floor division of integer tensors");
-  TESSERA_TS_ASSIGN_OR_FAIL(q, c.infer<g::DivOp>(a, b));
+  TESSERA_ASSIGN_OR_FAIL(q, c.infer<g::DivOp>(a, b));
   if (mode == "floor") {
-    TESSERA_TS_ASSIGN_OR_FAIL(f, c.build<g::FloorOp>(q.getType(), q));
+    TESSERA_ASSIGN_OR_FAIL(f, c.build<g::FloorOp>(q.getType(), q));
     return c.setResult(f);
   }
   if (mode == "trunc" && isa<FloatType>(elementOf(a))) {
     // trunc(q) = sign(q) * floor(|q|)
-    TESSERA_TS_ASSIGN_OR_FAIL(abs, c.build<g::AbsOp>(q.getType(), q));
-    TESSERA_TS_ASSIGN_OR_FAIL(fl, c.build<g::FloorOp>(q.getType(), abs));
-    TESSERA_TS_ASSIGN_OR_FAIL(sg, c.build<g::SignOp>(q.getType(), q));
-    TESSERA_TS_ASSIGN_OR_FAIL(t, c.infer<g::MulOp>(fl, sg));
+    TESSERA_ASSIGN_OR_FAIL(abs, c.build<g::AbsOp>(q.getType(), q));
+    TESSERA_ASSIGN_OR_FAIL(fl, c.build<g::FloorOp>(q.getType(), abs));
+    TESSERA_ASSIGN_OR_FAIL(sg, c.build<g::SignOp>(q.getType(), q));
+    TESSERA_ASSIGN_OR_FAIL(t, c.infer<g::MulOp>(fl, sg));
     return c.setResult(t);
   }
   if (!mode.empty() && mode != "trunc" && mode != "floor")
@@ -343,20 +343,20 @@ LogicalResult div(OpContext &c) {
 }
 
 LogicalResult floorDivide(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(operands, promoted(c, 0, 1));
+  TESSERA_ASSIGN_OR_FAIL(operands, promoted(c, 0, 1));
   if (!isa<FloatType>(elementOf(operands.first)))
     return c.unsupported("floor_divide of integer tensors");
-  TESSERA_TS_ASSIGN_OR_FAIL(q, c.infer<g::DivOp>(operands.first, operands.second));
-  TESSERA_TS_ASSIGN_OR_FAIL(f, c.build<g::FloorOp>(q.getType(), q));
+  TESSERA_ASSIGN_OR_FAIL(q, c.infer<g::DivOp>(operands.first, operands.second));
+  TESSERA_ASSIGN_OR_FAIL(f, c.build<g::FloorOp>(q.getType(), q));
   return c.setResult(f);
 }
 
 template <typename OpTy, bool Negate = false>
 LogicalResult compare(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(operands, promoted(c, 0, 1));
-  TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<OpTy>(operands.first, operands.second));
+  TESSERA_ASSIGN_OR_FAIL(operands, promoted(c, 0, 1));
+  TESSERA_ASSIGN_OR_FAIL(v, c.infer<OpTy>(operands.first, operands.second));
   if (Negate) {
-    TESSERA_TS_ASSIGN_OR_FAIL(n, c.build<g::NotOp>(v.getType(), v));
+    TESSERA_ASSIGN_OR_FAIL(n, c.build<g::NotOp>(v.getType(), v));
     return c.setResult(n);
   }
   return c.setResult(v);
@@ -364,18 +364,18 @@ LogicalResult compare(OpContext &c) {
 
 template <typename OpTy> LogicalResult logical(OpContext &c) {
   Type i1 = c.builder().getI1Type();
-  TESSERA_TS_ASSIGN_OR_FAIL(a, c.tensor(0, i1));
-  TESSERA_TS_ASSIGN_OR_FAIL(b, c.tensor(1, i1));
-  TESSERA_TS_ASSIGN_OR_FAIL(ab, c.castTo(a, i1));
-  TESSERA_TS_ASSIGN_OR_FAIL(bb, c.castTo(b, i1));
-  TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<OpTy>(ab, bb));
+  TESSERA_ASSIGN_OR_FAIL(a, c.tensor(0, i1));
+  TESSERA_ASSIGN_OR_FAIL(b, c.tensor(1, i1));
+  TESSERA_ASSIGN_OR_FAIL(ab, c.castTo(a, i1));
+  TESSERA_ASSIGN_OR_FAIL(bb, c.castTo(b, i1));
+  TESSERA_ASSIGN_OR_FAIL(v, c.infer<OpTy>(ab, bb));
   return c.setResult(v);
 }
 
 LogicalResult logicalNot(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
-  TESSERA_TS_ASSIGN_OR_FAIL(b, c.castTo(x, c.builder().getI1Type()));
-  TESSERA_TS_ASSIGN_OR_FAIL(v, c.build<g::NotOp>(b.getType(), b));
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(b, c.castTo(x, c.builder().getI1Type()));
+  TESSERA_ASSIGN_OR_FAIL(v, c.build<g::NotOp>(b.getType(), b));
   return c.setResult(v);
 }
 
@@ -384,23 +384,23 @@ LogicalResult where(OpContext &c) {
   if (c.numInputs() < 3)
     return c.unsupported("where(condition) (its shape depends on the data)");
   Type i1 = c.builder().getI1Type();
-  TESSERA_TS_ASSIGN_OR_FAIL(cond, c.tensor(0, i1));
-  TESSERA_TS_ASSIGN_OR_FAIL(cb, c.castTo(cond, i1));
-  TESSERA_TS_ASSIGN_OR_FAIL(operands, promoted(c, 1, 2));
-  TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<g::SelectOp>(cb, operands.first,
+  TESSERA_ASSIGN_OR_FAIL(cond, c.tensor(0, i1));
+  TESSERA_ASSIGN_OR_FAIL(cb, c.castTo(cond, i1));
+  TESSERA_ASSIGN_OR_FAIL(operands, promoted(c, 1, 2));
+  TESSERA_ASSIGN_OR_FAIL(v, c.infer<g::SelectOp>(cb, operands.first,
                                                     operands.second));
   return c.setResult(v);
 }
 
 /// masked_fill(self, mask, value)
 LogicalResult maskedFill(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
   Type i1 = c.builder().getI1Type();
-  TESSERA_TS_ASSIGN_OR_FAIL(mask, c.tensor(1, i1));
-  TESSERA_TS_ASSIGN_OR_FAIL(mb, c.castTo(mask, i1));
-  TESSERA_TS_ASSIGN_OR_FAIL(value, c.tensor(2, elementOf(x)));
-  TESSERA_TS_ASSIGN_OR_FAIL(vc, c.castTo(value, elementOf(x)));
-  TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<g::SelectOp>(mb, vc, x));
+  TESSERA_ASSIGN_OR_FAIL(mask, c.tensor(1, i1));
+  TESSERA_ASSIGN_OR_FAIL(mb, c.castTo(mask, i1));
+  TESSERA_ASSIGN_OR_FAIL(value, c.tensor(2, elementOf(x)));
+  TESSERA_ASSIGN_OR_FAIL(vc, c.castTo(value, elementOf(x)));
+  TESSERA_ASSIGN_OR_FAIL(v, c.infer<g::SelectOp>(mb, vc, x));
   if (shapeOf(v) != shapeOf(x))
     return c.error() << "the mask " << g::formatShape(shapeOf(mb))
                      << " does not broadcast to the tensor "
@@ -410,21 +410,21 @@ LogicalResult maskedFill(OpContext &c) {
 
 /// to(self, ...) / type_as(self, other): only the dtype matters here.
 LogicalResult to(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
   Type target = elementOf(x);
   for (size_t i = 1; i < c.numInputs(); ++i) {
     std::string name = c.argName(i);
     if (name == "dtype" && !c.isNone(i)) {
-      TESSERA_TS_ASSIGN_OR_FAIL(d, c.getInt(i));
+      TESSERA_ASSIGN_OR_FAIL(d, c.getInt(i));
       target = elementTypeOf(static_cast<c10::ScalarType>(d), c.context());
     } else if (name == "other") {
-      TESSERA_TS_ASSIGN_OR_FAIL(o, c.tensor(i));
+      TESSERA_ASSIGN_OR_FAIL(o, c.tensor(i));
       target = elementOf(o);
     }
   }
   if (!target)
     return c.unsupported("this dtype");
-  TESSERA_TS_ASSIGN_OR_FAIL(v, c.castTo(x, target));
+  TESSERA_ASSIGN_OR_FAIL(v, c.castTo(x, target));
   return c.setResult(v);
 }
 
@@ -433,8 +433,8 @@ LogicalResult to(OpContext &c) {
 //===----------------------------------------------------------------------===//
 
 LogicalResult matmul(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(operands, promoted(c, 0, 1));
-  TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<g::MatmulOp>(operands.first, operands.second));
+  TESSERA_ASSIGN_OR_FAIL(operands, promoted(c, 0, 1));
+  TESSERA_ASSIGN_OR_FAIL(v, c.infer<g::MatmulOp>(operands.first, operands.second));
   return c.setResult(v);
 }
 
@@ -448,28 +448,28 @@ LogicalResult transposeLast2(OpContext &c, Value w, Value &out) {
   for (int64_t i = 0; i < r; ++i)
     perm.push_back(i);
   std::swap(perm[r - 1], perm[r - 2]);
-  TESSERA_TS_ASSIGN_OR_FAIL(t, c.transpose(w, perm));
+  TESSERA_ASSIGN_OR_FAIL(t, c.transpose(w, perm));
   out = t;
   return success();
 }
 
 /// linear(input, weight, bias): input @ weight^T + bias
 LogicalResult linear(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
-  TESSERA_TS_ASSIGN_OR_FAIL(w, c.tensor(1));
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(w, c.tensor(1));
   Value wt;
   if (failed(transposeLast2(c, w, wt)))
     return failure();
-  TESSERA_TS_ASSIGN_OR_FAIL(y, c.infer<g::MatmulOp>(x, wt));
+  TESSERA_ASSIGN_OR_FAIL(y, c.infer<g::MatmulOp>(x, wt));
   if (c.isNone(2))
     return c.setResult(y);
-  TESSERA_TS_ASSIGN_OR_FAIL(b, c.tensor(2));
-  TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<g::AddOp>(y, b));
+  TESSERA_ASSIGN_OR_FAIL(b, c.tensor(2));
+  TESSERA_ASSIGN_OR_FAIL(v, c.infer<g::AddOp>(y, b));
   return c.setResult(v);
 }
 
 LogicalResult t(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
   if (rankOf(x) > 2)
     return c.error() << "expects a tensor of at most 2 dims, got "
                      << g::formatShape(shapeOf(x));
@@ -481,17 +481,17 @@ LogicalResult t(OpContext &c) {
 
 /// addmm / baddbmm(self, a, b, beta, alpha): beta * self + alpha * (a @ b)
 LogicalResult addmm(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(self, c.tensor(0));
-  TESSERA_TS_ASSIGN_OR_FAIL(a, c.tensor(1));
-  TESSERA_TS_ASSIGN_OR_FAIL(b, c.tensor(2));
-  TESSERA_TS_ASSIGN_OR_FAIL(beta, c.getDouble(3));
-  TESSERA_TS_ASSIGN_OR_FAIL(alpha, c.getDouble(4));
-  TESSERA_TS_ASSIGN_OR_FAIL(ab, c.infer<g::MatmulOp>(a, b));
-  TESSERA_TS_ASSIGN_OR_FAIL(sab, scaled(c, ab, alpha));
+  TESSERA_ASSIGN_OR_FAIL(self, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(a, c.tensor(1));
+  TESSERA_ASSIGN_OR_FAIL(b, c.tensor(2));
+  TESSERA_ASSIGN_OR_FAIL(beta, c.getDouble(3));
+  TESSERA_ASSIGN_OR_FAIL(alpha, c.getDouble(4));
+  TESSERA_ASSIGN_OR_FAIL(ab, c.infer<g::MatmulOp>(a, b));
+  TESSERA_ASSIGN_OR_FAIL(sab, scaled(c, ab, alpha));
   if (beta == 0)
     return c.setResult(sab);
-  TESSERA_TS_ASSIGN_OR_FAIL(ss, scaled(c, self, beta));
-  TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<g::AddOp>(sab, ss));
+  TESSERA_ASSIGN_OR_FAIL(ss, scaled(c, self, beta));
+  TESSERA_ASSIGN_OR_FAIL(v, c.infer<g::AddOp>(sab, ss));
   return c.setResult(v);
 }
 
@@ -501,7 +501,7 @@ LogicalResult addmm(OpContext &c) {
 
 /// A per-spatial-dim list: one value repeats for every dim.
 FailureOr<Ints> spatial(OpContext &c, size_t i, int64_t k, StringRef what) {
-  TESSERA_TS_ASSIGN_OR_FAIL(v, c.getInts(i));
+  TESSERA_ASSIGN_OR_FAIL(v, c.getInts(i));
   if (v.size() == 1)
     v.assign(k, v.front());
   if (static_cast<int64_t>(v.size()) != k)
@@ -520,15 +520,15 @@ Ints symmetricPads(ArrayRef<int64_t> pads) {
 /// `transposed` already rejected; `padding` may be "same" or "valid".
 LogicalResult convWith(OpContext &c, size_t strideArg, size_t padArg,
                        size_t dilationArg, size_t groupsArg) {
-  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
-  TESSERA_TS_ASSIGN_OR_FAIL(w, c.tensor(1));
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(w, c.tensor(1));
   int64_t k = rankOf(w) - 2;
   if (k < 1 || rankOf(x) != k + 2)
     return c.error() << "input " << g::formatShape(shapeOf(x)) << " and weight "
                      << g::formatShape(shapeOf(w)) << " do not make a convolution";
-  TESSERA_TS_ASSIGN_OR_FAIL(strides, spatial(c, strideArg, k, "stride"));
-  TESSERA_TS_ASSIGN_OR_FAIL(dilations, spatial(c, dilationArg, k, "dilation"));
-  TESSERA_TS_ASSIGN_OR_FAIL(groups, c.getInt(groupsArg));
+  TESSERA_ASSIGN_OR_FAIL(strides, spatial(c, strideArg, k, "stride"));
+  TESSERA_ASSIGN_OR_FAIL(dilations, spatial(c, dilationArg, k, "dilation"));
+  TESSERA_ASSIGN_OR_FAIL(groups, c.getInt(groupsArg));
   Ints pads;
   const ImportedValue &pad = c.input(padArg);
   if (pad.kind == ImportedValue::Kind::Constant && pad.constant.isString()) {
@@ -545,16 +545,16 @@ LogicalResult convWith(OpContext &c, size_t strideArg, size_t padArg,
                        << mode << "'";
     }
   } else {
-    TESSERA_TS_ASSIGN_OR_FAIL(p, spatial(c, padArg, k, "padding"));
+    TESSERA_ASSIGN_OR_FAIL(p, spatial(c, padArg, k, "padding"));
     pads = symmetricPads(p);
   }
   Value bias;
   if (!c.isNone(2)) {
-    TESSERA_TS_ASSIGN_OR_FAIL(b, c.tensor(2));
+    TESSERA_ASSIGN_OR_FAIL(b, c.tensor(2));
     bias = b;
   }
   auto &b = c.builder();
-  TESSERA_TS_ASSIGN_OR_FAIL(
+  TESSERA_ASSIGN_OR_FAIL(
       v, c.infer<g::ConvOp>(x, w, bias, b.getDenseI64ArrayAttr(strides),
                             b.getDenseI64ArrayAttr(pads),
                             b.getDenseI64ArrayAttr(dilations),
@@ -565,7 +565,7 @@ LogicalResult convWith(OpContext &c, size_t strideArg, size_t padArg,
 /// _convolution / convolution(input, weight, bias, stride, padding,
 /// dilation, transposed, output_padding, groups, ...)
 LogicalResult convolution(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(transposed, c.getBool(6));
+  TESSERA_ASSIGN_OR_FAIL(transposed, c.getBool(6));
   if (transposed)
     return c.unsupported("transposed convolution (ConvTranspose) from "
                          "TorchScript");
@@ -575,28 +575,40 @@ LogicalResult convolution(OpContext &c) {
 /// conv1d/2d/3d(input, weight, bias, stride, padding, dilation, groups)
 LogicalResult convNd(OpContext &c) { return convWith(c, 3, 4, 5, 6); }
 
-/// max_poolNd(self, kernel_size, stride, padding, dilation, ceil_mode)
-LogicalResult maxPool(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+/// The window of a pooling op: (self, kernel_size, stride, padding, ...),
+/// with an empty stride meaning the kernel size.
+struct PoolWindow {
+  Value input;
+  Ints kernel, strides, pads;
+};
+FailureOr<PoolWindow> poolWindow(OpContext &c) {
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
   int64_t k = rankOf(x) - 2;
   if (k < 1)
     return c.error() << "input must be N x C x spatial..., got "
                      << g::formatShape(shapeOf(x));
-  TESSERA_TS_ASSIGN_OR_FAIL(kernel, spatial(c, 1, k, "kernel_size"));
-  TESSERA_TS_ASSIGN_OR_FAIL(given, c.getInts(2));
+  TESSERA_ASSIGN_OR_FAIL(kernel, spatial(c, 1, k, "kernel_size"));
+  TESSERA_ASSIGN_OR_FAIL(given, c.getInts(2));
   Ints strides = given;
   if (given.empty())
     strides = kernel;
   else if (given.size() == 1)
     strides.assign(k, given.front());
-  TESSERA_TS_ASSIGN_OR_FAIL(pads, spatial(c, 3, k, "padding"));
-  TESSERA_TS_ASSIGN_OR_FAIL(dilations, spatial(c, 4, k, "dilation"));
-  TESSERA_TS_ASSIGN_OR_FAIL(ceil, c.getBool(5));
+  TESSERA_ASSIGN_OR_FAIL(pads, spatial(c, 3, k, "padding"));
+  return PoolWindow{x, kernel, strides, symmetricPads(pads)};
+}
+
+/// max_poolNd(self, kernel_size, stride, padding, dilation, ceil_mode)
+LogicalResult maxPool(OpContext &c) {
+  TESSERA_ASSIGN_OR_FAIL(w, poolWindow(c));
+  int64_t k = w.kernel.size();
+  TESSERA_ASSIGN_OR_FAIL(dilations, spatial(c, 4, k, "dilation"));
+  TESSERA_ASSIGN_OR_FAIL(ceil, c.getBool(5));
   auto &b = c.builder();
-  TESSERA_TS_ASSIGN_OR_FAIL(
-      v, c.infer<g::MaxPoolOp>(x, b.getDenseI64ArrayAttr(kernel),
-                               b.getDenseI64ArrayAttr(strides),
-                               b.getDenseI64ArrayAttr(symmetricPads(pads)),
+  TESSERA_ASSIGN_OR_FAIL(
+      v, c.infer<g::MaxPoolOp>(w.input, b.getDenseI64ArrayAttr(w.kernel),
+                               b.getDenseI64ArrayAttr(w.strides),
+                               b.getDenseI64ArrayAttr(w.pads),
                                b.getDenseI64ArrayAttr(dilations),
                                b.getBoolAttr(ceil)));
   return c.setResult(v);
@@ -605,28 +617,17 @@ LogicalResult maxPool(OpContext &c) {
 /// avg_poolNd(self, kernel_size, stride, padding, ceil_mode,
 /// count_include_pad, divisor_override)
 LogicalResult avgPool(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
-  int64_t k = rankOf(x) - 2;
-  if (k < 1)
-    return c.error() << "input must be N x C x spatial..., got "
-                     << g::formatShape(shapeOf(x));
-  TESSERA_TS_ASSIGN_OR_FAIL(kernel, spatial(c, 1, k, "kernel_size"));
-  TESSERA_TS_ASSIGN_OR_FAIL(given, c.getInts(2));
-  Ints strides = given;
-  if (given.empty())
-    strides = kernel;
-  else if (given.size() == 1)
-    strides.assign(k, given.front());
-  TESSERA_TS_ASSIGN_OR_FAIL(pads, spatial(c, 3, k, "padding"));
-  TESSERA_TS_ASSIGN_OR_FAIL(ceil, c.getBool(4));
-  TESSERA_TS_ASSIGN_OR_FAIL(includePad, c.getBool(5));
+  TESSERA_ASSIGN_OR_FAIL(w, poolWindow(c));
+  int64_t k = w.kernel.size();
+  TESSERA_ASSIGN_OR_FAIL(ceil, c.getBool(4));
+  TESSERA_ASSIGN_OR_FAIL(includePad, c.getBool(5));
   if (c.numInputs() > 6 && !c.isNone(6))
     return c.unsupported("avg_pool with divisor_override");
   auto &b = c.builder();
-  TESSERA_TS_ASSIGN_OR_FAIL(
-      v, c.infer<g::AvgPoolOp>(x, b.getDenseI64ArrayAttr(kernel),
-                               b.getDenseI64ArrayAttr(strides),
-                               b.getDenseI64ArrayAttr(symmetricPads(pads)),
+  TESSERA_ASSIGN_OR_FAIL(
+      v, c.infer<g::AvgPoolOp>(w.input, b.getDenseI64ArrayAttr(w.kernel),
+                               b.getDenseI64ArrayAttr(w.strides),
+                               b.getDenseI64ArrayAttr(w.pads),
                                b.getDenseI64ArrayAttr(Ints(k, 1)),
                                b.getBoolAttr(ceil), b.getBoolAttr(includePad)));
   return c.setResult(v);
@@ -636,8 +637,8 @@ LogicalResult avgPool(OpContext &c) {
 /// plain pooling when every input size is a multiple of the output size.
 template <typename ReduceOp, bool Max>
 LogicalResult adaptivePool(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
-  TESSERA_TS_ASSIGN_OR_FAIL(outSize, c.getInts(1));
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(outSize, c.getInts(1));
   int64_t k = outSize.size();
   if (k < 1 || rankOf(x) < k + 1)
     return c.error() << "output_size has " << k << " entries for input "
@@ -649,7 +650,7 @@ LogicalResult adaptivePool(OpContext &c) {
     Ints axes;
     for (int64_t d = first; d < rankOf(x); ++d)
       axes.push_back(d);
-    TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<ReduceOp>(x, c.builder().getDenseI64ArrayAttr(axes),
+    TESSERA_ASSIGN_OR_FAIL(v, c.infer<ReduceOp>(x, c.builder().getDenseI64ArrayAttr(axes),
                                                    c.builder().getBoolAttr(true)));
     if (Max && c.node()->outputs().size() > 1 && c.node()->output(1)->hasUses())
       return c.unsupported("the indices of adaptive_max_pool");
@@ -670,13 +671,13 @@ LogicalResult adaptivePool(OpContext &c) {
   if (!batched) { // C x spatial: add N
     Ints s = {1};
     s.append(shapeOf(x).begin(), shapeOf(x).end());
-    TESSERA_TS_ASSIGN_OR_FAIL(r, c.reshape(x, s));
+    TESSERA_ASSIGN_OR_FAIL(r, c.reshape(x, s));
     input = r;
   }
   auto &b = c.builder();
   Value v;
   if (Max) {
-    TESSERA_TS_ASSIGN_OR_FAIL(
+    TESSERA_ASSIGN_OR_FAIL(
         p, c.infer<g::MaxPoolOp>(input, b.getDenseI64ArrayAttr(kernel),
                                  b.getDenseI64ArrayAttr(kernel),
                                  b.getDenseI64ArrayAttr(Ints(2 * k, 0)),
@@ -684,7 +685,7 @@ LogicalResult adaptivePool(OpContext &c) {
                                  b.getBoolAttr(false)));
     v = p;
   } else {
-    TESSERA_TS_ASSIGN_OR_FAIL(
+    TESSERA_ASSIGN_OR_FAIL(
         p, c.infer<g::AvgPoolOp>(input, b.getDenseI64ArrayAttr(kernel),
                                  b.getDenseI64ArrayAttr(kernel),
                                  b.getDenseI64ArrayAttr(Ints(2 * k, 0)),
@@ -693,7 +694,7 @@ LogicalResult adaptivePool(OpContext &c) {
     v = p;
   }
   if (!batched) {
-    TESSERA_TS_ASSIGN_OR_FAIL(r, c.reshape(v, shapeOf(v).drop_front()));
+    TESSERA_ASSIGN_OR_FAIL(r, c.reshape(v, shapeOf(v).drop_front()));
     v = r;
   }
   return c.setResult(v);
@@ -714,8 +715,8 @@ FailureOr<Value> parameterOr(OpContext &c, size_t i, Type elem,
 /// batch_norm(input, weight, bias, running_mean, running_var, training,
 /// momentum, eps, cudnn_enabled)
 LogicalResult batchNorm(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
-  TESSERA_TS_ASSIGN_OR_FAIL(training, c.getBool(5));
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(training, c.getBool(5));
   if (training || c.isNone(3) || c.isNone(4))
     return c.unsupported("batch_norm with batch statistics (training mode, "
                          "or track_running_stats=False)");
@@ -724,12 +725,12 @@ LogicalResult batchNorm(OpContext &c) {
                      << g::formatShape(shapeOf(x));
   Type elem = elementOf(x);
   int64_t channels = shapeOf(x)[1];
-  TESSERA_TS_ASSIGN_OR_FAIL(scale, parameterOr(c, 1, elem, {channels}, 1));
-  TESSERA_TS_ASSIGN_OR_FAIL(bias, parameterOr(c, 2, elem, {channels}, 0));
-  TESSERA_TS_ASSIGN_OR_FAIL(mean, c.tensor(3));
-  TESSERA_TS_ASSIGN_OR_FAIL(var, c.tensor(4));
-  TESSERA_TS_ASSIGN_OR_FAIL(eps, c.getDouble(7));
-  TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<g::BatchNormOp>(
+  TESSERA_ASSIGN_OR_FAIL(scale, parameterOr(c, 1, elem, {channels}, 1));
+  TESSERA_ASSIGN_OR_FAIL(bias, parameterOr(c, 2, elem, {channels}, 0));
+  TESSERA_ASSIGN_OR_FAIL(mean, c.tensor(3));
+  TESSERA_ASSIGN_OR_FAIL(var, c.tensor(4));
+  TESSERA_ASSIGN_OR_FAIL(eps, c.getDouble(7));
+  TESSERA_ASSIGN_OR_FAIL(v, c.infer<g::BatchNormOp>(
                                    x, scale, bias, mean, var,
                                    c.builder().getF64FloatAttr(eps)));
   return c.setResult(v);
@@ -737,19 +738,19 @@ LogicalResult batchNorm(OpContext &c) {
 
 /// layer_norm(input, normalized_shape, weight, bias, eps, cudnn_enable)
 LogicalResult layerNorm(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
-  TESSERA_TS_ASSIGN_OR_FAIL(normalized, c.getInts(1));
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(normalized, c.getInts(1));
   int64_t axis = rankOf(x) - static_cast<int64_t>(normalized.size());
   if (axis < 0 || shapeOf(x).drop_front(axis) != ArrayRef<int64_t>(normalized))
     return c.error() << "normalized_shape " << g::formatShape(normalized)
                      << " is not the trailing shape of the input "
                      << g::formatShape(shapeOf(x));
   Type elem = elementOf(x);
-  TESSERA_TS_ASSIGN_OR_FAIL(scale, parameterOr(c, 2, elem, normalized, 1));
-  TESSERA_TS_ASSIGN_OR_FAIL(bias, parameterOr(c, 3, elem, normalized, 0));
-  TESSERA_TS_ASSIGN_OR_FAIL(eps, c.getDouble(4));
+  TESSERA_ASSIGN_OR_FAIL(scale, parameterOr(c, 2, elem, normalized, 1));
+  TESSERA_ASSIGN_OR_FAIL(bias, parameterOr(c, 3, elem, normalized, 0));
+  TESSERA_ASSIGN_OR_FAIL(eps, c.getDouble(4));
   auto &b = c.builder();
-  TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<g::LayerNormOp>(
+  TESSERA_ASSIGN_OR_FAIL(v, c.infer<g::LayerNormOp>(
                                    x, scale, bias, b.getI64IntegerAttr(axis),
                                    b.getF64FloatAttr(eps)));
   return c.setResult(v);
@@ -757,18 +758,18 @@ LogicalResult layerNorm(OpContext &c) {
 
 /// group_norm(input, num_groups, weight, bias, eps, cudnn_enabled)
 LogicalResult groupNorm(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
-  TESSERA_TS_ASSIGN_OR_FAIL(groups, c.getInt(1));
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(groups, c.getInt(1));
   if (rankOf(x) < 2)
     return c.error() << "input must be N x C x ..., got "
                      << g::formatShape(shapeOf(x));
   int64_t channels = shapeOf(x)[1];
   Type elem = elementOf(x);
-  TESSERA_TS_ASSIGN_OR_FAIL(scale, parameterOr(c, 2, elem, {channels}, 1));
-  TESSERA_TS_ASSIGN_OR_FAIL(bias, parameterOr(c, 3, elem, {channels}, 0));
-  TESSERA_TS_ASSIGN_OR_FAIL(eps, c.getDouble(4));
+  TESSERA_ASSIGN_OR_FAIL(scale, parameterOr(c, 2, elem, {channels}, 1));
+  TESSERA_ASSIGN_OR_FAIL(bias, parameterOr(c, 3, elem, {channels}, 0));
+  TESSERA_ASSIGN_OR_FAIL(eps, c.getDouble(4));
   auto &b = c.builder();
-  TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<g::GroupNormOp>(
+  TESSERA_ASSIGN_OR_FAIL(v, c.infer<g::GroupNormOp>(
                                    x, scale, bias, b.getI64IntegerAttr(groups),
                                    b.getF64FloatAttr(eps)));
   return c.setResult(v);
@@ -777,8 +778,8 @@ LogicalResult groupNorm(OpContext &c) {
 /// instance_norm(input, weight, bias, running_mean, running_var,
 /// use_input_stats, momentum, eps, cudnn_enabled)
 LogicalResult instanceNorm(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
-  TESSERA_TS_ASSIGN_OR_FAIL(useInputStats, c.getBool(5));
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(useInputStats, c.getBool(5));
   if (!useInputStats)
     return c.unsupported("instance_norm with running statistics");
   if (rankOf(x) < 3)
@@ -786,11 +787,11 @@ LogicalResult instanceNorm(OpContext &c) {
                      << g::formatShape(shapeOf(x));
   int64_t channels = shapeOf(x)[1];
   Type elem = elementOf(x);
-  TESSERA_TS_ASSIGN_OR_FAIL(scale, parameterOr(c, 1, elem, {channels}, 1));
-  TESSERA_TS_ASSIGN_OR_FAIL(bias, parameterOr(c, 2, elem, {channels}, 0));
-  TESSERA_TS_ASSIGN_OR_FAIL(eps, c.getDouble(7));
+  TESSERA_ASSIGN_OR_FAIL(scale, parameterOr(c, 1, elem, {channels}, 1));
+  TESSERA_ASSIGN_OR_FAIL(bias, parameterOr(c, 2, elem, {channels}, 0));
+  TESSERA_ASSIGN_OR_FAIL(eps, c.getDouble(7));
   auto &b = c.builder();
-  TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<g::GroupNormOp>(
+  TESSERA_ASSIGN_OR_FAIL(v, c.infer<g::GroupNormOp>(
                                    x, scale, bias, b.getI64IntegerAttr(channels),
                                    b.getF64FloatAttr(eps)));
   return c.setResult(v);
@@ -798,18 +799,18 @@ LogicalResult instanceNorm(OpContext &c) {
 
 /// softmax / log_softmax(self, dim, dtype)
 template <typename OpTy> LogicalResult softmax(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
-  TESSERA_TS_ASSIGN_OR_FAIL(dim, c.getInt(1));
-  TESSERA_TS_ASSIGN_OR_FAIL(axis, c.normalizeDim(dim, rankOf(x)));
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(dim, c.getInt(1));
+  TESSERA_ASSIGN_OR_FAIL(axis, c.normalizeDim(dim, rankOf(x)));
   if (c.numInputs() > 2 && !c.isNone(2)) {
-    TESSERA_TS_ASSIGN_OR_FAIL(d, c.getInt(2));
+    TESSERA_ASSIGN_OR_FAIL(d, c.getInt(2));
     Type t = elementTypeOf(static_cast<c10::ScalarType>(d), c.context());
     if (!t)
       return c.unsupported("this dtype");
-    TESSERA_TS_ASSIGN_OR_FAIL(xc, c.castTo(x, t));
+    TESSERA_ASSIGN_OR_FAIL(xc, c.castTo(x, t));
     x = xc;
   }
-  TESSERA_TS_ASSIGN_OR_FAIL(v, c.build<OpTy>(x.getType(), x,
+  TESSERA_ASSIGN_OR_FAIL(v, c.build<OpTy>(x.getType(), x,
                                              c.builder().getI64IntegerAttr(axis)));
   return c.setResult(v);
 }
@@ -822,7 +823,7 @@ template <typename OpTy> LogicalResult softmax(OpContext &c) {
 FailureOr<Ints> reductionAxes(OpContext &c, size_t i, int64_t rank) {
   Ints dims;
   if (!c.isNone(i)) {
-    TESSERA_TS_ASSIGN_OR_FAIL(d, c.getInts(i));
+    TESSERA_ASSIGN_OR_FAIL(d, c.getInts(i));
     dims = d;
   }
   Ints axes;
@@ -832,7 +833,7 @@ FailureOr<Ints> reductionAxes(OpContext &c, size_t i, int64_t rank) {
     return axes;
   }
   for (int64_t d : dims) {
-    TESSERA_TS_ASSIGN_OR_FAIL(n, c.normalizeDim(d, rank));
+    TESSERA_ASSIGN_OR_FAIL(n, c.normalizeDim(d, rank));
     if (llvm::is_contained(axes, n))
       return c.error() << "dim " << d << " appears twice";
     axes.push_back(n);
@@ -843,20 +844,20 @@ FailureOr<Ints> reductionAxes(OpContext &c, size_t i, int64_t rank) {
 
 /// mean/sum(self, dim, keepdim, dtype) or mean/sum(self, dtype).
 template <typename OpTy> LogicalResult reduce(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
   bool all = c.numInputs() <= 2; // the (self, dtype) overload
   size_t dtypeArg = all ? 1 : 3;
   if (c.numInputs() > dtypeArg && !c.isNone(dtypeArg)) {
-    TESSERA_TS_ASSIGN_OR_FAIL(d, c.getInt(dtypeArg));
+    TESSERA_ASSIGN_OR_FAIL(d, c.getInt(dtypeArg));
     Type t = elementTypeOf(static_cast<c10::ScalarType>(d), c.context());
     if (!t)
       return c.unsupported("this dtype");
-    TESSERA_TS_ASSIGN_OR_FAIL(xc, c.castTo(x, t));
+    TESSERA_ASSIGN_OR_FAIL(xc, c.castTo(x, t));
     x = xc;
   } else if (std::is_same_v<OpTy, g::ReduceSumOp> &&
              !isa<FloatType>(elementOf(x))) {
     // Integer and bool sums accumulate in int64.
-    TESSERA_TS_ASSIGN_OR_FAIL(xc, c.castTo(x, c.builder().getI64Type()));
+    TESSERA_ASSIGN_OR_FAIL(xc, c.castTo(x, c.builder().getI64Type()));
     x = xc;
   }
   Ints axes;
@@ -865,24 +866,24 @@ template <typename OpTy> LogicalResult reduce(OpContext &c) {
     for (int64_t d = 0; d < rankOf(x); ++d)
       axes.push_back(d);
   } else {
-    TESSERA_TS_ASSIGN_OR_FAIL(a, reductionAxes(c, 1, rankOf(x)));
+    TESSERA_ASSIGN_OR_FAIL(a, reductionAxes(c, 1, rankOf(x)));
     axes = a;
-    TESSERA_TS_ASSIGN_OR_FAIL(k, c.getBool(2));
+    TESSERA_ASSIGN_OR_FAIL(k, c.getBool(2));
     keepdim = k;
   }
   auto &b = c.builder();
-  TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<OpTy>(x, b.getDenseI64ArrayAttr(axes),
+  TESSERA_ASSIGN_OR_FAIL(v, c.infer<OpTy>(x, b.getDenseI64ArrayAttr(axes),
                                              b.getBoolAttr(keepdim)));
   return c.setResult(v);
 }
 
 /// amax/amin(self, dim, keepdim)
 template <typename OpTy> LogicalResult reduceExtreme(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
-  TESSERA_TS_ASSIGN_OR_FAIL(axes, reductionAxes(c, 1, rankOf(x)));
-  TESSERA_TS_ASSIGN_OR_FAIL(keepdim, c.getBool(2));
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(axes, reductionAxes(c, 1, rankOf(x)));
+  TESSERA_ASSIGN_OR_FAIL(keepdim, c.getBool(2));
   auto &b = c.builder();
-  TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<OpTy>(x, b.getDenseI64ArrayAttr(axes),
+  TESSERA_ASSIGN_OR_FAIL(v, c.infer<OpTy>(x, b.getDenseI64ArrayAttr(axes),
                                              b.getBoolAttr(keepdim)));
   return c.setResult(v);
 }
@@ -893,26 +894,26 @@ template <typename ReduceOp, typename BinaryOp, typename ArgOp>
 LogicalResult maxMin(OpContext &c) {
   if (c.numInputs() == 2 && c.isTensor(1))
     return binary<BinaryOp>(c);
-  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
   auto &b = c.builder();
   if (c.numInputs() == 1) {
     Ints axes;
     for (int64_t d = 0; d < rankOf(x); ++d)
       axes.push_back(d);
-    TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<ReduceOp>(x, b.getDenseI64ArrayAttr(axes),
+    TESSERA_ASSIGN_OR_FAIL(v, c.infer<ReduceOp>(x, b.getDenseI64ArrayAttr(axes),
                                                    b.getBoolAttr(false)));
     return c.setResult(v);
   }
-  TESSERA_TS_ASSIGN_OR_FAIL(dim, c.getInt(1));
-  TESSERA_TS_ASSIGN_OR_FAIL(axis, c.normalizeDim(dim, rankOf(x)));
-  TESSERA_TS_ASSIGN_OR_FAIL(keepdim, c.getBool(2));
-  TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<ReduceOp>(x, b.getDenseI64ArrayAttr({axis}),
+  TESSERA_ASSIGN_OR_FAIL(dim, c.getInt(1));
+  TESSERA_ASSIGN_OR_FAIL(axis, c.normalizeDim(dim, rankOf(x)));
+  TESSERA_ASSIGN_OR_FAIL(keepdim, c.getBool(2));
+  TESSERA_ASSIGN_OR_FAIL(v, c.infer<ReduceOp>(x, b.getDenseI64ArrayAttr({axis}),
                                                  b.getBoolAttr(keepdim)));
   if (failed(c.setResult(0, v)))
     return failure();
   if (!c.node()->output(1)->hasUses())
     return success();
-  TESSERA_TS_ASSIGN_OR_FAIL(i, c.infer<ArgOp>(x, b.getI64IntegerAttr(axis),
+  TESSERA_ASSIGN_OR_FAIL(i, c.infer<ArgOp>(x, b.getI64IntegerAttr(axis),
                                               b.getBoolAttr(keepdim),
                                               b.getBoolAttr(false)));
   return c.setResult(1, i);
@@ -920,19 +921,19 @@ LogicalResult maxMin(OpContext &c) {
 
 /// argmax/argmin(self, dim, keepdim)
 template <typename ArgOp> LogicalResult argReduce(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
-  TESSERA_TS_ASSIGN_OR_FAIL(keepdim, c.getBool(2));
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(keepdim, c.getBool(2));
   auto &b = c.builder();
   if (c.isNone(1)) { // over the flattened tensor
-    TESSERA_TS_ASSIGN_OR_FAIL(flat, c.reshape(x, {typeOf(x).getNumElements()}));
-    TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<ArgOp>(flat, b.getI64IntegerAttr(0),
+    TESSERA_ASSIGN_OR_FAIL(flat, c.reshape(x, {typeOf(x).getNumElements()}));
+    TESSERA_ASSIGN_OR_FAIL(v, c.infer<ArgOp>(flat, b.getI64IntegerAttr(0),
                                                 b.getBoolAttr(false),
                                                 b.getBoolAttr(false)));
     return c.setResult(v);
   }
-  TESSERA_TS_ASSIGN_OR_FAIL(dim, c.getInt(1));
-  TESSERA_TS_ASSIGN_OR_FAIL(axis, c.normalizeDim(dim, rankOf(x)));
-  TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<ArgOp>(x, b.getI64IntegerAttr(axis),
+  TESSERA_ASSIGN_OR_FAIL(dim, c.getInt(1));
+  TESSERA_ASSIGN_OR_FAIL(axis, c.normalizeDim(dim, rankOf(x)));
+  TESSERA_ASSIGN_OR_FAIL(v, c.infer<ArgOp>(x, b.getI64IntegerAttr(axis),
                                               b.getBoolAttr(keepdim),
                                               b.getBoolAttr(false)));
   return c.setResult(v);
@@ -971,32 +972,32 @@ FailureOr<Ints> resolveShape(OpContext &c, Ints shape, int64_t numElements) {
 
 /// view/reshape(self, shape)
 LogicalResult view(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
-  TESSERA_TS_ASSIGN_OR_FAIL(shape, c.getInts(1));
-  TESSERA_TS_ASSIGN_OR_FAIL(resolved, resolveShape(c, shape, typeOf(x).getNumElements()));
-  TESSERA_TS_ASSIGN_OR_FAIL(v, c.reshape(x, resolved));
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(shape, c.getInts(1));
+  TESSERA_ASSIGN_OR_FAIL(resolved, resolveShape(c, shape, typeOf(x).getNumElements()));
+  TESSERA_ASSIGN_OR_FAIL(v, c.reshape(x, resolved));
   return c.setResult(v);
 }
 
 LogicalResult viewAs(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
-  TESSERA_TS_ASSIGN_OR_FAIL(o, c.tensor(1));
-  TESSERA_TS_ASSIGN_OR_FAIL(v, c.reshape(x, shapeOf(o)));
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(o, c.tensor(1));
+  TESSERA_ASSIGN_OR_FAIL(v, c.reshape(x, shapeOf(o)));
   return c.setResult(v);
 }
 
 /// flatten(self, start_dim, end_dim)
 LogicalResult flatten(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
-  TESSERA_TS_ASSIGN_OR_FAIL(s, c.getInt(1));
-  TESSERA_TS_ASSIGN_OR_FAIL(e, c.getInt(2));
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(s, c.getInt(1));
+  TESSERA_ASSIGN_OR_FAIL(e, c.getInt(2));
   int64_t rank = rankOf(x);
   if (rank == 0) {
-    TESSERA_TS_ASSIGN_OR_FAIL(v, c.reshape(x, {1}));
+    TESSERA_ASSIGN_OR_FAIL(v, c.reshape(x, {1}));
     return c.setResult(v);
   }
-  TESSERA_TS_ASSIGN_OR_FAIL(start, c.normalizeDim(s, rank));
-  TESSERA_TS_ASSIGN_OR_FAIL(end, c.normalizeDim(e, rank));
+  TESSERA_ASSIGN_OR_FAIL(start, c.normalizeDim(s, rank));
+  TESSERA_ASSIGN_OR_FAIL(end, c.normalizeDim(e, rank));
   if (start > end)
     return c.error() << "start_dim " << s << " comes after end_dim " << e;
   ArrayRef<int64_t> in = shapeOf(x);
@@ -1006,72 +1007,72 @@ LogicalResult flatten(OpContext &c) {
     merged *= in[d];
   shape.push_back(merged);
   shape.append(in.begin() + end + 1, in.end());
-  TESSERA_TS_ASSIGN_OR_FAIL(v, c.reshape(x, shape));
+  TESSERA_ASSIGN_OR_FAIL(v, c.reshape(x, shape));
   return c.setResult(v);
 }
 
 /// unflatten(self, dim, sizes)
 LogicalResult unflatten(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
-  TESSERA_TS_ASSIGN_OR_FAIL(d, c.getInt(1));
-  TESSERA_TS_ASSIGN_OR_FAIL(sizes, c.getInts(2));
-  TESSERA_TS_ASSIGN_OR_FAIL(dim, c.normalizeDim(d, rankOf(x)));
-  TESSERA_TS_ASSIGN_OR_FAIL(resolved, resolveShape(c, sizes, shapeOf(x)[dim]));
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(d, c.getInt(1));
+  TESSERA_ASSIGN_OR_FAIL(sizes, c.getInts(2));
+  TESSERA_ASSIGN_OR_FAIL(dim, c.normalizeDim(d, rankOf(x)));
+  TESSERA_ASSIGN_OR_FAIL(resolved, resolveShape(c, sizes, shapeOf(x)[dim]));
   Ints shape(shapeOf(x).begin(), shapeOf(x).begin() + dim);
   shape.append(resolved.begin(), resolved.end());
   shape.append(shapeOf(x).begin() + dim + 1, shapeOf(x).end());
-  TESSERA_TS_ASSIGN_OR_FAIL(v, c.reshape(x, shape));
+  TESSERA_ASSIGN_OR_FAIL(v, c.reshape(x, shape));
   return c.setResult(v);
 }
 
 /// permute(self, dims)
 LogicalResult permute(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
-  TESSERA_TS_ASSIGN_OR_FAIL(dims, c.getInts(1));
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(dims, c.getInts(1));
   if (static_cast<int64_t>(dims.size()) != rankOf(x))
     return c.error() << "dims has " << dims.size()
                      << " entries for a tensor of rank " << rankOf(x);
   Ints perm;
   for (int64_t d : dims) {
-    TESSERA_TS_ASSIGN_OR_FAIL(n, c.normalizeDim(d, rankOf(x)));
+    TESSERA_ASSIGN_OR_FAIL(n, c.normalizeDim(d, rankOf(x)));
     perm.push_back(n);
   }
-  TESSERA_TS_ASSIGN_OR_FAIL(v, c.transpose(x, perm));
+  TESSERA_ASSIGN_OR_FAIL(v, c.transpose(x, perm));
   return c.setResult(v);
 }
 
 /// transpose(self, dim0, dim1)
 LogicalResult transposeDims(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
   int64_t rank = rankOf(x);
-  TESSERA_TS_ASSIGN_OR_FAIL(d0, c.getInt(1));
-  TESSERA_TS_ASSIGN_OR_FAIL(d1, c.getInt(2));
+  TESSERA_ASSIGN_OR_FAIL(d0, c.getInt(1));
+  TESSERA_ASSIGN_OR_FAIL(d1, c.getInt(2));
   if (rank == 0)
     return c.setResult(x);
-  TESSERA_TS_ASSIGN_OR_FAIL(a, c.normalizeDim(d0, rank));
-  TESSERA_TS_ASSIGN_OR_FAIL(b, c.normalizeDim(d1, rank));
+  TESSERA_ASSIGN_OR_FAIL(a, c.normalizeDim(d0, rank));
+  TESSERA_ASSIGN_OR_FAIL(b, c.normalizeDim(d1, rank));
   Ints perm;
   for (int64_t i = 0; i < rank; ++i)
     perm.push_back(i);
   std::swap(perm[a], perm[b]);
-  TESSERA_TS_ASSIGN_OR_FAIL(v, c.transpose(x, perm));
+  TESSERA_ASSIGN_OR_FAIL(v, c.transpose(x, perm));
   return c.setResult(v);
 }
 
 /// unsqueeze(self, dim)
 LogicalResult unsqueeze(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
-  TESSERA_TS_ASSIGN_OR_FAIL(d, c.getInt(1));
-  TESSERA_TS_ASSIGN_OR_FAIL(dim, c.normalizeDim(d, rankOf(x) + 1));
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(d, c.getInt(1));
+  TESSERA_ASSIGN_OR_FAIL(dim, c.normalizeDim(d, rankOf(x) + 1));
   Ints shape(shapeOf(x).begin(), shapeOf(x).end());
   shape.insert(shape.begin() + dim, 1);
-  TESSERA_TS_ASSIGN_OR_FAIL(v, c.reshape(x, shape));
+  TESSERA_ASSIGN_OR_FAIL(v, c.reshape(x, shape));
   return c.setResult(v);
 }
 
 /// squeeze(self) or squeeze(self, dim)
 LogicalResult squeeze(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
   ArrayRef<int64_t> in = shapeOf(x);
   Ints shape;
   if (c.numInputs() == 1) {
@@ -1079,22 +1080,22 @@ LogicalResult squeeze(OpContext &c) {
       if (s != 1)
         shape.push_back(s);
   } else {
-    TESSERA_TS_ASSIGN_OR_FAIL(d, c.getInt(1));
+    TESSERA_ASSIGN_OR_FAIL(d, c.getInt(1));
     if (in.empty())
       return c.setResult(x);
-    TESSERA_TS_ASSIGN_OR_FAIL(dim, c.normalizeDim(d, rankOf(x)));
+    TESSERA_ASSIGN_OR_FAIL(dim, c.normalizeDim(d, rankOf(x)));
     for (auto [i, s] : llvm::enumerate(in))
       if (static_cast<int64_t>(i) != dim || s != 1)
         shape.push_back(s);
   }
-  TESSERA_TS_ASSIGN_OR_FAIL(v, c.reshape(x, shape));
+  TESSERA_ASSIGN_OR_FAIL(v, c.reshape(x, shape));
   return c.setResult(v);
 }
 
 /// expand(self, size, implicit): -1 keeps a dim; new dims lead.
 LogicalResult expandOp(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
-  TESSERA_TS_ASSIGN_OR_FAIL(size, c.getInts(1));
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(size, c.getInts(1));
   ArrayRef<int64_t> in = shapeOf(x);
   if (size.size() < in.size())
     return c.error() << "cannot expand " << g::formatShape(in) << " to "
@@ -1109,24 +1110,24 @@ LogicalResult expandOp(OpContext &c) {
   if (!g::isBroadcastableTo(in, size))
     return c.error() << "cannot expand " << g::formatShape(in) << " to "
                      << g::formatShape(size);
-  TESSERA_TS_ASSIGN_OR_FAIL(v, c.expand(x, size));
+  TESSERA_ASSIGN_OR_FAIL(v, c.expand(x, size));
   return c.setResult(v);
 }
 
 LogicalResult expandAs(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
-  TESSERA_TS_ASSIGN_OR_FAIL(o, c.tensor(1));
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(o, c.tensor(1));
   if (!g::isBroadcastableTo(shapeOf(x), shapeOf(o)))
     return c.error() << "cannot expand " << g::formatShape(shapeOf(x)) << " to "
                      << g::formatShape(shapeOf(o));
-  TESSERA_TS_ASSIGN_OR_FAIL(v, c.expand(x, shapeOf(o)));
+  TESSERA_ASSIGN_OR_FAIL(v, c.expand(x, shapeOf(o)));
   return c.setResult(v);
 }
 
 /// repeat(self, repeats): tile by broadcasting an interleaved unit dim.
 LogicalResult repeat(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
-  TESSERA_TS_ASSIGN_OR_FAIL(repeats, c.getInts(1));
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(repeats, c.getInts(1));
   ArrayRef<int64_t> in = shapeOf(x);
   if (repeats.size() < in.size())
     return c.error() << "repeats has fewer entries than the tensor has dims";
@@ -1138,16 +1139,16 @@ LogicalResult repeat(OpContext &c) {
     wide.append({r, s});
     out.push_back(r * s);
   }
-  TESSERA_TS_ASSIGN_OR_FAIL(u, c.reshape(x, unit));
-  TESSERA_TS_ASSIGN_OR_FAIL(w, c.expand(u, wide));
-  TESSERA_TS_ASSIGN_OR_FAIL(v, c.reshape(w, out));
+  TESSERA_ASSIGN_OR_FAIL(u, c.reshape(x, unit));
+  TESSERA_ASSIGN_OR_FAIL(w, c.expand(u, wide));
+  TESSERA_ASSIGN_OR_FAIL(v, c.reshape(w, out));
   return c.setResult(v);
 }
 
 /// cat(tensors, dim)
 LogicalResult cat(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(parts, c.tensorList(0));
-  TESSERA_TS_ASSIGN_OR_FAIL(d, c.getInt(1));
+  TESSERA_ASSIGN_OR_FAIL(parts, c.tensorList(0));
+  TESSERA_ASSIGN_OR_FAIL(d, c.getInt(1));
   // Legacy: empty 1-d tensors are skipped.
   SmallVector<Value> inputs;
   for (Value p : parts)
@@ -1155,30 +1156,30 @@ LogicalResult cat(OpContext &c) {
       inputs.push_back(p);
   if (inputs.empty())
     return c.error() << "needs at least one non-empty tensor";
-  TESSERA_TS_ASSIGN_OR_FAIL(axis, c.normalizeDim(d, rankOf(inputs.front())));
+  TESSERA_ASSIGN_OR_FAIL(axis, c.normalizeDim(d, rankOf(inputs.front())));
   if (inputs.size() == 1)
     return c.setResult(inputs.front());
-  TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<g::ConcatOp>(inputs, c.builder().getI64IntegerAttr(axis)));
+  TESSERA_ASSIGN_OR_FAIL(v, c.infer<g::ConcatOp>(inputs, c.builder().getI64IntegerAttr(axis)));
   return c.setResult(v);
 }
 
 /// stack(tensors, dim)
 LogicalResult stack(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(parts, c.tensorList(0));
-  TESSERA_TS_ASSIGN_OR_FAIL(d, c.getInt(1));
+  TESSERA_ASSIGN_OR_FAIL(parts, c.tensorList(0));
+  TESSERA_ASSIGN_OR_FAIL(d, c.getInt(1));
   if (parts.empty())
     return c.error() << "needs at least one tensor";
-  TESSERA_TS_ASSIGN_OR_FAIL(axis, c.normalizeDim(d, rankOf(parts.front()) + 1));
+  TESSERA_ASSIGN_OR_FAIL(axis, c.normalizeDim(d, rankOf(parts.front()) + 1));
   SmallVector<Value> inputs;
   for (Value p : parts) {
     Ints shape(shapeOf(p).begin(), shapeOf(p).end());
     shape.insert(shape.begin() + axis, 1);
-    TESSERA_TS_ASSIGN_OR_FAIL(r, c.reshape(p, shape));
+    TESSERA_ASSIGN_OR_FAIL(r, c.reshape(p, shape));
     inputs.push_back(r);
   }
   if (inputs.size() == 1)
     return c.setResult(inputs.front());
-  TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<g::ConcatOp>(inputs, c.builder().getI64IntegerAttr(axis)));
+  TESSERA_ASSIGN_OR_FAIL(v, c.infer<g::ConcatOp>(inputs, c.builder().getI64IntegerAttr(axis)));
   return c.setResult(v);
 }
 
@@ -1212,52 +1213,52 @@ int64_t clampIndex(int64_t i, int64_t size) {
 
 /// slice(self, dim, start, end, step)
 LogicalResult slice(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
-  TESSERA_TS_ASSIGN_OR_FAIL(d, c.getInt(1));
-  TESSERA_TS_ASSIGN_OR_FAIL(axis, c.normalizeDim(d, rankOf(x)));
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(d, c.getInt(1));
+  TESSERA_ASSIGN_OR_FAIL(axis, c.normalizeDim(d, rankOf(x)));
   int64_t size = shapeOf(x)[axis];
   int64_t start = c.optionalInt(2).value_or(0);
   int64_t end = c.optionalInt(3).value_or(INT64_MAX);
-  TESSERA_TS_ASSIGN_OR_FAIL(step, c.getInt(4));
+  TESSERA_ASSIGN_OR_FAIL(step, c.getInt(4));
   if (step <= 0)
     return c.error() << "slice step must be positive, got " << step;
-  TESSERA_TS_ASSIGN_OR_FAIL(
+  TESSERA_ASSIGN_OR_FAIL(
       v, sliceAxis(c, x, axis, clampIndex(start, size), clampIndex(end, size), step));
   return c.setResult(v);
 }
 
 /// narrow(self, dim, start, length)
 LogicalResult narrow(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
-  TESSERA_TS_ASSIGN_OR_FAIL(d, c.getInt(1));
-  TESSERA_TS_ASSIGN_OR_FAIL(axis, c.normalizeDim(d, rankOf(x)));
-  TESSERA_TS_ASSIGN_OR_FAIL(s, c.getInt(2));
-  TESSERA_TS_ASSIGN_OR_FAIL(length, c.getInt(3));
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(d, c.getInt(1));
+  TESSERA_ASSIGN_OR_FAIL(axis, c.normalizeDim(d, rankOf(x)));
+  TESSERA_ASSIGN_OR_FAIL(s, c.getInt(2));
+  TESSERA_ASSIGN_OR_FAIL(length, c.getInt(3));
   int64_t size = shapeOf(x)[axis];
   int64_t start = s < 0 ? s + size : s;
   if (start < 0 || length < 0 || start + length > size)
     return c.error() << "narrow(" << s << ", " << length
                      << ") is out of range for a dim of " << size;
-  TESSERA_TS_ASSIGN_OR_FAIL(v, sliceAxis(c, x, axis, start, start + length, 1));
+  TESSERA_ASSIGN_OR_FAIL(v, sliceAxis(c, x, axis, start, start + length, 1));
   return c.setResult(v);
 }
 
 /// select(self, dim, index): a slice of one, squeezed.
 LogicalResult select(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
-  TESSERA_TS_ASSIGN_OR_FAIL(d, c.getInt(1));
-  TESSERA_TS_ASSIGN_OR_FAIL(axis, c.normalizeDim(d, rankOf(x)));
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(d, c.getInt(1));
+  TESSERA_ASSIGN_OR_FAIL(axis, c.normalizeDim(d, rankOf(x)));
   if (c.isTensor(2))
     return c.unsupported("select with a tensor index");
-  TESSERA_TS_ASSIGN_OR_FAIL(i, c.getInt(2));
+  TESSERA_ASSIGN_OR_FAIL(i, c.getInt(2));
   int64_t size = shapeOf(x)[axis];
   if (i < -size || i >= size)
     return c.error() << "index " << i << " is out of range for a dim of " << size;
   int64_t index = i < 0 ? i + size : i;
-  TESSERA_TS_ASSIGN_OR_FAIL(s, sliceAxis(c, x, axis, index, index + 1, 1));
+  TESSERA_ASSIGN_OR_FAIL(s, sliceAxis(c, x, axis, index, index + 1, 1));
   Ints shape(shapeOf(x).begin(), shapeOf(x).end());
   shape.erase(shape.begin() + axis);
-  TESSERA_TS_ASSIGN_OR_FAIL(v, c.reshape(s, shape));
+  TESSERA_ASSIGN_OR_FAIL(v, c.reshape(s, shape));
   return c.setResult(v);
 }
 
@@ -1267,7 +1268,7 @@ LogicalResult setPieces(OpContext &c, Value x, int64_t axis,
   std::vector<ImportedValue> pieces;
   int64_t offset = 0;
   for (int64_t s : sizes) {
-    TESSERA_TS_ASSIGN_OR_FAIL(p, sliceAxis(c, x, axis, offset, offset + s, 1));
+    TESSERA_ASSIGN_OR_FAIL(p, sliceAxis(c, x, axis, offset, offset + s, 1));
     pieces.push_back(ImportedValue::ofTensor(p));
     offset += s;
   }
@@ -1279,10 +1280,10 @@ LogicalResult setPieces(OpContext &c, Value x, int64_t axis,
 
 /// chunk(self, chunks, dim)
 LogicalResult chunk(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
-  TESSERA_TS_ASSIGN_OR_FAIL(chunks, c.getInt(1));
-  TESSERA_TS_ASSIGN_OR_FAIL(d, c.getInt(2));
-  TESSERA_TS_ASSIGN_OR_FAIL(axis, c.normalizeDim(d, rankOf(x)));
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(chunks, c.getInt(1));
+  TESSERA_ASSIGN_OR_FAIL(d, c.getInt(2));
+  TESSERA_ASSIGN_OR_FAIL(axis, c.normalizeDim(d, rankOf(x)));
   if (chunks <= 0)
     return c.error() << "chunks must be positive, got " << chunks;
   int64_t size = shapeOf(x)[axis];
@@ -1295,9 +1296,9 @@ LogicalResult chunk(OpContext &c) {
 
 /// split(self, split_size | split_sizes, dim), split_with_sizes.
 LogicalResult split(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
-  TESSERA_TS_ASSIGN_OR_FAIL(d, c.getInt(2));
-  TESSERA_TS_ASSIGN_OR_FAIL(axis, c.normalizeDim(d, rankOf(x)));
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(d, c.getInt(2));
+  TESSERA_ASSIGN_OR_FAIL(axis, c.normalizeDim(d, rankOf(x)));
   int64_t size = shapeOf(x)[axis];
   const ImportedValue &arg = c.input(1);
   Ints sizes;
@@ -1308,7 +1309,7 @@ LogicalResult split(OpContext &c) {
     for (int64_t offset = 0; offset < size; offset += each)
       sizes.push_back(std::min(each, size - offset));
   } else {
-    TESSERA_TS_ASSIGN_OR_FAIL(s, c.getInts(1));
+    TESSERA_ASSIGN_OR_FAIL(s, c.getInts(1));
     sizes = s;
   }
   return setPieces(c, x, axis, sizes);
@@ -1316,15 +1317,15 @@ LogicalResult split(OpContext &c) {
 
 /// unbind(self, dim)
 LogicalResult unbind(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
-  TESSERA_TS_ASSIGN_OR_FAIL(d, c.getInt(1));
-  TESSERA_TS_ASSIGN_OR_FAIL(axis, c.normalizeDim(d, rankOf(x)));
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(d, c.getInt(1));
+  TESSERA_ASSIGN_OR_FAIL(axis, c.normalizeDim(d, rankOf(x)));
   Ints shape(shapeOf(x).begin(), shapeOf(x).end());
   shape.erase(shape.begin() + axis);
   std::vector<ImportedValue> pieces;
   for (int64_t i = 0; i < shapeOf(x)[axis]; ++i) {
-    TESSERA_TS_ASSIGN_OR_FAIL(s, sliceAxis(c, x, axis, i, i + 1, 1));
-    TESSERA_TS_ASSIGN_OR_FAIL(r, c.reshape(s, shape));
+    TESSERA_ASSIGN_OR_FAIL(s, sliceAxis(c, x, axis, i, i + 1, 1));
+    TESSERA_ASSIGN_OR_FAIL(r, c.reshape(s, shape));
     pieces.push_back(ImportedValue::ofTensor(r));
   }
   return c.setResult(0, ImportedValue::ofSequence(std::move(pieces), false));
@@ -1333,65 +1334,65 @@ LogicalResult unbind(OpContext &c) {
 /// roll(self, shifts, dims): each shifted dim is two slices swapped; no
 /// dims rolls the flattened tensor.
 LogicalResult roll(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
-  TESSERA_TS_ASSIGN_OR_FAIL(shifts, c.getInts(1));
-  TESSERA_TS_ASSIGN_OR_FAIL(dims, c.getInts(2));
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(shifts, c.getInts(1));
+  TESSERA_ASSIGN_OR_FAIL(dims, c.getInts(2));
   Ints original(shapeOf(x).begin(), shapeOf(x).end());
   Value v = x;
   if (dims.empty()) {
     if (shifts.size() != 1)
       return c.error() << "without dims, shifts must hold one value";
-    TESSERA_TS_ASSIGN_OR_FAIL(flat, c.reshape(x, {typeOf(x).getNumElements()}));
+    TESSERA_ASSIGN_OR_FAIL(flat, c.reshape(x, {typeOf(x).getNumElements()}));
     v = flat;
     dims.push_back(0);
   }
   if (shifts.size() != dims.size())
     return c.error() << "shifts and dims differ in length";
   for (auto [shift, d] : llvm::zip(shifts, dims)) {
-    TESSERA_TS_ASSIGN_OR_FAIL(axis, c.normalizeDim(d, rankOf(v)));
+    TESSERA_ASSIGN_OR_FAIL(axis, c.normalizeDim(d, rankOf(v)));
     int64_t size = shapeOf(v)[axis];
     if (size == 0)
       continue;
     int64_t s = ((shift % size) + size) % size;
     if (s == 0)
       continue;
-    TESSERA_TS_ASSIGN_OR_FAIL(tail, sliceAxis(c, v, axis, size - s, size, 1));
-    TESSERA_TS_ASSIGN_OR_FAIL(head, sliceAxis(c, v, axis, 0, size - s, 1));
-    TESSERA_TS_ASSIGN_OR_FAIL(r, c.infer<g::ConcatOp>(ValueRange{tail, head},
+    TESSERA_ASSIGN_OR_FAIL(tail, sliceAxis(c, v, axis, size - s, size, 1));
+    TESSERA_ASSIGN_OR_FAIL(head, sliceAxis(c, v, axis, 0, size - s, 1));
+    TESSERA_ASSIGN_OR_FAIL(r, c.infer<g::ConcatOp>(ValueRange{tail, head},
                                                       c.builder().getI64IntegerAttr(axis)));
     v = r;
   }
-  TESSERA_TS_ASSIGN_OR_FAIL(out, c.reshape(v, original));
+  TESSERA_ASSIGN_OR_FAIL(out, c.reshape(v, original));
   return c.setResult(out);
 }
 
 /// index_select(self, dim, index)
 LogicalResult indexSelect(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
-  TESSERA_TS_ASSIGN_OR_FAIL(d, c.getInt(1));
-  TESSERA_TS_ASSIGN_OR_FAIL(axis, c.normalizeDim(d, rankOf(x)));
-  TESSERA_TS_ASSIGN_OR_FAIL(index, c.tensor(2));
-  TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<g::GatherOp>(x, index,
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(d, c.getInt(1));
+  TESSERA_ASSIGN_OR_FAIL(axis, c.normalizeDim(d, rankOf(x)));
+  TESSERA_ASSIGN_OR_FAIL(index, c.tensor(2));
+  TESSERA_ASSIGN_OR_FAIL(v, c.infer<g::GatherOp>(x, index,
                                                     c.builder().getI64IntegerAttr(axis)));
   return c.setResult(v);
 }
 
 /// embedding(weight, indices, padding_idx, scale_grad_by_freq, sparse)
 LogicalResult embedding(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(w, c.tensor(0));
-  TESSERA_TS_ASSIGN_OR_FAIL(index, c.tensor(1));
-  TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<g::GatherOp>(w, index,
+  TESSERA_ASSIGN_OR_FAIL(w, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(index, c.tensor(1));
+  TESSERA_ASSIGN_OR_FAIL(v, c.infer<g::GatherOp>(w, index,
                                                     c.builder().getI64IntegerAttr(0)));
   return c.setResult(v);
 }
 
 /// gather(self, dim, index, sparse_grad)
 LogicalResult gather(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
-  TESSERA_TS_ASSIGN_OR_FAIL(d, c.getInt(1));
-  TESSERA_TS_ASSIGN_OR_FAIL(axis, c.normalizeDim(d, rankOf(x)));
-  TESSERA_TS_ASSIGN_OR_FAIL(index, c.tensor(2));
-  TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<g::GatherElementsOp>(
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(d, c.getInt(1));
+  TESSERA_ASSIGN_OR_FAIL(axis, c.normalizeDim(d, rankOf(x)));
+  TESSERA_ASSIGN_OR_FAIL(index, c.tensor(2));
+  TESSERA_ASSIGN_OR_FAIL(v, c.infer<g::GatherElementsOp>(
                                    x, index, c.builder().getI64IntegerAttr(axis)));
   return c.setResult(v);
 }
@@ -1399,12 +1400,12 @@ LogicalResult gather(OpContext &c) {
 /// constant_pad_nd(self, pad, value) and pad(self, pad, mode, value); the
 /// pad list runs from the last dim backwards, (before, after) per dim.
 LogicalResult pad(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
-  TESSERA_TS_ASSIGN_OR_FAIL(pads, c.getInts(1));
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(pads, c.getInts(1));
   std::string mode = "constant";
   size_t valueArg = 2;
   if (c.kind() == "aten::pad") {
-    TESSERA_TS_ASSIGN_OR_FAIL(m, c.getString(2));
+    TESSERA_ASSIGN_OR_FAIL(m, c.getString(2));
     mode = m;
     valueArg = 3;
   } else if (c.kind() == "aten::reflection_pad1d" ||
@@ -1418,7 +1419,7 @@ LogicalResult pad(OpContext &c) {
   }
   double value = 0;
   if (mode == "constant" && c.numInputs() > valueArg && !c.isNone(valueArg)) {
-    TESSERA_TS_ASSIGN_OR_FAIL(v, c.getDouble(valueArg));
+    TESSERA_ASSIGN_OR_FAIL(v, c.getDouble(valueArg));
     value = v;
   }
   int64_t rank = rankOf(x);
@@ -1442,7 +1443,7 @@ LogicalResult pad(OpContext &c) {
   else
     return c.unsupported("pad mode '" + mode + "'");
   auto &b = c.builder();
-  TESSERA_TS_ASSIGN_OR_FAIL(v, c.infer<g::PadOp>(x, b.getDenseI64ArrayAttr(lo),
+  TESSERA_ASSIGN_OR_FAIL(v, c.infer<g::PadOp>(x, b.getDenseI64ArrayAttr(lo),
                                                  b.getDenseI64ArrayAttr(hi),
                                                  g::PadModeAttr::get(c.context(), padMode),
                                                  b.getF64FloatAttr(value)));
@@ -1456,24 +1457,24 @@ LogicalResult pad(OpContext &c) {
 /// in-place updates of it (masks built slice by slice) are evaluated by
 /// libtorch too.
 template <int Fill> LogicalResult filled(OpContext &c) {
-  TESSERA_TS_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
   std::string kind = c.kind();
   bool isNew = StringRef(kind).starts_with("aten::new_");
   bool hasFill = kind == "aten::full_like" || kind == "aten::new_full";
   Ints shape(shapeOf(x).begin(), shapeOf(x).end());
   size_t next = 1;
   if (isNew) {
-    TESSERA_TS_ASSIGN_OR_FAIL(size, c.getInts(next++));
+    TESSERA_ASSIGN_OR_FAIL(size, c.getInts(next++));
     shape = size;
   }
   double value = Fill;
   if (hasFill) {
-    TESSERA_TS_ASSIGN_OR_FAIL(v, c.getDouble(next++));
+    TESSERA_ASSIGN_OR_FAIL(v, c.getDouble(next++));
     value = v;
   }
   std::optional<c10::ScalarType> dtype = scalarTypeOf(elementOf(x));
   if (c.numInputs() > next && !c.isNone(next)) {
-    TESSERA_TS_ASSIGN_OR_FAIL(d, c.getInt(next));
+    TESSERA_ASSIGN_OR_FAIL(d, c.getInt(next));
     dtype = static_cast<c10::ScalarType>(d);
   }
   if (!dtype)
@@ -1492,7 +1493,7 @@ FailureOr<Value> linearOf(OpContext &c, Value x, Value w, Value b) {
   Value wt;
   if (failed(transposeLast2(c, w, wt)))
     return failure();
-  TESSERA_TS_ASSIGN_OR_FAIL(y, c.infer<g::MatmulOp>(x, wt));
+  TESSERA_ASSIGN_OR_FAIL(y, c.infer<g::MatmulOp>(x, wt));
   return c.infer<g::AddOp>(y, b);
 }
 
@@ -1512,36 +1513,36 @@ FailureOr<Value> attention(OpContext &c, Value query, Value key, Value value,
                      << heads << " heads";
   int64_t headDim = embed / heads;
   auto project = [&](Value x, int64_t part, bool scale) -> FailureOr<Value> {
-    TESSERA_TS_ASSIGN_OR_FAIL(w, sliceAxis(c, qkvWeight, 0, part * embed,
+    TESSERA_ASSIGN_OR_FAIL(w, sliceAxis(c, qkvWeight, 0, part * embed,
                                            (part + 1) * embed, 1));
-    TESSERA_TS_ASSIGN_OR_FAIL(b, sliceAxis(c, qkvBias, 0, part * embed,
+    TESSERA_ASSIGN_OR_FAIL(b, sliceAxis(c, qkvBias, 0, part * embed,
                                            (part + 1) * embed, 1));
-    TESSERA_TS_ASSIGN_OR_FAIL(y, linearOf(c, x, w, b));
+    TESSERA_ASSIGN_OR_FAIL(y, linearOf(c, x, w, b));
     if (scale) {
-      TESSERA_TS_ASSIGN_OR_FAIL(sy, scaled(c, y, 1 / std::sqrt(double(headDim))));
+      TESSERA_ASSIGN_OR_FAIL(sy, scaled(c, y, 1 / std::sqrt(double(headDim))));
       y = sy;
     }
     // [B, T, E] -> [B, H, T, D]
     ArrayRef<int64_t> s = shapeOf(y);
-    TESSERA_TS_ASSIGN_OR_FAIL(r, c.reshape(y, {s[0], s[1], heads, headDim}));
+    TESSERA_ASSIGN_OR_FAIL(r, c.reshape(y, {s[0], s[1], heads, headDim}));
     return c.transpose(r, {0, 2, 1, 3});
   };
-  TESSERA_TS_ASSIGN_OR_FAIL(q, project(query, 0, true));
-  TESSERA_TS_ASSIGN_OR_FAIL(k, project(key, 1, false));
-  TESSERA_TS_ASSIGN_OR_FAIL(v, project(value, 2, false));
-  TESSERA_TS_ASSIGN_OR_FAIL(kt, c.transpose(k, {0, 1, 3, 2}));
-  TESSERA_TS_ASSIGN_OR_FAIL(scores, c.infer<g::MatmulOp>(q, kt));
-  TESSERA_TS_ASSIGN_OR_FAIL(probs, c.build<g::SoftmaxOp>(
+  TESSERA_ASSIGN_OR_FAIL(q, project(query, 0, true));
+  TESSERA_ASSIGN_OR_FAIL(k, project(key, 1, false));
+  TESSERA_ASSIGN_OR_FAIL(v, project(value, 2, false));
+  TESSERA_ASSIGN_OR_FAIL(kt, c.transpose(k, {0, 1, 3, 2}));
+  TESSERA_ASSIGN_OR_FAIL(scores, c.infer<g::MatmulOp>(q, kt));
+  TESSERA_ASSIGN_OR_FAIL(probs, c.build<g::SoftmaxOp>(
                                        scores.getType(), scores,
                                        c.builder().getI64IntegerAttr(3)));
-  TESSERA_TS_ASSIGN_OR_FAIL(o, c.infer<g::MatmulOp>(probs, v));
-  TESSERA_TS_ASSIGN_OR_FAIL(ot, c.transpose(o, {0, 2, 1, 3}));
+  TESSERA_ASSIGN_OR_FAIL(o, c.infer<g::MatmulOp>(probs, v));
+  TESSERA_ASSIGN_OR_FAIL(ot, c.transpose(o, {0, 2, 1, 3}));
   ArrayRef<int64_t> qs = shapeOf(query);
-  TESSERA_TS_ASSIGN_OR_FAIL(merged, c.reshape(ot, {qs[0], qs[1], embed}));
+  TESSERA_ASSIGN_OR_FAIL(merged, c.reshape(ot, {qs[0], qs[1], embed}));
   if (weights) {
     *weights = probs;
     if (average) {
-      TESSERA_TS_ASSIGN_OR_FAIL(
+      TESSERA_ASSIGN_OR_FAIL(
           m, c.infer<g::ReduceMeanOp>(probs, c.builder().getDenseI64ArrayAttr({1}),
                                       c.builder().getBoolAttr(false)));
       *weights = m;
@@ -1558,16 +1559,16 @@ LogicalResult nativeMultiHeadAttention(OpContext &c) {
     return c.unsupported("an attention mask in the fused attention kernel");
   SmallVector<Value> t;
   for (size_t i : {0, 1, 2, 5, 6, 7, 8}) {
-    TESSERA_TS_ASSIGN_OR_FAIL(v, c.tensor(i));
+    TESSERA_ASSIGN_OR_FAIL(v, c.tensor(i));
     t.push_back(v);
   }
-  TESSERA_TS_ASSIGN_OR_FAIL(embed, c.getInt(3));
-  TESSERA_TS_ASSIGN_OR_FAIL(heads, c.getInt(4));
-  TESSERA_TS_ASSIGN_OR_FAIL(needWeights, c.getBool(10));
-  TESSERA_TS_ASSIGN_OR_FAIL(average, c.getBool(11));
+  TESSERA_ASSIGN_OR_FAIL(embed, c.getInt(3));
+  TESSERA_ASSIGN_OR_FAIL(heads, c.getInt(4));
+  TESSERA_ASSIGN_OR_FAIL(needWeights, c.getBool(10));
+  TESSERA_ASSIGN_OR_FAIL(average, c.getBool(11));
   bool wantWeights = needWeights && c.node()->output(1)->hasUses();
   Value weights;
-  TESSERA_TS_ASSIGN_OR_FAIL(out, attention(c, t[0], t[1], t[2], embed, heads,
+  TESSERA_ASSIGN_OR_FAIL(out, attention(c, t[0], t[1], t[2], embed, heads,
                                            t[3], t[4], t[5], t[6],
                                            wantWeights ? &weights : nullptr,
                                            average));
@@ -1589,14 +1590,14 @@ LogicalResult transformerEncoderLayer(OpContext &c) {
     return c.unsupported("an attention mask in the fused encoder-layer kernel");
   SmallVector<Value> t(18);
   for (size_t i : {0, 3, 4, 5, 6, 10, 11, 12, 13, 14, 15, 16, 17}) {
-    TESSERA_TS_ASSIGN_OR_FAIL(v, c.tensor(i));
+    TESSERA_ASSIGN_OR_FAIL(v, c.tensor(i));
     t[i] = v;
   }
-  TESSERA_TS_ASSIGN_OR_FAIL(embed, c.getInt(1));
-  TESSERA_TS_ASSIGN_OR_FAIL(heads, c.getInt(2));
-  TESSERA_TS_ASSIGN_OR_FAIL(useGelu, c.getBool(7));
-  TESSERA_TS_ASSIGN_OR_FAIL(normFirst, c.getBool(8));
-  TESSERA_TS_ASSIGN_OR_FAIL(eps, c.getDouble(9));
+  TESSERA_ASSIGN_OR_FAIL(embed, c.getInt(1));
+  TESSERA_ASSIGN_OR_FAIL(heads, c.getInt(2));
+  TESSERA_ASSIGN_OR_FAIL(useGelu, c.getBool(7));
+  TESSERA_ASSIGN_OR_FAIL(normFirst, c.getBool(8));
+  TESSERA_ASSIGN_OR_FAIL(eps, c.getDouble(9));
   Value src = t[0];
   if (rankOf(src) != 3)
     return c.error() << "expects batch-first [B, S, E] input, got "
@@ -1610,33 +1611,33 @@ LogicalResult transformerEncoderLayer(OpContext &c) {
     return attention(c, x, x, x, embed, heads, t[3], t[4], t[5], t[6]);
   };
   auto feedForward = [&](Value x) -> FailureOr<Value> {
-    TESSERA_TS_ASSIGN_OR_FAIL(h, linearOf(c, x, t[14], t[15]));
+    TESSERA_ASSIGN_OR_FAIL(h, linearOf(c, x, t[14], t[15]));
     Value act;
     if (useGelu) {
-      TESSERA_TS_ASSIGN_OR_FAIL(gl, geluOf(c, h, /*tanh=*/false));
+      TESSERA_ASSIGN_OR_FAIL(gl, geluOf(c, h, /*tanh=*/false));
       act = gl;
     } else {
-      TESSERA_TS_ASSIGN_OR_FAIL(r, c.build<g::ReluOp>(h.getType(), h));
+      TESSERA_ASSIGN_OR_FAIL(r, c.build<g::ReluOp>(h.getType(), h));
       act = r;
     }
     return linearOf(c, act, t[16], t[17]);
   };
   Value x = src;
   if (normFirst) {
-    TESSERA_TS_ASSIGN_OR_FAIL(n1, norm(x, t[10], t[11]));
-    TESSERA_TS_ASSIGN_OR_FAIL(a, selfAttention(n1));
-    TESSERA_TS_ASSIGN_OR_FAIL(x1, c.infer<g::AddOp>(x, a));
-    TESSERA_TS_ASSIGN_OR_FAIL(n2, norm(x1, t[12], t[13]));
-    TESSERA_TS_ASSIGN_OR_FAIL(f, feedForward(n2));
-    TESSERA_TS_ASSIGN_OR_FAIL(x2, c.infer<g::AddOp>(x1, f));
+    TESSERA_ASSIGN_OR_FAIL(n1, norm(x, t[10], t[11]));
+    TESSERA_ASSIGN_OR_FAIL(a, selfAttention(n1));
+    TESSERA_ASSIGN_OR_FAIL(x1, c.infer<g::AddOp>(x, a));
+    TESSERA_ASSIGN_OR_FAIL(n2, norm(x1, t[12], t[13]));
+    TESSERA_ASSIGN_OR_FAIL(f, feedForward(n2));
+    TESSERA_ASSIGN_OR_FAIL(x2, c.infer<g::AddOp>(x1, f));
     return c.setResult(x2);
   }
-  TESSERA_TS_ASSIGN_OR_FAIL(a, selfAttention(x));
-  TESSERA_TS_ASSIGN_OR_FAIL(s1, c.infer<g::AddOp>(x, a));
-  TESSERA_TS_ASSIGN_OR_FAIL(x1, norm(s1, t[10], t[11]));
-  TESSERA_TS_ASSIGN_OR_FAIL(f, feedForward(x1));
-  TESSERA_TS_ASSIGN_OR_FAIL(s2, c.infer<g::AddOp>(x1, f));
-  TESSERA_TS_ASSIGN_OR_FAIL(x2, norm(s2, t[12], t[13]));
+  TESSERA_ASSIGN_OR_FAIL(a, selfAttention(x));
+  TESSERA_ASSIGN_OR_FAIL(s1, c.infer<g::AddOp>(x, a));
+  TESSERA_ASSIGN_OR_FAIL(x1, norm(s1, t[10], t[11]));
+  TESSERA_ASSIGN_OR_FAIL(f, feedForward(x1));
+  TESSERA_ASSIGN_OR_FAIL(s2, c.infer<g::AddOp>(x1, f));
+  TESSERA_ASSIGN_OR_FAIL(x2, norm(s2, t[12], t[13]));
   return c.setResult(x2);
 }
 

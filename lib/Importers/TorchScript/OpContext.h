@@ -68,12 +68,6 @@ struct ImportedValue {
 
 class GraphEvaluator;
 
-/// Unwraps a FailureOr<T> into `var` or returns failure from the caller.
-#define TESSERA_TS_ASSIGN_OR_FAIL(var, expr)                                   \
-  auto var##OrFailure = (expr);                                                \
-  if (::mlir::failed(var##OrFailure))                                          \
-    return ::mlir::failure();                                                  \
-  auto var = std::move(*var##OrFailure)
 
 class OpContext {
 public:

@@ -1030,7 +1030,7 @@ FailureOr<SmallVector<Value>> OpContext::tensorList(size_t i) {
     }
     if (e.kind != ImportedValue::Kind::Constant || !e.constant.isTensor())
       return error() << "argument '" << argName(i) << "' must be a list of tensors";
-    TESSERA_TS_ASSIGN_OR_FAIL(
+    TESSERA_ASSIGN_OR_FAIL(
         t, evaluator_.materialize(e.constant.toTensor(), loc_, constantName(i)));
     out.push_back(t);
   }
@@ -1038,17 +1038,7 @@ FailureOr<SmallVector<Value>> OpContext::tensorList(size_t i) {
 }
 
 Value OpContext::splat(Type elementType, ArrayRef<int64_t> shape, double v) {
-  auto type = RankedTensorType::get(shape, elementType);
-  Attribute element;
-  if (auto ft = dyn_cast<FloatType>(elementType))
-    element = FloatAttr::get(ft, v);
-  else if (elementType.isInteger(1))
-    element = builder().getBoolAttr(v != 0);
-  else
-    element = IntegerAttr::get(elementType, static_cast<int64_t>(v));
-  return graph::ConstantOp::create(builder(), loc_,
-                                   DenseElementsAttr::get(type, element))
-      .getResult();
+  return graph::createSplatConstant(builder(), loc_, elementType, shape, v);
 }
 
 FailureOr<Value> OpContext::reshape(Value v, ArrayRef<int64_t> shape) {

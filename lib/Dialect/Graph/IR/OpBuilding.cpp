@@ -1,6 +1,7 @@
 //===- OpBuilding.cpp - importers' way of creating graph ops -------------===//
 
 #include "tessera/Dialect/Graph/IR/OpBuilding.h"
+#include "tessera/Dialect/Graph/IR/Graph.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Verifier.h"
@@ -39,6 +40,20 @@ FailureOr<Value> finishCreatedOp(OpBuilder &builder, Operation *op) {
     return folded.front();
   }
   return op->getResult(0);
+}
+
+Value createSplatConstant(OpBuilder &builder, Location loc, Type elementType,
+                          ArrayRef<int64_t> shape, double v) {
+  auto type = RankedTensorType::get(shape, elementType);
+  Attribute element;
+  if (auto ft = dyn_cast<FloatType>(elementType))
+    element = FloatAttr::get(ft, v);
+  else if (elementType.isInteger(1))
+    element = builder.getBoolAttr(v != 0);
+  else
+    element = IntegerAttr::get(elementType, static_cast<int64_t>(v));
+  return ConstantOp::create(builder, loc, DenseElementsAttr::get(type, element))
+      .getResult();
 }
 
 } // namespace tessera::graph

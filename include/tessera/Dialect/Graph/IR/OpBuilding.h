@@ -13,6 +13,13 @@
 
 #include "mlir/IR/Builders.h"
 
+/// Unwraps a FailureOr<T> into `var` or returns failure from the caller.
+#define TESSERA_ASSIGN_OR_FAIL(var, expr)                                      \
+  auto var##OrFailure = (expr);                                                \
+  if (::mlir::failed(var##OrFailure))                                          \
+    return ::mlir::failure();                                                  \
+  auto var = std::move(*var##OrFailure)
+
 namespace tessera::graph {
 
 /// The result type to create an op with when finishCreatedOp() infers it.
@@ -23,6 +30,12 @@ mlir::Type placeholderResultType(mlir::MLIRContext *context);
 /// failure (after a diagnostic; `op` is erased).
 mlir::FailureOr<mlir::Value> finishCreatedOp(mlir::OpBuilder &builder,
                                              mlir::Operation *op);
+
+/// A graph.constant of `shape` and `elementType` with every element `v`
+/// (bool: v != 0; integers: truncated).
+mlir::Value createSplatConstant(mlir::OpBuilder &builder, mlir::Location loc,
+                                mlir::Type elementType,
+                                llvm::ArrayRef<int64_t> shape, double v);
 
 } // namespace tessera::graph
 
