@@ -171,25 +171,19 @@ FailureOr<Value> NodeImporter::tensorValue(const onnx::TensorProto &tensor) {
 }
 
 FailureOr<Value> NodeImporter::reshape(Value v, ArrayRef<int64_t> shape) {
-  auto type = cast<RankedTensorType>(v.getType());
-  return build<graph::ReshapeOp>(
-      RankedTensorType::get(shape, type.getElementType()), v);
+  return graph::createReshape(builder(), loc_, v, shape);
 }
 
 FailureOr<Value> NodeImporter::transpose(Value v, ArrayRef<int64_t> perm) {
-  return infer<graph::TransposeOp>(v, builder().getDenseI64ArrayAttr(perm));
+  return graph::createTranspose(builder(), loc_, v, perm);
 }
 
 FailureOr<Value> NodeImporter::castTo(Value v, Type elementType) {
-  auto type = cast<RankedTensorType>(v.getType());
-  if (type.getElementType() == elementType)
-    return v;
-  return build<graph::CastOp>(type.clone(elementType), v);
+  return graph::createCast(builder(), loc_, v, elementType);
 }
 
 FailureOr<Value> NodeImporter::expand(Value v, ArrayRef<int64_t> shape) {
-  auto type = cast<RankedTensorType>(v.getType());
-  return build<graph::ExpandOp>(type.clone(shape), v);
+  return graph::createExpand(builder(), loc_, v, shape);
 }
 
 FailureOr<int64_t> NodeImporter::normalizeAxis(int64_t axis, int64_t rank,

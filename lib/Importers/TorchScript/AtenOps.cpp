@@ -756,6 +756,22 @@ LogicalResult layerNorm(OpContext &c) {
   return c.setResult(v);
 }
 
+/// graph.group_norm of input 0 with the optional per-channel weight and
+/// bias at `weightArg` and `weightArg + 1` and the epsilon at `epsArg`.
+LogicalResult groupNormOf(OpContext &c, Value x, int64_t groups,
+                          size_t weightArg, size_t epsArg) {
+  int64_t channels = shapeOf(x)[1];
+  Type elem = elementOf(x);
+  TESSERA_ASSIGN_OR_FAIL(scale, parameterOr(c, weightArg, elem, {channels}, 1));
+  TESSERA_ASSIGN_OR_FAIL(bias, parameterOr(c, weightArg + 1, elem, {channels}, 0));
+  TESSERA_ASSIGN_OR_FAIL(eps, c.getDouble(epsArg));
+  auto &b = c.builder();
+  TESSERA_ASSIGN_OR_FAIL(v, c.infer<g::GroupNormOp>(
+                                x, scale, bias, b.getI64IntegerAttr(groups),
+                                b.getF64FloatAttr(eps)));
+  return c.setResult(v);
+}
+
 /// group_norm(input, num_groups, weight, bias, eps, cudnn_enabled)
 LogicalResult groupNorm(OpContext &c) {
   TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
@@ -763,20 +779,11 @@ LogicalResult groupNorm(OpContext &c) {
   if (rankOf(x) < 2)
     return c.error() << "input must be N x C x ..., got "
                      << g::formatShape(shapeOf(x));
-  int64_t channels = shapeOf(x)[1];
-  Type elem = elementOf(x);
-  TESSERA_ASSIGN_OR_FAIL(scale, parameterOr(c, 2, elem, {channels}, 1));
-  TESSERA_ASSIGN_OR_FAIL(bias, parameterOr(c, 3, elem, {channels}, 0));
-  TESSERA_ASSIGN_OR_FAIL(eps, c.getDouble(4));
-  auto &b = c.builder();
-  TESSERA_ASSIGN_OR_FAIL(v, c.infer<g::GroupNormOp>(
-                                   x, scale, bias, b.getI64IntegerAttr(groups),
-                                   b.getF64FloatAttr(eps)));
-  return c.setResult(v);
+  return groupNormOf(c, x, groups, 2, 4);
 }
 
 /// instance_norm(input, weight, bias, running_mean, running_var,
-/// use_input_stats, momentum, eps, cudnn_enabled)
+/// use_input_stats, momentum, eps, cudnn_enabled): one group per channel.
 LogicalResult instanceNorm(OpContext &c) {
   TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
   TESSERA_ASSIGN_OR_FAIL(useInputStats, c.getBool(5));
@@ -785,16 +792,7 @@ LogicalResult instanceNorm(OpContext &c) {
   if (rankOf(x) < 3)
     return c.error() << "input must be N x C x spatial..., got "
                      << g::formatShape(shapeOf(x));
-  int64_t channels = shapeOf(x)[1];
-  Type elem = elementOf(x);
-  TESSERA_ASSIGN_OR_FAIL(scale, parameterOr(c, 1, elem, {channels}, 1));
-  TESSERA_ASSIGN_OR_FAIL(bias, parameterOr(c, 2, elem, {channels}, 0));
-  TESSERA_ASSIGN_OR_FAIL(eps, c.getDouble(7));
-  auto &b = c.builder();
-  TESSERA_ASSIGN_OR_FAIL(v, c.infer<g::GroupNormOp>(
-                                   x, scale, bias, b.getI64IntegerAttr(channels),
-                                   b.getF64FloatAttr(eps)));
-  return c.setResult(v);
+  return groupNormOf(c, x, shapeOf(x)[1], 1, 7);
 }
 
 /// softmax / log_softmax(self, dim, dtype)

@@ -1042,28 +1042,19 @@ Value OpContext::splat(Type elementType, ArrayRef<int64_t> shape, double v) {
 }
 
 FailureOr<Value> OpContext::reshape(Value v, ArrayRef<int64_t> shape) {
-  auto type = cast<RankedTensorType>(v.getType());
-  if (type.getShape() == shape)
-    return v;
-  return build<graph::ReshapeOp>(type.clone(shape), v);
+  return graph::createReshape(builder(), loc_, v, shape);
 }
 
 FailureOr<Value> OpContext::transpose(Value v, ArrayRef<int64_t> perm) {
-  return infer<graph::TransposeOp>(v, builder().getDenseI64ArrayAttr(perm));
+  return graph::createTranspose(builder(), loc_, v, perm);
 }
 
 FailureOr<Value> OpContext::castTo(Value v, Type elementType) {
-  auto type = cast<RankedTensorType>(v.getType());
-  if (type.getElementType() == elementType)
-    return v;
-  return build<graph::CastOp>(type.clone(elementType), v);
+  return graph::createCast(builder(), loc_, v, elementType);
 }
 
 FailureOr<Value> OpContext::expand(Value v, ArrayRef<int64_t> shape) {
-  auto type = cast<RankedTensorType>(v.getType());
-  if (type.getShape() == shape)
-    return v;
-  return build<graph::ExpandOp>(type.clone(shape), v);
+  return graph::createExpand(builder(), loc_, v, shape);
 }
 
 FailureOr<int64_t> OpContext::normalizeDim(int64_t dim, int64_t rank) {

@@ -56,4 +56,39 @@ Value createSplatConstant(OpBuilder &builder, Location loc, Type elementType,
       .getResult();
 }
 
+FailureOr<Value> createReshape(OpBuilder &builder, Location loc, Value v,
+                               ArrayRef<int64_t> shape) {
+  auto type = cast<RankedTensorType>(v.getType());
+  if (type.getShape() == shape)
+    return v;
+  return finishCreatedOp(
+      builder, ReshapeOp::create(builder, loc, type.clone(shape), v));
+}
+
+FailureOr<Value> createTranspose(OpBuilder &builder, Location loc, Value v,
+                                 ArrayRef<int64_t> perm) {
+  return finishCreatedOp(
+      builder, TransposeOp::create(builder, loc,
+                                   placeholderResultType(builder.getContext()),
+                                   v, builder.getDenseI64ArrayAttr(perm)));
+}
+
+FailureOr<Value> createCast(OpBuilder &builder, Location loc, Value v,
+                            Type elementType) {
+  auto type = cast<RankedTensorType>(v.getType());
+  if (type.getElementType() == elementType)
+    return v;
+  return finishCreatedOp(
+      builder, CastOp::create(builder, loc, type.clone(elementType), v));
+}
+
+FailureOr<Value> createExpand(OpBuilder &builder, Location loc, Value v,
+                              ArrayRef<int64_t> shape) {
+  auto type = cast<RankedTensorType>(v.getType());
+  if (type.getShape() == shape)
+    return v;
+  return finishCreatedOp(
+      builder, ExpandOp::create(builder, loc, type.clone(shape), v));
+}
+
 } // namespace tessera::graph

@@ -37,6 +37,22 @@ mlir::Value createSplatConstant(mlir::OpBuilder &builder, mlir::Location loc,
                                 mlir::Type elementType,
                                 llvm::ArrayRef<int64_t> shape, double v);
 
+/// graph.reshape / graph.transpose / graph.cast / graph.expand of `v`,
+/// verified and folded like every created op (`v` itself when nothing
+/// changes).
+mlir::FailureOr<mlir::Value> createReshape(mlir::OpBuilder &builder,
+                                           mlir::Location loc, mlir::Value v,
+                                           llvm::ArrayRef<int64_t> shape);
+mlir::FailureOr<mlir::Value> createTranspose(mlir::OpBuilder &builder,
+                                             mlir::Location loc, mlir::Value v,
+                                             llvm::ArrayRef<int64_t> perm);
+mlir::FailureOr<mlir::Value> createCast(mlir::OpBuilder &builder,
+                                        mlir::Location loc, mlir::Value v,
+                                        mlir::Type elementType);
+mlir::FailureOr<mlir::Value> createExpand(mlir::OpBuilder &builder,
+                                          mlir::Location loc, mlir::Value v,
+                                          llvm::ArrayRef<int64_t> shape);
+
 } // namespace tessera::graph
 
 #endif // TESSERA_DIALECT_GRAPH_IR_OPBUILDING_H
