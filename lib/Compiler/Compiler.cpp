@@ -102,13 +102,17 @@ FailureOr<runtime::DType> dtypeOf(Type t, Location loc) {
   return *d;
 }
 
-FailureOr<runtime::TensorInfo> tensorInfo(Type t, StringAttr name, Location loc) {
+/// `elementType`, where given, is the interface's element type of a value
+/// that lowering made signless (graph.element_type).
+FailureOr<runtime::TensorInfo> tensorInfo(Type t, StringAttr name, Location loc,
+                                          TypeAttr elementType = {}) {
   auto ranked = dyn_cast<RankedTensorType>(t);
   if (!ranked || !ranked.hasStaticShape())
     return emitError(loc) << "the executable's inputs and outputs need static "
                              "tensor types, got "
                           << t;
-  FailureOr<runtime::DType> d = dtypeOf(t, loc);
+  FailureOr<runtime::DType> d =
+      dtypeOf(elementType ? elementType.getValue() : t, loc);
   if (failed(d))
     return failure();
   runtime::TensorInfo info;
@@ -124,10 +128,11 @@ LogicalResult describeModel(ModuleOp module, CompiledModel &model) {
   if (!main)
     return module.emitError("the model has no @main function");
   // Inputs and outputs by their graph.name (or input<i> / output<i>).
-  auto describe = [&](TypeRange types, auto nameOf, StringRef fallback,
+  auto describe = [&](TypeRange types, auto attrOf, StringRef fallback,
                       std::vector<runtime::TensorInfo> &into) {
     for (auto [i, type] : llvm::enumerate(types)) {
-      auto info = tensorInfo(type, nameOf(i), main.getLoc());
+      auto info = tensorInfo(type, attrOf(i, StringAttr(), "graph.name"), main.getLoc(),
+                             attrOf(i, TypeAttr(), "graph.element_type"));
       if (failed(info))
         return failure();
       if (info->name.empty())
@@ -138,11 +143,15 @@ LogicalResult describeModel(ModuleOp module, CompiledModel &model) {
   };
   if (failed(describe(
           main.getArgumentTypes(),
-          [&](unsigned i) { return main.getArgAttrOfType<StringAttr>(i, "graph.name"); },
+          [&](unsigned i, auto kind, StringRef attr) {
+            return main.getArgAttrOfType<decltype(kind)>(i, attr);
+          },
           "input", model.inputs)) ||
       failed(describe(
           main.getResultTypes(),
-          [&](unsigned i) { return main.getResultAttrOfType<StringAttr>(i, "graph.name"); },
+          [&](unsigned i, auto kind, StringRef attr) {
+            return main.getResultAttrOfType<decltype(kind)>(i, attr);
+          },
           "output", model.outputs)))
     return failure();
   // Same order as codegen-externalize-weights: first use in @main.

@@ -377,7 +377,7 @@ Expected<std::unique_ptr<IPUModel>> IPUModel::create(const Executable &executabl
                   llvm::Twine(infos.size()) + " (recompile the model)");
     for (size_t i = 0; i < vars.size(); ++i) {
       const Variable &v = p.variables[vars[i]];
-      if (v.shape != infos[i].shape || v.dtype != infos[i].dtype)
+      if (v.shape != infos[i].shape || !sameStorage(v.dtype, infos[i].dtype))
         return fail(llvm::Twine("the executable's program has ") + what + " '" +
                     infos[i].name + "' as " + typeString(v.shape, v.dtype) +
                     " but its signature says " + infos[i].typeString() +

@@ -48,6 +48,14 @@ llvm::Error fail(const llvm::Twine &msg) {
 StringRef dtypeName(DType t) { return info(t).mlir; }
 size_t dtypeSize(DType t) { return info(t).size; }
 
+bool sameStorage(DType a, DType b) {
+  auto isInteger = [](DType t) {
+    return t != DType::Bool && t != DType::F32 && t != DType::F64 &&
+           t != DType::F16 && t != DType::BF16;
+  };
+  return a == b || (isInteger(a) && isInteger(b) && dtypeSize(a) == dtypeSize(b));
+}
+
 Expected<DType> parseDType(StringRef name) {
   for (const auto &i : kDTypes)
     if (name == i.mlir)

@@ -80,7 +80,10 @@ llvm::Expected<Tensor> readTensorProto(llvm::StringRef path) {
       {onnx::TensorProto::FLOAT, DType::F32},  {onnx::TensorProto::DOUBLE, DType::F64},
       {onnx::TensorProto::FLOAT16, DType::F16}, {onnx::TensorProto::INT64, DType::I64},
       {onnx::TensorProto::INT32, DType::I32},  {onnx::TensorProto::INT8, DType::I8},
-      {onnx::TensorProto::UINT8, DType::U8},   {onnx::TensorProto::BOOL, DType::Bool}};
+      {onnx::TensorProto::UINT8, DType::U8},   {onnx::TensorProto::BOOL, DType::Bool},
+      {onnx::TensorProto::INT16, DType::I16},  {onnx::TensorProto::UINT16, DType::U16},
+      {onnx::TensorProto::UINT32, DType::U32}, {onnx::TensorProto::UINT64, DType::U64},
+      {onnx::TensorProto::BFLOAT16, DType::BF16}};
   auto it = types.find(proto.data_type());
   if (it == types.end())
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
@@ -95,10 +98,23 @@ llvm::Expected<Tensor> readTensorProto(llvm::StringRef path) {
     t.data.resize(bytes);
     std::memcpy(t.data.data(), proto.float_data().data(),
                 std::min<size_t>(bytes, proto.float_data_size() * 4));
+  } else if (proto.double_data_size()) {
+    t.data.resize(bytes);
+    std::memcpy(t.data.data(), proto.double_data().data(),
+                std::min<size_t>(bytes, proto.double_data_size() * 8));
   } else if (proto.int64_data_size()) {
     t.data.resize(bytes);
     std::memcpy(t.data.data(), proto.int64_data().data(),
                 std::min<size_t>(bytes, proto.int64_data_size() * 8));
+  } else if (proto.uint64_data_size() &&
+             proto.uint64_data_size() == static_cast<int>(t.numElements())) {
+    // UINT32 and UINT64, one per entry: keep each entry's low bytes.
+    size_t width = dtypeSize(t.dtype);
+    t.data.resize(bytes);
+    for (int i = 0; i < proto.uint64_data_size(); ++i) {
+      uint64_t v = proto.uint64_data(i);
+      std::memcpy(t.data.data() + i * width, &v, width);
+    }
   } else if (proto.int32_data_size() &&
              proto.int32_data_size() == static_cast<int>(t.numElements())) {
     // Types of 32 bits or less, one per entry: keep each entry's low bytes.

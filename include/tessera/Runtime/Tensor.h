@@ -25,6 +25,10 @@ enum class DType { F32, F64, F16, BF16, I64, I32, I16, I8, U8, U16, U32, U64, Bo
 llvm::StringRef dtypeName(DType t);
 llvm::Expected<DType> parseDType(llvm::StringRef mlirName);
 size_t dtypeSize(DType t);
+/// Whether tile memory holds `a` and `b` alike: the same type, or integers
+/// of one width (the machine program is signless; the executable's
+/// signature says which of its integers are unsigned).
+bool sameStorage(DType a, DType b);
 /// Elements of a shape, and "1x3x224x224xf32" for a shape and type.
 int64_t numElements(const std::vector<int64_t> &shape);
 std::string typeString(const std::vector<int64_t> &shape, DType t);

@@ -25,6 +25,7 @@
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/AffineMap.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/Transforms/DialectConversion.h"
 
 #include <cmath>
@@ -1465,6 +1466,80 @@ struct ResizePattern : OpConversionPattern<g::ResizeOp> {
 };
 
 //===----------------------------------------------------------------------===//
+// Signedness
+//===----------------------------------------------------------------------===//
+
+/// `t` with every unsigned integer (scalar or tensor element) made signless.
+Type signless(Type t) {
+  if (auto shaped = dyn_cast<RankedTensorType>(t))
+    return shaped.clone(arithType(shaped.getElementType()));
+  return arithType(t);
+}
+
+/// Arith and linalg bodies compute on signless integers, so the patterns
+/// above read signedness from the graph ops' types (isUnsigned) while they
+/// build, and the module is made signless once they are done: every value,
+/// block argument, function type, global and constant. The interface keeps
+/// its meaning: @main's unsigned arguments and results carry their graph
+/// element type as `graph.element_type`, which the executable's signature
+/// reads.
+LogicalResult eraseSignedness(ModuleOp module) {
+  MLIRContext *ctx = module.getContext();
+  auto retypeElements = [&](Attribute value) -> Attribute {
+    if (auto dense = dyn_cast_if_present<DenseElementsAttr>(value)) {
+      Type elem = dense.getElementType();
+      return elem == arithType(elem) ? value : dense.bitcast(arithType(elem));
+    }
+    if (auto resource = dyn_cast_if_present<DenseResourceElementsAttr>(value)) {
+      auto type = resource.getType();
+      if (type.getElementType() == arithType(type.getElementType()))
+        return value;
+      return DenseResourceElementsAttr::get(cast<ShapedType>(signless(type)),
+                                            resource.getRawHandle());
+    }
+    return value;
+  };
+  WalkResult walk = module.walk([&](Operation *op) {
+    if (auto func = dyn_cast<func::FuncOp>(op)) {
+      FunctionType type = func.getFunctionType();
+      auto convert = [&](TypeRange types, bool results) {
+        SmallVector<Type> out;
+        for (auto [i, t] : llvm::enumerate(types)) {
+          out.push_back(signless(t));
+          if (out.back() == t || func.getName() != "main")
+            continue;
+          auto elem = TypeAttr::get(getElementTypeOrSelf(t));
+          if (results)
+            func.setResultAttr(i, "graph.element_type", elem);
+          else
+            func.setArgAttr(i, "graph.element_type", elem);
+        }
+        return out;
+      };
+      SmallVector<Type> inputs = convert(type.getInputs(), false);
+      SmallVector<Type> results = convert(type.getResults(), true);
+      func.setFunctionType(FunctionType::get(ctx, inputs, results));
+    } else if (auto global = dyn_cast<ml_program::GlobalOp>(op)) {
+      global.setType(signless(global.getType()));
+      if (auto value = global.getValue())
+        global.setValueAttr(retypeElements(*value));
+    } else if (auto constant = dyn_cast<arith::ConstantOp>(op)) {
+      Attribute value = retypeElements(constant.getValue());
+      if (value != constant.getValue())
+        constant.setValueAttr(cast<TypedAttr>(value));
+    }
+    for (Region &region : op->getRegions())
+      for (Block &block : region)
+        for (BlockArgument arg : block.getArguments())
+          arg.setType(signless(arg.getType()));
+    for (OpResult result : op->getResults())
+      result.setType(signless(result.getType()));
+    return WalkResult::advance();
+  });
+  return failure(walk.wasInterrupted());
+}
+
+//===----------------------------------------------------------------------===//
 // The pass
 //===----------------------------------------------------------------------===//
 
@@ -1472,22 +1547,6 @@ struct ConvertGraphToLinalg
     : tessera::impl::ConvertGraphToLinalgBase<ConvertGraphToLinalg> {
   void runOnOperation() override {
     MLIRContext *ctx = &getContext();
-    // Linalg bodies compute on signless integers; graph's unsigned tensors
-    // need a type conversion that is not written yet.
-    WalkResult unsignedCheck = getOperation().walk([](Operation *op) {
-      if (!isa<g::GraphDialect>(op->getDialect()))
-        return WalkResult::advance();
-      for (Type t : llvm::concat<const Type>(op->getOperandTypes(), op->getResultTypes()))
-        if (auto it = dyn_cast<IntegerType>(getElementTypeOrSelf(t));
-            it && it.isUnsigned()) {
-          op->emitError() << "unsigned integer tensors (" << t
-                          << ") are not lowered to linalg yet";
-          return WalkResult::interrupt();
-        }
-      return WalkResult::advance();
-    });
-    if (unsignedCheck.wasInterrupted())
-      return signalPassFailure();
     ConversionTarget target(*ctx);
     target.addIllegalDialect<g::GraphDialect>();
     target.addLegalDialect<linalg::LinalgDialect, tensor::TensorDialect,
@@ -1496,6 +1555,8 @@ struct ConvertGraphToLinalg
     RewritePatternSet patterns(ctx);
     tessera::populateGraphToLinalgPatterns(patterns);
     if (failed(applyPartialConversion(getOperation(), target, std::move(patterns))))
+      return signalPassFailure();
+    if (failed(eraseSignedness(getOperation())))
       signalPassFailure();
   }
 };

@@ -5,11 +5,3 @@ func.func @cubic(%x: tensor<1x1x2x2xf32>) -> tensor<1x1x4x4xf32> {
   %0 = graph.resize %x {scales = array<f64: 1.0, 1.0, 2.0, 2.0>, mode = #graph<resize_mode cubic>, coordinate_transform = #graph<coordinate_transform half_pixel>, nearest_mode = #graph<nearest_mode floor>, cubic_coeff_a = -0.75 : f64, exclude_outside = false} : tensor<1x1x2x2xf32> -> tensor<1x1x4x4xf32>
   return %0 : tensor<1x1x4x4xf32>
 }
-
-// -----
-
-func.func @unsigned(%x: tensor<4xui8>) -> tensor<4xui8> {
-  // expected-error @+1 {{unsigned integer tensors ('tensor<4xui8>') are not lowered to linalg yet}}
-  %0 = graph.add %x, %x : (tensor<4xui8>, tensor<4xui8>) -> tensor<4xui8>
-  return %0 : tensor<4xui8>
-}
