@@ -218,6 +218,22 @@ struct OpConverter {
 const OpConverter *lookupConverter(llvm::StringRef opType, int64_t opset);
 /// Every registered converter.
 llvm::ArrayRef<OpConverter> allConverters();
+/// The converter tables of the files beside ONNXOps.cpp (allConverters
+/// joins them): RNN/GRU/LSTM (RecurrentOps.cpp) and the long tail of
+/// operators decomposed into graph ops (ExtraOps.cpp).
+llvm::ArrayRef<OpConverter> recurrentConverters();
+llvm::ArrayRef<OpConverter> extraConverters();
+
+using Ints = llvm::SmallVector<int64_t>;
+inline Ints shapeOf(mlir::Value v) {
+  return Ints(llvm::cast<mlir::RankedTensorType>(v.getType()).getShape());
+}
+inline mlir::Type elementTypeOf(mlir::Value v) {
+  return llvm::cast<mlir::RankedTensorType>(v.getType()).getElementType();
+}
+inline int64_t rankOf(mlir::Value v) {
+  return llvm::cast<mlir::RankedTensorType>(v.getType()).getRank();
+}
 
 /// Maps an ONNX TensorProto data type to an MLIR element type (null if the
 /// type has no graph-dialect equivalent, e.g. strings and complex numbers).

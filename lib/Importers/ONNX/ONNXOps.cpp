@@ -22,15 +22,6 @@ namespace g = tessera::graph;
 namespace tessera::onnx_importer {
 namespace {
 
-using Ints = SmallVector<int64_t>;
-
-Ints shapeOf(Value v) {
-  return Ints(cast<RankedTensorType>(v.getType()).getShape());
-}
-Type elementTypeOf(Value v) {
-  return cast<RankedTensorType>(v.getType()).getElementType();
-}
-int64_t rankOf(Value v) { return cast<RankedTensorType>(v.getType()).getRank(); }
 
 //===----------------------------------------------------------------------===//
 // Elementwise
@@ -2124,11 +2115,19 @@ static const OpConverter kConverters[] = {
     {"ScatterND", 11, scatterND},
 };
 
-ArrayRef<OpConverter> allConverters() { return kConverters; }
+ArrayRef<OpConverter> allConverters() {
+  static const std::vector<OpConverter> all = [] {
+    std::vector<OpConverter> v(std::begin(kConverters), std::end(kConverters));
+    for (ArrayRef<OpConverter> group : {recurrentConverters(), extraConverters()})
+      v.insert(v.end(), group.begin(), group.end());
+    return v;
+  }();
+  return all;
+}
 
 const OpConverter *lookupConverter(StringRef opType, int64_t opset) {
   const OpConverter *best = nullptr;
-  for (const OpConverter &c : kConverters)
+  for (const OpConverter &c : allConverters())
     if (opType == c.opType && c.sinceOpset <= opset &&
         (!best || c.sinceOpset > best->sinceOpset))
       best = &c;
