@@ -316,6 +316,24 @@ void populateElementwise(RewritePatternSet &p) {
   addElementwise<g::MinOp>(p, [](auto, OpBuilder &b, Location l, Type t, V a) {
     return minS(b, l, a[0], a[1], isUnsigned(t));
   });
+  // LLVM's shifts by the width or more are poison; ONNX's give 0 (or the
+  // sign for an arithmetic right shift), so the amount is clamped first.
+  addElementwise<g::ShiftLeftOp>(p, [](auto, OpBuilder &b, Location l, Type t, V a) {
+    Value width = scalar(b, l, t, arithType(t).getIntOrFloatBitWidth());
+    Value tooFar = compareS(b, l, "ge", a[1], width, /*uns=*/true);
+    Value shifted = arith::ShLIOp::create(b, l, a[0], a[1]);
+    return arith::SelectOp::create(b, l, tooFar, scalar(b, l, t, 0), shifted).getResult();
+  });
+  addElementwise<g::ShiftRightOp>(p, [](auto, OpBuilder &b, Location l, Type t, V a) {
+    unsigned w = arithType(t).getIntOrFloatBitWidth();
+    if (isUnsigned(t)) {
+      Value tooFar = compareS(b, l, "ge", a[1], scalar(b, l, t, w), /*uns=*/true);
+      Value shifted = arith::ShRUIOp::create(b, l, a[0], a[1]);
+      return arith::SelectOp::create(b, l, tooFar, scalar(b, l, t, 0), shifted).getResult();
+    }
+    Value amount = minS(b, l, a[1], scalar(b, l, t, w - 1), /*uns=*/true);
+    return arith::ShRSIOp::create(b, l, a[0], amount).getResult();
+  });
   addElementwise<g::AndOp>(p, [](auto, OpBuilder &b, Location l, Type, V a) {
     return arith::AndIOp::create(b, l, a[0], a[1]).getResult();
   });
@@ -379,6 +397,8 @@ void populateElementwise(RewritePatternSet &p) {
     return math::TanhOp::create(b, l, x).getResult(); }));
   addElementwise<g::ErfOp>(p, math1([](OpBuilder &b, Location l, Value x) {
     return math::ErfOp::create(b, l, x).getResult(); }));
+  addElementwise<g::AtanOp>(p, math1([](OpBuilder &b, Location l, Value x) {
+    return math::AtanOp::create(b, l, x).getResult(); }));
   addElementwise<g::SinOp>(p, math1([](OpBuilder &b, Location l, Value x) {
     return math::SinOp::create(b, l, x).getResult(); }));
   addElementwise<g::CosOp>(p, math1([](OpBuilder &b, Location l, Value x) {

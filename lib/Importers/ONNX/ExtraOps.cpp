@@ -1,13 +1,774 @@
-//===- ExtraOps.cpp ---------------------------------------------------------===//
+//===- ExtraOps.cpp - the long tail of ONNX, decomposed into graph ops ----===//
+//
+// Operators that have no graph op of their own. Each is written in terms of
+// the graph dialect, so the mapper, the memory planner and codegen see only
+// ops they already know:
+//  - scatters (ScatterND, ScatterElements, Scatter, MaxUnpool) compare every
+//    update's flat target position with every data position (a one-hot mask)
+//    and reduce the selected updates; this costs updates x positions work,
+//    which is what a static-shape machine without dynamic addressing pays;
+//  - TopK repeats arg-max / mask k times;
+//  - spectral ops (DFT, STFT) multiply by constant cosine and sine matrices;
+//  - windows and MelWeightMatrix are constants computed here from their
+//    (compile-time) sizes;
+//  - quantized ops (QuantizeLinear, QLinearMatMul, ConvInteger, ...) compute
+//    their integer products exactly in f64 and round half to even as ONNX
+//    does.
+//
+//===----------------------------------------------------------------------===//
 
 #include "NodeImporter.h"
+
+#include "tessera/Dialect/Graph/IR/ShapeUtils.h"
+
+#include <cmath>
+#include <numeric>
 
 using namespace mlir;
 namespace g = tessera::graph;
 
 namespace tessera::onnx_importer {
-namespace {} // namespace
+namespace {
 
-ArrayRef<OpConverter> extraConverters() { return {}; }
+constexpr double kPi = 3.14159265358979323846;
+
+//===----------------------------------------------------------------------===//
+// Building blocks
+//===----------------------------------------------------------------------===//
+
+DenseElementsAttr floatValues(Type elem, ArrayRef<int64_t> shape,
+                              ArrayRef<double> values) {
+  auto type = RankedTensorType::get(shape, elem);
+  const llvm::fltSemantics &sem = cast<FloatType>(elem).getFloatSemantics();
+  SmallVector<APFloat> v;
+  for (double d : values) {
+    APFloat f(d);
+    bool lost;
+    f.convert(sem, APFloat::rmNearestTiesToEven, &lost);
+    v.push_back(f);
+  }
+  return DenseElementsAttr::get(type, v);
+}
+
+DenseElementsAttr intValues(Type elem, ArrayRef<int64_t> shape,
+                            ArrayRef<int64_t> values) {
+  auto type = RankedTensorType::get(shape, elem);
+  unsigned width = elem.getIntOrFloatBitWidth();
+  SmallVector<APInt> v;
+  for (int64_t x : values)
+    v.push_back(APInt(width, static_cast<uint64_t>(x), /*isSigned=*/true,
+                      /*implicitTrunc=*/true));
+  return DenseElementsAttr::get(type, v);
+}
+
+/// 0, 1, ..., size-1 as i64 along dim `at` of a rank-`rank` shape of 1s.
+Value iotaAlong(NodeImporter &n, int64_t size, int64_t at, int64_t rank) {
+  Ints shape(rank, 1);
+  shape[at] = size;
+  Ints values(size);
+  std::iota(values.begin(), values.end(), 0);
+  return n.constant(intValues(n.builder().getI64Type(), shape, values));
+}
+
+template <typename ReduceOp>
+FailureOr<Value> reduce(NodeImporter &n, Value x, ArrayRef<int64_t> axes,
+                        bool keepdims) {
+  return n.infer<ReduceOp>(x, n.builder().getDenseI64ArrayAttr(axes),
+                           n.builder().getBoolAttr(keepdims));
+}
+
+FailureOr<Value> sliceAlong(NodeImporter &n, Value x, int64_t axis, int64_t begin,
+                            int64_t end, int64_t step = 1) {
+  Ints shape = shapeOf(x), starts(shape.size(), 0), limits = shape,
+       strides(shape.size(), 1);
+  starts[axis] = begin;
+  limits[axis] = end;
+  strides[axis] = step;
+  auto &b = n.builder();
+  return n.infer<g::SliceOp>(x, b.getDenseI64ArrayAttr(starts),
+                             b.getDenseI64ArrayAttr(limits),
+                             b.getDenseI64ArrayAttr(strides));
+}
+
+FailureOr<Value> concat(NodeImporter &n, ValueRange values, int64_t axis) {
+  if (values.size() == 1)
+    return values.front();
+  return n.infer<g::ConcatOp>(values, n.builder().getI64IntegerAttr(axis));
+}
+
+/// The most negative (lowest) or most positive value of `elem`.
+double extremeOf(Type elem, bool lowest) {
+  if (isa<FloatType>(elem))
+    return lowest ? -std::numeric_limits<double>::infinity()
+                  : std::numeric_limits<double>::infinity();
+  auto it = cast<IntegerType>(elem);
+  unsigned w = it.getWidth();
+  if (it.isUnsigned() || w == 1)
+    return lowest ? 0.0 : std::ldexp(1.0, w) - 1;
+  return lowest ? -std::ldexp(1.0, w - 1) : std::ldexp(1.0, w - 1) - 1;
+}
+
+/// `v` with its dim `axis` moved to the end (or back, with `inverse`).
+FailureOr<Value> moveAxisToEnd(NodeImporter &n, Value v, int64_t axis,
+                               bool inverse = false) {
+  int64_t rank = rankOf(v);
+  if (axis == rank - 1)
+    return v;
+  Ints perm;
+  if (!inverse) {
+    for (int64_t d = 0; d < rank; ++d)
+      if (d != axis)
+        perm.push_back(d);
+    perm.push_back(axis);
+  } else {
+    for (int64_t d = 0; d < rank - 1; ++d) {
+      if (d == axis)
+        perm.push_back(rank - 1);
+      perm.push_back(d);
+    }
+    if (axis == rank - 1)
+      perm.push_back(rank - 1);
+  }
+  return n.transpose(v, perm);
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+/// atan directly; asin x = atan(x / sqrt(1 - x^2)) (at |x| = 1 the quotient
+/// is +-inf and atan gives +-pi/2); acos x = pi/2 - asin x.
+template <int Kind> LogicalResult inverseTrig(NodeImporter &n) {
+  Value x = n.input(0);
+  Type elem = elementTypeOf(x);
+  if (Kind == 0) {
+    TESSERA_ASSIGN_OR_FAIL(v, n.build<g::AtanOp>(x.getType(), x));
+    return n.setOutput(v);
+  }
+  TESSERA_ASSIGN_OR_FAIL(sq, n.infer<g::MulOp>(x, x));
+  TESSERA_ASSIGN_OR_FAIL(rest, n.infer<g::SubOp>(n.scalar(elem, 1), sq));
+  TESSERA_ASSIGN_OR_FAIL(root, n.build<g::SqrtOp>(rest.getType(), rest));
+  TESSERA_ASSIGN_OR_FAIL(q, n.infer<g::DivOp>(x, root));
+  TESSERA_ASSIGN_OR_FAIL(asin, n.build<g::AtanOp>(q.getType(), q));
+  if (Kind == 1)
+    return n.setOutput(asin);
+  TESSERA_ASSIGN_OR_FAIL(acos, n.infer<g::SubOp>(n.scalar(elem, kPi / 2), asin));
+  return n.setOutput(acos);
+}
+
+LogicalResult bitShift(NodeImporter &n) {
+  std::string direction = n.stringAttr("direction", "");
+  FailureOr<Value> v = failure();
+  if (direction == "LEFT")
+    v = n.infer<g::ShiftLeftOp>(n.input(0), n.input(1));
+  else if (direction == "RIGHT")
+    v = n.infer<g::ShiftRightOp>(n.input(0), n.input(1));
+  else
+    return n.error() << "direction must be LEFT or RIGHT, got '" << direction << "'";
+  if (failed(v))
+    return failure();
+  return n.setOutput(*v);
+}
+
+//===----------------------------------------------------------------------===//
+// Windows and filter banks: constants of a compile-time size
+//===----------------------------------------------------------------------===//
+
+/// Output element type from an `output_datatype` attribute (default FLOAT).
+FailureOr<Type> outputDatatype(NodeImporter &n) {
+  int64_t dt = n.intAttr("output_datatype", 1);
+  Type elem = elementTypeFor(dt, n.context());
+  if (!elem || !isa<FloatType>(elem))
+    return n.error() << "output_datatype " << onnxTypeName(dt)
+                     << " is not a floating-point type";
+  return elem;
+}
+
+/// Hann, Hamming and Blackman windows: sum_j a_j cos(2 pi j k / N) with
+/// N = size (periodic) or size - 1 (symmetric).
+template <int Kind> LogicalResult window(NodeImporter &n) {
+  TESSERA_ASSIGN_OR_FAIL(size, n.constantScalar(0, "size"));
+  TESSERA_ASSIGN_OR_FAIL(elem, outputDatatype(n));
+  int64_t length = static_cast<int64_t>(size);
+  if (length < 0 || length > (int64_t(1) << 24))
+    return n.error() << "window size " << length << " is out of range";
+  double denom = n.intAttr("periodic", 1) ? length : length - 1;
+  SmallVector<double> a;
+  if (Kind == 0)
+    a = {0.5, -0.5};
+  else if (Kind == 1)
+    a = {25.0 / 46.0, -21.0 / 46.0};
+  else
+    a = {0.42, -0.5, 0.08};
+  SmallVector<double> values;
+  for (int64_t k = 0; k < length; ++k) {
+    double v = 0;
+    for (size_t j = 0; j < a.size(); ++j)
+      v += a[j] * (denom == 0 ? 1.0 : std::cos(2 * kPi * j * k / denom));
+    values.push_back(v);
+  }
+  return n.setOutput(n.constant(floatValues(elem, {length}, values)));
+}
+
+/// The triangular mel filter bank of the ONNX reference: bin edges equally
+/// spaced in mel, truncated to DFT bins.
+LogicalResult melWeightMatrix(NodeImporter &n) {
+  TESSERA_ASSIGN_OR_FAIL(melBins, n.constantScalar(0, "num_mel_bins"));
+  TESSERA_ASSIGN_OR_FAIL(dftLength, n.constantScalar(1, "dft_length"));
+  TESSERA_ASSIGN_OR_FAIL(sampleRate, n.constantScalar(2, "sample_rate"));
+  TESSERA_ASSIGN_OR_FAIL(lowHz, n.constantScalar(3, "lower_edge_hertz"));
+  TESSERA_ASSIGN_OR_FAIL(highHz, n.constantScalar(4, "upper_edge_hertz"));
+  TESSERA_ASSIGN_OR_FAIL(elem, outputDatatype(n));
+  int64_t mels = static_cast<int64_t>(melBins), dft = static_cast<int64_t>(dftLength);
+  if (mels <= 0 || dft <= 0 || sampleRate <= 0 || mels > 65536 || dft > (1 << 24))
+    return n.error() << "num_mel_bins, dft_length and sample_rate must be positive";
+  int64_t spectrogramBins = dft / 2 + 1;
+  auto toMel = [](double hz) { return 2595 * std::log10(1 + hz / 700); };
+  double lowMel = toMel(lowHz), step = (toMel(highHz) - lowMel) / (mels + 2);
+  SmallVector<int64_t> edges;
+  for (int64_t i = 0; i < mels + 2; ++i) {
+    double hz = 700 * (std::pow(10.0, (i * step + lowMel) / 2595) - 1);
+    edges.push_back(static_cast<int64_t>(std::floor((dft + 1) * hz / sampleRate)));
+  }
+  SmallVector<double> w(spectrogramBins * mels, 0.0);
+  auto at = [&](int64_t bin, int64_t mel) -> double * {
+    return bin >= 0 && bin < spectrogramBins ? &w[bin * mels + mel] : nullptr;
+  };
+  for (int64_t i = 0; i < mels; ++i) {
+    int64_t lo = edges[i], center = edges[i + 1], hi = edges[i + 2];
+    if (center == lo) {
+      if (double *p = at(center, i))
+        *p = 1;
+    } else {
+      for (int64_t j = lo; j <= center; ++j)
+        if (double *p = at(j, i))
+          *p = double(j - lo) / double(center - lo);
+    }
+    for (int64_t j = center; j < hi; ++j)
+      if (double *p = at(j, i))
+        *p = double(hi - j) / double(hi - center);
+  }
+  return n.setOutput(n.constant(floatValues(elem, {spectrogramBins, mels}, w)));
+}
+
+//===----------------------------------------------------------------------===//
+// Normalisation and linear algebra
+//===----------------------------------------------------------------------===//
+
+/// (x - E[x]) / (sqrt(E[x^2] - E[x]^2) + 1e-9) over `axes` (ONNX's function).
+LogicalResult meanVarianceNormalization(NodeImporter &n) {
+  Value x = n.input(0);
+  Type elem = elementTypeOf(x);
+  Ints axes = n.intsAttr("axes").value_or(Ints{0, 2, 3});
+  TESSERA_ASSIGN_OR_FAIL(normalized, n.normalizeAxes(axes, rankOf(x)));
+  TESSERA_ASSIGN_OR_FAIL(mean, reduce<g::ReduceMeanOp>(n, x, normalized, true));
+  TESSERA_ASSIGN_OR_FAIL(sq, n.infer<g::MulOp>(x, x));
+  TESSERA_ASSIGN_OR_FAIL(meanSq, reduce<g::ReduceMeanOp>(n, sq, normalized, true));
+  TESSERA_ASSIGN_OR_FAIL(sqMean, n.infer<g::MulOp>(mean, mean));
+  TESSERA_ASSIGN_OR_FAIL(var, n.infer<g::SubOp>(meanSq, sqMean));
+  TESSERA_ASSIGN_OR_FAIL(std, n.build<g::SqrtOp>(var.getType(), var));
+  TESSERA_ASSIGN_OR_FAIL(den, n.infer<g::AddOp>(std, n.scalar(elem, 1e-9)));
+  TESSERA_ASSIGN_OR_FAIL(centered, n.infer<g::SubOp>(x, mean));
+  TESSERA_ASSIGN_OR_FAIL(v, n.infer<g::DivOp>(centered, den));
+  return n.setOutput(v);
+}
+
+/// Determinants of [..., m, m] by the Leibniz formula (m <= 4: 24 terms).
+LogicalResult det(NodeImporter &n) {
+  Value x = n.input(0);
+  Ints shape = shapeOf(x);
+  int64_t rank = shape.size();
+  if (rank < 2 || shape[rank - 1] != shape[rank - 2])
+    return n.error() << "input must be [..., M, M], got " << g::formatShape(shape);
+  int64_t m = shape.back();
+  if (m > 4)
+    return n.unsupported("Det of matrices larger than 4x4 (" + std::to_string(m) +
+                         "x" + std::to_string(m) + ")");
+  Ints batch(shape.begin(), shape.end() - 2);
+  // Element (i, j) as a [...] tensor.
+  SmallVector<SmallVector<Value>> e(m, SmallVector<Value>(m));
+  for (int64_t i = 0; i < m; ++i) {
+    TESSERA_ASSIGN_OR_FAIL(row, sliceAlong(n, x, rank - 2, i, i + 1));
+    for (int64_t j = 0; j < m; ++j) {
+      TESSERA_ASSIGN_OR_FAIL(el, sliceAlong(n, row, rank - 1, j, j + 1));
+      TESSERA_ASSIGN_OR_FAIL(flat, n.reshape(el, batch));
+      e[i][j] = flat;
+    }
+  }
+  SmallVector<int64_t> perm(m);
+  std::iota(perm.begin(), perm.end(), 0);
+  Value sum;
+  do {
+    int64_t inversions = 0;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = i + 1; j < m; ++j)
+        inversions += perm[i] > perm[j];
+    Value term = e[0][perm[0]];
+    for (int64_t i = 1; i < m; ++i) {
+      TESSERA_ASSIGN_OR_FAIL(p, n.infer<g::MulOp>(term, e[i][perm[i]]));
+      term = p;
+    }
+    if (!sum) {
+      sum = term; // the identity permutation has no inversions
+      continue;
+    }
+    TESSERA_ASSIGN_OR_FAIL(s, inversions % 2 ? n.infer<g::SubOp>(sum, term)
+                                             : n.infer<g::AddOp>(sum, term));
+    sum = s;
+  } while (std::next_permutation(perm.begin(), perm.end()));
+  return n.setOutput(sum);
+}
+
+//===----------------------------------------------------------------------===//
+// Reordering
+//===----------------------------------------------------------------------===//
+
+/// y[t, b] = x[len[b] - 1 - t, b] for t < len[b], else x[t, b]: a gather
+/// along the time axis with indices computed from sequence_lens.
+LogicalResult reverseSequence(NodeImporter &n) {
+  Value x = n.input(0);
+  int64_t rank = rankOf(x);
+  if (rank < 2)
+    return n.error() << "input must have rank >= 2";
+  TESSERA_ASSIGN_OR_FAIL(batchAxis, n.normalizeAxis(n.intAttr("batch_axis", 1), rank,
+                                                    "batch_axis"));
+  TESSERA_ASSIGN_OR_FAIL(timeAxis, n.normalizeAxis(n.intAttr("time_axis", 0), rank,
+                                                   "time_axis"));
+  if (batchAxis == timeAxis || batchAxis > 1 || timeAxis > 1)
+    return n.error() << "batch_axis and time_axis must be 0 and 1 in some order";
+  Ints shape = shapeOf(x);
+  if (shapeOf(n.input(1)) != Ints{shape[batchAxis]})
+    return n.error() << "sequence_lens must have shape [" << shape[batchAxis] << "]";
+  Type i64 = n.builder().getI64Type();
+  TESSERA_ASSIGN_OR_FAIL(lens64, n.castTo(n.input(1), i64));
+  Ints lensShape(rank, 1);
+  lensShape[batchAxis] = shape[batchAxis];
+  TESSERA_ASSIGN_OR_FAIL(lens, n.reshape(lens64, lensShape));
+  Value t = iotaAlong(n, shape[timeAxis], timeAxis, rank);
+  TESSERA_ASSIGN_OR_FAIL(inside, n.infer<g::LessOp>(t, lens));
+  TESSERA_ASSIGN_OR_FAIL(last, n.infer<g::SubOp>(lens, n.scalar(i64, 1)));
+  TESSERA_ASSIGN_OR_FAIL(reversed, n.infer<g::SubOp>(last, t));
+  TESSERA_ASSIGN_OR_FAIL(index, n.infer<g::SelectOp>(inside, reversed, t));
+  TESSERA_ASSIGN_OR_FAIL(full, n.expand(index, shape));
+  TESSERA_ASSIGN_OR_FAIL(
+      v, n.infer<g::GatherElementsOp>(x, full, n.builder().getI64IntegerAttr(timeAxis)));
+  return n.setOutput(v);
+}
+
+/// The k largest (or smallest) along `axis`, sorted, ties to the lower
+/// index: k rounds of arg-max, each masking the winner out.
+LogicalResult topK(NodeImporter &n) {
+  Value x = n.input(0);
+  int64_t rank = rankOf(x);
+  TESSERA_ASSIGN_OR_FAIL(axis, n.normalizeAxis(n.intAttr("axis", -1), rank));
+  int64_t k;
+  if (n.opset() < 10) {
+    k = n.intAttr("k", -1);
+  } else {
+    TESSERA_ASSIGN_OR_FAIL(ks, n.constantInts(1, "K"));
+    if (ks.size() != 1)
+      return n.error() << "K must hold one value";
+    k = ks[0];
+  }
+  Ints shape = shapeOf(x);
+  if (k < 0 || k > shape[axis])
+    return n.error() << "K = " << k << " is out of range for an axis of size "
+                     << shape[axis];
+  constexpr int64_t kMaxK = 256;
+  if (k > kMaxK)
+    return n.unsupported("TopK with K > " + std::to_string(kMaxK) + " (K = " +
+                         std::to_string(k) + "; each of the K picks is a pass over the axis)");
+  bool largest = n.intAttr("largest", 1);
+  Type elem = elementTypeOf(x);
+  auto &b = n.builder();
+  Value positions = iotaAlong(n, shape[axis], axis, rank);
+  Value masked = n.scalar(elem, extremeOf(elem, largest));
+  Value current = x;
+  SmallVector<Value> values, indices;
+  for (int64_t i = 0; i < k; ++i) {
+    auto axisAttr = b.getI64IntegerAttr(axis);
+    TESSERA_ASSIGN_OR_FAIL(
+        best, largest ? n.infer<g::ArgMaxOp>(current, axisAttr, b.getBoolAttr(true),
+                                             b.getBoolAttr(false))
+                      : n.infer<g::ArgMinOp>(current, axisAttr, b.getBoolAttr(true),
+                                             b.getBoolAttr(false)));
+    TESSERA_ASSIGN_OR_FAIL(value, n.infer<g::GatherElementsOp>(x, best, axisAttr));
+    values.push_back(value);
+    indices.push_back(best);
+    if (i + 1 == k)
+      break;
+    TESSERA_ASSIGN_OR_FAIL(taken, n.infer<g::EqualOp>(positions, best));
+    TESSERA_ASSIGN_OR_FAIL(next, n.infer<g::SelectOp>(taken, masked, current));
+    current = next;
+  }
+  Ints outShape = shape;
+  outShape[axis] = k;
+  if (k == 0) {
+    Value empty = n.splat(elem, outShape, 0);
+    return n.setOutputs({empty, n.splat(b.getI64Type(), outShape, 0)});
+  }
+  TESSERA_ASSIGN_OR_FAIL(v, concat(n, values, axis));
+  TESSERA_ASSIGN_OR_FAIL(idx, concat(n, indices, axis));
+  return n.setOutputs({v, idx});
+}
+
+//===----------------------------------------------------------------------===//
+// Scatters
+//===----------------------------------------------------------------------===//
+
+} // namespace
+
+/// ScatterND on computed inputs. data [D...], indices [N..., k], updates
+/// [N..., D[k:]...]: each index row's flat position among D[:k] is compared
+/// with every position (one-hot [count, M, 1]), the selected updates
+/// [count, 1, R] are reduced over the rows and merged into data [M, R].
+FailureOr<Value> scatterNDComputed(NodeImporter &n, Value data, Value indices,
+                                   Value updates, StringRef reduction) {
+  Ints ds = shapeOf(data), is = shapeOf(indices);
+  if (is.empty() || is.back() < 1 || is.back() > static_cast<int64_t>(ds.size()))
+    return n.error() << "indices shape " << g::formatShape(is)
+                     << " does not fit data " << g::formatShape(ds);
+  int64_t k = is.back();
+  int64_t count = g::numElements(ArrayRef(is).drop_back());
+  int64_t positions = g::numElements(ArrayRef(ds).take_front(k));
+  int64_t rowSize = g::numElements(ArrayRef(ds).drop_front(k));
+  Ints expectUpdates(is.begin(), is.end() - 1);
+  expectUpdates.append(ds.begin() + k, ds.end());
+  if (shapeOf(updates) != expectUpdates)
+    return n.error() << "updates has shape " << g::formatShape(shapeOf(updates))
+                     << "; indices " << g::formatShape(is) << " and data "
+                     << g::formatShape(ds) << " need " << g::formatShape(expectUpdates);
+  if (reduction != "none" && reduction != "add" && reduction != "mul" &&
+      reduction != "max" && reduction != "min")
+    return n.error() << "unknown reduction '" << reduction << "'";
+  Type i64 = n.builder().getI64Type(), elem = elementTypeOf(data);
+  TESSERA_ASSIGN_OR_FAIL(idx64, n.castTo(indices, i64));
+  TESSERA_ASSIGN_OR_FAIL(rows, n.reshape(idx64, {count, k}));
+  // Negative indices count from the end of their dim.
+  Ints dims(ds.begin(), ds.begin() + k), strides(k, 1);
+  for (int64_t j = k - 2; j >= 0; --j)
+    strides[j] = strides[j + 1] * ds[j + 1];
+  Value dimsC = n.constant(intValues(i64, {1, k}, dims));
+  TESSERA_ASSIGN_OR_FAIL(negative, n.infer<g::LessOp>(rows, n.scalar(i64, 0)));
+  TESSERA_ASSIGN_OR_FAIL(wrapped, n.infer<g::AddOp>(rows, dimsC));
+  TESSERA_ASSIGN_OR_FAIL(fixed, n.infer<g::SelectOp>(negative, wrapped, rows));
+  TESSERA_ASSIGN_OR_FAIL(
+      scaled, n.infer<g::MulOp>(fixed, n.constant(intValues(i64, {1, k}, strides))));
+  TESSERA_ASSIGN_OR_FAIL(flat, reduce<g::ReduceSumOp>(n, scaled, {1}, false));
+  TESSERA_ASSIGN_OR_FAIL(column, n.reshape(flat, {count, 1, 1}));
+  Value every = iotaAlong(n, positions, 1, 3);
+  TESSERA_ASSIGN_OR_FAIL(onehot, n.infer<g::EqualOp>(column, every));
+  TESSERA_ASSIGN_OR_FAIL(upd, n.reshape(updates, {count, 1, rowSize}));
+  TESSERA_ASSIGN_OR_FAIL(target, n.reshape(data, {positions, rowSize}));
+  TESSERA_ASSIGN_OR_FAIL(hits, n.castTo(onehot, n.builder().getI32Type()));
+  TESSERA_ASSIGN_OR_FAIL(hitCount, reduce<g::ReduceSumOp>(n, hits, {0}, false));
+  TESSERA_ASSIGN_OR_FAIL(hit, n.infer<g::GreaterOp>(hitCount, n.scalar(n.builder().getI32Type(), 0)));
+  auto gathered = [&](double identity) {
+    return n.infer<g::SelectOp>(onehot, upd, n.scalar(elem, identity));
+  };
+  Value result;
+  if (reduction == "none" || reduction == "add") {
+    TESSERA_ASSIGN_OR_FAIL(sel, gathered(0));
+    TESSERA_ASSIGN_OR_FAIL(sum, reduce<g::ReduceSumOp>(n, sel, {0}, false));
+    TESSERA_ASSIGN_OR_FAIL(r, reduction == "none"
+                                  ? n.infer<g::SelectOp>(hit, sum, target)
+                                  : n.infer<g::AddOp>(target, sum));
+    result = r;
+  } else if (reduction == "mul") {
+    TESSERA_ASSIGN_OR_FAIL(sel, gathered(1));
+    TESSERA_ASSIGN_OR_FAIL(prod, reduce<g::ReduceProdOp>(n, sel, {0}, false));
+    TESSERA_ASSIGN_OR_FAIL(r, n.infer<g::MulOp>(target, prod));
+    result = r;
+  } else {
+    bool isMax = reduction == "max";
+    TESSERA_ASSIGN_OR_FAIL(sel, gathered(extremeOf(elem, isMax)));
+    TESSERA_ASSIGN_OR_FAIL(best, isMax ? reduce<g::ReduceMaxOp>(n, sel, {0}, false)
+                                       : reduce<g::ReduceMinOp>(n, sel, {0}, false));
+    TESSERA_ASSIGN_OR_FAIL(merged, isMax ? n.infer<g::MaxOp>(target, best)
+                                         : n.infer<g::MinOp>(target, best));
+    TESSERA_ASSIGN_OR_FAIL(r, n.infer<g::SelectOp>(hit, merged, target));
+    result = r;
+  }
+  return n.reshape(result, ds);
+}
+
+namespace {
+
+LogicalResult scatterND(NodeImporter &n) {
+  TESSERA_ASSIGN_OR_FAIL(v, scatterNDComputed(n, n.input(0), n.input(1), n.input(2),
+                                              n.stringAttr("reduction", "none")));
+  return n.setOutput(v);
+}
+
+/// ScatterElements (and the older Scatter) as a ScatterND whose index rows
+/// are each update's own coordinates with the `axis` one replaced.
+LogicalResult scatterElements(NodeImporter &n) {
+  Value data = n.input(0), indices = n.input(1), updates = n.input(2);
+  int64_t rank = rankOf(data);
+  TESSERA_ASSIGN_OR_FAIL(axis, n.normalizeAxis(n.intAttr("axis", 0), rank));
+  Ints is = shapeOf(indices), ds = shapeOf(data);
+  if (static_cast<int64_t>(is.size()) != rank || shapeOf(updates) != is)
+    return n.error() << "indices and updates must have one shape of the data's rank";
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != axis && is[d] > ds[d])
+      return n.error() << "indices dim " << d << " (" << is[d]
+                       << ") exceeds the data's (" << ds[d] << ")";
+  Type i64 = n.builder().getI64Type();
+  TESSERA_ASSIGN_OR_FAIL(idx64, n.castTo(indices, i64));
+  Ints column = is;
+  column.push_back(1);
+  SmallVector<Value> coords;
+  for (int64_t d = 0; d < rank; ++d) {
+    Value c = idx64;
+    if (d != axis) {
+      TESSERA_ASSIGN_OR_FAIL(e, n.expand(iotaAlong(n, is[d], d, rank), is));
+      c = e;
+    }
+    TESSERA_ASSIGN_OR_FAIL(r, n.reshape(c, column));
+    coords.push_back(r);
+  }
+  TESSERA_ASSIGN_OR_FAIL(rows, concat(n, coords, rank));
+  TESSERA_ASSIGN_OR_FAIL(v, scatterNDComputed(n, data, rows, updates,
+                                              n.stringAttr("reduction", "none")));
+  return n.setOutput(v);
+}
+
+/// Values to the flat positions `indices` names in a zero output (what
+/// MaxPool's second output gives).
+LogicalResult maxUnpool(NodeImporter &n) {
+  Value x = n.input(0), indices = n.input(1);
+  Ints xs = shapeOf(x);
+  if (xs.size() < 3 || shapeOf(indices) != xs)
+    return n.error() << "X and I must have one N x C x spatial... shape";
+  size_t spatial = xs.size() - 2;
+  // Indices address the shape the pooling saw (inferred from the window);
+  // an output_shape beyond it pads at the end, as ONNX's reference does.
+  Ints outShape;
+  {
+    std::optional<Ints> kernel = n.intsAttr("kernel_shape");
+    if (!kernel || kernel->size() != spatial)
+      return n.error() << "kernel_shape needs " << spatial << " entries";
+    Ints strides = n.intsAttr("strides").value_or(Ints(spatial, 1));
+    Ints pads = n.intsAttr("pads").value_or(Ints(2 * spatial, 0));
+    if (strides.size() != spatial || pads.size() != 2 * spatial)
+      return n.error() << "strides and pads need " << spatial << " and "
+                       << 2 * spatial << " entries";
+    outShape = {xs[0], xs[1]};
+    for (size_t i = 0; i < spatial; ++i)
+      outShape.push_back((xs[i + 2] - 1) * strides[i] - pads[i] - pads[i + spatial] +
+                         (*kernel)[i]);
+  }
+  if (outShape.size() != xs.size() || outShape[0] != xs[0] || outShape[1] != xs[1])
+    return n.error() << "output shape " << g::formatShape(outShape)
+                     << " does not fit the input " << g::formatShape(xs);
+  int64_t count = g::numElements(xs), total = g::numElements(outShape);
+  Value zeros = n.splat(elementTypeOf(x), {total}, 0);
+  TESSERA_ASSIGN_OR_FAIL(rows, n.reshape(indices, {count, 1}));
+  TESSERA_ASSIGN_OR_FAIL(upd, n.reshape(x, {count}));
+  TESSERA_ASSIGN_OR_FAIL(flat, scatterNDComputed(n, zeros, rows, upd, "none"));
+  TESSERA_ASSIGN_OR_FAIL(v, n.reshape(flat, outShape));
+  if (!n.hasInput(2))
+    return n.setOutput(v);
+  TESSERA_ASSIGN_OR_FAIL(given, n.constantInts(2, "output_shape"));
+  if (given.size() != outShape.size())
+    return n.error() << "output_shape has " << given.size() << " dims; expected "
+                     << outShape.size();
+  Ints low(given.size(), 0), high(given.size(), 0);
+  for (size_t d = 0; d < given.size(); ++d) {
+    if (given[d] < outShape[d])
+      return n.error() << "output_shape " << g::formatShape(given)
+                       << " is smaller than the unpooled shape "
+                       << g::formatShape(outShape);
+    high[d] = given[d] - outShape[d];
+  }
+  auto &b = n.builder();
+  TESSERA_ASSIGN_OR_FAIL(
+      padded, n.infer<g::PadOp>(v, b.getDenseI64ArrayAttr(low), b.getDenseI64ArrayAttr(high),
+                                g::PadModeAttr::get(n.context(), g::PadMode::constant),
+                                b.getF64FloatAttr(0)));
+  return n.setOutput(padded);
+}
+
+//===----------------------------------------------------------------------===//
+// Spectral
+//===----------------------------------------------------------------------===//
+
+/// A real [..., L] signal or its (re, im) pair times the DFT matrix of
+/// length L with `bins` outputs: returns (re, im) of [..., bins].
+FailureOr<std::pair<Value, Value>> dftLastAxis(NodeImporter &n, Value re, Value im,
+                                               int64_t length, int64_t bins,
+                                               bool inverse) {
+  Type elem = elementTypeOf(re);
+  SmallVector<double> cosv(length * bins), sinv(length * bins);
+  double sign = inverse ? 1 : -1, scale = inverse ? 1.0 / length : 1.0;
+  for (int64_t t = 0; t < length; ++t)
+    for (int64_t k = 0; k < bins; ++k) {
+      double theta = 2 * kPi * double((t * k) % length) / length;
+      cosv[t * bins + k] = scale * std::cos(theta);
+      sinv[t * bins + k] = scale * sign * std::sin(theta);
+    }
+  Value c = n.constant(floatValues(elem, {length, bins}, cosv));
+  Value s = n.constant(floatValues(elem, {length, bins}, sinv));
+  // (re + i im)(cos + i sin) = (re cos - im sin) + i (re sin + im cos)
+  TESSERA_ASSIGN_OR_FAIL(reC, n.infer<g::MatmulOp>(re, c));
+  TESSERA_ASSIGN_OR_FAIL(reS, n.infer<g::MatmulOp>(re, s));
+  if (!im)
+    return std::make_pair(reC, reS);
+  TESSERA_ASSIGN_OR_FAIL(imC, n.infer<g::MatmulOp>(im, c));
+  TESSERA_ASSIGN_OR_FAIL(imS, n.infer<g::MatmulOp>(im, s));
+  TESSERA_ASSIGN_OR_FAIL(outRe, n.infer<g::SubOp>(reC, imS));
+  TESSERA_ASSIGN_OR_FAIL(outIm, n.infer<g::AddOp>(reS, imC));
+  return std::make_pair(outRe, outIm);
+}
+
+/// Splits [..., 1|2] into re and im (null for a real signal) of [...].
+FailureOr<std::pair<Value, Value>> splitComplex(NodeImporter &n, Value x) {
+  Ints shape = shapeOf(x);
+  int64_t rank = shape.size();
+  if (rank < 2 || (shape.back() != 1 && shape.back() != 2))
+    return n.error() << "input must end in a dim of 1 (real) or 2 (complex), got "
+                     << g::formatShape(shape);
+  Ints inner(shape.begin(), shape.end() - 1);
+  TESSERA_ASSIGN_OR_FAIL(re, sliceAlong(n, x, rank - 1, 0, 1));
+  TESSERA_ASSIGN_OR_FAIL(reFlat, n.reshape(re, inner));
+  if (shape.back() == 1)
+    return std::make_pair(reFlat, Value());
+  TESSERA_ASSIGN_OR_FAIL(im, sliceAlong(n, x, rank - 1, 1, 2));
+  TESSERA_ASSIGN_OR_FAIL(imFlat, n.reshape(im, inner));
+  return std::make_pair(reFlat, imFlat);
+}
+
+FailureOr<Value> joinComplex(NodeImporter &n, Value re, Value im) {
+  Ints shape = shapeOf(re);
+  shape.push_back(1);
+  TESSERA_ASSIGN_OR_FAIL(r, n.reshape(re, shape));
+  TESSERA_ASSIGN_OR_FAIL(i, n.reshape(im, shape));
+  return concat(n, {r, i}, shape.size() - 1);
+}
+
+LogicalResult dft(NodeImporter &n) {
+  Value x = n.input(0);
+  int64_t rank = rankOf(x);
+  bool inverse = n.intAttr("inverse", 0), onesided = n.intAttr("onesided", 0);
+  int64_t axisAttr = n.intAttr("axis", 1);
+  if (n.opset() >= 20)
+    return n.unsupported("DFT from opset 20 (axis as an input)");
+  TESSERA_ASSIGN_OR_FAIL(axis, n.normalizeAxis(axisAttr, rank - 1));
+  if (axis == 0)
+    return n.error() << "axis 0 is the batch dim; the signal axis must be 1 or later";
+  if (inverse && onesided)
+    return n.unsupported("DFT with both inverse and onesided");
+  TESSERA_ASSIGN_OR_FAIL(parts, splitComplex(n, x));
+  int64_t length = shapeOf(x)[axis];
+  if (n.hasInput(1)) {
+    TESSERA_ASSIGN_OR_FAIL(len, n.constantScalar(1, "dft_length"));
+    length = static_cast<int64_t>(len);
+  }
+  if (length <= 0 || length > (1 << 16))
+    return n.error() << "dft_length " << length << " is out of range";
+  if (onesided && parts.second)
+    return n.error() << "a onesided DFT takes a real signal";
+  auto prepare = [&](Value part) -> FailureOr<Value> {
+    if (!part)
+      return part;
+    TESSERA_ASSIGN_OR_FAIL(moved, moveAxisToEnd(n, part, axis));
+    Ints shape = shapeOf(moved);
+    int64_t have = shape.back();
+    if (have > length)
+      return sliceAlong(n, moved, shape.size() - 1, 0, length);
+    if (have < length) {
+      Ints low(shape.size(), 0), high(shape.size(), 0);
+      high.back() = length - have;
+      auto &b = n.builder();
+      return n.infer<g::PadOp>(moved, b.getDenseI64ArrayAttr(low),
+                               b.getDenseI64ArrayAttr(high),
+                               g::PadModeAttr::get(n.context(), g::PadMode::constant),
+                               b.getF64FloatAttr(0));
+    }
+    return moved;
+  };
+  TESSERA_ASSIGN_OR_FAIL(re, prepare(parts.first));
+  TESSERA_ASSIGN_OR_FAIL(im, prepare(parts.second));
+  int64_t bins = onesided ? length / 2 + 1 : length;
+  TESSERA_ASSIGN_OR_FAIL(out, dftLastAxis(n, re, im, length, bins, inverse));
+  TESSERA_ASSIGN_OR_FAIL(outRe, moveAxisToEnd(n, out.first, axis, /*inverse=*/true));
+  TESSERA_ASSIGN_OR_FAIL(outIm, moveAxisToEnd(n, out.second, axis, /*inverse=*/true));
+  TESSERA_ASSIGN_OR_FAIL(v, joinComplex(n, outRe, outIm));
+  return n.setOutput(v);
+}
+
+/// Frames of frame_length every frame_step samples, times the window, then
+/// a DFT per frame: [batch, frames, bins, 2].
+LogicalResult stft(NodeImporter &n) {
+  Value signal = n.input(0);
+  Ints shape = shapeOf(signal);
+  if (shape.size() != 3)
+    return n.error() << "signal must be [batch, length, 1|2], got "
+                     << g::formatShape(shape);
+  TESSERA_ASSIGN_OR_FAIL(stepValue, n.constantScalar(1, "frame_step"));
+  int64_t step = static_cast<int64_t>(stepValue), length = -1;
+  if (n.hasInput(2))
+    length = shapeOf(n.input(2))[0];
+  if (n.hasInput(3)) {
+    TESSERA_ASSIGN_OR_FAIL(l, n.constantScalar(3, "frame_length"));
+    length = static_cast<int64_t>(l);
+  }
+  if (length <= 0)
+    return n.error() << "give frame_length or window";
+  if (step <= 0 || length > shape[1])
+    return n.error() << "frame_step must be positive and frame_length ("
+                     << length << ") at most the signal length (" << shape[1] << ")";
+  if (n.hasInput(2) && shapeOf(n.input(2)) != Ints{length})
+    return n.error() << "window must have frame_length (" << length << ") entries";
+  bool onesided = n.intAttr("onesided", 1);
+  TESSERA_ASSIGN_OR_FAIL(parts, splitComplex(n, signal));
+  if (onesided && parts.second)
+    return n.error() << "a onesided STFT takes a real signal";
+  int64_t frames = (shape[1] - length) / step + 1;
+  Ints index;
+  for (int64_t f = 0; f < frames; ++f)
+    for (int64_t t = 0; t < length; ++t)
+      index.push_back(f * step + t);
+  Value idx = n.constant(intValues(n.builder().getI64Type(), {frames, length}, index));
+  auto framed = [&](Value part) -> FailureOr<Value> {
+    if (!part)
+      return part;
+    TESSERA_ASSIGN_OR_FAIL(
+        f, n.infer<g::GatherOp>(part, idx, n.builder().getI64IntegerAttr(1)));
+    if (!n.hasInput(2))
+      return f;
+    return n.infer<g::MulOp>(f, n.input(2));
+  };
+  TESSERA_ASSIGN_OR_FAIL(re, framed(parts.first));
+  TESSERA_ASSIGN_OR_FAIL(im, framed(parts.second));
+  int64_t bins = onesided ? length / 2 + 1 : length;
+  TESSERA_ASSIGN_OR_FAIL(out, dftLastAxis(n, re, im, length, bins, false));
+  TESSERA_ASSIGN_OR_FAIL(v, joinComplex(n, out.first, out.second));
+  return n.setOutput(v);
+}
+
+const OpConverter kExtraConverters[] = {
+    {"Atan", 7, inverseTrig<0>},
+    {"Asin", 7, inverseTrig<1>},
+    {"Acos", 7, inverseTrig<2>},
+    {"BitShift", 11, bitShift},
+    {"HannWindow", 17, window<0>},
+    {"HammingWindow", 17, window<1>},
+    {"BlackmanWindow", 17, window<2>},
+    {"MelWeightMatrix", 17, melWeightMatrix},
+    {"MeanVarianceNormalization", 9, meanVarianceNormalization},
+    {"Det", 11, det},
+    {"ReverseSequence", 10, reverseSequence},
+    {"TopK", 1, topK},
+    {"ScatterElements", 11, scatterElements},
+    {"Scatter", 9, scatterElements},
+    {"MaxUnpool", 9, maxUnpool},
+    {"DFT", 17, dft},
+    {"STFT", 17, stft},
+};
+
+} // namespace
+
+ArrayRef<OpConverter> extraConverters() { return kExtraConverters; }
 
 } // namespace tessera::onnx_importer

@@ -1,6 +1,9 @@
 //===- NodeImporter.cpp - what an ONNX op converter works with -----------===//
 
 #include "NodeImporter.h"
+
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "tessera/Dialect/Graph/IR/OpBuilding.h"
 #include "tessera/Dialect/Graph/IR/ShapeUtils.h"
 #include "tessera/Importers/ONNX/ONNXImporter.h"
@@ -64,14 +67,35 @@ InFlightDiagnostic NodeImporter::notConstant(size_t i, StringRef what,
       error() << "input '" << what << "' must be a constant" << kind
               << " (an initializer, a Constant node or computable from static "
                  "shapes); Tessera compiles static shapes only";
-  // A graph input can be bound to its value at compile time.
-  if (auto arg = dyn_cast_if_present<BlockArgument>(input(i)))
-    if (auto func = dyn_cast<FunctionOpInterface>(arg.getOwner()->getParentOp()))
-      if (auto name =
-              func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "graph.name"))
-        diag << "; it is the model's input '" << name.getValue()
-             << "': specialize the model for one value with --constant-input "
-             << name.getValue() << "=FILE";
+  // A graph input can be bound to its value at compile time; so can the
+  // inputs a value is computed from (the importer folds what they feed).
+  auto inputName = [](BlockArgument arg) -> StringAttr {
+    auto func = dyn_cast<FunctionOpInterface>(arg.getOwner()->getParentOp());
+    return func ? func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "graph.name")
+                : StringAttr();
+  };
+  SmallVector<Value> work{input(i)};
+  llvm::SmallSetVector<StringAttr, 4> sources;
+  llvm::SmallPtrSet<Operation *, 16> seen;
+  while (!work.empty() && seen.size() < 256) {
+    Value v = work.pop_back_val();
+    if (!v)
+      continue;
+    if (auto arg = dyn_cast<BlockArgument>(v)) {
+      if (StringAttr name = inputName(arg))
+        sources.insert(name);
+      continue;
+    }
+    if (Operation *def = v.getDefiningOp(); def && seen.insert(def).second)
+      llvm::append_range(work, def->getOperands());
+  }
+  if (sources.empty())
+    return diag;
+  bool direct = isa_and_present<BlockArgument>(input(i));
+  diag << (direct ? "; it is the model's input '" : "; it is computed from the model's input '")
+       << sources.front().getValue()
+       << "': specialize the model for one value with --constant-input "
+       << sources.front().getValue() << "=FILE";
   return diag;
 }
 

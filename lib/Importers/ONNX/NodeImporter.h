@@ -225,6 +225,13 @@ llvm::ArrayRef<OpConverter> recurrentConverters();
 llvm::ArrayRef<OpConverter> extraConverters();
 
 using Ints = llvm::SmallVector<int64_t>;
+
+/// ScatterND built from graph ops (ExtraOps.cpp): data [D...], indices
+/// [N..., k], updates [N..., D[k:]...], reduction none/add/mul/max/min.
+mlir::FailureOr<mlir::Value> scatterNDComputed(NodeImporter &n, mlir::Value data,
+                                               mlir::Value indices,
+                                               mlir::Value updates,
+                                               llvm::StringRef reduction);
 inline Ints shapeOf(mlir::Value v) {
   return Ints(llvm::cast<mlir::RankedTensorType>(v.getType()).getShape());
 }

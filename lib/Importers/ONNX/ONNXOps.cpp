@@ -271,6 +271,15 @@ LogicalResult thresholdedRelu(NodeImporter &n) {
 LogicalResult prelu(NodeImporter &n) {
   Value x = n.input(0), slope = n.input(1);
   Type elem = elementTypeOf(x);
+  // PyTorch's exporter gives a per-channel slope as [C] for N x C x ...;
+  // NumPy broadcasting would align it with the last dim instead.
+  Ints xs = shapeOf(x), ss = shapeOf(slope);
+  if (ss.size() == 1 && xs.size() > 2 && ss[0] == xs[1] && ss[0] != xs.back()) {
+    Ints perChannel(xs.size() - 1, 1);
+    perChannel[0] = ss[0];
+    TESSERA_ASSIGN_OR_FAIL(r, n.reshape(slope, perChannel));
+    slope = r;
+  }
   TESSERA_ASSIGN_OR_FAIL(neg, n.infer<g::LessOp>(x, n.scalar(elem, 0)));
   TESSERA_ASSIGN_OR_FAIL(scaled, n.infer<g::MulOp>(x, slope));
   TESSERA_ASSIGN_OR_FAIL(v, n.infer<g::SelectOp>(neg, scaled, x));
@@ -1755,14 +1764,16 @@ LogicalResult range(NodeImporter &n) {
   return n.setOutput(n.constant(DenseElementsAttr::get(type, values)));
 }
 
-/// ScatterND on constant inputs (masks built from shapes, as in Swin).
+/// ScatterND on constant inputs (masks built from shapes, as in Swin) is
+/// evaluated here; otherwise it is built from graph ops (ExtraOps.cpp).
 LogicalResult scatterND(NodeImporter &n) {
   DenseElementsAttr data = n.constantInput(0), indices = n.constantInput(1),
                     updates = n.constantInput(2);
-  if (!data || !indices || !updates)
-    return n.unsupported("ScatterND with computed (non-constant) inputs");
-  if (n.stringAttr("reduction", "none") != "none")
-    return n.unsupported("ScatterND reduction '" + n.stringAttr("reduction", "") + "'");
+  if (!data || !indices || !updates || n.stringAttr("reduction", "none") != "none") {
+    TESSERA_ASSIGN_OR_FAIL(v, scatterNDComputed(n, n.input(0), n.input(1), n.input(2),
+                                                n.stringAttr("reduction", "none")));
+    return n.setOutput(v);
+  }
   Ints ds(data.getType().getShape()), is(indices.getType().getShape());
   if (is.empty() || is.back() > static_cast<int64_t>(ds.size()))
     return n.error() << "indices shape " << g::formatShape(is)

@@ -276,6 +276,9 @@ OpFoldResult ErfOp::fold(FoldAdaptor a) {
 OpFoldResult SinOp::fold(FoldAdaptor a) {
   return foldUnary(a.getInput(), [](double x) { return std::sin(x); }, nullptr);
 }
+OpFoldResult AtanOp::fold(FoldAdaptor a) {
+  return foldUnary(a.getInput(), [](double x) { return std::atan(x); }, nullptr);
+}
 OpFoldResult CosOp::fold(FoldAdaptor a) {
   return foldUnary(a.getInput(), [](double x) { return std::cos(x); }, nullptr);
 }
@@ -450,6 +453,27 @@ OpFoldResult MinOp::fold(FoldAdaptor a) {
       });
 }
 
+OpFoldResult ShiftLeftOp::fold(FoldAdaptor a) {
+  return foldBinary(a.getLhs(), a.getRhs(), getType(),
+                    [](const APInt &l, const APInt &r) -> std::optional<APInt> {
+                      if (r.uge(l.getBitWidth()))
+                        return APInt::getZero(l.getBitWidth());
+                      return l.shl(r);
+                    },
+                    nullptr);
+}
+OpFoldResult ShiftRightOp::fold(FoldAdaptor a) {
+  bool isUnsigned = isUnsignedInt(getType().getElementType());
+  return foldBinary(a.getLhs(), a.getRhs(), getType(),
+                    [=](const APInt &l, const APInt &r) -> std::optional<APInt> {
+                      unsigned w = l.getBitWidth();
+                      unsigned n = r.uge(w) ? w : static_cast<unsigned>(r.getZExtValue());
+                      if (isUnsigned)
+                        return n == w ? APInt::getZero(w) : l.lshr(n);
+                      return l.ashr(std::min(n, w - 1));
+                    },
+                    nullptr);
+}
 OpFoldResult AndOp::fold(FoldAdaptor a) {
   return foldBinary(a.getLhs(), a.getRhs(), getType(),
                     [](const APInt &l, const APInt &r) -> std::optional<APInt> {
@@ -804,6 +828,8 @@ TESSERA_BROADCAST_CANON(MinOp)
 TESSERA_BROADCAST_CANON(AndOp)
 TESSERA_BROADCAST_CANON(OrOp)
 TESSERA_BROADCAST_CANON(XorOp)
+TESSERA_BROADCAST_CANON(ShiftLeftOp)
+TESSERA_BROADCAST_CANON(ShiftRightOp)
 TESSERA_BROADCAST_CANON(EqualOp)
 TESSERA_BROADCAST_CANON(LessOp)
 TESSERA_BROADCAST_CANON(LessEqualOp)

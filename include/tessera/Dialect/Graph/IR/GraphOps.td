@@ -71,6 +71,8 @@ def Graph_SigmoidOp : Graph_UnaryOp<"sigmoid", Graph_FloatTensor, "`1 / (1 + e^-
 def Graph_ErfOp : Graph_UnaryOp<"erf", Graph_FloatTensor, "Gauss error function">;
 def Graph_SinOp : Graph_UnaryOp<"sin", Graph_FloatTensor, "sine">;
 def Graph_CosOp : Graph_UnaryOp<"cos", Graph_FloatTensor, "cosine">;
+def Graph_AtanOp : Graph_UnaryOp<"atan", Graph_FloatTensor,
+  "arc tangent (asin and acos are built from it)">;
 def Graph_FloorOp : Graph_UnaryOp<"floor", Graph_FloatTensor, "round down">;
 def Graph_CeilOp : Graph_UnaryOp<"ceil", Graph_FloatTensor, "round up">;
 def Graph_RoundOp : Graph_UnaryOp<"round", Graph_FloatTensor,
@@ -144,6 +146,11 @@ def Graph_MinOp : Graph_BinaryOp<"min", Graph_NumericTensor,
 def Graph_AndOp : Graph_BinaryOp<"and", Graph_IntOrBoolTensor, "bitwise/logical and", [Commutative]>;
 def Graph_OrOp : Graph_BinaryOp<"or", Graph_IntOrBoolTensor, "bitwise/logical or", [Commutative]>;
 def Graph_XorOp : Graph_BinaryOp<"xor", Graph_IntOrBoolTensor, "bitwise/logical xor", [Commutative]>;
+def Graph_ShiftLeftOp : Graph_BinaryOp<"shift_left", Graph_IntOrBoolTensor,
+  "`lhs << rhs` (ONNX BitShift LEFT); shifts of the width or more give 0">;
+def Graph_ShiftRightOp : Graph_BinaryOp<"shift_right", Graph_IntOrBoolTensor,
+  "`lhs >> rhs`, logical for unsigned and arithmetic for signed types; "
+  "shifts of the width or more give 0 (or -1 for negative signed values)">;
 
 class Graph_CompareOp<string mnemonic, string doc, list<Trait> traits = []>
     : Graph_BroadcastOp<mnemonic, traits> {
