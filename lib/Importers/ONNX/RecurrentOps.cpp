@@ -406,7 +406,10 @@ FailureOr<DirectionResult> runDirection(NodeImporter &n, const Recurrence &rec,
     pF = f;
   }
 
+  // A missing initial state is zeros: the first step then skips the terms
+  // it would multiply (a matmul of a zero constant is wasted IPU work).
   Value h = rec.h0, c = rec.c0;
+  bool hZero = !h, cZero = rec.cell == Cell::LSTM && !c;
   if (h) {
     TESSERA_ASSIGN_OR_FAIL(v, row(n, h, d));
     h = v;
@@ -427,8 +430,7 @@ FailureOr<DirectionResult> runDirection(NodeImporter &n, const Recurrence &rec,
     TESSERA_ASSIGN_OR_FAIL(l, n.reshape(rec.seqLens, {rec.batch, 1}));
     lens = l;
   }
-  Value zeros = n.splat(elem, {rec.batch, hid}, 0);
-  Value one = n.scalar(elem, 1);
+  Value zeros = lens ? n.splat(elem, {rec.batch, hid}, 0) : Value();
 
   auto clip = [&](Value v) -> FailureOr<Value> {
     if (!rec.clip)
@@ -444,17 +446,28 @@ FailureOr<DirectionResult> runDirection(NodeImporter &n, const Recurrence &rec,
     return activate(n, a, clipped);
   };
 
+  // a + b, or a where b is a skipped zero term.
+  auto plus = [&](Value a, Value b) -> FailureOr<Value> {
+    if (!b)
+      return a;
+    return n.infer<g::AddOp>(a, b);
+  };
+
   DirectionResult result;
   result.ys.resize(rec.seq);
   for (int64_t step = 0; step < rec.seq; ++step) {
     int64_t t = reverse ? rec.seq - 1 - step : step;
     TESSERA_ASSIGN_OR_FAIL(xt, row(n, xw, t)); // [batch, G*hidden]
-    TESSERA_ASSIGN_OR_FAIL(hr, n.infer<g::MatmulOp>(h, rGates));
+    Value hr; // H R^T, null while H is zeros
+    if (!hZero) {
+      TESSERA_ASSIGN_OR_FAIL(v, n.infer<g::MatmulOp>(h, rGates));
+      hr = v;
+    }
     Value newH, newC;
     switch (rec.cell) {
     case Cell::RNN: {
       // H = f(Xt W^T + H R^T + Wb + Rb).
-      TESSERA_ASSIGN_OR_FAIL(pre, n.infer<g::AddOp>(xt, hr));
+      TESSERA_ASSIGN_OR_FAIL(pre, plus(xt, hr));
       TESSERA_ASSIGN_OR_FAIL(v, apply(act[0], pre));
       newH = v;
       break;
@@ -465,65 +478,78 @@ FailureOr<DirectionResult> runDirection(NodeImporter &n, const Recurrence &rec,
       // g(Xt Wh^T + r * (H Rh^T + Rbh) + Wbh); H = (1 - z) * h~ + z * H.
       TESSERA_ASSIGN_OR_FAIL(xzr, sliceAxis(n, xt, 1, 0, 2 * hid));
       TESSERA_ASSIGN_OR_FAIL(xh, gate(xt, 2));
-      TESSERA_ASSIGN_OR_FAIL(zrPre, n.infer<g::AddOp>(xzr, hr));
+      TESSERA_ASSIGN_OR_FAIL(zrPre, plus(xzr, hr));
       TESSERA_ASSIGN_OR_FAIL(zPre, gate(zrPre, 0));
       TESSERA_ASSIGN_OR_FAIL(rPre, gate(zrPre, 1));
       TESSERA_ASSIGN_OR_FAIL(z, apply(act[0], zPre));
       TESSERA_ASSIGN_OR_FAIL(r, apply(act[0], rPre));
-      Value recurrent;
+      Value recurrent; // null while H is zeros (and there is no Rb_h)
       if (rec.linearBeforeReset) {
-        TESSERA_ASSIGN_OR_FAIL(hh, n.infer<g::MatmulOp>(h, rH));
-        Value lin = hh;
-        if (rbH) {
-          TESSERA_ASSIGN_OR_FAIL(withBias, n.infer<g::AddOp>(hh, rbH));
+        Value lin = rbH;
+        if (!hZero) {
+          TESSERA_ASSIGN_OR_FAIL(hh, n.infer<g::MatmulOp>(h, rH));
+          TESSERA_ASSIGN_OR_FAIL(withBias, plus(hh, rbH));
           lin = withBias;
         }
-        TESSERA_ASSIGN_OR_FAIL(v, n.infer<g::MulOp>(r, lin));
-        recurrent = v;
-      } else {
+        if (lin) {
+          TESSERA_ASSIGN_OR_FAIL(v, n.infer<g::MulOp>(r, lin));
+          recurrent = v;
+        }
+      } else if (!hZero) {
         TESSERA_ASSIGN_OR_FAIL(rh, n.infer<g::MulOp>(r, h));
         TESSERA_ASSIGN_OR_FAIL(v, n.infer<g::MatmulOp>(rh, rH));
         recurrent = v;
       }
-      TESSERA_ASSIGN_OR_FAIL(candPre, n.infer<g::AddOp>(xh, recurrent));
+      TESSERA_ASSIGN_OR_FAIL(candPre, plus(xh, recurrent));
       TESSERA_ASSIGN_OR_FAIL(cand, apply(act[1], candPre));
-      // (1 - z) * h~ + z * H = h~ + z * (H - h~).
-      TESSERA_ASSIGN_OR_FAIL(diff, n.infer<g::SubOp>(h, cand));
-      TESSERA_ASSIGN_OR_FAIL(scaled, n.infer<g::MulOp>(z, diff));
-      TESSERA_ASSIGN_OR_FAIL(v, n.infer<g::AddOp>(cand, scaled));
-      newH = v;
+      // (1 - z) * h~ + z * H = h~ + z * (H - h~), or h~ - z * h~ from zeros.
+      if (hZero) {
+        TESSERA_ASSIGN_OR_FAIL(scaled, n.infer<g::MulOp>(z, cand));
+        TESSERA_ASSIGN_OR_FAIL(v, n.infer<g::SubOp>(cand, scaled));
+        newH = v;
+      } else {
+        TESSERA_ASSIGN_OR_FAIL(diff, n.infer<g::SubOp>(h, cand));
+        TESSERA_ASSIGN_OR_FAIL(scaled, n.infer<g::MulOp>(z, diff));
+        TESSERA_ASSIGN_OR_FAIL(v, n.infer<g::AddOp>(cand, scaled));
+        newH = v;
+      }
       break;
     }
     case Cell::LSTM: {
       // i = f(.. + Pi * C), f = f(.. + Pf * C) (1 - i with input_forget),
       // C' = f * C + i * g(c), o = f(.. + Po * C'), H = o * h(C').
-      TESSERA_ASSIGN_OR_FAIL(pre, n.infer<g::AddOp>(xt, hr));
+      TESSERA_ASSIGN_OR_FAIL(pre, plus(xt, hr));
       TESSERA_ASSIGN_OR_FAIL(iPre, gate(pre, 0));
       TESSERA_ASSIGN_OR_FAIL(oPre, gate(pre, 1));
-      TESSERA_ASSIGN_OR_FAIL(fPre, gate(pre, 2));
       TESSERA_ASSIGN_OR_FAIL(cPre, gate(pre, 3));
-      auto peephole = [&](Value g, Value p, Value state) -> FailureOr<Value> {
-        if (!p)
+      auto peephole = [&](Value g, Value p, Value state,
+                          bool stateZero) -> FailureOr<Value> {
+        if (!p || stateZero)
           return g;
         TESSERA_ASSIGN_OR_FAIL(ps, n.infer<g::MulOp>(p, state));
         return n.infer<g::AddOp>(g, ps);
       };
-      TESSERA_ASSIGN_OR_FAIL(iPeep, peephole(iPre, pI, c));
+      TESSERA_ASSIGN_OR_FAIL(iPeep, peephole(iPre, pI, c, cZero));
       TESSERA_ASSIGN_OR_FAIL(i, apply(act[0], iPeep));
-      Value f;
-      if (rec.inputForget) {
-        TESSERA_ASSIGN_OR_FAIL(v, n.infer<g::SubOp>(one, i));
-        f = v;
-      } else {
-        TESSERA_ASSIGN_OR_FAIL(fPeep, peephole(fPre, pF, c));
-        TESSERA_ASSIGN_OR_FAIL(v, apply(act[0], fPeep));
-        f = v;
-      }
       TESSERA_ASSIGN_OR_FAIL(cand, apply(act[1], cPre));
-      TESSERA_ASSIGN_OR_FAIL(keep, n.infer<g::MulOp>(f, c));
       TESSERA_ASSIGN_OR_FAIL(add, n.infer<g::MulOp>(i, cand));
-      TESSERA_ASSIGN_OR_FAIL(cNext, n.infer<g::AddOp>(keep, add));
-      TESSERA_ASSIGN_OR_FAIL(oPeep, peephole(oPre, pO, cNext));
+      Value keep; // f * C, null while C is zeros (f is then unused)
+      if (!cZero) {
+        Value f;
+        if (rec.inputForget) {
+          TESSERA_ASSIGN_OR_FAIL(v, n.infer<g::SubOp>(n.scalar(elem, 1), i));
+          f = v;
+        } else {
+          TESSERA_ASSIGN_OR_FAIL(fPre, gate(pre, 2));
+          TESSERA_ASSIGN_OR_FAIL(fPeep, peephole(fPre, pF, c, false));
+          TESSERA_ASSIGN_OR_FAIL(v, apply(act[0], fPeep));
+          f = v;
+        }
+        TESSERA_ASSIGN_OR_FAIL(v, n.infer<g::MulOp>(f, c));
+        keep = v;
+      }
+      TESSERA_ASSIGN_OR_FAIL(cNext, plus(add, keep));
+      TESSERA_ASSIGN_OR_FAIL(oPeep, peephole(oPre, pO, cNext, false));
       TESSERA_ASSIGN_OR_FAIL(o, apply(act[0], oPeep));
       TESSERA_ASSIGN_OR_FAIL(hc, activate(n, act[2], cNext));
       TESSERA_ASSIGN_OR_FAIL(v, n.infer<g::MulOp>(o, hc));
@@ -551,6 +577,7 @@ FailureOr<DirectionResult> runDirection(NodeImporter &n, const Recurrence &rec,
       if (newC)
         c = newC;
     }
+    hZero = cZero = false;
   }
   result.h = h;
   result.c = c;

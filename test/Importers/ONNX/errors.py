@@ -53,13 +53,13 @@ save("opset1relu", [node("Relu", ["x"], ["y"]), node("Softsign", ["y"], ["z"])],
 
 # Every unsupported operator at once, with its nodes and the opset.
 # UNSUP: error: 2 unsupported operators (opset 17):
-# UNSUP-NEXT: TopK in 1 node: 'top'
+# UNSUP-NEXT: NonZero in 1 node: 'nz'
 # UNSUP-NEXT: com.example::Frobnicate in 2 nodes: 'f1', 'f2'
 m = helper.make_model(helper.make_graph(
-    [node("TopK", ["x", "k"], ["v", "i"], name="top"),
+    [node("NonZero", ["x"], ["v"], name="nz"),
      helper.make_node("Frobnicate", ["v"], ["a"], name="f1", domain="com.example"),
      helper.make_node("Frobnicate", ["a"], ["y"], name="f2", domain="com.example")],
-    "g", [vi("x", T.FLOAT, [4])], [vi("y", T.FLOAT, [2])], [init("k", np.array([2]))]),
+    "g", [vi("x", T.FLOAT, [4])], [vi("y", T.FLOAT, [2])]),
     opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)])
 onnx.save(m, os.path.join(out, "unsupported.onnx"))
 
