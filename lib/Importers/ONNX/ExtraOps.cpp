@@ -747,7 +747,203 @@ LogicalResult stft(NodeImporter &n) {
   return n.setOutput(v);
 }
 
+
+//===----------------------------------------------------------------------===//
+// Quantization
+//===----------------------------------------------------------------------===//
+
+/// A per-axis parameter ([C]) reshaped to broadcast along `axis` of a
+/// rank-`rank` tensor; scalars and [1] pass through.
+FailureOr<Value> alongAxis(NodeImporter &n, Value param, int64_t axis, int64_t rank) {
+  Ints ps = shapeOf(param);
+  if (ps.empty() || (ps.size() == 1 && ps[0] == 1) || rank <= 1)
+    return param;
+  if (ps.size() != 1)
+    return n.error() << "scale and zero point must be scalars or 1-D, got "
+                     << g::formatShape(ps);
+  TESSERA_ASSIGN_OR_FAIL(at, n.normalizeAxis(axis, rank));
+  axis = at;
+  Ints shape(rank - axis, 1);
+  shape[0] = ps[0];
+  return n.reshape(param, shape);
+}
+
+/// round-half-to-even(x) + zero point, saturated to and cast to `to`.
+FailureOr<Value> saturateRound(NodeImporter &n, Value x, Value zeroPoint, Type to) {
+  Type f = elementTypeOf(x);
+  TESSERA_ASSIGN_OR_FAIL(r, n.build<g::RoundOp>(x.getType(), x));
+  Value v = r;
+  if (zeroPoint) {
+    TESSERA_ASSIGN_OR_FAIL(zp, n.castTo(zeroPoint, f));
+    TESSERA_ASSIGN_OR_FAIL(s, n.infer<g::AddOp>(v, zp));
+    v = s;
+  }
+  TESSERA_ASSIGN_OR_FAIL(lo, n.infer<g::MaxOp>(v, n.scalar(f, extremeOf(to, true))));
+  TESSERA_ASSIGN_OR_FAIL(hi, n.infer<g::MinOp>(lo, n.scalar(f, extremeOf(to, false))));
+  return n.castTo(hi, to);
+}
+
+Type quantizedType(NodeImporter &n, size_t zeroPointInput) {
+  return n.hasInput(zeroPointInput) ? elementTypeOf(n.input(zeroPointInput))
+                                    : IntegerType::get(n.context(), 8, IntegerType::Unsigned);
+}
+
+LogicalResult quantizeLinear(NodeImporter &n) {
+  Value x = n.input(0);
+  int64_t rank = rankOf(x);
+  int64_t axis = n.intAttr("axis", 1);
+  Type to = quantizedType(n, 2);
+  Type f = elementTypeOf(n.input(1));
+  TESSERA_ASSIGN_OR_FAIL(xf, n.castTo(x, f));
+  TESSERA_ASSIGN_OR_FAIL(scale, alongAxis(n, n.input(1), axis, rank));
+  Value zp;
+  if (n.hasInput(2)) {
+    TESSERA_ASSIGN_OR_FAIL(z, alongAxis(n, n.input(2), axis, rank));
+    zp = z;
+  }
+  TESSERA_ASSIGN_OR_FAIL(q, n.infer<g::DivOp>(xf, scale));
+  TESSERA_ASSIGN_OR_FAIL(v, saturateRound(n, q, zp, to));
+  return n.setOutput(v);
+}
+
+LogicalResult dequantizeLinear(NodeImporter &n) {
+  Value x = n.input(0);
+  int64_t rank = rankOf(x);
+  int64_t axis = n.intAttr("axis", 1);
+  Type f = elementTypeOf(n.input(1));
+  TESSERA_ASSIGN_OR_FAIL(xf, n.castTo(x, f));
+  Value v = xf;
+  if (n.hasInput(2)) {
+    TESSERA_ASSIGN_OR_FAIL(z, alongAxis(n, n.input(2), axis, rank));
+    TESSERA_ASSIGN_OR_FAIL(zf, n.castTo(z, f));
+    TESSERA_ASSIGN_OR_FAIL(d, n.infer<g::SubOp>(v, zf));
+    v = d;
+  }
+  TESSERA_ASSIGN_OR_FAIL(scale, alongAxis(n, n.input(1), axis, rank));
+  TESSERA_ASSIGN_OR_FAIL(y, n.infer<g::MulOp>(v, scale));
+  return n.setOutput(y);
+}
+
+/// uint8 quantization with the scale and zero point that map
+/// [min(x, 0), max(x, 0)] onto [0, 255].
+LogicalResult dynamicQuantizeLinear(NodeImporter &n) {
+  Value x = n.input(0);
+  Type f = elementTypeOf(x);
+  Type u8 = IntegerType::get(n.context(), 8, IntegerType::Unsigned);
+  Ints all(rankOf(x));
+  std::iota(all.begin(), all.end(), 0);
+  TESSERA_ASSIGN_OR_FAIL(maxX, reduce<g::ReduceMaxOp>(n, x, all, false));
+  TESSERA_ASSIGN_OR_FAIL(minX, reduce<g::ReduceMinOp>(n, x, all, false));
+  TESSERA_ASSIGN_OR_FAIL(hi, n.infer<g::MaxOp>(maxX, n.scalar(f, 0)));
+  TESSERA_ASSIGN_OR_FAIL(lo, n.infer<g::MinOp>(minX, n.scalar(f, 0)));
+  TESSERA_ASSIGN_OR_FAIL(range, n.infer<g::SubOp>(hi, lo));
+  TESSERA_ASSIGN_OR_FAIL(scale, n.infer<g::DivOp>(range, n.scalar(f, 255)));
+  TESSERA_ASSIGN_OR_FAIL(loScaled, n.infer<g::DivOp>(lo, scale));
+  TESSERA_ASSIGN_OR_FAIL(zpFloat, n.infer<g::SubOp>(n.scalar(f, 0), loScaled));
+  TESSERA_ASSIGN_OR_FAIL(zp, saturateRound(n, zpFloat, Value(), u8));
+  TESSERA_ASSIGN_OR_FAIL(q, n.infer<g::DivOp>(x, scale));
+  TESSERA_ASSIGN_OR_FAIL(y, saturateRound(n, q, zp, u8));
+  return n.setOutputs({y, scale, zp});
+}
+
+/// cast(v) - zero point in f64, where integer products and their sums are
+/// exact (below 2^53).
+FailureOr<Value> centered(NodeImporter &n, Value v, Value zeroPoint) {
+  Type f64 = n.builder().getF64Type();
+  TESSERA_ASSIGN_OR_FAIL(vf, n.castTo(v, f64));
+  if (!zeroPoint)
+    return vf;
+  TESSERA_ASSIGN_OR_FAIL(zf, n.castTo(zeroPoint, f64));
+  return n.infer<g::SubOp>(vf, zf);
+}
+
+/// A's zero point is per row ([M] for [..., M, K]); B's per column ([N]).
+FailureOr<Value> integerMatmul(NodeImporter &n, Value a, Value aZero, Value b,
+                               Value bZero) {
+  if (aZero && shapeOf(aZero).size() == 1 && shapeOf(aZero)[0] != 1) {
+    TESSERA_ASSIGN_OR_FAIL(r, n.reshape(aZero, {shapeOf(aZero)[0], 1}));
+    aZero = r;
+  }
+  TESSERA_ASSIGN_OR_FAIL(ac, centered(n, a, aZero));
+  TESSERA_ASSIGN_OR_FAIL(bc, centered(n, b, bZero));
+  return n.infer<g::MatmulOp>(ac, bc);
+}
+
+/// W's zero point is per output channel ([M] for M x C/g x k...).
+FailureOr<Value> integerConv(NodeImporter &n, Value x, Value xZero, Value w,
+                             Value wZero, Value bias) {
+  if (wZero) {
+    TESSERA_ASSIGN_OR_FAIL(r, alongAxis(n, wZero, 0, rankOf(w)));
+    wZero = r;
+  }
+  TESSERA_ASSIGN_OR_FAIL(xc, centered(n, x, xZero));
+  TESSERA_ASSIGN_OR_FAIL(wc, centered(n, w, wZero));
+  Value b;
+  if (bias) {
+    TESSERA_ASSIGN_OR_FAIL(bf, n.castTo(bias, n.builder().getF64Type()));
+    b = bf;
+  }
+  return buildConv(n, xc, wc, b);
+}
+
+Value optionalInput(NodeImporter &n, size_t i) {
+  return n.hasInput(i) ? n.input(i) : Value();
+}
+
+LogicalResult matMulInteger(NodeImporter &n) {
+  TESSERA_ASSIGN_OR_FAIL(acc, integerMatmul(n, n.input(0), optionalInput(n, 2),
+                                            n.input(1), optionalInput(n, 3)));
+  TESSERA_ASSIGN_OR_FAIL(v, n.castTo(acc, n.builder().getI32Type()));
+  return n.setOutput(v);
+}
+
+LogicalResult convInteger(NodeImporter &n) {
+  TESSERA_ASSIGN_OR_FAIL(acc, integerConv(n, n.input(0), optionalInput(n, 2),
+                                          n.input(1), optionalInput(n, 3), Value()));
+  TESSERA_ASSIGN_OR_FAIL(v, n.castTo(acc, n.builder().getI32Type()));
+  return n.setOutput(v);
+}
+
+/// The integer accumulator times (a_scale * b_scale / y_scale) in f64,
+/// then rounded, offset by the output zero point and saturated.
+FailureOr<Value> requantize(NodeImporter &n, Value acc, Value aScale, Value bScale,
+                            Value yScale, Value yZero, int64_t channelAxis) {
+  Type f64 = n.builder().getF64Type();
+  int64_t rank = rankOf(acc);
+  TESSERA_ASSIGN_OR_FAIL(as, n.castTo(aScale, f64));
+  TESSERA_ASSIGN_OR_FAIL(bs64, n.castTo(bScale, f64));
+  TESSERA_ASSIGN_OR_FAIL(bs, alongAxis(n, bs64, channelAxis, rank));
+  TESSERA_ASSIGN_OR_FAIL(ys, n.castTo(yScale, f64));
+  TESSERA_ASSIGN_OR_FAIL(ab, n.infer<g::MulOp>(as, bs));
+  TESSERA_ASSIGN_OR_FAIL(m, n.infer<g::DivOp>(ab, ys));
+  TESSERA_ASSIGN_OR_FAIL(scaled, n.infer<g::MulOp>(acc, m));
+  return saturateRound(n, scaled, yZero, elementTypeOf(yZero));
+}
+
+LogicalResult qLinearMatMul(NodeImporter &n) {
+  TESSERA_ASSIGN_OR_FAIL(acc, integerMatmul(n, n.input(0), n.input(2), n.input(3),
+                                            n.input(5)));
+  TESSERA_ASSIGN_OR_FAIL(v, requantize(n, acc, n.input(1), n.input(4), n.input(6),
+                                       n.input(7), rankOf(acc) - 1));
+  return n.setOutput(v);
+}
+
+LogicalResult qLinearConv(NodeImporter &n) {
+  TESSERA_ASSIGN_OR_FAIL(acc, integerConv(n, n.input(0), n.input(2), n.input(3),
+                                          n.input(5), optionalInput(n, 8)));
+  TESSERA_ASSIGN_OR_FAIL(v, requantize(n, acc, n.input(1), n.input(4), n.input(6),
+                                       n.input(7), 1));
+  return n.setOutput(v);
+}
+
 const OpConverter kExtraConverters[] = {
+    {"QuantizeLinear", 10, quantizeLinear},
+    {"DequantizeLinear", 10, dequantizeLinear},
+    {"DynamicQuantizeLinear", 11, dynamicQuantizeLinear},
+    {"MatMulInteger", 10, matMulInteger},
+    {"ConvInteger", 10, convInteger},
+    {"QLinearMatMul", 10, qLinearMatMul},
+    {"QLinearConv", 10, qLinearConv},
     {"Atan", 7, inverseTrig<0>},
     {"Asin", 7, inverseTrig<1>},
     {"Acos", 7, inverseTrig<2>},

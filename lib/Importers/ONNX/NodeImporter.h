@@ -226,6 +226,10 @@ llvm::ArrayRef<OpConverter> extraConverters();
 
 using Ints = llvm::SmallVector<int64_t>;
 
+/// Conv of x by w (+ bias, may be null) with the node's Conv attributes
+/// (kernel_shape, strides, pads/auto_pad, dilations, group).
+mlir::FailureOr<mlir::Value> buildConv(NodeImporter &n, mlir::Value x,
+                                       mlir::Value w, mlir::Value bias);
 /// ScatterND built from graph ops (ExtraOps.cpp): data [D...], indices
 /// [N..., k], updates [N..., D[k:]...], reduction none/add/mul/max/min.
 mlir::FailureOr<mlir::Value> scatterNDComputed(NodeImporter &n, mlir::Value data,

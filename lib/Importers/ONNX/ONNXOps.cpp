@@ -507,8 +507,9 @@ FailureOr<WindowAttrs> windowAttrs(NodeImporter &n, Value x,
   return w;
 }
 
-LogicalResult conv(NodeImporter &n) {
-  Value x = n.input(0), w = n.input(1);
+} // namespace
+
+FailureOr<Value> buildConv(NodeImporter &n, Value x, Value w, Value bias) {
   if (rankOf(w) != rankOf(x))
     return n.error() << "weight " << g::formatShape(shapeOf(w))
                      << " must have the input's rank " << rankOf(x);
@@ -520,11 +521,16 @@ LogicalResult conv(NodeImporter &n) {
                      << " disagrees with the weight "
                      << g::formatShape(shapeOf(w));
   auto &b = n.builder();
-  TESSERA_ASSIGN_OR_FAIL(
-      v, n.infer<g::ConvOp>(x, w, n.input(2), b.getDenseI64ArrayAttr(attrs.strides),
+  return n.infer<g::ConvOp>(x, w, bias, b.getDenseI64ArrayAttr(attrs.strides),
                             b.getDenseI64ArrayAttr(attrs.pads),
                             b.getDenseI64ArrayAttr(attrs.dilations),
-                            b.getI64IntegerAttr(n.intAttr("group", 1))));
+                            b.getI64IntegerAttr(n.intAttr("group", 1)));
+}
+
+namespace {
+
+LogicalResult conv(NodeImporter &n) {
+  TESSERA_ASSIGN_OR_FAIL(v, buildConv(n, n.input(0), n.input(1), n.input(2)));
   return n.setOutput(v);
 }
 
@@ -1230,8 +1236,30 @@ LogicalResult convTranspose(NodeImporter &n) {
     return n.error() << "strides, dilations and output_padding need " << k
                      << " entries and pads " << 2 * k;
   std::string autoPad = n.stringAttr("auto_pad", "NOTSET");
-  if (n.hasAttr("output_shape") || (autoPad != "NOTSET" && autoPad != "VALID"))
-    return n.unsupported("ConvTranspose with output_shape or SAME auto_pad");
+  if (autoPad != "NOTSET" && autoPad != "VALID" && autoPad != "SAME_UPPER" &&
+      autoPad != "SAME_LOWER")
+    return n.error() << "unknown auto_pad '" << autoPad << "'";
+  // An output_shape (or SAME: input x stride) fixes the total padding per
+  // dim; SAME_UPPER puts the odd one at the end, otherwise at the start.
+  std::optional<Ints> outShape = n.intsAttr("output_shape");
+  if (outShape && outShape->size() == static_cast<size_t>(rank))
+    outShape = Ints(outShape->begin() + 2, outShape->end());
+  if (outShape && outShape->size() != static_cast<size_t>(k))
+    return n.error() << "output_shape needs " << k << " spatial entries";
+  if (!outShape && autoPad.rfind("SAME", 0) == 0) {
+    outShape.emplace();
+    for (int64_t i = 0; i < k; ++i)
+      outShape->push_back(xs[2 + i] * strides[i]);
+  }
+  if (outShape) {
+    for (int64_t i = 0; i < k; ++i) {
+      int64_t total = strides[i] * (xs[2 + i] - 1) + outPad[i] +
+                      (kernel[i] - 1) * dilations[i] + 1 - (*outShape)[i];
+      int64_t half = llvm::divideFloorSigned(total, 2); // as ONNX's reference
+      pads[i] = autoPad == "SAME_UPPER" ? half : total - half;
+      pads[i + k] = total - pads[i];
+    }
+  }
   for (int64_t i = 0; i < k; ++i)
     if (strides[i] <= 0 || dilations[i] <= 0 || outPad[i] < 0 ||
         outPad[i] >= std::max(strides[i], dilations[i]))
