@@ -574,9 +574,44 @@ template <typename ReduceOp> LogicalResult globalPool(NodeImporter &n) {
   return n.setOutput(v);
 }
 
+/// Training mode normalises with the batch's statistics (population
+/// variance) and outputs the updated running mean and variance.
+LogicalResult batchNormTraining(NodeImporter &n) {
+  Value x = n.input(0);
+  int64_t rank = rankOf(x);
+  if (rank < 2)
+    return n.error() << "input must be N x C x ..., got " << g::formatShape(shapeOf(x));
+  Type elem = elementTypeOf(x);
+  double momentum = n.floatAttr("momentum", 0.9);
+  auto &b = n.builder();
+  Ints axes{0}, keptShape(rank, 1);
+  for (int64_t d = 2; d < rank; ++d)
+    axes.push_back(d);
+  keptShape[1] = shapeOf(x)[1];
+  auto mean = [&](Value v) {
+    return n.infer<g::ReduceMeanOp>(v, b.getDenseI64ArrayAttr(axes), b.getBoolAttr(false));
+  };
+  TESSERA_ASSIGN_OR_FAIL(batchMean, mean(x));
+  TESSERA_ASSIGN_OR_FAIL(meanKept, n.reshape(batchMean, keptShape));
+  TESSERA_ASSIGN_OR_FAIL(centered, n.infer<g::SubOp>(x, meanKept));
+  TESSERA_ASSIGN_OR_FAIL(sq, n.infer<g::MulOp>(centered, centered));
+  TESSERA_ASSIGN_OR_FAIL(batchVar, mean(sq));
+  TESSERA_ASSIGN_OR_FAIL(
+      y, n.infer<g::BatchNormOp>(x, n.input(1), n.input(2), batchMean, batchVar,
+                                 b.getF64FloatAttr(n.floatAttr("epsilon", 1e-5))));
+  auto running = [&](Value old, Value batch) -> FailureOr<Value> {
+    TESSERA_ASSIGN_OR_FAIL(kept, n.infer<g::MulOp>(old, n.scalar(elem, momentum)));
+    TESSERA_ASSIGN_OR_FAIL(added, n.infer<g::MulOp>(batch, n.scalar(elem, 1 - momentum)));
+    return n.infer<g::AddOp>(kept, added);
+  };
+  TESSERA_ASSIGN_OR_FAIL(runningMean, running(n.input(3), batchMean));
+  TESSERA_ASSIGN_OR_FAIL(runningVar, running(n.input(4), batchVar));
+  return n.setOutputs({y, runningMean, runningVar});
+}
+
 LogicalResult batchNorm(NodeImporter &n) {
   if (n.intAttr("training_mode", 0))
-    return n.unsupported("BatchNormalization with training_mode=1");
+    return batchNormTraining(n);
   if (n.opset() < 9 && n.intAttr("spatial", 1) == 0)
     return n.unsupported("BatchNormalization with spatial=0");
   TESSERA_ASSIGN_OR_FAIL(
