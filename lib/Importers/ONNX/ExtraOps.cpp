@@ -936,7 +936,149 @@ LogicalResult qLinearConv(NodeImporter &n) {
   return n.setOutput(v);
 }
 
+//===----------------------------------------------------------------------===//
+// Training optimizers (ai.onnx.preview.training): one update step each
+//===----------------------------------------------------------------------===//
+
+/// Inputs R (learning rate), T (step), then n groups of `perTensor` tensors;
+/// returns n, or an error if the count does not divide.
+FailureOr<int64_t> optimizerGroups(NodeImporter &n, int64_t perTensor) {
+  int64_t rest = static_cast<int64_t>(n.numInputs()) - 2;
+  if (rest <= 0 || rest % perTensor)
+    return n.error() << "expects R, T and " << perTensor
+                     << " inputs per optimized tensor, got " << n.numInputs() << " inputs";
+  return rest / perTensor;
+}
+
+/// norm_coefficient * X + G.
+FailureOr<Value> regularized(NodeImporter &n, Value x, Value grad) {
+  double norm = n.floatAttr("norm_coefficient", 0.0);
+  if (norm == 0.0)
+    return grad;
+  TESSERA_ASSIGN_OR_FAIL(scaled, n.infer<g::MulOp>(x, n.scalar(elementTypeOf(x), norm)));
+  return n.infer<g::AddOp>(scaled, grad);
+}
+
+/// R and T as the element type of the tensors they update.
+FailureOr<std::pair<Value, Value>> rateAndStep(NodeImporter &n, Type elem) {
+  TESSERA_ASSIGN_OR_FAIL(r, n.castTo(n.input(0), elem));
+  TESSERA_ASSIGN_OR_FAIL(t, n.castTo(n.input(1), elem));
+  return std::make_pair(r, t);
+}
+
+LogicalResult adagrad(NodeImporter &n) {
+  TESSERA_ASSIGN_OR_FAIL(count, optimizerGroups(n, 3));
+  Type elem = elementTypeOf(n.input(2));
+  TESSERA_ASSIGN_OR_FAIL(rt, rateAndStep(n, elem));
+  double decay = n.floatAttr("decay_factor", 0.0), eps = n.floatAttr("epsilon", 1e-6);
+  // r = R / (1 + T * decay_factor)
+  TESSERA_ASSIGN_OR_FAIL(td, n.infer<g::MulOp>(rt.second, n.scalar(elem, decay)));
+  TESSERA_ASSIGN_OR_FAIL(den, n.infer<g::AddOp>(td, n.scalar(elem, 1)));
+  TESSERA_ASSIGN_OR_FAIL(rate, n.infer<g::DivOp>(rt.first, den));
+  SmallVector<Value> xs, hs;
+  for (int64_t i = 0; i < count; ++i) {
+    Value x = n.input(2 + i), grad = n.input(2 + count + i), h = n.input(2 + 2 * count + i);
+    TESSERA_ASSIGN_OR_FAIL(gr, regularized(n, x, grad));
+    TESSERA_ASSIGN_OR_FAIL(sq, n.infer<g::MulOp>(gr, gr));
+    TESSERA_ASSIGN_OR_FAIL(hNew, n.infer<g::AddOp>(h, sq));
+    TESSERA_ASSIGN_OR_FAIL(root, n.build<g::SqrtOp>(hNew.getType(), hNew));
+    TESSERA_ASSIGN_OR_FAIL(adaptive, n.infer<g::AddOp>(root, n.scalar(elem, eps)));
+    TESSERA_ASSIGN_OR_FAIL(step, n.infer<g::DivOp>(gr, adaptive));
+    TESSERA_ASSIGN_OR_FAIL(scaled, n.infer<g::MulOp>(rate, step));
+    TESSERA_ASSIGN_OR_FAIL(xNew, n.infer<g::SubOp>(x, scaled));
+    xs.push_back(xNew);
+    hs.push_back(hNew);
+  }
+  xs.append(hs);
+  return n.setOutputs(xs);
+}
+
+/// Standard: V' = alpha V + beta' G, X' = X - R V'. Nesterov: X' = X -
+/// R (G + alpha V'). beta' is 1 on the first step (T = 0).
+LogicalResult momentum(NodeImporter &n) {
+  TESSERA_ASSIGN_OR_FAIL(count, optimizerGroups(n, 3));
+  Type elem = elementTypeOf(n.input(2));
+  TESSERA_ASSIGN_OR_FAIL(rt, rateAndStep(n, elem));
+  std::string mode = n.stringAttr("mode", "standard");
+  if (mode != "standard" && mode != "nesterov")
+    return n.error() << "mode must be 'standard' or 'nesterov', got '" << mode << "'";
+  double alpha = n.floatAttr("alpha", 0.0), beta = n.floatAttr("beta", 1.0);
+  TESSERA_ASSIGN_OR_FAIL(started, n.infer<g::GreaterOp>(rt.second, n.scalar(elem, 0)));
+  TESSERA_ASSIGN_OR_FAIL(
+      betaNow, n.infer<g::SelectOp>(started, n.scalar(elem, beta), n.scalar(elem, 1)));
+  SmallVector<Value> xs, vs;
+  for (int64_t i = 0; i < count; ++i) {
+    Value x = n.input(2 + i), grad = n.input(2 + count + i), v = n.input(2 + 2 * count + i);
+    TESSERA_ASSIGN_OR_FAIL(gr, regularized(n, x, grad));
+    TESSERA_ASSIGN_OR_FAIL(kept, n.infer<g::MulOp>(v, n.scalar(elem, alpha)));
+    TESSERA_ASSIGN_OR_FAIL(added, n.infer<g::MulOp>(gr, betaNow));
+    TESSERA_ASSIGN_OR_FAIL(vNew, n.infer<g::AddOp>(kept, added));
+    Value direction = vNew;
+    if (mode == "nesterov") {
+      TESSERA_ASSIGN_OR_FAIL(ahead, n.infer<g::MulOp>(vNew, n.scalar(elem, alpha)));
+      TESSERA_ASSIGN_OR_FAIL(d, n.infer<g::AddOp>(gr, ahead));
+      direction = d;
+    }
+    TESSERA_ASSIGN_OR_FAIL(scaled, n.infer<g::MulOp>(rt.first, direction));
+    TESSERA_ASSIGN_OR_FAIL(xNew, n.infer<g::SubOp>(x, scaled));
+    xs.push_back(xNew);
+    vs.push_back(vNew);
+  }
+  xs.append(vs);
+  return n.setOutputs(xs);
+}
+
+/// V' = alpha V + (1 - alpha) G, H' = beta H + (1 - beta) G^2,
+/// X' = (1 - norm_coefficient_post) (X - R' V' / (sqrt(H') + epsilon)) with
+/// R' = R sqrt(1 - beta^T) / (1 - alpha^T) after the first step.
+LogicalResult adam(NodeImporter &n) {
+  TESSERA_ASSIGN_OR_FAIL(count, optimizerGroups(n, 4));
+  Type elem = elementTypeOf(n.input(2));
+  TESSERA_ASSIGN_OR_FAIL(rt, rateAndStep(n, elem));
+  double alpha = n.floatAttr("alpha", 0.9), beta = n.floatAttr("beta", 0.999),
+         eps = n.floatAttr("epsilon", 1e-6),
+         post = n.floatAttr("norm_coefficient_post", 0.0);
+  Value t = rt.second, one = n.scalar(elem, 1);
+  TESSERA_ASSIGN_OR_FAIL(alphaT, n.infer<g::PowOp>(n.scalar(elem, alpha), t));
+  TESSERA_ASSIGN_OR_FAIL(betaT, n.infer<g::PowOp>(n.scalar(elem, beta), t));
+  TESSERA_ASSIGN_OR_FAIL(betaRest, n.infer<g::SubOp>(one, betaT));
+  TESSERA_ASSIGN_OR_FAIL(betaRoot, n.build<g::SqrtOp>(betaRest.getType(), betaRest));
+  TESSERA_ASSIGN_OR_FAIL(alphaRest, n.infer<g::SubOp>(one, alphaT));
+  TESSERA_ASSIGN_OR_FAIL(corrected, n.infer<g::MulOp>(rt.first, betaRoot));
+  TESSERA_ASSIGN_OR_FAIL(correctedRate, n.infer<g::DivOp>(corrected, alphaRest));
+  TESSERA_ASSIGN_OR_FAIL(started, n.infer<g::GreaterOp>(t, n.scalar(elem, 0)));
+  TESSERA_ASSIGN_OR_FAIL(rate, n.infer<g::SelectOp>(started, correctedRate, rt.first));
+  SmallVector<Value> xs, vs, hs;
+  for (int64_t i = 0; i < count; ++i) {
+    Value x = n.input(2 + i), grad = n.input(2 + count + i),
+          v = n.input(2 + 2 * count + i), h = n.input(2 + 3 * count + i);
+    TESSERA_ASSIGN_OR_FAIL(gr, regularized(n, x, grad));
+    TESSERA_ASSIGN_OR_FAIL(vKept, n.infer<g::MulOp>(v, n.scalar(elem, alpha)));
+    TESSERA_ASSIGN_OR_FAIL(vAdded, n.infer<g::MulOp>(gr, n.scalar(elem, 1 - alpha)));
+    TESSERA_ASSIGN_OR_FAIL(vNew, n.infer<g::AddOp>(vKept, vAdded));
+    TESSERA_ASSIGN_OR_FAIL(sq, n.infer<g::MulOp>(gr, gr));
+    TESSERA_ASSIGN_OR_FAIL(hKept, n.infer<g::MulOp>(h, n.scalar(elem, beta)));
+    TESSERA_ASSIGN_OR_FAIL(hAdded, n.infer<g::MulOp>(sq, n.scalar(elem, 1 - beta)));
+    TESSERA_ASSIGN_OR_FAIL(hNew, n.infer<g::AddOp>(hKept, hAdded));
+    TESSERA_ASSIGN_OR_FAIL(root, n.build<g::SqrtOp>(hNew.getType(), hNew));
+    TESSERA_ASSIGN_OR_FAIL(den, n.infer<g::AddOp>(root, n.scalar(elem, eps)));
+    TESSERA_ASSIGN_OR_FAIL(step, n.infer<g::DivOp>(vNew, den));
+    TESSERA_ASSIGN_OR_FAIL(scaled, n.infer<g::MulOp>(rate, step));
+    TESSERA_ASSIGN_OR_FAIL(xStep, n.infer<g::SubOp>(x, scaled));
+    TESSERA_ASSIGN_OR_FAIL(xNew, n.infer<g::MulOp>(xStep, n.scalar(elem, 1 - post)));
+    xs.push_back(xNew);
+    vs.push_back(vNew);
+    hs.push_back(hNew);
+  }
+  xs.append(vs);
+  xs.append(hs);
+  return n.setOutputs(xs);
+}
+
 const OpConverter kExtraConverters[] = {
+    {"ai.onnx.preview.training::Adagrad", 1, adagrad},
+    {"ai.onnx.preview.training::Momentum", 1, momentum},
+    {"ai.onnx.preview.training::Adam", 1, adam},
     {"QuantizeLinear", 10, quantizeLinear},
     {"DequantizeLinear", 10, dequantizeLinear},
     {"DynamicQuantizeLinear", 11, dynamicQuantizeLinear},

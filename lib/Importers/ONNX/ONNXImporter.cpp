@@ -116,9 +116,17 @@ LogicalResult ModelImporter::checkModel() {
     if (imp.domain().empty() || imp.domain() == "ai.onnx")
       opset_ = imp.version();
   }
-  if (opset_ == 0)
-    return emitError(loc) << "the model imports no opset of the default "
-                             "ONNX domain";
+  if (opset_ == 0) {
+    // A model of other domains' operators only (the training optimizers of
+    // ai.onnx.preview.training) needs no default-domain opset.
+    bool usesDefault = llvm::any_of(model_.graph().node(), [](const auto &node) {
+      return node.domain().empty() || node.domain() == "ai.onnx";
+    });
+    if (usesDefault)
+      return emitError(loc) << "the model imports no opset of the default "
+                               "ONNX domain";
+    opset_ = kMaxOpset;
+  }
   if (opset_ < kMinOpset && opset_ > 0) {
     // An older opset is read as opset 6 when every operator the model uses
     // is defined the same way in both (GlobalAveragePool, Not, Softplus,
@@ -150,6 +158,12 @@ LogicalResult ModelImporter::checkModel() {
   return success();
 }
 
+/// The op type for the default domain, "domain::OpType" for the others.
+static std::string converterKey(const onnx::NodeProto &node) {
+  bool defaultDomain = node.domain().empty() || node.domain() == "ai.onnx";
+  return defaultDomain ? node.op_type() : node.domain() + "::" + node.op_type();
+}
+
 LogicalResult ModelImporter::checkOperatorsSupported() {
   // Collect every unsupported operator before failing: users should not
   // discover them one compile at a time.
@@ -159,11 +173,9 @@ LogicalResult ModelImporter::checkOperatorsSupported() {
   };
   std::vector<Missing> missing;
   for (auto [i, node] : llvm::enumerate(model_.graph().node())) {
-    bool defaultDomain = node.domain().empty() || node.domain() == "ai.onnx";
-    if (defaultDomain && lookupConverter(node.op_type(), opset_))
+    std::string op = converterKey(node);
+    if (lookupConverter(op, opset_))
       continue;
-    std::string op = defaultDomain ? node.op_type()
-                                   : node.domain() + "::" + node.op_type();
     auto it = llvm::find_if(missing, [&](const Missing &m) { return m.op == op; });
     if (it == missing.end()) {
       missing.push_back({op, {}});
@@ -560,7 +572,7 @@ LogicalResult ModelImporter::importNodes() {
                               << e.what();
       }
     }
-    const OpConverter *converter = lookupConverter(node.op_type(), opset_);
+    const OpConverter *converter = lookupConverter(converterKey(node), opset_);
     assert(converter && "unsupported operators were rejected up front");
     NodeImporter importer(*this, node, loc);
     if (failed(converter->convert(importer)))
