@@ -1075,6 +1075,154 @@ LogicalResult adam(NodeImporter &n) {
   return n.setOutputs(xs);
 }
 
+//===----------------------------------------------------------------------===//
+// Resize by separable interpolation matrices
+//===----------------------------------------------------------------------===//
+
+} // namespace
+
+/// One axis of ONNX's reference Resize: the [out, in] weights of each
+/// output position, and whether the position lies outside a crop (then it
+/// takes the extrapolation value).
+struct AxisWeights {
+  SmallVector<double> w;
+  SmallVector<bool> outside;
+};
+
+static AxisWeights axisWeights(const ResizeAxisSpec &a) {
+  AxisWeights r;
+  int64_t in = a.in, out = a.out;
+  r.w.assign(out * in, 0.0);
+  r.outside.assign(out, false);
+  double outWidth = a.scale * in;
+  for (int64_t x = 0; x < out; ++x) {
+    double src;
+    const std::string &t = a.transform;
+    if (t == "align_corners")
+      src = outWidth == 1 ? 0.0 : x * double(in - 1) / (outWidth - 1);
+    else if (t == "asymmetric")
+      src = x / a.scale;
+    else if (t == "tf_crop_and_resize") {
+      src = outWidth == 1 ? (a.roiEnd - a.roiStart) * (in - 1) / 2
+                          : x * (a.roiEnd - a.roiStart) * (in - 1) / (outWidth - 1);
+      src += a.roiStart * (in - 1);
+      if (src < 0 || src > in - 1) {
+        r.outside[x] = true;
+        continue;
+      }
+    } else if (t == "pytorch_half_pixel")
+      src = outWidth == 1 ? -0.5 : (x + 0.5) / a.scale - 0.5;
+    else if (t == "tf_half_pixel_for_nn")
+      src = (x + 0.5) / a.scale;
+    else if (t == "half_pixel_symmetric") {
+      double adjustment = out / outWidth;
+      double center = in / 2.0, offset = center * (1 - adjustment);
+      src = offset + (x + 0.5) / a.scale - 0.5;
+    } else // half_pixel
+      src = (x + 0.5) / a.scale - 0.5;
+    double base = std::floor(src);
+    bool whole = src == base;
+    double ratio = whole ? 1.0 : src - base;
+    // Neighbours and their coefficients, as the reference picks them: the
+    // n nearest positions (ties to the left), clamped to the edge.
+    SmallVector<double> coeffs;
+    int64_t first;
+    if (a.mode == "cubic") {
+      double A = a.cubicA, r1 = ratio + 1, r2 = 1 - ratio, r3 = 2 - ratio;
+      coeffs = {((A * r1 - 5 * A) * r1 + 8 * A) * r1 - 4 * A,
+                ((A + 2) * ratio - (A + 3)) * ratio * ratio + 1,
+                ((A + 2) * r2 - (A + 3)) * r2 * r2 + 1,
+                ((A * r3 - 5 * A) * r3 + 8 * A) * r3 - 4 * A};
+      first = static_cast<int64_t>(base) - (whole ? 2 : 1);
+    } else if (a.mode == "linear") {
+      coeffs = {1 - ratio, ratio};
+      first = static_cast<int64_t>(base) - (whole ? 1 : 0);
+    } else { // nearest
+      bool right;
+      if (whole)
+        right = true;
+      else if (a.nearest == "round_prefer_ceil")
+        right = ratio >= 0.5;
+      else if (a.nearest == "floor")
+        right = false;
+      else if (a.nearest == "ceil")
+        right = true;
+      else // round_prefer_floor
+        right = ratio > 0.5;
+      coeffs = {right ? 0.0 : 1.0, right ? 1.0 : 0.0};
+      first = static_cast<int64_t>(base) - (whole ? 1 : 0);
+    }
+    if (a.excludeOutside) {
+      double sum = 0;
+      for (size_t i = 0; i < coeffs.size(); ++i) {
+        int64_t idx = first + static_cast<int64_t>(i);
+        if (idx < 0 || idx >= in)
+          coeffs[i] = 0;
+        sum += coeffs[i];
+      }
+      if (sum != 0)
+        for (double &c : coeffs)
+          c /= sum;
+    }
+    for (size_t i = 0; i < coeffs.size(); ++i) {
+      int64_t idx = std::clamp<int64_t>(first + static_cast<int64_t>(i), 0, in - 1);
+      r.w[x * in + idx] += coeffs[i];
+    }
+  }
+  return r;
+}
+
+FailureOr<Value> resizeSeparable(NodeImporter &n, Value x,
+                                 ArrayRef<ResizeAxisSpec> axes,
+                                 double extrapolation) {
+  Type elem = elementTypeOf(x);
+  if (!isa<FloatType>(elem))
+    return n.unsupported("Resize of integer tensors by cubic, cropping or "
+                         "tf_half_pixel_for_nn interpolation");
+  int64_t rank = rankOf(x);
+  Value v = x, outsideAny;
+  for (int64_t d = 0; d < rank; ++d) {
+    const ResizeAxisSpec &a = axes[d];
+    AxisWeights aw = axisWeights(a);
+    bool identity = a.in == a.out && !llvm::is_contained(aw.outside, true);
+    for (int64_t i = 0; identity && i < a.out; ++i)
+      for (int64_t j = 0; j < a.in; ++j)
+        identity &= aw.w[i * a.in + j] == (i == j ? 1.0 : 0.0);
+    if (identity)
+      continue;
+    // [..., in] x [in, out], with the axis moved last and back.
+    SmallVector<double> wt(a.in * a.out);
+    for (int64_t i = 0; i < a.out; ++i)
+      for (int64_t j = 0; j < a.in; ++j)
+        wt[j * a.out + i] = aw.w[i * a.in + j];
+    TESSERA_ASSIGN_OR_FAIL(moved, moveAxisToEnd(n, v, d));
+    TESSERA_ASSIGN_OR_FAIL(
+        mixed, n.infer<g::MatmulOp>(moved, n.constant(floatValues(elem, {a.in, a.out}, wt))));
+    TESSERA_ASSIGN_OR_FAIL(back, moveAxisToEnd(n, mixed, d, /*inverse=*/true));
+    v = back;
+    if (llvm::is_contained(aw.outside, true)) {
+      Ints shape(rank, 1);
+      shape[d] = a.out;
+      SmallVector<int64_t> flags(aw.outside.begin(), aw.outside.end());
+      Value mask = n.constant(intValues(n.builder().getI1Type(), shape, flags));
+      if (!outsideAny) {
+        outsideAny = mask;
+      } else {
+        TESSERA_ASSIGN_OR_FAIL(o, n.infer<g::OrOp>(outsideAny, mask));
+        outsideAny = o;
+      }
+    }
+  }
+  if (outsideAny) {
+    TESSERA_ASSIGN_OR_FAIL(
+        e, n.infer<g::SelectOp>(outsideAny, n.scalar(elem, extrapolation), v));
+    v = e;
+  }
+  return v;
+}
+
+namespace {
+
 const OpConverter kExtraConverters[] = {
     {"ai.onnx.preview.training::Adagrad", 1, adagrad},
     {"ai.onnx.preview.training::Momentum", 1, momentum},

@@ -226,6 +226,22 @@ llvm::ArrayRef<OpConverter> extraConverters();
 
 using Ints = llvm::SmallVector<int64_t>;
 
+/// One axis of a Resize computed by interpolation weights (ExtraOps.cpp):
+/// ONNX's attribute names and values.
+struct ResizeAxisSpec {
+  int64_t in = 1, out = 1;
+  double scale = 1.0;
+  std::string mode, transform, nearest;
+  double cubicA = -0.75;
+  bool excludeOutside = false;
+  double roiStart = 0.0, roiEnd = 1.0;
+};
+/// Resize as one matmul by a constant [in, out] weight matrix per resized
+/// axis: every mode and coordinate transform of ONNX's reference, cubic and
+/// tf_crop_and_resize (whose outside positions take `extrapolation`) too.
+mlir::FailureOr<mlir::Value> resizeSeparable(NodeImporter &n, mlir::Value x,
+                                             llvm::ArrayRef<ResizeAxisSpec> axes,
+                                             double extrapolation);
 /// Conv of x by w (+ bias, may be null) with the node's Conv attributes
 /// (kernel_shape, strides, pads/auto_pad, dilations, group).
 mlir::FailureOr<mlir::Value> buildConv(NodeImporter &n, mlir::Value x,

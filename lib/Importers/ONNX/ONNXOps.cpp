@@ -1735,6 +1735,44 @@ LogicalResult resize(NodeImporter &n) {
                                 ? "floor"
                                 : n.stringAttr("nearest_mode", "round_prefer_floor");
   auto nearest = g::symbolizeNearestMode(nearestName);
+  // Cubic, cropping and the transforms graph.resize does not name are
+  // interpolation matrices (ExtraOps.cpp).
+  if ((mode && *mode == g::ResizeMode::cubic) ||
+      transformName == "tf_crop_and_resize" || transformName == "tf_half_pixel_for_nn" ||
+      transformName == "half_pixel_symmetric") {
+    SmallVector<double> roi;
+    if (transformName == "tf_crop_and_resize") {
+      DenseElementsAttr r = n.hasInput(1) ? n.constantInput(1) : DenseElementsAttr();
+      if (n.hasInput(1) && !r)
+        return n.notConstant(1, "roi", " float tensor");
+      if (!r || !isa<FloatType>(r.getElementType()) ||
+          r.getNumElements() != 2 * rank)
+        return n.error() << "tf_crop_and_resize needs a constant float roi of "
+                         << 2 * rank << " values";
+      for (APFloat f : r.getValues<APFloat>())
+        roi.push_back(f.convertToDouble());
+    }
+    SmallVector<ResizeAxisSpec> axes;
+    for (int64_t d = 0; d < rank; ++d) {
+      ResizeAxisSpec a;
+      a.in = in[d];
+      a.out = out[d];
+      a.scale = scales[d];
+      a.mode = modeName;
+      a.transform = transformName;
+      a.nearest = nearestName;
+      a.cubicA = n.floatAttr("cubic_coeff_a", -0.75);
+      a.excludeOutside = n.intAttr("exclude_outside", 0);
+      if (!roi.empty()) {
+        a.roiStart = roi[d];
+        a.roiEnd = roi[d + rank];
+      }
+      axes.push_back(a);
+    }
+    TESSERA_ASSIGN_OR_FAIL(
+        v, resizeSeparable(n, x, axes, n.floatAttr("extrapolation_value", 0.0)));
+    return n.setOutput(v);
+  }
   if (!mode || !transform || !nearest)
     return n.unsupported("Resize with mode '" + modeName +
                          "', coordinate_transformation_mode '" + transformName +

@@ -240,6 +240,7 @@ FailureOr<Recurrence> prepare(NodeImporter &n, Cell cell) {
   if (rs.size() != 3)
     return n.error() << "R must have rank 3 (directions, " << rec.gates
                      << "*hidden_size, hidden_size), got " << g::formatShape(rs);
+  // hidden_size is optional in practice (exporters always set it): R has it.
   rec.hidden = n.intAttr("hidden_size", rs[2]);
   if (rec.hidden <= 0)
     return n.error() << "hidden_size must be positive, got " << rec.hidden;
@@ -254,7 +255,7 @@ FailureOr<Recurrence> prepare(NodeImporter &n, Cell cell) {
                        << g::formatShape(shapeOf(n.input(kX))) << ", "
                        << rec.dirs << " direction(s), hidden_size "
                        << rec.hidden << ")";
-    if (i != kSeqLens && elementTypeOf(v) != rec.elem)
+    if (elementTypeOf(v) != rec.elem)
       return n.error() << what << " has element type " << elementTypeOf(v)
                        << "; expected X's " << rec.elem;
     return success();
