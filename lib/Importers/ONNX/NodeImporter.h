@@ -219,9 +219,11 @@ const OpConverter *lookupConverter(llvm::StringRef opType, int64_t opset);
 /// Every registered converter.
 llvm::ArrayRef<OpConverter> allConverters();
 /// The converter tables of the files beside ONNXOps.cpp (allConverters
-/// joins them): RNN/GRU/LSTM (RecurrentOps.cpp) and the long tail of
-/// operators decomposed into graph ops (ExtraOps.cpp).
+/// joins them): RNN/GRU/LSTM (RecurrentOps.cpp), GridSample and RoiAlign
+/// (SamplingOps.cpp) and the long tail of operators decomposed into graph
+/// ops (ExtraOps.cpp).
 llvm::ArrayRef<OpConverter> recurrentConverters();
+llvm::ArrayRef<OpConverter> samplingConverters();
 llvm::ArrayRef<OpConverter> extraConverters();
 
 using Ints = llvm::SmallVector<int64_t>;

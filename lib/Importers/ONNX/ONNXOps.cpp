@@ -2230,7 +2230,7 @@ static const OpConverter kConverters[] = {
 ArrayRef<OpConverter> allConverters() {
   static const std::vector<OpConverter> all = [] {
     std::vector<OpConverter> v(std::begin(kConverters), std::end(kConverters));
-    for (ArrayRef<OpConverter> group : {recurrentConverters(), extraConverters()})
+    for (ArrayRef<OpConverter> group : {recurrentConverters(), samplingConverters(), extraConverters()})
       v.insert(v.end(), group.begin(), group.end());
     return v;
   }();
