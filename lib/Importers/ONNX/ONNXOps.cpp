@@ -356,13 +356,18 @@ LogicalResult dropout(NodeImporter &n) {
   // torchvision's Swin exports) is the identity in either mode.
   if (n.opset() >= 12 && n.hasInput(2)) {
     DenseElementsAttr mode = n.constantInput(2);
-    bool zeroRatio = false;
-    if (n.hasInput(1) && n.constantInput(1)) {
-      FailureOr<double> ratio = n.constantScalar(1, "ratio");
-      zeroRatio = succeeded(ratio) && *ratio == 0.0;
+    if (!mode)
+      return n.notConstant(2, "training_mode", " boolean");
+    if (mode.getSplatValue<bool>()) {
+      double ratio = 0.5;
+      if (n.hasInput(1)) {
+        TESSERA_ASSIGN_OR_FAIL(r, n.constantScalar(1, "ratio"));
+        ratio = r;
+      }
+      if (ratio != 0.0)
+        return n.unsupported("Dropout in training mode with a non-zero ratio "
+                             "(random masks)");
     }
-    if ((!mode || mode.getSplatValue<bool>()) && !zeroRatio)
-      return n.unsupported("Dropout in training mode");
   }
   if (n.node().output_size() > 1 && !n.node().output(1).empty()) {
     // The mask of an inference dropout is all ones.
@@ -534,9 +539,104 @@ LogicalResult conv(NodeImporter &n) {
   return n.setOutput(v);
 }
 
+/// MaxPool's second output: the flat index (over N x C x spatial, row- or
+/// column-major by storage_order) of each window's first maximum. Every
+/// window offset is a strided slice of the input padded with the lowest
+/// value; a running select keeps the best value and its index, whose
+/// per-offset indices are constants.
+LogicalResult maxPoolWithIndices(NodeImporter &n, const WindowAttrs &attrs,
+                                 Value pooled) {
+  Value x = n.input(0);
+  Ints xs = shapeOf(x), out = shapeOf(pooled);
+  int64_t rank = xs.size(), k = rank - 2;
+  bool columnMajor = n.intAttr("storage_order", 0) != 0;
+  if (columnMajor && k != 2)
+    return n.unsupported("MaxPool storage_order=1 with other than 2 spatial dims");
+  Type elem = elementTypeOf(x), i64 = n.builder().getI64Type();
+  double lowest = isa<FloatType>(elem) ? -std::numeric_limits<double>::infinity()
+                                       : -std::ldexp(1.0, elem.getIntOrFloatBitWidth() - 1);
+  auto &b = n.builder();
+  // Pad so that every window of every output position lies inside.
+  Ints lo(rank, 0), hi(rank, 0);
+  for (int64_t i = 0; i < k; ++i) {
+    lo[2 + i] = attrs.pads[i];
+    int64_t need = (out[2 + i] - 1) * attrs.strides[i] +
+                   (attrs.kernel[i] - 1) * attrs.dilations[i] + 1;
+    hi[2 + i] = std::max<int64_t>(0, need - attrs.pads[i] - xs[2 + i]);
+  }
+  TESSERA_ASSIGN_OR_FAIL(
+      padded, n.infer<g::PadOp>(x, b.getDenseI64ArrayAttr(lo), b.getDenseI64ArrayAttr(hi),
+                                g::PadModeAttr::get(n.context(), g::PadMode::constant),
+                                b.getF64FloatAttr(lowest)));
+  int64_t spatialSize = g::numElements(ArrayRef(xs).drop_front(2));
+  Ints base;
+  for (int64_t nc = 0; nc < xs[0] * xs[1]; ++nc)
+    base.push_back(nc * spatialSize);
+  Value baseC = n.constant(DenseElementsAttr::get(
+      RankedTensorType::get({xs[0], xs[1]}, i64), ArrayRef<int64_t>(base)));
+  Ints baseShape = {xs[0], xs[1]};
+  baseShape.append(k, 1);
+  TESSERA_ASSIGN_OR_FAIL(baseR, n.reshape(baseC, baseShape));
+  Ints outSpatial(out.begin() + 2, out.end());
+  int64_t positions = g::numElements(outSpatial), offsets = g::numElements(attrs.kernel);
+  Value best, bestIdx;
+  for (int64_t off = 0; off < offsets; ++off) {
+    Ints kpos(k);
+    for (int64_t i = k - 1, rest = off; i >= 0; --i) {
+      kpos[i] = rest % attrs.kernel[i];
+      rest /= attrs.kernel[i];
+    }
+    Ints starts(rank, 0), limits = shapeOf(padded), steps(rank, 1);
+    for (int64_t i = 0; i < k; ++i) {
+      starts[2 + i] = kpos[i] * attrs.dilations[i];
+      steps[2 + i] = attrs.strides[i];
+      limits[2 + i] = starts[2 + i] + (out[2 + i] - 1) * attrs.strides[i] + 1;
+    }
+    TESSERA_ASSIGN_OR_FAIL(cand, n.infer<g::SliceOp>(padded, b.getDenseI64ArrayAttr(starts),
+                                                     b.getDenseI64ArrayAttr(limits),
+                                                     b.getDenseI64ArrayAttr(steps)));
+    // Flat input positions of this offset for every output position
+    // (clamped where the window reaches into padding: never the maximum).
+    Ints idx(positions);
+    for (int64_t p = 0; p < positions; ++p) {
+      Ints o(k);
+      for (int64_t i = k - 1, rest = p; i >= 0; --i) {
+        o[i] = rest % outSpatial[i];
+        rest /= outSpatial[i];
+      }
+      int64_t flat = 0;
+      Ints coord(k);
+      for (int64_t i = 0; i < k; ++i)
+        coord[i] = std::clamp<int64_t>(o[i] * attrs.strides[i] - attrs.pads[i] +
+                                           kpos[i] * attrs.dilations[i],
+                                       0, xs[2 + i] - 1);
+      if (columnMajor)
+        flat = coord[1] * xs[2] + coord[0];
+      else
+        for (int64_t i = 0; i < k; ++i)
+          flat = flat * xs[2 + i] + coord[i];
+      idx[p] = flat;
+    }
+    Ints idxShape = {1, 1};
+    idxShape.append(outSpatial.begin(), outSpatial.end());
+    Value idxC = n.constant(DenseElementsAttr::get(RankedTensorType::get(idxShape, i64),
+                                                   ArrayRef<int64_t>(idx)));
+    TESSERA_ASSIGN_OR_FAIL(candIdx, n.infer<g::AddOp>(baseR, idxC));
+    if (!best) {
+      best = cand;
+      bestIdx = candIdx;
+      continue;
+    }
+    TESSERA_ASSIGN_OR_FAIL(better, n.infer<g::GreaterOp>(cand, best));
+    TESSERA_ASSIGN_OR_FAIL(nb, n.infer<g::SelectOp>(better, cand, best));
+    TESSERA_ASSIGN_OR_FAIL(ni, n.infer<g::SelectOp>(better, candIdx, bestIdx));
+    best = nb;
+    bestIdx = ni;
+  }
+  return n.setOutputs({pooled, bestIdx});
+}
+
 LogicalResult maxPool(NodeImporter &n) {
-  if (n.intAttr("storage_order", 0) != 0)
-    return n.unsupported("MaxPool with storage_order=1");
   TESSERA_ASSIGN_OR_FAIL(attrs, windowAttrs(n, n.input(0), n.intsAttr("kernel_shape")));
   auto &b = n.builder();
   TESSERA_ASSIGN_OR_FAIL(
@@ -545,6 +645,8 @@ LogicalResult maxPool(NodeImporter &n) {
                                b.getDenseI64ArrayAttr(attrs.pads),
                                b.getDenseI64ArrayAttr(attrs.dilations),
                                b.getBoolAttr(n.intAttr("ceil_mode", 0))));
+  if (n.node().output_size() > 1 && !n.node().output(1).empty())
+    return maxPoolWithIndices(n, attrs, v);
   return n.setOutput(v);
 }
 
