@@ -2029,6 +2029,8 @@ LogicalResult einsum(NodeImporter &n) {
     if (std::isalpha(c) && used.find(c) == std::string::npos)
       fresh += c;
   SmallVector<std::string> terms;
+  SmallVector<Value> operands;
+  std::string allLabels; // before diagonals: what implicit mode counts
   size_t ellipsisRank = 0;
   for (auto [i, t] : llvm::enumerate(termRefs)) {
     std::string term = t.str();
@@ -2047,11 +2049,38 @@ LogicalResult einsum(NodeImporter &n) {
     if (static_cast<int64_t>(term.size()) != rankOf(n.input(i)))
       return n.error() << "term '" << t << "' does not match operand rank "
                        << rankOf(n.input(i));
-    for (size_t a = 0; a < term.size(); ++a)
-      if (term.find(term[a], a + 1) != std::string::npos)
-        return n.unsupported("Einsum with a repeated label in one operand ('" +
-                             t.str() + "')");
+    // A label repeated in one operand takes its diagonal: mask with the
+    // identity over the two dims, then sum the second away.
+    Value v = n.input(i);
+    allLabels += term;
+    for (size_t a = 0; a < term.size(); ++a) {
+      size_t b;
+      while ((b = term.find(term[a], a + 1)) != std::string::npos) {
+        Ints shape = shapeOf(v);
+        if (shape[a] != shape[b])
+          return n.error() << "label '" << term[a] << "' of term '" << t
+                           << "' indexes dims of sizes " << shape[a] << " and "
+                           << shape[b];
+        Ints maskShape(shape.size(), 1);
+        maskShape[a] = maskShape[b] = shape[a];
+        SmallVector<bool> eye;
+        for (int64_t r = 0; r < shape[a]; ++r)
+          for (int64_t c = 0; c < shape[a]; ++c)
+            eye.push_back(r == c);
+        Value mask = n.constant(DenseElementsAttr::get(
+            RankedTensorType::get(maskShape, n.builder().getI1Type()), ArrayRef<bool>(eye)));
+        TESSERA_ASSIGN_OR_FAIL(
+            masked, n.infer<g::SelectOp>(mask, v, n.scalar(elementTypeOf(v), 0)));
+        TESSERA_ASSIGN_OR_FAIL(
+            diag, n.infer<g::ReduceSumOp>(masked,
+                                          n.builder().getDenseI64ArrayAttr({int64_t(b)}),
+                                          n.builder().getBoolAttr(false)));
+        v = diag;
+        term.erase(b, 1);
+      }
+    }
     terms.push_back(term);
+    operands.push_back(v);
   }
   std::string output;
   if (arrow != std::string::npos) {
@@ -2062,9 +2091,7 @@ LogicalResult einsum(NodeImporter &n) {
                fresh.substr(fresh.size() - ellipsisRank) + output.substr(pos + 3);
   } else {
     // Implicit mode: labels seen once, in alphabetical order.
-    std::string all;
-    for (auto &t : terms)
-      all += t;
+    const std::string &all = allLabels;
     std::string once;
     for (char c : all)
       if (llvm::count(all, c) == 1)
@@ -2084,7 +2111,7 @@ LogicalResult einsum(NodeImporter &n) {
   // Sum away labels that appear in only one operand and not in the output.
   SmallVector<Value> ops;
   for (auto [i, term] : llvm::enumerate(terms)) {
-    Value v = n.input(i);
+    Value v = operands[i];
     Ints axes;
     std::string kept;
     for (auto [d, c] : llvm::enumerate(term)) {

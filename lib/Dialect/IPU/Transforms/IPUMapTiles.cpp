@@ -1181,12 +1181,47 @@ FailureOr<func::FuncOp> Planner::outlineKernel(Plan &plan,
     if (it == placeholderInput.end())
       return op.emitError("ipu-map-tiles: an operand of the tiled op is not a "
                           "region of an input (internal error)");
+    const Input &input = plan.inputs[it->second];
     Value arg = inArgs[it->second];
-    if (arg.getType() != v.getType())
+    AffineMap map = tiledOp.getMatchingIndexingMap(&operand);
+    if (map != input.map)
+      return op.emitError("ipu-map-tiles: an input read through the map ")
+             << AffineMapAttr::get(map) << " was planned for "
+             << AffineMapAttr::get(input.map) << " (internal error)";
+    // Tiling takes the slice of an operand read at coeffs * loop + consts
+    // from coeffs * offsets, consts left out, with an extent of
+    // coeffs * (sizes - 1) + consts + 1, and keeps the op's map. The planned
+    // region (AccessMap::region, which the IPU model hands the vertex) starts
+    // at coeffs * offsets + consts and holds only what the op reads,
+    // coeffs * (sizes - 1) + 1: the kernel reads it through the map less
+    // its constants. (A strided slice's generic reads stride * i + offset.)
+    auto sliceType = cast<RankedTensorType>(v.getType());
+    auto argType = cast<RankedTensorType>(arg.getType());
+    SmallVector<AffineExpr> shifted;
+    bool regionsAgree = sliceType.getRank() == argType.getRank() &&
+                        sliceType.hasStaticShape() &&
+                        sliceType.getElementType() == argType.getElementType();
+    for (auto [j, e] : llvm::enumerate(map.getResults())) {
+      shifted.push_back(e - input.access.consts[j]);
+      if (regionsAgree)
+        regionsAgree = sliceType.getDimSize(j) - input.access.consts[j] ==
+                       argType.getDimSize(j);
+    }
+    if (!regionsAgree)
       return op.emitError("ipu-map-tiles: input region ")
-             << v.getType() << " of the tiled op differs from the planned "
-             << arg.getType() << " (internal error)";
+             << v.getType() << " of the tiled op, less the map's constants "
+             << ArrayRef<int64_t>(input.access.consts)
+             << ", differs from the planned " << arg.getType()
+             << " (internal error)";
     operand.set(arg);
+    if (llvm::any_of(input.access.consts, [](int64_t c) { return c != 0; })) {
+      SmallVector<AffineMap> maps = tiledOp.getIndexingMapsArray();
+      maps[operand.getOperandNumber()] =
+          simplifyAffineMap(AffineMap::get(map.getNumDims(),
+                                           map.getNumSymbols(), shifted,
+                                           map.getContext()));
+      tiledOp.setIndexingMapsAttr(b.getAffineMapArrayAttr(maps));
+    }
   }
   for (auto [k, result] : llvm::enumerate(tiledOp->getResults())) {
     auto store = bufferization::MaterializeInDestinationOp::create(
