@@ -1,13 +1,413 @@
 //===- SamplingOps.cpp - GridSample and RoiAlign from graph ops -------------===//
+//
+// GridSample and RoiAlign read the input at positions computed at run time
+// (from the grid, from the regions of interest), which no graph op does by
+// itself. Both are decomposed here into elementwise arithmetic on sample
+// coordinates plus a single gather:
+//
+//  1. The sample positions are computed as float tensors with elementwise
+//     ops, following ONNX's reference implementation step by step
+//     (denormalisation, rounding, border/reflection padding).
+//  2. Each sample reads a fixed set of pixels (1 for nearest, 4 corners for
+//     bilinear, a 4x4 neighbourhood for bicubic). Every such pixel gets an
+//     integer flat index into the flattened image and a float weight.
+//  3. All K pixel indices of all P samples are concatenated, gathered in one
+//     graph.gather_elements (GridSample) or graph.gather (RoiAlign), scaled
+//     by their weights and summed over the K pixels of each sample.
+//
+// Indices are clamped into the image before the gather, so the gather never
+// reads out of bounds; a pixel that ONNX reads as 0 (GridSample's zeros
+// padding) indexes an extra zero element appended to the flattened image,
+// and a sample that RoiAlign skips gets weight 0.
+//
+//===----------------------------------------------------------------------===//
 
 #include "NodeImporter.h"
+
+#include "tessera/Dialect/Graph/IR/ShapeUtils.h"
+
+#include <cmath>
+#include <tuple>
 
 using namespace mlir;
 namespace g = tessera::graph;
 
 namespace tessera::onnx_importer {
-namespace {} // namespace
+namespace {
 
-ArrayRef<OpConverter> samplingConverters() { return {}; }
+//===----------------------------------------------------------------------===//
+// Building blocks
+//===----------------------------------------------------------------------===//
+
+FailureOr<Value> concat(NodeImporter &n, ValueRange values, int64_t axis) {
+  if (values.size() == 1)
+    return values.front();
+  return n.infer<g::ConcatOp>(values, n.builder().getI64IntegerAttr(axis));
+}
+
+FailureOr<Value> sliceAlong(NodeImporter &n, Value x, int64_t axis,
+                            int64_t begin, int64_t end) {
+  Ints shape = shapeOf(x), starts(shape.size(), 0), limits = shape,
+       strides(shape.size(), 1);
+  starts[axis] = begin;
+  limits[axis] = end;
+  auto &b = n.builder();
+  return n.infer<g::SliceOp>(x, b.getDenseI64ArrayAttr(starts),
+                             b.getDenseI64ArrayAttr(limits),
+                             b.getDenseI64ArrayAttr(strides));
+}
+
+FailureOr<Value> clamp(NodeImporter &n, Value x, std::optional<double> lo,
+                       std::optional<double> hi) {
+  auto &b = n.builder();
+  auto attr = [&](std::optional<double> v) {
+    return v ? b.getF64FloatAttr(*v) : FloatAttr();
+  };
+  return n.build<g::ClampOp>(x.getType(), x, attr(lo), attr(hi));
+}
+
+/// `x` (float tensor) plus, times, minus a compile-time scalar.
+FailureOr<Value> addScalar(NodeImporter &n, Value x, double v) {
+  if (v == 0)
+    return x;
+  return n.infer<g::AddOp>(x, n.scalar(elementTypeOf(x), v));
+}
+FailureOr<Value> mulScalar(NodeImporter &n, Value x, double v) {
+  if (v == 1)
+    return x;
+  return n.infer<g::MulOp>(x, n.scalar(elementTypeOf(x), v));
+}
+/// `v - x`.
+FailureOr<Value> scalarSub(NodeImporter &n, double v, Value x) {
+  return n.infer<g::SubOp>(n.scalar(elementTypeOf(x), v), x);
+}
+
+/// The float type samples are computed in: the wider of the input's and the
+/// coordinates' types (f32 when they are different types of equal width,
+/// or when the input is not a float: integer pixels go through f32, as the
+/// reference computes in Python floats and casts the result back).
+Type computeType(Type data, Type coords, MLIRContext *context) {
+  auto fd = dyn_cast<FloatType>(data), fc = dyn_cast<FloatType>(coords);
+  if (fd && fc && fd == fc)
+    return fd;
+  unsigned width = std::max(fd ? fd.getWidth() : 32u, fc ? fc.getWidth() : 32u);
+  if (width > 32)
+    return Float64Type::get(context);
+  return Float32Type::get(context);
+}
+
+/// Reflects float `x` between `lo` and `hi` until it lies within them, as
+/// ONNX's reference _gs_reflect: d is the distance beyond the crossed bound,
+/// after `flips = floor(d / range)` whole crossings the remainder
+/// r = d - flips * range is measured from the bound crossed first (even
+/// flips) or from the other one (odd flips). Values inside stay unchanged.
+FailureOr<Value> reflect(NodeImporter &n, Value x, double lo, double hi) {
+  Type elem = elementTypeOf(x);
+  double range = hi - lo;
+  // A single position (align_corners with one pixel): everything lands on
+  // it. The reference would divide by zero here.
+  if (range <= 0)
+    return n.splat(elem, shapeOf(x), lo);
+  TESSERA_ASSIGN_OR_FAIL(below, n.infer<g::LessOp>(x, n.scalar(elem, lo)));
+  TESSERA_ASSIGN_OR_FAIL(above, n.infer<g::GreaterOp>(x, n.scalar(elem, hi)));
+  // max(lo - x, x - hi) is the distance beyond whichever bound x crossed.
+  TESSERA_ASSIGN_OR_FAIL(dLo, scalarSub(n, lo, x));
+  TESSERA_ASSIGN_OR_FAIL(dHi, addScalar(n, x, -hi));
+  TESSERA_ASSIGN_OR_FAIL(d, n.infer<g::MaxOp>(dLo, dHi));
+  TESSERA_ASSIGN_OR_FAIL(q, mulScalar(n, d, 1.0 / range));
+  TESSERA_ASSIGN_OR_FAIL(flips, n.build<g::FloorOp>(q.getType(), q));
+  TESSERA_ASSIGN_OR_FAIL(whole, mulScalar(n, flips, range));
+  TESSERA_ASSIGN_OR_FAIL(r, n.infer<g::SubOp>(d, whole));
+  TESSERA_ASSIGN_OR_FAIL(parity, n.infer<g::RemOp>(flips, n.scalar(elem, 2)));
+  TESSERA_ASSIGN_OR_FAIL(odd, n.infer<g::GreaterOp>(parity, n.scalar(elem, 0.5)));
+  // From below, even flips end at lo + r and odd ones at hi - r; from above
+  // the other way round.
+  TESSERA_ASSIGN_OR_FAIL(fromLo, n.infer<g::XorOp>(below, odd));
+  TESSERA_ASSIGN_OR_FAIL(loSide, addScalar(n, r, lo));
+  TESSERA_ASSIGN_OR_FAIL(hiSide, scalarSub(n, hi, r));
+  TESSERA_ASSIGN_OR_FAIL(reflected, n.infer<g::SelectOp>(fromLo, loSide, hiSide));
+  TESSERA_ASSIGN_OR_FAIL(outside, n.infer<g::OrOp>(below, above));
+  return n.infer<g::SelectOp>(outside, reflected, x);
+}
+
+//===----------------------------------------------------------------------===//
+// GridSample
+//===----------------------------------------------------------------------===//
+
+enum class Padding { Zeros, Border, Reflection };
+
+/// One spatial axis of a GridSample input.
+struct SampleAxis {
+  int64_t size;
+  /// Bounds of the reflection (and of "out of bound"): pixel edges, or
+  /// pixel centres with align_corners.
+  double lo, hi;
+};
+
+/// The flat index y * W + x (i64) of the pixel at integral float positions
+/// (y, x), after the reference's _pixel_at_grid padding rule: border clamps
+/// into the image, reflection reflects (then clamps, which only matters for
+/// NaN or a one-pixel axis), zeros sends positions outside the image to
+/// index H * W, the zero appended to the flattened image.
+FailureOr<Value> pixelIndex(NodeImporter &n, Value y, Value x,
+                            const SampleAxis &ay, const SampleAxis &ax,
+                            Padding padding) {
+  Type i64 = n.builder().getI64Type();
+  Value inside;
+  if (padding == Padding::Reflection) {
+    TESSERA_ASSIGN_OR_FAIL(ry, reflect(n, y, ay.lo, ay.hi));
+    TESSERA_ASSIGN_OR_FAIL(rx, reflect(n, x, ax.lo, ax.hi));
+    y = ry;
+    x = rx;
+  } else if (padding == Padding::Zeros) {
+    Type elem = elementTypeOf(x);
+    Value inAxis[2];
+    for (auto [i, v, a] : {std::tuple{0, y, ay}, std::tuple{1, x, ax}}) {
+      TESSERA_ASSIGN_OR_FAIL(geLo, n.infer<g::GreaterEqualOp>(v, n.scalar(elem, 0)));
+      TESSERA_ASSIGN_OR_FAIL(leHi, n.infer<g::LessEqualOp>(v, n.scalar(elem, a.size - 1)));
+      TESSERA_ASSIGN_OR_FAIL(both, n.infer<g::AndOp>(geLo, leHi));
+      inAxis[i] = both;
+    }
+    TESSERA_ASSIGN_OR_FAIL(in, n.infer<g::AndOp>(inAxis[0], inAxis[1]));
+    inside = in;
+  }
+  TESSERA_ASSIGN_OR_FAIL(cy, clamp(n, y, 0.0, double(ay.size - 1)));
+  TESSERA_ASSIGN_OR_FAIL(cx, clamp(n, x, 0.0, double(ax.size - 1)));
+  TESSERA_ASSIGN_OR_FAIL(iy, n.castTo(cy, i64));
+  TESSERA_ASSIGN_OR_FAIL(ix, n.castTo(cx, i64));
+  TESSERA_ASSIGN_OR_FAIL(row, n.infer<g::MulOp>(iy, n.scalar(i64, ax.size)));
+  TESSERA_ASSIGN_OR_FAIL(flat, n.infer<g::AddOp>(row, ix));
+  if (!inside)
+    return flat;
+  return n.infer<g::SelectOp>(inside, flat,
+                              n.scalar(i64, ay.size * ax.size));
+}
+
+/// Keys' cubic convolution weights with A = -0.75 (the reference's
+/// _gs_get_cubic_coeffs) for a tap at distance s: `near` for s in [0, 1],
+/// else s in [1, 2].
+FailureOr<Value> cubicWeight(NodeImporter &n, Value s, bool near) {
+  constexpr double A = -0.75;
+  if (near) {
+    // ((A + 2) s - (A + 3)) s^2 + 1
+    TESSERA_ASSIGN_OR_FAIL(a, mulScalar(n, s, A + 2));
+    TESSERA_ASSIGN_OR_FAIL(b, addScalar(n, a, -(A + 3)));
+    TESSERA_ASSIGN_OR_FAIL(c, n.infer<g::MulOp>(b, s));
+    TESSERA_ASSIGN_OR_FAIL(d, n.infer<g::MulOp>(c, s));
+    return addScalar(n, d, 1);
+  }
+  // ((A s - 5A) s + 8A) s - 4A
+  TESSERA_ASSIGN_OR_FAIL(a, mulScalar(n, s, A));
+  TESSERA_ASSIGN_OR_FAIL(b, addScalar(n, a, -5 * A));
+  TESSERA_ASSIGN_OR_FAIL(c, n.infer<g::MulOp>(b, s));
+  TESSERA_ASSIGN_OR_FAIL(d, addScalar(n, c, 8 * A));
+  TESSERA_ASSIGN_OR_FAIL(e, n.infer<g::MulOp>(d, s));
+  return addScalar(n, e, -4 * A);
+}
+
+/// The interpolation taps along one axis: integral float positions and
+/// their weights (null weight: 1).
+struct Taps {
+  SmallVector<Value> pos, weight;
+};
+
+FailureOr<Taps> axisTaps(NodeImporter &n, Value c, StringRef mode) {
+  Taps taps;
+  if (mode == "nearest") {
+    taps.pos.push_back(c);
+    taps.weight.push_back(Value());
+    return taps;
+  }
+  TESSERA_ASSIGN_OR_FAIL(c0, n.build<g::FloorOp>(c.getType(), c));
+  TESSERA_ASSIGN_OR_FAIL(t, n.infer<g::SubOp>(c, c0));
+  if (mode == "bilinear") {
+    // Corners floor(c) and floor(c) + 1, weighted (c1 - c) and (c - c0).
+    TESSERA_ASSIGN_OR_FAIL(c1, addScalar(n, c0, 1));
+    TESSERA_ASSIGN_OR_FAIL(w0, n.infer<g::SubOp>(c1, c));
+    taps.pos = {c0, c1};
+    taps.weight = {w0, t};
+    return taps;
+  }
+  // bicubic: floor(c) - 1 ... floor(c) + 2 at distances t+1, t, 1-t, 2-t.
+  for (int k = -1; k <= 2; ++k) {
+    TESSERA_ASSIGN_OR_FAIL(p, addScalar(n, c0, k));
+    Value s;
+    if (k <= 0) {
+      TESSERA_ASSIGN_OR_FAIL(d, addScalar(n, t, -k));
+      s = d;
+    } else {
+      TESSERA_ASSIGN_OR_FAIL(d, scalarSub(n, k, t));
+      s = d;
+    }
+    TESSERA_ASSIGN_OR_FAIL(w, cubicWeight(n, s, k == 0 || k == 1));
+    taps.pos.push_back(p);
+    taps.weight.push_back(w);
+  }
+  return taps;
+}
+
+/// GridSample-16 (bilinear, nearest, bicubic) and -20/22 (linear, nearest,
+/// cubic) on 4-D inputs: X [N, C, H, W], grid [N, Ho, Wo, 2] holding (x, y)
+/// normalised to [-1, 1]; Y [N, C, Ho, Wo].
+LogicalResult gridSample(NodeImporter &n) {
+  Value x = n.input(0), grid = n.input(1);
+  Ints xs = shapeOf(x), gs = shapeOf(grid);
+  if (xs.size() != 4)
+    return n.unsupported("rank-" + Twine(xs.size()) +
+                         " X (only 4-D X, N x C x H x W, is handled)");
+  if (gs.size() != 4 || gs[0] != xs[0] || gs[3] != 2)
+    return n.error() << "grid has shape " << g::formatShape(gs)
+                     << "; expected " << xs[0] << "xHoxWox2 for X "
+                     << g::formatShape(xs);
+  if (!isa<FloatType>(elementTypeOf(grid)))
+    return n.error() << "grid must be a float tensor";
+
+  // Opset 20 renamed bilinear and bicubic to linear and cubic; both
+  // spellings mean the same and are accepted at any opset.
+  std::string mode = n.stringAttr("mode", n.opset() >= 20 ? "linear" : "bilinear");
+  if (mode == "linear")
+    mode = "bilinear";
+  else if (mode == "cubic")
+    mode = "bicubic";
+  if (mode != "bilinear" && mode != "nearest" && mode != "bicubic")
+    return n.error() << "mode must be bilinear (linear), nearest or bicubic "
+                        "(cubic), got '"
+                     << n.stringAttr("mode", "") << "'";
+  std::string paddingName = n.stringAttr("padding_mode", "zeros");
+  Padding padding;
+  if (paddingName == "zeros")
+    padding = Padding::Zeros;
+  else if (paddingName == "border")
+    padding = Padding::Border;
+  else if (paddingName == "reflection")
+    padding = Padding::Reflection;
+  else
+    return n.error() << "padding_mode must be zeros, border or reflection, "
+                        "got '"
+                     << paddingName << "'";
+  bool alignCorners = n.intAttr("align_corners", 0) != 0;
+
+  int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3], Ho = gs[1], Wo = gs[2];
+  int64_t P = Ho * Wo;
+  if (H == 0 || W == 0)
+    return n.unsupported("X with an empty spatial axis");
+  Type xElem = elementTypeOf(x);
+  Type elem = computeType(xElem, elementTypeOf(grid), n.context());
+  // Edges of the outer pixels, or their centres with align_corners.
+  SampleAxis ay{H, -0.5, H - 0.5}, ax{W, -0.5, W - 0.5};
+  if (alignCorners) {
+    ay = {H, 0.0, double(H - 1)};
+    ax = {W, 0.0, double(W - 1)};
+  }
+
+  // Sample coordinates in pixels, each [N, 1, P].
+  TESSERA_ASSIGN_OR_FAIL(gridC, n.castTo(grid, elem));
+  TESSERA_ASSIGN_OR_FAIL(flatGrid, n.reshape(gridC, {N, P, 2}));
+  Value coord[2]; // x, y
+  for (int64_t i = 0; i < 2; ++i) {
+    int64_t len = i == 0 ? W : H;
+    TESSERA_ASSIGN_OR_FAIL(s, sliceAlong(n, flatGrid, 2, i, i + 1));
+    TESSERA_ASSIGN_OR_FAIL(v, n.reshape(s, {N, 1, P}));
+    // align_corners: (v + 1) / 2 * (len - 1); else ((v + 1) * len - 1) / 2.
+    TESSERA_ASSIGN_OR_FAIL(v1, addScalar(n, v, 1));
+    Value c;
+    if (alignCorners) {
+      TESSERA_ASSIGN_OR_FAIL(half, mulScalar(n, v1, 0.5));
+      TESSERA_ASSIGN_OR_FAIL(scaled, mulScalar(n, half, double(len - 1)));
+      c = scaled;
+    } else {
+      TESSERA_ASSIGN_OR_FAIL(scaled, mulScalar(n, v1, double(len)));
+      TESSERA_ASSIGN_OR_FAIL(shifted, addScalar(n, scaled, -1));
+      TESSERA_ASSIGN_OR_FAIL(half, mulScalar(n, shifted, 0.5));
+      c = half;
+    }
+    if (mode == "nearest") {
+      // np.rint: half to even.
+      TESSERA_ASSIGN_OR_FAIL(r, n.build<g::RoundOp>(c.getType(), c));
+      c = r;
+    }
+    coord[i] = c;
+  }
+
+  // Out-of-bound samples (either coordinate outside its bounds) are clamped
+  // into the image (border, using pixel centres in both align_corners
+  // cases, as the reference) or reflected back into the bounds. Reflection
+  // leaves an inside coordinate unchanged, so it needs no condition.
+  if (padding == Padding::Border) {
+    Value out;
+    for (auto [c, a] : {std::pair{coord[0], ax}, std::pair{coord[1], ay}}) {
+      TESSERA_ASSIGN_OR_FAIL(below, n.infer<g::LessOp>(c, n.scalar(elem, a.lo)));
+      TESSERA_ASSIGN_OR_FAIL(above, n.infer<g::GreaterOp>(c, n.scalar(elem, a.hi)));
+      TESSERA_ASSIGN_OR_FAIL(either, n.infer<g::OrOp>(below, above));
+      if (out) {
+        TESSERA_ASSIGN_OR_FAIL(any, n.infer<g::OrOp>(out, either));
+        out = any;
+      } else {
+        out = either;
+      }
+    }
+    for (auto [c, a] : {std::pair{&coord[0], ax}, std::pair{&coord[1], ay}}) {
+      TESSERA_ASSIGN_OR_FAIL(clamped, clamp(n, *c, 0.0, double(a.size - 1)));
+      TESSERA_ASSIGN_OR_FAIL(v, n.infer<g::SelectOp>(out, clamped, *c));
+      *c = v;
+    }
+  } else if (padding == Padding::Reflection) {
+    TESSERA_ASSIGN_OR_FAIL(rx, reflect(n, coord[0], ax.lo, ax.hi));
+    TESSERA_ASSIGN_OR_FAIL(ry, reflect(n, coord[1], ay.lo, ay.hi));
+    coord[0] = rx;
+    coord[1] = ry;
+  }
+
+  // The K = taps(y) x taps(x) pixels of every sample: flat indices and
+  // weights, concatenated pixel-major into [N, 1, K * P].
+  TESSERA_ASSIGN_OR_FAIL(tx, axisTaps(n, coord[0], mode));
+  TESSERA_ASSIGN_OR_FAIL(ty, axisTaps(n, coord[1], mode));
+  SmallVector<Value> indices, weights;
+  for (size_t i = 0; i < ty.pos.size(); ++i)
+    for (size_t j = 0; j < tx.pos.size(); ++j) {
+      TESSERA_ASSIGN_OR_FAIL(idx, pixelIndex(n, ty.pos[i], tx.pos[j], ay, ax, padding));
+      indices.push_back(idx);
+      if (!ty.weight[i])
+        continue;
+      TESSERA_ASSIGN_OR_FAIL(w, n.infer<g::MulOp>(ty.weight[i], tx.weight[j]));
+      weights.push_back(w);
+    }
+  int64_t K = indices.size();
+  TESSERA_ASSIGN_OR_FAIL(index, concat(n, indices, 2));
+  TESSERA_ASSIGN_OR_FAIL(fullIndex, n.expand(index, {N, C, K * P}));
+
+  // The image flattened to [N, C, H * W] (+ one zero for zeros padding).
+  TESSERA_ASSIGN_OR_FAIL(xc, n.castTo(x, elem));
+  TESSERA_ASSIGN_OR_FAIL(image, n.reshape(xc, {N, C, H * W}));
+  if (padding == Padding::Zeros) {
+    TESSERA_ASSIGN_OR_FAIL(padded,
+                           concat(n, {image, n.splat(elem, {N, C, 1}, 0)}, 2));
+    image = padded;
+  }
+  TESSERA_ASSIGN_OR_FAIL(
+      pixels, n.infer<g::GatherElementsOp>(image, fullIndex,
+                                           n.builder().getI64IntegerAttr(2)));
+  Value y = pixels;
+  if (!weights.empty()) {
+    TESSERA_ASSIGN_OR_FAIL(weight, concat(n, weights, 2));
+    TESSERA_ASSIGN_OR_FAIL(weighted, n.infer<g::MulOp>(pixels, weight));
+    TESSERA_ASSIGN_OR_FAIL(split, n.reshape(weighted, {N, C, K, P}));
+    TESSERA_ASSIGN_OR_FAIL(
+        sum, n.infer<g::ReduceSumOp>(split, n.builder().getDenseI64ArrayAttr({2}),
+                                     n.builder().getBoolAttr(false)));
+    y = sum;
+  }
+  TESSERA_ASSIGN_OR_FAIL(shaped, n.reshape(y, {N, C, Ho, Wo}));
+  TESSERA_ASSIGN_OR_FAIL(result, n.castTo(shaped, xElem));
+  return n.setOutput(result);
+}
+
+const OpConverter kSamplingConverters[] = {
+    {"GridSample", 16, gridSample},
+};
+
+} // namespace
+
+ArrayRef<OpConverter> samplingConverters() { return kSamplingConverters; }
 
 } // namespace tessera::onnx_importer
