@@ -1223,7 +1223,125 @@ FailureOr<Value> resizeSeparable(NodeImporter &n, Value x,
 
 namespace {
 
+//===----------------------------------------------------------------------===//
+// Text
+//===----------------------------------------------------------------------===//
+
+/// N-gram counts of integer token sequences: for each n-gram of the pool
+/// and each skip distance, compare shifted slices of X with its tokens,
+/// `and` them, and count the matching start positions.
+LogicalResult tfIdfVectorizer(NodeImporter &n) {
+  Value x = n.input(0);
+  Ints xs = shapeOf(x);
+  if (xs.empty() || xs.size() > 2)
+    return n.error() << "X must be [C] or [N, C], got " << g::formatShape(xs);
+  if (n.hasAttr("pool_strings"))
+    return n.unsupported("TfIdfVectorizer over strings (pool_strings)");
+  Type elem = elementTypeOf(x);
+  if (!isa<IntegerType>(elem))
+    return n.error() << "X must hold integer tokens";
+  auto pool = n.intsAttr("pool_int64s").value_or(Ints{});
+  Ints counts = n.intsAttr("ngram_counts").value_or(Ints{});
+  Ints indexes = n.intsAttr("ngram_indexes").value_or(Ints{});
+  std::optional<SmallVector<double>> weights = n.floatsAttr("weights");
+  int64_t minN = n.intAttr("min_gram_length", 1), maxN = n.intAttr("max_gram_length", 1),
+          maxSkip = n.intAttr("max_skip_count", 0);
+  std::string mode = n.stringAttr("mode", "TF");
+  if (mode != "TF" && mode != "IDF" && mode != "TFIDF")
+    return n.error() << "mode must be TF, IDF or TFIDF, got '" << mode << "'";
+  if (minN < 1 || maxN < minN || maxSkip < 0 ||
+      static_cast<int64_t>(counts.size()) < maxN)
+    return n.error() << "needs 1 <= min_gram_length <= max_gram_length <= "
+                        "the number of ngram_counts levels";
+  // The pool: level l (n = l + 1) holds n-grams from counts[l] up to the
+  // next level's start.
+  SmallVector<Ints> grams;
+  for (size_t level = 0; level < counts.size(); ++level) {
+    int64_t begin = counts[level];
+    int64_t end = level + 1 < counts.size() ? counts[level + 1] : pool.size();
+    int64_t len = level + 1;
+    if (begin < 0 || end > static_cast<int64_t>(pool.size()) || begin > end ||
+        (end - begin) % len)
+      return n.error() << "ngram_counts do not split pool_int64s into n-grams";
+    for (int64_t at = begin; at < end; at += len)
+      grams.push_back(Ints(pool.begin() + at, pool.begin() + at + len));
+  }
+  if (indexes.size() != grams.size() || (weights && weights->size() != grams.size()))
+    return n.error() << "ngram_indexes (and weights) need one entry per n-gram ("
+                     << grams.size() << ")";
+  int64_t width = 0;
+  for (int64_t i : indexes) {
+    if (i < 0)
+      return n.error() << "ngram_indexes must be non-negative";
+    width = std::max(width, i + 1);
+  }
+  int64_t rows = xs.size() == 2 ? xs[0] : 1, length = xs.back();
+  TESSERA_ASSIGN_OR_FAIL(x2, n.reshape(x, {rows, length}));
+  Type f32 = n.builder().getF32Type();
+  SmallVector<Value> columns(width);
+  for (auto [k, gram] : llvm::enumerate(grams)) {
+    int64_t len = gram.size();
+    if (len < minN || len > maxN)
+      continue;
+    Value total;
+    for (int64_t skip = 0; skip <= (len == 1 ? 0 : maxSkip); ++skip) {
+      int64_t span = (len - 1) * (skip + 1), starts = length - span;
+      if (starts <= 0)
+        break;
+      Value match;
+      for (int64_t j = 0; j < len; ++j) {
+        int64_t offset = j * (skip + 1);
+        TESSERA_ASSIGN_OR_FAIL(tokens, sliceAlong(n, x2, 1, offset, offset + starts));
+        TESSERA_ASSIGN_OR_FAIL(eq, n.infer<g::EqualOp>(tokens, n.scalar(elem, gram[j])));
+        if (!match) {
+          match = eq;
+          continue;
+        }
+        TESSERA_ASSIGN_OR_FAIL(both, n.infer<g::AndOp>(match, eq));
+        match = both;
+      }
+      TESSERA_ASSIGN_OR_FAIL(asFloat, n.castTo(match, f32));
+      TESSERA_ASSIGN_OR_FAIL(c, reduce<g::ReduceSumOp>(n, asFloat, {1}, true));
+      if (!total) {
+        total = c;
+        continue;
+      }
+      TESSERA_ASSIGN_OR_FAIL(sum, n.infer<g::AddOp>(total, c));
+      total = sum;
+    }
+    if (!total)
+      continue;
+    double weight = weights ? (*weights)[k] : 1.0;
+    if (mode == "IDF") {
+      TESSERA_ASSIGN_OR_FAIL(seen, n.infer<g::GreaterOp>(total, n.scalar(f32, 0)));
+      TESSERA_ASSIGN_OR_FAIL(
+          w, n.infer<g::SelectOp>(seen, n.scalar(f32, weight), n.scalar(f32, 0)));
+      total = w;
+    } else if (mode == "TFIDF" && weight != 1.0) {
+      TESSERA_ASSIGN_OR_FAIL(w, n.infer<g::MulOp>(total, n.scalar(f32, weight)));
+      total = w;
+    }
+    Value &column = columns[indexes[k]];
+    if (!column) {
+      column = total;
+    } else {
+      TESSERA_ASSIGN_OR_FAIL(sum, n.infer<g::AddOp>(column, total));
+      column = sum;
+    }
+  }
+  for (Value &c : columns)
+    if (!c)
+      c = n.splat(f32, {rows, 1}, 0);
+  TESSERA_ASSIGN_OR_FAIL(y, concat(n, columns, 1));
+  if (xs.size() == 1) {
+    TESSERA_ASSIGN_OR_FAIL(flat, n.reshape(y, {width}));
+    return n.setOutput(flat);
+  }
+  return n.setOutput(y);
+}
+
 const OpConverter kExtraConverters[] = {
+    {"TfIdfVectorizer", 9, tfIdfVectorizer},
     {"ai.onnx.preview.training::Adagrad", 1, adagrad},
     {"ai.onnx.preview.training::Momentum", 1, momentum},
     {"ai.onnx.preview.training::Adam", 1, adam},
