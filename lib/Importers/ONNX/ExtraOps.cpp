@@ -1340,7 +1340,136 @@ LogicalResult tfIdfVectorizer(NodeImporter &n) {
   return n.setOutput(y);
 }
 
+//===----------------------------------------------------------------------===//
+// Sequences: lists of tensors known at compile time
+//===----------------------------------------------------------------------===//
+
+/// A position into a sequence of `size` (negative counts from the end;
+/// `size` itself is allowed where inserting at the end).
+FailureOr<int64_t> sequencePosition(NodeImporter &n, size_t input, int64_t size,
+                                    bool allowEnd, int64_t dflt) {
+  if (!n.hasInput(input))
+    return dflt;
+  TESSERA_ASSIGN_OR_FAIL(p, n.constantScalar(input, "position"));
+  int64_t pos = static_cast<int64_t>(p);
+  if (pos < 0)
+    pos += size;
+  if (pos < 0 || pos > size || (pos == size && !allowEnd))
+    return n.error() << "position " << static_cast<int64_t>(p)
+                     << " is out of range for a sequence of " << size << " tensors";
+  return pos;
+}
+
+LogicalResult sequenceEmpty(NodeImporter &n) { return n.setSequenceOutput({}); }
+
+LogicalResult sequenceConstruct(NodeImporter &n) {
+  SmallVector<Value> values;
+  for (size_t i = 0; i < n.numInputs(); ++i)
+    values.push_back(n.input(i));
+  return n.setSequenceOutput(values);
+}
+
+LogicalResult sequenceInsert(NodeImporter &n) {
+  TESSERA_ASSIGN_OR_FAIL(seq, n.sequenceInput(0));
+  TESSERA_ASSIGN_OR_FAIL(pos, sequencePosition(n, 2, seq.size(), true, seq.size()));
+  seq.insert(seq.begin() + pos, n.input(1));
+  return n.setSequenceOutput(seq);
+}
+
+LogicalResult sequenceErase(NodeImporter &n) {
+  TESSERA_ASSIGN_OR_FAIL(seq, n.sequenceInput(0));
+  if (seq.empty())
+    return n.error() << "cannot erase from an empty sequence";
+  TESSERA_ASSIGN_OR_FAIL(pos, sequencePosition(n, 1, seq.size(), false, seq.size() - 1));
+  seq.erase(seq.begin() + pos);
+  return n.setSequenceOutput(seq);
+}
+
+LogicalResult sequenceAt(NodeImporter &n) {
+  TESSERA_ASSIGN_OR_FAIL(seq, n.sequenceInput(0));
+  TESSERA_ASSIGN_OR_FAIL(pos, sequencePosition(n, 1, seq.size(), false, 0));
+  return n.setOutput(seq[pos]);
+}
+
+LogicalResult sequenceLength(NodeImporter &n) {
+  TESSERA_ASSIGN_OR_FAIL(seq, n.sequenceInput(0));
+  return n.setOutput(n.scalar(n.builder().getI64Type(), seq.size()));
+}
+
+LogicalResult concatFromSequence(NodeImporter &n) {
+  TESSERA_ASSIGN_OR_FAIL(seq, n.sequenceInput(0));
+  if (seq.empty())
+    return n.error() << "cannot concatenate an empty sequence";
+  bool newAxis = n.intAttr("new_axis", 0);
+  int64_t rank = rankOf(seq.front()) + (newAxis ? 1 : 0);
+  TESSERA_ASSIGN_OR_FAIL(axis, n.normalizeAxis(n.intAttr("axis", 0), rank));
+  SmallVector<Value> parts;
+  for (Value v : seq) {
+    if (!newAxis) {
+      parts.push_back(v);
+      continue;
+    }
+    Ints shape = shapeOf(v);
+    shape.insert(shape.begin() + axis, 1);
+    TESSERA_ASSIGN_OR_FAIL(r, n.reshape(v, shape));
+    parts.push_back(r);
+  }
+  TESSERA_ASSIGN_OR_FAIL(v, concat(n, parts, axis));
+  return n.setOutput(v);
+}
+
+LogicalResult splitToSequence(NodeImporter &n) {
+  Value x = n.input(0);
+  Ints xs = shapeOf(x);
+  TESSERA_ASSIGN_OR_FAIL(axis, n.normalizeAxis(n.intAttr("axis", 0), xs.size()));
+  int64_t size = xs[axis];
+  Ints sizes;
+  bool squeeze = false;
+  if (!n.hasInput(1)) {
+    sizes.assign(size, 1);
+    squeeze = !n.intAttr("keepdims", 1);
+  } else {
+    TESSERA_ASSIGN_OR_FAIL(split, n.constantInts(1, "split"));
+    if (shapeOf(n.input(1)).empty()) {
+      if (split.size() != 1 || split[0] <= 0)
+        return n.error() << "a scalar split must be positive";
+      for (int64_t at = 0; at < size; at += split[0])
+        sizes.push_back(std::min(split[0], size - at));
+    } else {
+      sizes = split;
+      int64_t total = 0;
+      for (int64_t s : sizes)
+        total += s;
+      if (total != size || llvm::any_of(sizes, [](int64_t s) { return s < 0; }))
+        return n.error() << "split sizes sum to " << total << ", not the axis size "
+                         << size;
+    }
+  }
+  SmallVector<Value> parts;
+  int64_t at = 0;
+  for (int64_t s : sizes) {
+    TESSERA_ASSIGN_OR_FAIL(part, sliceAlong(n, x, axis, at, at + s));
+    at += s;
+    if (squeeze) {
+      Ints shape = shapeOf(part);
+      shape.erase(shape.begin() + axis);
+      TESSERA_ASSIGN_OR_FAIL(r, n.reshape(part, shape));
+      part = r;
+    }
+    parts.push_back(part);
+  }
+  return n.setSequenceOutput(parts);
+}
+
 const OpConverter kExtraConverters[] = {
+    {"SequenceEmpty", 11, sequenceEmpty},
+    {"SequenceConstruct", 11, sequenceConstruct},
+    {"SequenceInsert", 11, sequenceInsert},
+    {"SequenceErase", 11, sequenceErase},
+    {"SequenceAt", 11, sequenceAt},
+    {"SequenceLength", 11, sequenceLength},
+    {"ConcatFromSequence", 11, concatFromSequence},
+    {"SplitToSequence", 11, splitToSequence},
     {"TfIdfVectorizer", 9, tfIdfVectorizer},
     {"ai.onnx.preview.training::Adagrad", 1, adagrad},
     {"ai.onnx.preview.training::Momentum", 1, momentum},

@@ -29,6 +29,19 @@ Value NodeImporter::input(size_t i) const {
   return hasInput(i) ? model_.lookup(node_.input(i)) : Value();
 }
 
+FailureOr<SmallVector<Value>> NodeImporter::sequenceInput(size_t i) {
+  const SmallVector<Value> *seq =
+      hasInput(i) ? model_.lookupSequence(node_.input(i)) : nullptr;
+  if (!seq)
+    return error() << "input " << i << " must be a sequence";
+  return *seq;
+}
+
+LogicalResult NodeImporter::setSequenceOutput(SmallVector<Value> values) {
+  model_.defineSequence(node_.output(0), std::move(values));
+  return success();
+}
+
 RankedTensorType NodeImporter::inputType(size_t i) const {
   return cast<RankedTensorType>(input(i).getType());
 }

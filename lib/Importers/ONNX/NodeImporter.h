@@ -53,6 +53,10 @@ public:
   /// first use) or an earlier node's output. Null if none.
   mlir::Value lookup(llvm::StringRef name);
   void define(llvm::StringRef name, mlir::Value value);
+  /// ONNX sequences exist only at import time: a list of tensor values,
+  /// fixed when the model is compiled (null if `name` is not a sequence).
+  const llvm::SmallVector<mlir::Value> *lookupSequence(llvm::StringRef name) const;
+  void defineSequence(llvm::StringRef name, llvm::SmallVector<mlir::Value> values);
   /// True if some node or graph output reads `name`.
   bool isUsed(llvm::StringRef name) const { return used_.count(name.str()); }
   /// A tensor's data as an attribute (any size; for small tensors).
@@ -92,6 +96,7 @@ private:
   mlir::func::FuncOp func_;
   int64_t opset_ = 0;
   llvm::StringMap<mlir::Value> values_;
+  llvm::StringMap<llvm::SmallVector<mlir::Value>> sequences_;
   llvm::StringMap<const onnx::TensorProto *> initializers_;
   std::set<std::string> used_;
   llvm::StringSet<> globalNames_;
@@ -121,6 +126,8 @@ public:
   }
   /// The value of input `i`, or null if it was left out.
   mlir::Value input(size_t i) const;
+  /// The tensors of sequence input `i`; an error if it is not a sequence.
+  mlir::FailureOr<llvm::SmallVector<mlir::Value>> sequenceInput(size_t i);
   mlir::RankedTensorType inputType(size_t i) const;
   int64_t inputRank(size_t i) const { return inputType(i).getRank(); }
   /// The constant value of input `i` (a graph.constant or a small
@@ -190,6 +197,8 @@ public:
   /// error if one of the missing outputs is used later.
   mlir::LogicalResult setOutputs(llvm::ArrayRef<mlir::Value> values);
   mlir::LogicalResult setOutput(mlir::Value v) { return setOutputs({v}); }
+  /// Publishes the node's (only) output as a sequence of tensors.
+  mlir::LogicalResult setSequenceOutput(llvm::SmallVector<mlir::Value> values);
   /// An error at the node: "<OpType> node '<name>': ...".
   mlir::InFlightDiagnostic error();
   /// An error for an attribute or input value the importer does not handle.

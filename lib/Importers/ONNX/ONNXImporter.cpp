@@ -341,6 +341,15 @@ void ModelImporter::define(StringRef name, Value value) {
   values_[name] = value;
 }
 
+const SmallVector<Value> *ModelImporter::lookupSequence(StringRef name) const {
+  auto it = sequences_.find(name);
+  return it == sequences_.end() ? nullptr : &it->second;
+}
+
+void ModelImporter::defineSequence(StringRef name, SmallVector<Value> values) {
+  sequences_[name] = std::move(values);
+}
+
 FailureOr<RankedTensorType>
 ModelImporter::tensorType(const onnx::TensorProto &tensor, Location loc) {
   Type elem = elementTypeFor(tensor.data_type(), context_);
@@ -553,7 +562,7 @@ LogicalResult ModelImporter::importNodes() {
     currentIndex = i;
     Location loc = nodeLoc(node, i);
     for (const std::string &in : node.input()) {
-      if (in.empty() || lookup(in))
+      if (in.empty() || lookup(in) || lookupSequence(in))
         continue;
       if (initializers_.count(in))
         return failure(); // the initializer itself was reported
@@ -585,6 +594,11 @@ LogicalResult ModelImporter::buildReturn() {
   SmallVector<Value> results;
   for (const auto &out : model_.graph().output()) {
     Value v = lookup(out.name());
+    if (!v && lookupSequence(out.name()))
+      return emitError(modelLoc())
+             << "graph output '" << out.name()
+             << "' is a sequence; Tessera's executables return tensors (concatenate "
+                "it with ConcatFromSequence)";
     if (!v)
       return emitError(modelLoc())
              << "graph output '" << out.name()

@@ -26,7 +26,9 @@
 
 #include "tessera/Dialect/Graph/IR/ShapeUtils.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <tuple>
 
 using namespace mlir;
@@ -38,6 +40,32 @@ namespace {
 //===----------------------------------------------------------------------===//
 // Building blocks
 //===----------------------------------------------------------------------===//
+
+DenseElementsAttr floatValues(Type elem, ArrayRef<int64_t> shape,
+                              ArrayRef<double> values) {
+  auto type = RankedTensorType::get(shape, elem);
+  const llvm::fltSemantics &sem = cast<FloatType>(elem).getFloatSemantics();
+  SmallVector<APFloat> v;
+  for (double d : values) {
+    APFloat f(d);
+    bool lost;
+    f.convert(sem, APFloat::rmNearestTiesToEven, &lost);
+    v.push_back(f);
+  }
+  return DenseElementsAttr::get(type, v);
+}
+
+/// offset, offset + 1, ..., offset + size - 1 (float) along dim `at` of a
+/// rank-`rank` shape of 1s.
+Value iotaAlong(NodeImporter &n, Type elem, int64_t size, int64_t at,
+                int64_t rank, double offset = 0) {
+  Ints shape(rank, 1);
+  shape[at] = size;
+  SmallVector<double> values;
+  for (int64_t i = 0; i < size; ++i)
+    values.push_back(offset + i);
+  return n.constant(floatValues(elem, shape, values));
+}
 
 FailureOr<Value> concat(NodeImporter &n, ValueRange values, int64_t axis) {
   if (values.size() == 1)
@@ -82,16 +110,12 @@ FailureOr<Value> scalarSub(NodeImporter &n, double v, Value x) {
   return n.infer<g::SubOp>(n.scalar(elementTypeOf(x), v), x);
 }
 
-/// The float type samples are computed in: the wider of the input's and the
-/// coordinates' types (f32 when they are different types of equal width,
-/// or when the input is not a float: integer pixels go through f32, as the
-/// reference computes in Python floats and casts the result back).
+/// The float type samples are computed in: f64 if the input or the
+/// coordinates are f64, else f32. Narrower floats and integer pixels go
+/// through f32 (the reference computes positions and weights in Python
+/// floats or f32 and casts the result back).
 Type computeType(Type data, Type coords, MLIRContext *context) {
-  auto fd = dyn_cast<FloatType>(data), fc = dyn_cast<FloatType>(coords);
-  if (fd && fc && fd == fc)
-    return fd;
-  unsigned width = std::max(fd ? fd.getWidth() : 32u, fc ? fc.getWidth() : 32u);
-  if (width > 32)
+  if (data.isF64() || coords.isF64())
     return Float64Type::get(context);
   return Float32Type::get(context);
 }
@@ -402,8 +426,294 @@ LogicalResult gridSample(NodeImporter &n) {
   return n.setOutput(result);
 }
 
+
+//===----------------------------------------------------------------------===//
+// RoiAlign
+//===----------------------------------------------------------------------===//
+
+/// One axis (y or x) of RoiAlign's sampling, for R rois with `pooled` bins
+/// of `grid` samples each: the flat-index contribution (i64, times `stride`)
+/// and the weight of the low and high neighbour of every sample, both
+/// [R, pooled, grid, 2], as the reference's pre_calc_for_bilinear_interpolate.
+struct RoiTaps {
+  Value index, weight;
+};
+
+/// `start` and `bin` are [R, 1, 1]; `count` is the number of samples per bin
+/// (a scalar, or [R, 1, 1] when it differs between rois, where `live`
+/// [R, 1, grid] marks the samples a roi has).
+FailureOr<RoiTaps> roiAxisTaps(NodeImporter &n, Value start, Value bin,
+                               Value count, Value live, int64_t pooled,
+                               int64_t grid, int64_t len, int64_t stride) {
+  Type elem = elementTypeOf(start);
+  // start + p * bin + (i + 0.5) * bin / count, in the reference's order.
+  TESSERA_ASSIGN_OR_FAIL(binOffset,
+                         n.infer<g::MulOp>(iotaAlong(n, elem, pooled, 1, 3), bin));
+  TESSERA_ASSIGN_OR_FAIL(binStart, n.infer<g::AddOp>(start, binOffset));
+  TESSERA_ASSIGN_OR_FAIL(
+      sampleOffset, n.infer<g::MulOp>(iotaAlong(n, elem, grid, 2, 3, 0.5), bin));
+  TESSERA_ASSIGN_OR_FAIL(sampleStep, n.infer<g::DivOp>(sampleOffset, count));
+  TESSERA_ASSIGN_OR_FAIL(pos, n.infer<g::AddOp>(binStart, sampleStep));
+  // Samples beyond one pixel outside the image are skipped (weight 0).
+  TESSERA_ASSIGN_OR_FAIL(geLo, n.infer<g::GreaterEqualOp>(pos, n.scalar(elem, -1)));
+  TESSERA_ASSIGN_OR_FAIL(leHi, n.infer<g::LessEqualOp>(pos, n.scalar(elem, len)));
+  TESSERA_ASSIGN_OR_FAIL(valid, n.infer<g::AndOp>(geLo, leHi));
+  if (live) {
+    TESSERA_ASSIGN_OR_FAIL(both, n.infer<g::AndOp>(valid, live));
+    valid = both;
+  }
+  // Positions below 0 read pixel 0; from len - 1 on, both neighbours are the
+  // last pixel with weight 1 on the low one. Clamping the position into
+  // [0, len - 1] gives exactly that.
+  TESSERA_ASSIGN_OR_FAIL(c, clamp(n, pos, 0.0, double(len - 1)));
+  TESSERA_ASSIGN_OR_FAIL(low, n.build<g::FloorOp>(c.getType(), c));
+  TESSERA_ASSIGN_OR_FAIL(next, addScalar(n, low, 1));
+  TESSERA_ASSIGN_OR_FAIL(high, clamp(n, next, std::nullopt, double(len - 1)));
+  TESSERA_ASSIGN_OR_FAIL(lw, n.infer<g::SubOp>(c, low));
+  TESSERA_ASSIGN_OR_FAIL(hw, scalarSub(n, 1, lw));
+  Value zero = n.scalar(elem, 0);
+  TESSERA_ASSIGN_OR_FAIL(wLow, n.infer<g::SelectOp>(valid, hw, zero));
+  TESSERA_ASSIGN_OR_FAIL(wHigh, n.infer<g::SelectOp>(valid, lw, zero));
+
+  Ints shape = shapeOf(pos);
+  shape.push_back(1);
+  SmallVector<Value> idx, w;
+  for (auto [p, wt] : {std::pair{low, wLow}, std::pair{high, wHigh}}) {
+    TESSERA_ASSIGN_OR_FAIL(pr, n.reshape(p, shape));
+    TESSERA_ASSIGN_OR_FAIL(wr, n.reshape(wt, shape));
+    idx.push_back(pr);
+    w.push_back(wr);
+  }
+  TESSERA_ASSIGN_OR_FAIL(both, concat(n, idx, 3));
+  TESSERA_ASSIGN_OR_FAIL(ints, n.castTo(both, n.builder().getI64Type()));
+  TESSERA_ASSIGN_OR_FAIL(index, n.infer<g::MulOp>(ints, n.scalar(n.builder().getI64Type(), stride)));
+  TESSERA_ASSIGN_OR_FAIL(weight, concat(n, w, 3));
+  return RoiTaps{index, weight};
+}
+
+/// RoiAlign-10/16: X [N, C, H, W], rois [R, 4] (x1, y1, x2, y2),
+/// batch_indices [R]; Y [R, C, output_height, output_width]. Every bin
+/// averages (or maxes) a grid of bilinear samples; the samples are gathered
+/// as rows of X laid out [N * H * W, C], indexed [R, OH, GH, OW, GW, 4]
+/// (the 4 bilinear neighbours last) so that the bins reduce over axes 2, 4
+/// and 5.
+LogicalResult roiAlign(NodeImporter &n) {
+  Value x = n.input(0), rois = n.input(1), batch = n.input(2);
+  Ints xs = shapeOf(x), rs = shapeOf(rois), bs = shapeOf(batch);
+  if (xs.size() != 4)
+    return n.error() << "X must be 4-D (N x C x H x W), got "
+                     << g::formatShape(xs);
+  if (rs.size() != 2 || rs[1] != 4 || bs.size() != 1 || bs[0] != rs[0])
+    return n.error() << "rois must be Rx4 and batch_indices R, got "
+                     << g::formatShape(rs) << " and " << g::formatShape(bs);
+  Type xElem = elementTypeOf(x);
+  if (!isa<FloatType>(xElem) || !isa<FloatType>(elementTypeOf(rois)))
+    return n.error() << "X and rois must be float tensors";
+  if (!isa<IntegerType>(elementTypeOf(batch)))
+    return n.error() << "batch_indices must be an integer tensor";
+
+  std::string mode = n.stringAttr("mode", "avg");
+  if (mode != "avg" && mode != "max")
+    return n.error() << "mode must be avg or max, got '" << mode << "'";
+  // Opset 16 added coordinate_transformation_mode and made half_pixel the
+  // default; before, coordinates were those of output_half_pixel.
+  std::string transform = n.opset() >= 16
+                              ? n.stringAttr("coordinate_transformation_mode",
+                                             "half_pixel")
+                              : "output_half_pixel";
+  if (transform != "half_pixel" && transform != "output_half_pixel")
+    return n.error() << "coordinate_transformation_mode must be half_pixel or "
+                        "output_half_pixel, got '"
+                     << transform << "'";
+  bool halfPixel = transform == "half_pixel";
+  int64_t OH = n.intAttr("output_height", 1), OW = n.intAttr("output_width", 1);
+  int64_t ratio = n.intAttr("sampling_ratio", 0);
+  double scale = n.floatAttr("spatial_scale", 1.0);
+  if (OH < 1 || OW < 1 || ratio < 0)
+    return n.error() << "output_height and output_width must be positive and "
+                        "sampling_ratio non-negative";
+
+  int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3], R = rs[0];
+  if (H == 0 || W == 0 || N == 0)
+    return n.unsupported("RoiAlign of an empty X");
+  Type elem = computeType(xElem, elementTypeOf(rois), n.context());
+  double offset = halfPixel ? 0.5 : 0.0;
+
+  // Samples per bin along y and x: sampling_ratio, or (0) the bin size
+  // rounded up, which depends on the rois' values: they must be constants,
+  // and the axis samples the largest count with the extra samples masked
+  // off per roi.
+  int64_t gridH = ratio, gridW = ratio;
+  SmallVector<double> countsH, countsW, totals;
+  if (ratio == 0) {
+    DenseElementsAttr values = n.constantInput(1);
+    if (!values)
+      return n.notConstant(1, "rois", " float tensor")
+             << " when sampling_ratio is 0 (the number of samples per bin "
+                "depends on the regions' sizes)";
+    SmallVector<double> v;
+    for (APFloat f : values.getValues<APFloat>())
+      v.push_back(f.convertToDouble());
+    bool isDouble = elem.isF64();
+    // The reference's arithmetic in the computation type (float or double):
+    // ceil() is exact only if the size is rounded as there.
+    auto grids = [&](double lo, double hi, int64_t pooled) -> double {
+      double size;
+      if (isDouble) {
+        size = (hi * scale - offset) - (lo * scale - offset);
+        if (!halfPixel)
+          size = std::max(size, 1.0);
+        return std::ceil(size / pooled);
+      }
+      float fs = float(scale), fo = float(offset);
+      float s = (float(hi) * fs - fo) - (float(lo) * fs - fo);
+      if (!halfPixel)
+        s = std::max(s, 1.0f);
+      return std::ceil(s / float(pooled));
+    };
+    gridH = gridW = 1;
+    for (int64_t r = 0; r < R; ++r) {
+      // A negative count samples nothing (an empty loop in the reference).
+      double gh = std::max(grids(v[4 * r + 1], v[4 * r + 3], OH), 0.0);
+      double gw = std::max(grids(v[4 * r + 0], v[4 * r + 2], OW), 0.0);
+      countsH.push_back(gh);
+      countsW.push_back(gw);
+      // The reference divides by max(gh * gw, 1) of the unclamped counts;
+      // with no samples the sum is 0 either way.
+      totals.push_back(std::max(gh * gw, 1.0));
+      gridH = std::max(gridH, int64_t(gh));
+      gridW = std::max(gridW, int64_t(gw));
+    }
+    if (gridH * gridW > (int64_t(1) << 16))
+      return n.unsupported("RoiAlign with " + Twine(gridH) + "x" + Twine(gridW) +
+                           " samples per bin");
+  }
+  // Per-roi counts only where they differ; otherwise the static path.
+  bool varying = false;
+  if (ratio == 0) {
+    for (int64_t r = 1; r < R; ++r)
+      varying |= countsH[r] != countsH[0] || countsW[r] != countsW[0];
+    if (!varying && R > 0 && (countsH[0] == 0 || countsW[0] == 0))
+      varying = true; // no samples at all: mask every one off
+  }
+
+  TESSERA_ASSIGN_OR_FAIL(roisC, n.castTo(rois, elem));
+  // Region corners in pixels, each [R, 1, 1].
+  Value corner[4]; // x1, y1, x2, y2
+  for (int64_t i = 0; i < 4; ++i) {
+    TESSERA_ASSIGN_OR_FAIL(col, sliceAlong(n, roisC, 1, i, i + 1));
+    TESSERA_ASSIGN_OR_FAIL(r3, n.reshape(col, {R, 1, 1}));
+    TESSERA_ASSIGN_OR_FAIL(scaled, mulScalar(n, r3, scale));
+    TESSERA_ASSIGN_OR_FAIL(shifted, addScalar(n, scaled, -offset));
+    corner[i] = shifted;
+  }
+  RoiTaps taps[2]; // y, x
+  Value live[2];
+  for (int64_t axis = 0; axis < 2; ++axis) {
+    Value lo = corner[1 - axis], hi = corner[3 - axis];
+    int64_t pooled = axis == 0 ? OH : OW, grid = axis == 0 ? gridH : gridW;
+    TESSERA_ASSIGN_OR_FAIL(size, n.infer<g::SubOp>(hi, lo));
+    if (!halfPixel) {
+      // Malformed regions are forced to 1x1 pixels.
+      TESSERA_ASSIGN_OR_FAIL(atLeast1, clamp(n, size, 1.0, std::nullopt));
+      size = atLeast1;
+    }
+    TESSERA_ASSIGN_OR_FAIL(bin, n.infer<g::DivOp>(size, n.scalar(elem, pooled)));
+    Value count = n.scalar(elem, grid), live;
+    if (varying) {
+      ArrayRef<double> counts = axis == 0 ? countsH : countsW;
+      count = n.constant(floatValues(elem, {R, 1, 1}, counts));
+      TESSERA_ASSIGN_OR_FAIL(
+          l, n.infer<g::LessOp>(iotaAlong(n, elem, grid, 2, 3), count));
+      live[axis] = l;
+    }
+    TESSERA_ASSIGN_OR_FAIL(
+        t, roiAxisTaps(n, lo, bin, count, live[axis], pooled, grid,
+                       axis == 0 ? H : W, axis == 0 ? W : 1));
+    taps[axis] = t;
+  }
+
+  // Flat row b * H * W + y * W + x of every neighbour and its weight, the
+  // y and x parts broadcast against each other: [R, OH, GH, OW, GW, 2, 2].
+  Type i64 = n.builder().getI64Type();
+  TESSERA_ASSIGN_OR_FAIL(yRow, n.reshape(taps[0].index, {R, OH, gridH, 1, 1, 2, 1}));
+  TESSERA_ASSIGN_OR_FAIL(xCol, n.reshape(taps[1].index, {R, 1, 1, OW, gridW, 1, 2}));
+  TESSERA_ASSIGN_OR_FAIL(pixel, n.infer<g::AddOp>(yRow, xCol));
+  TESSERA_ASSIGN_OR_FAIL(b64, n.castTo(batch, i64));
+  // An out-of-range batch index is invalid ONNX; clamp it rather than read
+  // outside X.
+  TESSERA_ASSIGN_OR_FAIL(bClamped, clamp(n, b64, 0.0, double(N - 1)));
+  TESSERA_ASSIGN_OR_FAIL(image, n.infer<g::MulOp>(bClamped, n.scalar(i64, H * W)));
+  TESSERA_ASSIGN_OR_FAIL(image7, n.reshape(image, {R, 1, 1, 1, 1, 1, 1}));
+  TESSERA_ASSIGN_OR_FAIL(row7, n.infer<g::AddOp>(pixel, image7));
+  TESSERA_ASSIGN_OR_FAIL(rows, n.reshape(row7, {R, OH, gridH, OW, gridW, 4}));
+  TESSERA_ASSIGN_OR_FAIL(wy, n.reshape(taps[0].weight, {R, OH, gridH, 1, 1, 2, 1}));
+  TESSERA_ASSIGN_OR_FAIL(wx, n.reshape(taps[1].weight, {R, 1, 1, OW, gridW, 1, 2}));
+  TESSERA_ASSIGN_OR_FAIL(w7, n.infer<g::MulOp>(wy, wx));
+  TESSERA_ASSIGN_OR_FAIL(weight, n.reshape(w7, {R, OH, gridH, OW, gridW, 4, 1}));
+
+  // X as a table of pixels [N * H * W, C]; the gather gives
+  // [R, OH, GH, OW, GW, 4, C].
+  TESSERA_ASSIGN_OR_FAIL(xc, n.castTo(x, elem));
+  TESSERA_ASSIGN_OR_FAIL(nhwc, n.transpose(xc, {0, 2, 3, 1}));
+  TESSERA_ASSIGN_OR_FAIL(table, n.reshape(nhwc, {N * H * W, C}));
+  auto &b = n.builder();
+  TESSERA_ASSIGN_OR_FAIL(
+      pixels, n.infer<g::GatherOp>(table, rows, b.getI64IntegerAttr(0)));
+  TESSERA_ASSIGN_OR_FAIL(weighted, n.infer<g::MulOp>(pixels, weight));
+
+  Value pooledValue; // [R, OH, OW, C]
+  if (mode == "avg") {
+    TESSERA_ASSIGN_OR_FAIL(
+        sum, n.infer<g::ReduceSumOp>(weighted, b.getDenseI64ArrayAttr({2, 4, 5}),
+                                     b.getBoolAttr(false)));
+    Value count =
+        varying ? n.constant(floatValues(elem, {R, 1, 1, 1}, totals))
+                : n.scalar(elem, std::max<int64_t>(gridH * gridW, 1));
+    TESSERA_ASSIGN_OR_FAIL(avg, n.infer<g::DivOp>(sum, count));
+    pooledValue = avg;
+  } else {
+    // The reference's max mode: the largest weighted neighbour of each
+    // sample, then the largest over the bin's samples.
+    TESSERA_ASSIGN_OR_FAIL(
+        perSample, n.infer<g::ReduceMaxOp>(weighted, b.getDenseI64ArrayAttr({5}),
+                                           b.getBoolAttr(false)));
+    if (varying) {
+      // Samples a roi does not have must not win.
+      TESSERA_ASSIGN_OR_FAIL(ly, n.reshape(live[0], {R, 1, gridH, 1, 1, 1}));
+      TESSERA_ASSIGN_OR_FAIL(lx, n.reshape(live[1], {R, 1, 1, 1, gridW, 1}));
+      TESSERA_ASSIGN_OR_FAIL(both, n.infer<g::AndOp>(ly, lx));
+      TESSERA_ASSIGN_OR_FAIL(
+          masked, n.infer<g::SelectOp>(
+                      both, perSample,
+                      n.scalar(elem, -std::numeric_limits<double>::infinity())));
+      perSample = masked;
+    }
+    TESSERA_ASSIGN_OR_FAIL(
+        best, n.infer<g::ReduceMaxOp>(perSample, b.getDenseI64ArrayAttr({2, 4}),
+                                      b.getBoolAttr(false)));
+    pooledValue = best;
+    if (varying) {
+      // A roi without samples gives 0.
+      SmallVector<double> has;
+      for (int64_t r = 0; r < R; ++r)
+        has.push_back(countsH[r] * countsW[r] > 0 ? 1 : 0);
+      TESSERA_ASSIGN_OR_FAIL(
+          any, n.castTo(n.constant(floatValues(elem, {R, 1, 1, 1}, has)),
+                        b.getI1Type()));
+      TESSERA_ASSIGN_OR_FAIL(
+          kept, n.infer<g::SelectOp>(any, best, n.scalar(elem, 0)));
+      pooledValue = kept;
+    }
+  }
+  TESSERA_ASSIGN_OR_FAIL(nchw, n.transpose(pooledValue, {0, 3, 1, 2}));
+  TESSERA_ASSIGN_OR_FAIL(result, n.castTo(nchw, xElem));
+  return n.setOutput(result);
+}
+
 const OpConverter kSamplingConverters[] = {
     {"GridSample", 16, gridSample},
+    {"RoiAlign", 10, roiAlign},
 };
 
 } // namespace

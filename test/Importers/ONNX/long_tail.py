@@ -11,6 +11,8 @@
 # RUN: not tessera-compile %t/topk_big.onnx 2>&1 | FileCheck %s --check-prefix=TOPKBIG
 # RUN: not tessera-compile %t/det5.onnx 2>&1 | FileCheck %s --check-prefix=DET5
 # RUN: not tessera-compile %t/window_input.onnx 2>&1 | FileCheck %s --check-prefix=WIN
+# RUN: tessera-compile %t/sequence.onnx --compile-to=input | FileCheck %s --check-prefix=SEQ
+# RUN: not tessera-compile %t/sequence_out.onnx 2>&1 | FileCheck %s --check-prefix=SEQOUT
 import os
 import sys
 
@@ -95,3 +97,16 @@ save("det5", [node("Det", ["x"], ["y"])], [vi("x", T.FLOAT, [5, 5])], [vi("y", T
 save("window_input", [node("Add", ["n", "one"], ["m"]), node("HannWindow", ["m"], ["y"])],
      [vi("n", T.INT64, [])], [vi("y", T.FLOAT, [9])],
      [init("one", np.array(1, dtype=np.int64))], opset=17)
+
+# Sequences are lists of tensors at import time; a sequence output is an error.
+# SEQ: %[[A:.*]] = graph.reshape %arg0 : tensor<2x3xf32> -> tensor<2x1x3xf32>
+# SEQ: %[[B:.*]] = graph.reshape %arg1 : tensor<2x3xf32> -> tensor<2x1x3xf32>
+# SEQ: %[[C:.*]] = graph.reshape %arg0 : tensor<2x3xf32> -> tensor<2x1x3xf32>
+# SEQ: graph.concat %[[A]], %[[B]], %[[C]] {axis = 1 : i64}
+save("sequence", [node("SequenceConstruct", ["x", "y"], ["s"]),
+                  node("SequenceInsert", ["s", "x"], ["s2"]),
+                  node("ConcatFromSequence", ["s2"], ["z"], axis=1, new_axis=1)],
+     [vi("x", T.FLOAT, [2, 3]), vi("y", T.FLOAT, [2, 3])], [vi("z", T.FLOAT, [2, 3, 3])])
+# SEQOUT: error: graph output 's' is a sequence; Tessera's executables return tensors
+save("sequence_out", [node("SequenceConstruct", ["x"], ["s"])], [vi("x", T.FLOAT, [2])],
+     [helper.make_tensor_sequence_value_info("s", T.FLOAT, [2])])
