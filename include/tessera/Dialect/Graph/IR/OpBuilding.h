@@ -53,6 +53,13 @@ mlir::FailureOr<mlir::Value> createExpand(mlir::OpBuilder &builder,
                                           mlir::Location loc, mlir::Value v,
                                           llvm::ArrayRef<int64_t> shape);
 
+/// einsum(`equation`, `operands`) (one or two operands; ellipses, implicit
+/// output, repeated labels) as graph ops; errors are reported at `loc`.
+mlir::FailureOr<mlir::Value> createEinsum(mlir::OpBuilder &builder,
+                                          mlir::Location loc,
+                                          llvm::StringRef equation,
+                                          mlir::ValueRange operands);
+
 } // namespace tessera::graph
 
 #endif // TESSERA_DIALECT_GRAPH_IR_OPBUILDING_H
