@@ -3,22 +3,35 @@
 // GridSample and RoiAlign read the input at positions computed at run time
 // (from the grid, from the regions of interest), which no graph op does by
 // itself. Both are decomposed here into elementwise arithmetic on sample
-// coordinates plus a single gather:
+// coordinates plus a single gather, following ONNX's reference
+// implementations (onnx/reference/ops/op_grid_sample.py, op_roi_align.py)
+// step by step:
 //
-//  1. The sample positions are computed as float tensors with elementwise
-//     ops, following ONNX's reference implementation step by step
-//     (denormalisation, rounding, border/reflection padding).
-//  2. Each sample reads a fixed set of pixels (1 for nearest, 4 corners for
-//     bilinear, a 4x4 neighbourhood for bicubic). Every such pixel gets an
-//     integer flat index into the flattened image and a float weight.
-//  3. All K pixel indices of all P samples are concatenated, gathered in one
-//     graph.gather_elements (GridSample) or graph.gather (RoiAlign), scaled
-//     by their weights and summed over the K pixels of each sample.
+//  1. The sample positions are float tensors computed with elementwise ops
+//     (GridSample: denormalisation, nearest's rounding half to even,
+//     border/reflection padding of out-of-bound samples; RoiAlign: the
+//     regular grid of samples in each bin of each region).
+//  2. Interpolation is separable: along each axis a sample reads a few taps
+//     (1 for nearest, 2 for bilinear, 4 for bicubic), each an integer pixel
+//     position with a weight. The y and x taps are combined by broadcasting
+//     into the K = Ky x Kx pixels of every sample: a flat index into the
+//     flattened image and the product of the two weights.
+//  3. All K pixels of all samples are read with one gather
+//     (graph.gather_elements on X as [N, C, H * W] for GridSample,
+//     graph.gather of rows of X as [N * H * W, C] for RoiAlign, whose
+//     regions pick their image by batch index), multiplied by their weights
+//     and reduced over the pixels (and RoiAlign's samples) with one
+//     reduce_sum (or reduce_max).
 //
-// Indices are clamped into the image before the gather, so the gather never
-// reads out of bounds; a pixel that ONNX reads as 0 (GridSample's zeros
-// padding) indexes an extra zero element appended to the flattened image,
-// and a sample that RoiAlign skips gets weight 0.
+// Indices are clamped into the image before the gather, so it never reads
+// out of bounds. A pixel that ONNX reads as 0 (GridSample's zeros padding)
+// indexes an extra zero appended to the flattened image; a sample that
+// RoiAlign skips (more than a pixel outside the image) gets weight 0.
+//
+// Shapes are static, so the number of taps is too, except for RoiAlign with
+// sampling_ratio 0, where the samples per bin depend on each region's size:
+// there the regions must be constants, every region samples the largest
+// count and the samples it does not have are masked off.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,7 +42,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <tuple>
 
 using namespace mlir;
 namespace g = tessera::graph;
@@ -168,45 +180,6 @@ struct SampleAxis {
   double lo, hi;
 };
 
-/// The flat index y * W + x (i64) of the pixel at integral float positions
-/// (y, x), after the reference's _pixel_at_grid padding rule: border clamps
-/// into the image, reflection reflects (then clamps, which only matters for
-/// NaN or a one-pixel axis), zeros sends positions outside the image to
-/// index H * W, the zero appended to the flattened image.
-FailureOr<Value> pixelIndex(NodeImporter &n, Value y, Value x,
-                            const SampleAxis &ay, const SampleAxis &ax,
-                            Padding padding) {
-  Type i64 = n.builder().getI64Type();
-  Value inside;
-  if (padding == Padding::Reflection) {
-    TESSERA_ASSIGN_OR_FAIL(ry, reflect(n, y, ay.lo, ay.hi));
-    TESSERA_ASSIGN_OR_FAIL(rx, reflect(n, x, ax.lo, ax.hi));
-    y = ry;
-    x = rx;
-  } else if (padding == Padding::Zeros) {
-    Type elem = elementTypeOf(x);
-    Value inAxis[2];
-    for (auto [i, v, a] : {std::tuple{0, y, ay}, std::tuple{1, x, ax}}) {
-      TESSERA_ASSIGN_OR_FAIL(geLo, n.infer<g::GreaterEqualOp>(v, n.scalar(elem, 0)));
-      TESSERA_ASSIGN_OR_FAIL(leHi, n.infer<g::LessEqualOp>(v, n.scalar(elem, a.size - 1)));
-      TESSERA_ASSIGN_OR_FAIL(both, n.infer<g::AndOp>(geLo, leHi));
-      inAxis[i] = both;
-    }
-    TESSERA_ASSIGN_OR_FAIL(in, n.infer<g::AndOp>(inAxis[0], inAxis[1]));
-    inside = in;
-  }
-  TESSERA_ASSIGN_OR_FAIL(cy, clamp(n, y, 0.0, double(ay.size - 1)));
-  TESSERA_ASSIGN_OR_FAIL(cx, clamp(n, x, 0.0, double(ax.size - 1)));
-  TESSERA_ASSIGN_OR_FAIL(iy, n.castTo(cy, i64));
-  TESSERA_ASSIGN_OR_FAIL(ix, n.castTo(cx, i64));
-  TESSERA_ASSIGN_OR_FAIL(row, n.infer<g::MulOp>(iy, n.scalar(i64, ax.size)));
-  TESSERA_ASSIGN_OR_FAIL(flat, n.infer<g::AddOp>(row, ix));
-  if (!inside)
-    return flat;
-  return n.infer<g::SelectOp>(inside, flat,
-                              n.scalar(i64, ay.size * ax.size));
-}
-
 /// Keys' cubic convolution weights with A = -0.75 (the reference's
 /// _gs_get_cubic_coeffs) for a tap at distance s: `near` for s in [0, 1],
 /// else s in [1, 2].
@@ -229,56 +202,109 @@ FailureOr<Value> cubicWeight(NodeImporter &n, Value s, bool near) {
   return addScalar(n, e, -4 * A);
 }
 
-/// The interpolation taps along one axis: integral float positions and
-/// their weights (null weight: 1).
-struct Taps {
-  SmallVector<Value> pos, weight;
+/// The pixels one axis contributes to every sample: K taps per sample
+/// position, [N, K, P] each.
+struct AxisTaps {
+  int64_t count = 1;
+  /// Pixel position times the axis' stride in the flattened image (i64),
+  /// already inside the image.
+  Value index;
+  /// Whether the tap lies inside the image (zeros padding only, else null).
+  Value inside;
+  /// Interpolation weight (null for nearest: 1).
+  Value weight;
 };
 
-FailureOr<Taps> axisTaps(NodeImporter &n, Value c, StringRef mode) {
-  Taps taps;
+/// The taps of coordinate `c` ([N, 1, P], in pixels) along `axis`: the
+/// rounded position (nearest), floor(c) and floor(c) + 1 (bilinear) or
+/// floor(c) - 1 ... floor(c) + 2 (bicubic), each read with the reference's
+/// _pixel_at_grid rule: border clamps into the image, reflection reflects
+/// (then clamps, which only matters for NaN or a one-pixel axis), zeros
+/// marks the taps outside.
+FailureOr<AxisTaps> axisTaps(NodeImporter &n, Value c, StringRef mode,
+                             const SampleAxis &axis, Padding padding,
+                             int64_t stride) {
+  SmallVector<Value> pos, weight;
   if (mode == "nearest") {
-    taps.pos.push_back(c);
-    taps.weight.push_back(Value());
-    return taps;
-  }
-  TESSERA_ASSIGN_OR_FAIL(c0, n.build<g::FloorOp>(c.getType(), c));
-  TESSERA_ASSIGN_OR_FAIL(t, n.infer<g::SubOp>(c, c0));
-  if (mode == "bilinear") {
-    // Corners floor(c) and floor(c) + 1, weighted (c1 - c) and (c - c0).
-    TESSERA_ASSIGN_OR_FAIL(c1, addScalar(n, c0, 1));
-    TESSERA_ASSIGN_OR_FAIL(w0, n.infer<g::SubOp>(c1, c));
-    taps.pos = {c0, c1};
-    taps.weight = {w0, t};
-    return taps;
-  }
-  // bicubic: floor(c) - 1 ... floor(c) + 2 at distances t+1, t, 1-t, 2-t.
-  for (int k = -1; k <= 2; ++k) {
-    TESSERA_ASSIGN_OR_FAIL(p, addScalar(n, c0, k));
-    Value s;
-    if (k <= 0) {
-      TESSERA_ASSIGN_OR_FAIL(d, addScalar(n, t, -k));
-      s = d;
+    pos.push_back(c);
+  } else {
+    TESSERA_ASSIGN_OR_FAIL(c0, n.build<g::FloorOp>(c.getType(), c));
+    TESSERA_ASSIGN_OR_FAIL(t, n.infer<g::SubOp>(c, c0));
+    if (mode == "bilinear") {
+      // floor(c) and floor(c) + 1, weighted (c1 - c) and (c - c0).
+      TESSERA_ASSIGN_OR_FAIL(c1, addScalar(n, c0, 1));
+      TESSERA_ASSIGN_OR_FAIL(w0, n.infer<g::SubOp>(c1, c));
+      pos = {c0, c1};
+      weight = {w0, t};
     } else {
-      TESSERA_ASSIGN_OR_FAIL(d, scalarSub(n, k, t));
-      s = d;
+      // bicubic: floor(c) - 1 ... floor(c) + 2 at distances t + 1, t, 1 - t
+      // and 2 - t.
+      for (int k = -1; k <= 2; ++k) {
+        TESSERA_ASSIGN_OR_FAIL(p, addScalar(n, c0, k));
+        Value s;
+        if (k <= 0) {
+          TESSERA_ASSIGN_OR_FAIL(d, addScalar(n, t, -k));
+          s = d;
+        } else {
+          TESSERA_ASSIGN_OR_FAIL(d, scalarSub(n, k, t));
+          s = d;
+        }
+        TESSERA_ASSIGN_OR_FAIL(w, cubicWeight(n, s, k == 0 || k == 1));
+        pos.push_back(p);
+        weight.push_back(w);
+      }
     }
-    TESSERA_ASSIGN_OR_FAIL(w, cubicWeight(n, s, k == 0 || k == 1));
-    taps.pos.push_back(p);
-    taps.weight.push_back(w);
   }
+  AxisTaps taps;
+  taps.count = pos.size();
+  TESSERA_ASSIGN_OR_FAIL(all, concat(n, pos, 1));
+  if (!weight.empty()) {
+    TESSERA_ASSIGN_OR_FAIL(w, concat(n, weight, 1));
+    taps.weight = w;
+  }
+  Type elem = elementTypeOf(all);
+  // A nearest tap is the sample position itself, already reflected into
+  // the bounds: reflecting it again changes nothing.
+  if (padding == Padding::Reflection && mode != "nearest") {
+    TESSERA_ASSIGN_OR_FAIL(r, reflect(n, all, axis.lo, axis.hi));
+    all = r;
+  } else if (padding == Padding::Zeros) {
+    TESSERA_ASSIGN_OR_FAIL(geLo, n.infer<g::GreaterEqualOp>(all, n.scalar(elem, 0)));
+    TESSERA_ASSIGN_OR_FAIL(
+        leHi, n.infer<g::LessEqualOp>(all, n.scalar(elem, axis.size - 1)));
+    TESSERA_ASSIGN_OR_FAIL(in, n.infer<g::AndOp>(geLo, leHi));
+    taps.inside = in;
+  }
+  TESSERA_ASSIGN_OR_FAIL(clamped, clamp(n, all, 0.0, double(axis.size - 1)));
+  Type i64 = n.builder().getI64Type();
+  TESSERA_ASSIGN_OR_FAIL(ints, n.castTo(clamped, i64));
+  TESSERA_ASSIGN_OR_FAIL(index, n.infer<g::MulOp>(ints, n.scalar(i64, stride)));
+  taps.index = index;
   return taps;
 }
 
-/// GridSample-16 (bilinear, nearest, bicubic) and -20/22 (linear, nearest,
-/// cubic) on 4-D inputs: X [N, C, H, W], grid [N, Ho, Wo, 2] holding (x, y)
+/// y taps [N, Ky, P] against x taps [N, Kx, P] (`combine`, broadcast over
+/// [N, Ky, Kx, P]), flattened tap-major to [N, 1, Ky * Kx * P].
+template <typename OpTy>
+FailureOr<Value> crossTaps(NodeImporter &n, Value y, Value x) {
+  Ints ys = shapeOf(y), xs = shapeOf(x);
+  TESSERA_ASSIGN_OR_FAIL(y4, n.reshape(y, {ys[0], ys[1], 1, ys[2]}));
+  TESSERA_ASSIGN_OR_FAIL(x4, n.reshape(x, {xs[0], 1, xs[1], xs[2]}));
+  TESSERA_ASSIGN_OR_FAIL(both, n.infer<OpTy>(y4, x4));
+  return n.reshape(both, {ys[0], 1, ys[1] * xs[1] * ys[2]});
+}
+
+/// GridSample-16 (bilinear, nearest, bicubic; opset 20's N-D sampling and
+/// its mode names linear and cubic are past the opsets Tessera reads) on 4-D
+/// inputs: X [N, C, H, W], grid [N, Ho, Wo, 2] holding (x, y)
 /// normalised to [-1, 1]; Y [N, C, Ho, Wo].
 LogicalResult gridSample(NodeImporter &n) {
   Value x = n.input(0), grid = n.input(1);
   Ints xs = shapeOf(x), gs = shapeOf(grid);
   if (xs.size() != 4)
-    return n.unsupported("rank-" + Twine(xs.size()) +
-                         " X (only 4-D X, N x C x H x W, is handled)");
+    return n.error() << "X has rank " << xs.size()
+                     << "; only 4-D X (N x C x H x W) is supported yet, not "
+                        "volumetric or N-D sampling";
   if (gs.size() != 4 || gs[0] != xs[0] || gs[3] != 2)
     return n.error() << "grid has shape " << g::formatShape(gs)
                      << "; expected " << xs[0] << "xHoxWox2 for X "
@@ -286,17 +312,10 @@ LogicalResult gridSample(NodeImporter &n) {
   if (!isa<FloatType>(elementTypeOf(grid)))
     return n.error() << "grid must be a float tensor";
 
-  // Opset 20 renamed bilinear and bicubic to linear and cubic; both
-  // spellings mean the same and are accepted at any opset.
-  std::string mode = n.stringAttr("mode", n.opset() >= 20 ? "linear" : "bilinear");
-  if (mode == "linear")
-    mode = "bilinear";
-  else if (mode == "cubic")
-    mode = "bicubic";
+  std::string mode = n.stringAttr("mode", "bilinear");
   if (mode != "bilinear" && mode != "nearest" && mode != "bicubic")
-    return n.error() << "mode must be bilinear (linear), nearest or bicubic "
-                        "(cubic), got '"
-                     << n.stringAttr("mode", "") << "'";
+    return n.error() << "mode must be bilinear, nearest or bicubic, got '"
+                     << mode << "'";
   std::string paddingName = n.stringAttr("padding_mode", "zeros");
   Padding padding;
   if (paddingName == "zeros")
@@ -382,22 +401,20 @@ LogicalResult gridSample(NodeImporter &n) {
     coord[1] = ry;
   }
 
-  // The K = taps(y) x taps(x) pixels of every sample: flat indices and
-  // weights, concatenated pixel-major into [N, 1, K * P].
-  TESSERA_ASSIGN_OR_FAIL(tx, axisTaps(n, coord[0], mode));
-  TESSERA_ASSIGN_OR_FAIL(ty, axisTaps(n, coord[1], mode));
-  SmallVector<Value> indices, weights;
-  for (size_t i = 0; i < ty.pos.size(); ++i)
-    for (size_t j = 0; j < tx.pos.size(); ++j) {
-      TESSERA_ASSIGN_OR_FAIL(idx, pixelIndex(n, ty.pos[i], tx.pos[j], ay, ax, padding));
-      indices.push_back(idx);
-      if (!ty.weight[i])
-        continue;
-      TESSERA_ASSIGN_OR_FAIL(w, n.infer<g::MulOp>(ty.weight[i], tx.weight[j]));
-      weights.push_back(w);
-    }
-  int64_t K = indices.size();
-  TESSERA_ASSIGN_OR_FAIL(index, concat(n, indices, 2));
+  // The K = Ky x Kx pixels of every sample: flat indices y * W + x (H * W,
+  // the appended zero, for a pixel outside with zeros padding) and weights,
+  // tap-major [N, 1, K * P].
+  TESSERA_ASSIGN_OR_FAIL(ty, axisTaps(n, coord[1], mode, ay, padding, W));
+  TESSERA_ASSIGN_OR_FAIL(tx, axisTaps(n, coord[0], mode, ax, padding, 1));
+  int64_t K = ty.count * tx.count;
+  TESSERA_ASSIGN_OR_FAIL(index, crossTaps<g::AddOp>(n, ty.index, tx.index));
+  if (padding == Padding::Zeros) {
+    TESSERA_ASSIGN_OR_FAIL(inside, crossTaps<g::AndOp>(n, ty.inside, tx.inside));
+    TESSERA_ASSIGN_OR_FAIL(
+        sent, n.infer<g::SelectOp>(inside, index,
+                                   n.scalar(n.builder().getI64Type(), H * W)));
+    index = sent;
+  }
   TESSERA_ASSIGN_OR_FAIL(fullIndex, n.expand(index, {N, C, K * P}));
 
   // The image flattened to [N, C, H * W] (+ one zero for zeros padding).
@@ -412,8 +429,8 @@ LogicalResult gridSample(NodeImporter &n) {
       pixels, n.infer<g::GatherElementsOp>(image, fullIndex,
                                            n.builder().getI64IntegerAttr(2)));
   Value y = pixels;
-  if (!weights.empty()) {
-    TESSERA_ASSIGN_OR_FAIL(weight, concat(n, weights, 2));
+  if (ty.weight) {
+    TESSERA_ASSIGN_OR_FAIL(weight, crossTaps<g::MulOp>(n, ty.weight, tx.weight));
     TESSERA_ASSIGN_OR_FAIL(weighted, n.infer<g::MulOp>(pixels, weight));
     TESSERA_ASSIGN_OR_FAIL(split, n.reshape(weighted, {N, C, K, P}));
     TESSERA_ASSIGN_OR_FAIL(
@@ -512,15 +529,17 @@ LogicalResult roiAlign(NodeImporter &n) {
   if (!isa<IntegerType>(elementTypeOf(batch)))
     return n.error() << "batch_indices must be an integer tensor";
 
-  std::string mode = n.stringAttr("mode", "avg");
+  // The reference lower-cases both string attributes.
+  std::string mode = StringRef(n.stringAttr("mode", "avg")).lower();
   if (mode != "avg" && mode != "max")
     return n.error() << "mode must be avg or max, got '" << mode << "'";
   // Opset 16 added coordinate_transformation_mode and made half_pixel the
   // default; before, coordinates were those of output_half_pixel.
-  std::string transform = n.opset() >= 16
-                              ? n.stringAttr("coordinate_transformation_mode",
-                                             "half_pixel")
-                              : "output_half_pixel";
+  std::string transform =
+      n.opset() >= 16 ? StringRef(n.stringAttr("coordinate_transformation_mode",
+                                               "half_pixel"))
+                            .lower()
+                      : "output_half_pixel";
   if (transform != "half_pixel" && transform != "output_half_pixel")
     return n.error() << "coordinate_transformation_mode must be half_pixel or "
                         "output_half_pixel, got '"
@@ -549,8 +568,8 @@ LogicalResult roiAlign(NodeImporter &n) {
     DenseElementsAttr values = n.constantInput(1);
     if (!values)
       return n.notConstant(1, "rois", " float tensor")
-             << " when sampling_ratio is 0 (the number of samples per bin "
-                "depends on the regions' sizes)";
+             << "; with sampling_ratio 0 the number of samples per bin "
+                "depends on the regions' sizes";
     SmallVector<double> v;
     for (APFloat f : values.getValues<APFloat>())
       v.push_back(f.convertToDouble());
@@ -619,7 +638,7 @@ LogicalResult roiAlign(NodeImporter &n) {
       size = atLeast1;
     }
     TESSERA_ASSIGN_OR_FAIL(bin, n.infer<g::DivOp>(size, n.scalar(elem, pooled)));
-    Value count = n.scalar(elem, grid), live;
+    Value count = n.scalar(elem, grid);
     if (varying) {
       ArrayRef<double> counts = axis == 0 ? countsH : countsW;
       count = n.constant(floatValues(elem, {R, 1, 1}, counts));
