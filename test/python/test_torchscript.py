@@ -2,7 +2,8 @@
 
 The smallest member of each torchvision classification family, traced, and a
 TransformerEncoder, traced and scripted, must match PyTorch within 1e-4
-relative (fp32) on the IPU model. Modules are saved at test time with random
+relative (fp32) on the IPU model (maxvit_t, whose compile takes ~12 minutes,
+is imported only). Modules are saved at test time with random
 weights (nothing is downloaded); tracing runs under torch.no_grad(), as users
 trace for inference, which makes PyTorch record its fused attention kernels.
 The error tests check what a user sees for models Tessera cannot compile:
@@ -24,12 +25,8 @@ TORCHVISION = [
     "mobilenet_v2", "mobilenet_v3_small", "mnasnet0_5", "efficientnet_b0",
     "regnet_x_400mf", "googlenet", "densenet121", "resnext50_32x4d",
     "inception_v3", "efficientnet_v2_s", "wide_resnet50_2", "vgg11",
-    "convnext_tiny", "vit_b_32",
+    "convnext_tiny", "vit_b_32", "swin_t",
 ]
-# Imported (graph phase, static shapes, output 1x1000) but not yet run on the
-# IPU model: the tile mapper fails on the stride-2 slices of swin_t's patch
-# merging (an internal error in ipu-map-tiles).
-IMPORT_ONLY = ["swin_t"]
 
 
 def save(module, example, path, script=False):
@@ -77,26 +74,17 @@ def test_torchvision_traced(name, tmp_path):
     compile_and_run(pt, "x", x, tmp_path, expected)
 
 
-@pytest.mark.parametrize("name", IMPORT_ONLY)
-def test_torchvision_import(name, tmp_path):
-    model, example, _ = export_model.build(name)
-    pt = tmp_path / f"{name}.pt"
+def test_maxvit_t_imports(tmp_path):
+    # Its relative-position attention uses einsum. Compiled to the graph
+    # phase only: the whole pipeline takes ~12 minutes on two cores.
+    model, example, _ = export_model.build("maxvit_t")
+    pt = tmp_path / "maxvit_t.pt"
     save(model, example, pt)
     result = run([tool("tessera-compile"), str(pt), "--input-shape", "x=1x3x224x224",
                   "--compile-to=graph", "--summary", "--no-output"])
     assert result.returncode == 0, result.stderr
     outputs = next(l for l in result.stdout.splitlines() if l.startswith("outputs"))
     assert outputs.endswith("1x1000xf32"), result.stdout
-
-
-def test_maxvit_t_lists_einsum(tmp_path):
-    model, example, _ = export_model.build("maxvit_t")
-    pt = tmp_path / "maxvit_t.pt"
-    save(model, example, pt)
-    result = run([tool("tessera-compile"), str(pt), "--input-shape", "x=1x3x224x224",
-                  "--compile-to=graph", "--no-output"])
-    assert result.returncode == 1
-    assert "1 unsupported TorchScript operator: aten::einsum" in result.stderr, result.stderr
 
 
 @pytest.mark.parametrize("script", [False, True], ids=["traced", "scripted"])

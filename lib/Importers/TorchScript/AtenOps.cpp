@@ -1161,6 +1161,15 @@ LogicalResult cat(OpContext &c) {
   return c.setResult(v);
 }
 
+/// einsum(equation, tensors, path=None): the contraction order (path) does
+/// not change the result of a one- or two-operand einsum.
+LogicalResult einsum(OpContext &c) {
+  TESSERA_ASSIGN_OR_FAIL(equation, c.getString(0));
+  TESSERA_ASSIGN_OR_FAIL(operands, c.tensorList(1));
+  TESSERA_ASSIGN_OR_FAIL(v, g::createEinsum(c.builder(), c.loc(), equation, operands));
+  return c.setResult(v);
+}
+
 /// stack(tensors, dim)
 LogicalResult stack(OpContext &c) {
   TESSERA_ASSIGN_OR_FAIL(parts, c.tensorList(0));
@@ -1763,6 +1772,7 @@ const llvm::StringMap<AtenConverter> &atenConverters() {
       {"aten::cat", cat},
       {"aten::concat", cat},
       {"aten::stack", stack},
+      {"aten::einsum", einsum},
       {"aten::slice", slice},
       {"aten::narrow", narrow},
       {"aten::select", select},
