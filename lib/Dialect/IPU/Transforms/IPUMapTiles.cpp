@@ -1422,6 +1422,39 @@ LogicalResult Planner::rewrite() {
 
 struct IPUMapTiles : tessera::ipu::impl::IPUMapTilesBase<IPUMapTiles> {
   using IPUMapTilesBase::IPUMapTilesBase;
+  /// Fills (generalized: a generic of scalars into an empty tensor), empty
+  /// tensors and constants.
+  static bool isCheapToClone(Operation *op) {
+    if (isa<linalg::FillOp, tensor::EmptyOp, arith::ConstantOp>(op))
+      return true;
+    auto generic = dyn_cast<linalg::GenericOp>(op);
+    return generic && llvm::all_of(generic.getDpsInputs(), [](Value in) {
+             return !isa<ShapedType>(in.getType());
+           }) && llvm::all_of(generic.getDpsInits(), [](Value init) {
+             return init.getDefiningOp<tensor::EmptyOp>() != nullptr;
+           });
+  }
+
+  /// A value that is both an input and the init of one op (CSE merges a
+  /// zero constant operand with a matmul's zero fill) would need two
+  /// regions on the same tiles; each op gets its own copy of the init's
+  /// producer instead (a fill, an empty tensor or a constant: cheap).
+  static void separateInitsFromInputs(func::FuncOp main) {
+    main.walk([](linalg::LinalgOp op) {
+      for (OpOperand &init : op.getDpsInitsMutable()) {
+        Value v = init.get();
+        bool alsoInput = llvm::any_of(op.getDpsInputOperands(), [&](OpOperand *in) {
+          return in->get() == v;
+        });
+        Operation *producer = v.getDefiningOp();
+        if (!alsoInput || !producer || !isCheapToClone(producer))
+          continue;
+        OpBuilder b(op);
+        init.set(b.clone(*producer)->getResult(cast<OpResult>(v).getResultNumber()));
+      }
+    });
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (availableMemoryProportion <= 0 || availableMemoryProportion > 1) {
@@ -1442,6 +1475,7 @@ struct IPUMapTiles : tessera::ipu::impl::IPUMapTilesBase<IPUMapTiles> {
           "ipu-map-tiles: @main must be a single block (no control flow)");
       return signalPassFailure();
     }
+    separateInitsFromInputs(main);
     Planner planner(module, main, *target, availableMemoryProportion);
     if (failed(planner.plan()) || failed(planner.rewrite()))
       return signalPassFailure();
