@@ -36,31 +36,6 @@ constexpr double kPi = 3.14159265358979323846;
 // Building blocks
 //===----------------------------------------------------------------------===//
 
-DenseElementsAttr floatValues(Type elem, ArrayRef<int64_t> shape,
-                              ArrayRef<double> values) {
-  auto type = RankedTensorType::get(shape, elem);
-  const llvm::fltSemantics &sem = cast<FloatType>(elem).getFloatSemantics();
-  SmallVector<APFloat> v;
-  for (double d : values) {
-    APFloat f(d);
-    bool lost;
-    f.convert(sem, APFloat::rmNearestTiesToEven, &lost);
-    v.push_back(f);
-  }
-  return DenseElementsAttr::get(type, v);
-}
-
-DenseElementsAttr intValues(Type elem, ArrayRef<int64_t> shape,
-                            ArrayRef<int64_t> values) {
-  auto type = RankedTensorType::get(shape, elem);
-  unsigned width = elem.getIntOrFloatBitWidth();
-  SmallVector<APInt> v;
-  for (int64_t x : values)
-    v.push_back(APInt(width, static_cast<uint64_t>(x), /*isSigned=*/true,
-                      /*implicitTrunc=*/true));
-  return DenseElementsAttr::get(type, v);
-}
-
 /// 0, 1, ..., size-1 as i64 along dim `at` of a rank-`rank` shape of 1s.
 Value iotaAlong(NodeImporter &n, int64_t size, int64_t at, int64_t rank) {
   Ints shape(rank, 1);
@@ -75,19 +50,6 @@ FailureOr<Value> reduce(NodeImporter &n, Value x, ArrayRef<int64_t> axes,
                         bool keepdims) {
   return n.infer<ReduceOp>(x, n.builder().getDenseI64ArrayAttr(axes),
                            n.builder().getBoolAttr(keepdims));
-}
-
-FailureOr<Value> sliceAlong(NodeImporter &n, Value x, int64_t axis, int64_t begin,
-                            int64_t end, int64_t step = 1) {
-  Ints shape = shapeOf(x), starts(shape.size(), 0), limits = shape,
-       strides(shape.size(), 1);
-  starts[axis] = begin;
-  limits[axis] = end;
-  strides[axis] = step;
-  auto &b = n.builder();
-  return n.infer<g::SliceOp>(x, b.getDenseI64ArrayAttr(starts),
-                             b.getDenseI64ArrayAttr(limits),
-                             b.getDenseI64ArrayAttr(strides));
 }
 
 FailureOr<Value> concat(NodeImporter &n, ValueRange values, int64_t axis) {
@@ -288,9 +250,9 @@ LogicalResult det(NodeImporter &n) {
   // Element (i, j) as a [...] tensor.
   SmallVector<SmallVector<Value>> e(m, SmallVector<Value>(m));
   for (int64_t i = 0; i < m; ++i) {
-    TESSERA_ASSIGN_OR_FAIL(row, sliceAlong(n, x, rank - 2, i, i + 1));
+    TESSERA_ASSIGN_OR_FAIL(row, n.sliceAxis(x, rank - 2, i, i + 1));
     for (int64_t j = 0; j < m; ++j) {
-      TESSERA_ASSIGN_OR_FAIL(el, sliceAlong(n, row, rank - 1, j, j + 1));
+      TESSERA_ASSIGN_OR_FAIL(el, n.sliceAxis(row, rank - 1, j, j + 1));
       TESSERA_ASSIGN_OR_FAIL(flat, n.reshape(el, batch));
       e[i][j] = flat;
     }
@@ -629,11 +591,11 @@ FailureOr<std::pair<Value, Value>> splitComplex(NodeImporter &n, Value x) {
     return n.error() << "input must end in a dim of 1 (real) or 2 (complex), got "
                      << g::formatShape(shape);
   Ints inner(shape.begin(), shape.end() - 1);
-  TESSERA_ASSIGN_OR_FAIL(re, sliceAlong(n, x, rank - 1, 0, 1));
+  TESSERA_ASSIGN_OR_FAIL(re, n.sliceAxis(x, rank - 1, 0, 1));
   TESSERA_ASSIGN_OR_FAIL(reFlat, n.reshape(re, inner));
   if (shape.back() == 1)
     return std::make_pair(reFlat, Value());
-  TESSERA_ASSIGN_OR_FAIL(im, sliceAlong(n, x, rank - 1, 1, 2));
+  TESSERA_ASSIGN_OR_FAIL(im, n.sliceAxis(x, rank - 1, 1, 2));
   TESSERA_ASSIGN_OR_FAIL(imFlat, n.reshape(im, inner));
   return std::make_pair(reFlat, imFlat);
 }
@@ -675,7 +637,7 @@ LogicalResult dft(NodeImporter &n) {
     Ints shape = shapeOf(moved);
     int64_t have = shape.back();
     if (have > length)
-      return sliceAlong(n, moved, shape.size() - 1, 0, length);
+      return n.sliceAxis(moved, shape.size() - 1, 0, length);
     if (have < length) {
       Ints low(shape.size(), 0), high(shape.size(), 0);
       high.back() = length - have;
@@ -1291,7 +1253,7 @@ LogicalResult tfIdfVectorizer(NodeImporter &n) {
       Value match;
       for (int64_t j = 0; j < len; ++j) {
         int64_t offset = j * (skip + 1);
-        TESSERA_ASSIGN_OR_FAIL(tokens, sliceAlong(n, x2, 1, offset, offset + starts));
+        TESSERA_ASSIGN_OR_FAIL(tokens, n.sliceAxis(x2, 1, offset, offset + starts));
         TESSERA_ASSIGN_OR_FAIL(eq, n.infer<g::EqualOp>(tokens, n.scalar(elem, gram[j])));
         if (!match) {
           match = eq;
@@ -1448,7 +1410,7 @@ LogicalResult splitToSequence(NodeImporter &n) {
   SmallVector<Value> parts;
   int64_t at = 0;
   for (int64_t s : sizes) {
-    TESSERA_ASSIGN_OR_FAIL(part, sliceAlong(n, x, axis, at, at + s));
+    TESSERA_ASSIGN_OR_FAIL(part, n.sliceAxis(x, axis, at, at + s));
     at += s;
     if (squeeze) {
       Ints shape = shapeOf(part);

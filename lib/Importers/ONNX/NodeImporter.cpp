@@ -219,6 +219,42 @@ FailureOr<Value> NodeImporter::castTo(Value v, Type elementType) {
   return graph::createCast(builder(), loc_, v, elementType);
 }
 
+FailureOr<Value> NodeImporter::sliceAxis(Value v, int64_t axis, int64_t start,
+                                         int64_t limit, int64_t step) {
+  SmallVector<int64_t> shape(cast<RankedTensorType>(v.getType()).getShape());
+  SmallVector<int64_t> starts(shape.size(), 0), limits(shape), steps(shape.size(), 1);
+  starts[axis] = start;
+  limits[axis] = limit;
+  steps[axis] = step;
+  auto &b = builder();
+  return infer<graph::SliceOp>(v, b.getDenseI64ArrayAttr(starts),
+                               b.getDenseI64ArrayAttr(limits),
+                               b.getDenseI64ArrayAttr(steps));
+}
+
+DenseElementsAttr floatValues(Type elem, ArrayRef<int64_t> shape,
+                              ArrayRef<double> values) {
+  const llvm::fltSemantics &sem = cast<FloatType>(elem).getFloatSemantics();
+  SmallVector<APFloat> v;
+  for (double d : values) {
+    APFloat f(d);
+    bool lost;
+    f.convert(sem, APFloat::rmNearestTiesToEven, &lost);
+    v.push_back(f);
+  }
+  return DenseElementsAttr::get(RankedTensorType::get(shape, elem), v);
+}
+
+DenseElementsAttr intValues(Type elem, ArrayRef<int64_t> shape,
+                            ArrayRef<int64_t> values) {
+  unsigned width = elem.getIntOrFloatBitWidth();
+  SmallVector<APInt> v;
+  for (int64_t x : values)
+    v.push_back(APInt(width, static_cast<uint64_t>(x), /*isSigned=*/true,
+                      /*implicitTrunc=*/true));
+  return DenseElementsAttr::get(RankedTensorType::get(shape, elem), v);
+}
+
 FailureOr<Value> NodeImporter::expand(Value v, ArrayRef<int64_t> shape) {
   return graph::createExpand(builder(), loc_, v, shape);
 }

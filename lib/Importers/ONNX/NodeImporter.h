@@ -185,6 +185,9 @@ public:
   mlir::FailureOr<mlir::Value> castTo(mlir::Value v, mlir::Type elementType);
   mlir::FailureOr<mlir::Value> expand(mlir::Value v,
                                       llvm::ArrayRef<int64_t> shape);
+  /// `v` restricted along `axis` to [start, limit) with `step`.
+  mlir::FailureOr<mlir::Value> sliceAxis(mlir::Value v, int64_t axis, int64_t start,
+                                         int64_t limit, int64_t step = 1);
 
   /// Normalises a possibly negative axis into [0, rank); error otherwise.
   mlir::FailureOr<int64_t> normalizeAxis(int64_t axis, int64_t rank,
@@ -236,6 +239,13 @@ llvm::ArrayRef<OpConverter> samplingConverters();
 llvm::ArrayRef<OpConverter> extraConverters();
 
 using Ints = llvm::SmallVector<int64_t>;
+
+/// Constants' payloads: `values` (doubles, rounded to the nearest) as a
+/// float tensor of `elem`, or (truncated) as an integer tensor of `elem`.
+mlir::DenseElementsAttr floatValues(mlir::Type elem, llvm::ArrayRef<int64_t> shape,
+                                    llvm::ArrayRef<double> values);
+mlir::DenseElementsAttr intValues(mlir::Type elem, llvm::ArrayRef<int64_t> shape,
+                                  llvm::ArrayRef<int64_t> values);
 
 /// One axis of a Resize computed by interpolation weights (ExtraOps.cpp):
 /// ONNX's attribute names and values.

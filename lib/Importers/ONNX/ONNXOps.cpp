@@ -1335,20 +1335,6 @@ LogicalResult concat(NodeImporter &n) {
   return n.setOutput(v);
 }
 
-/// A graph.slice of `x` restricted along `axis` to [start, start+size).
-FailureOr<Value> sliceAxis(NodeImporter &n, Value x, int64_t axis,
-                           int64_t start, int64_t limit, int64_t step = 1) {
-  Ints s = shapeOf(x);
-  Ints starts(s.size(), 0), limits(s), steps(s.size(), 1);
-  starts[axis] = start;
-  limits[axis] = limit;
-  steps[axis] = step;
-  auto &b = n.builder();
-  return n.infer<g::SliceOp>(x, b.getDenseI64ArrayAttr(starts),
-                             b.getDenseI64ArrayAttr(limits),
-                             b.getDenseI64ArrayAttr(steps));
-}
-
 /// ConvTranspose as a stride-1 convolution of the zero-upsampled input with
 /// the flipped, channel-swapped kernel: every piece is an existing graph op
 /// (reshape + pad interleaves the zeros, negative-stride slices flip).
@@ -1424,7 +1410,7 @@ LogicalResult convTranspose(NodeImporter &n) {
     Ints merged(s);
     merged[d] = s[d] * strides[i];
     TESSERA_ASSIGN_OR_FAIL(m, n.reshape(p, merged));
-    TESSERA_ASSIGN_OR_FAIL(cut, sliceAxis(n, m, d, 0, (s[d] - 1) * strides[i] + 1));
+    TESSERA_ASSIGN_OR_FAIL(cut, n.sliceAxis(m, d, 0, (s[d] - 1) * strides[i] + 1));
     up = cut;
   }
   // 2. Pad by span - 1 - pad on each side (+ output_padding at the end);
@@ -1513,7 +1499,7 @@ LogicalResult split(NodeImporter &n) {
   SmallVector<Value> results;
   int64_t offset = 0;
   for (int64_t s : sizes) {
-    TESSERA_ASSIGN_OR_FAIL(v, sliceAxis(n, x, axis, offset, offset + s));
+    TESSERA_ASSIGN_OR_FAIL(v, n.sliceAxis(x, axis, offset, offset + s));
     results.push_back(v);
     offset += s;
   }

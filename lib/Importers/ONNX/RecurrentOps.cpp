@@ -160,22 +160,9 @@ FailureOr<Value> activate(NodeImporter &n, const Activation &act, Value x) {
 // Shared set-up
 //===----------------------------------------------------------------------===//
 
-/// `x` restricted along `axis` to [start, limit).
-FailureOr<Value> sliceAxis(NodeImporter &n, Value x, int64_t axis,
-                           int64_t start, int64_t limit) {
-  Ints s = shapeOf(x);
-  Ints starts(s.size(), 0), limits(s), steps(s.size(), 1);
-  starts[axis] = start;
-  limits[axis] = limit;
-  Builder &b = n.builder();
-  return n.infer<g::SliceOp>(x, b.getDenseI64ArrayAttr(starts),
-                             b.getDenseI64ArrayAttr(limits),
-                             b.getDenseI64ArrayAttr(steps));
-}
-
 /// Row `index` of `x` along dim 0, without that dim.
 FailureOr<Value> row(NodeImporter &n, Value x, int64_t index) {
-  TESSERA_ASSIGN_OR_FAIL(s, sliceAxis(n, x, 0, index, index + 1));
+  TESSERA_ASSIGN_OR_FAIL(s, n.sliceAxis(x, 0, index, index + 1));
   Ints shape = shapeOf(x);
   return n.reshape(s, ArrayRef<int64_t>(shape).drop_front());
 }
@@ -366,12 +353,12 @@ FailureOr<DirectionResult> runDirection(NodeImporter &n, const Recurrence &rec,
   Value rbH; // GRU linear_before_reset: Rb_h, [hidden]
   if (rec.b) {
     TESSERA_ASSIGN_OR_FAIL(bd, row(n, rec.b, d));
-    TESSERA_ASSIGN_OR_FAIL(wb, sliceAxis(n, bd, 0, 0, gh));
-    TESSERA_ASSIGN_OR_FAIL(rb, sliceAxis(n, bd, 0, gh, 2 * gh));
+    TESSERA_ASSIGN_OR_FAIL(wb, n.sliceAxis(bd, 0, 0, gh));
+    TESSERA_ASSIGN_OR_FAIL(rb, n.sliceAxis(bd, 0, gh, 2 * gh));
     Value inputBias = rb;
     if (rec.cell == Cell::GRU && rec.linearBeforeReset) {
-      TESSERA_ASSIGN_OR_FAIL(zr, sliceAxis(n, rb, 0, 0, 2 * hid));
-      TESSERA_ASSIGN_OR_FAIL(h, sliceAxis(n, rb, 0, 2 * hid, 3 * hid));
+      TESSERA_ASSIGN_OR_FAIL(zr, n.sliceAxis(rb, 0, 0, 2 * hid));
+      TESSERA_ASSIGN_OR_FAIL(h, n.sliceAxis(rb, 0, 2 * hid, 3 * hid));
       rbH = h;
       TESSERA_ASSIGN_OR_FAIL(
           cat, n.infer<g::ConcatOp>(ValueRange{zr, n.splat(elem, {hid}, 0)},
@@ -389,8 +376,8 @@ FailureOr<DirectionResult> runDirection(NodeImporter &n, const Recurrence &rec,
   TESSERA_ASSIGN_OR_FAIL(rt, n.transpose(rd, {1, 0}));
   Value rGates = rt, rH;
   if (rec.cell == Cell::GRU) {
-    TESSERA_ASSIGN_OR_FAIL(zr, sliceAxis(n, rt, 1, 0, 2 * hid));
-    TESSERA_ASSIGN_OR_FAIL(h, sliceAxis(n, rt, 1, 2 * hid, 3 * hid));
+    TESSERA_ASSIGN_OR_FAIL(zr, n.sliceAxis(rt, 1, 0, 2 * hid));
+    TESSERA_ASSIGN_OR_FAIL(h, n.sliceAxis(rt, 1, 2 * hid, 3 * hid));
     rGates = zr;
     rH = h;
   }
@@ -399,9 +386,9 @@ FailureOr<DirectionResult> runDirection(NodeImporter &n, const Recurrence &rec,
   Value pI, pO, pF;
   if (rec.p) {
     TESSERA_ASSIGN_OR_FAIL(pd, row(n, rec.p, d));
-    TESSERA_ASSIGN_OR_FAIL(i, sliceAxis(n, pd, 0, 0, hid));
-    TESSERA_ASSIGN_OR_FAIL(o, sliceAxis(n, pd, 0, hid, 2 * hid));
-    TESSERA_ASSIGN_OR_FAIL(f, sliceAxis(n, pd, 0, 2 * hid, 3 * hid));
+    TESSERA_ASSIGN_OR_FAIL(i, n.sliceAxis(pd, 0, 0, hid));
+    TESSERA_ASSIGN_OR_FAIL(o, n.sliceAxis(pd, 0, hid, 2 * hid));
+    TESSERA_ASSIGN_OR_FAIL(f, n.sliceAxis(pd, 0, 2 * hid, 3 * hid));
     pI = i;
     pO = o;
     pF = f;
@@ -440,7 +427,7 @@ FailureOr<DirectionResult> runDirection(NodeImporter &n, const Recurrence &rec,
     return n.build<g::ClampOp>(v.getType(), v, b.getF64FloatAttr(-*rec.clip),
                                b.getF64FloatAttr(*rec.clip));
   };
-  auto gate = [&](Value v, int64_t k) { return sliceAxis(n, v, 1, k * hid, (k + 1) * hid); };
+  auto gate = [&](Value v, int64_t k) { return n.sliceAxis(v, 1, k * hid, (k + 1) * hid); };
   // f(clip(pre)).
   auto apply = [&](const Activation &a, Value pre) -> FailureOr<Value> {
     TESSERA_ASSIGN_OR_FAIL(clipped, clip(pre));
@@ -477,7 +464,7 @@ FailureOr<DirectionResult> runDirection(NodeImporter &n, const Recurrence &rec,
       // z, r = f(Xt W^T + H R^T + biases); the candidate is
       // g(Xt Wh^T + (r * H) Rh^T + Rbh + Wbh), or with linear_before_reset
       // g(Xt Wh^T + r * (H Rh^T + Rbh) + Wbh); H = (1 - z) * h~ + z * H.
-      TESSERA_ASSIGN_OR_FAIL(xzr, sliceAxis(n, xt, 1, 0, 2 * hid));
+      TESSERA_ASSIGN_OR_FAIL(xzr, n.sliceAxis(xt, 1, 0, 2 * hid));
       TESSERA_ASSIGN_OR_FAIL(xh, gate(xt, 2));
       TESSERA_ASSIGN_OR_FAIL(zrPre, plus(xzr, hr));
       TESSERA_ASSIGN_OR_FAIL(zPre, gate(zrPre, 0));

@@ -53,20 +53,6 @@ namespace {
 // Building blocks
 //===----------------------------------------------------------------------===//
 
-DenseElementsAttr floatValues(Type elem, ArrayRef<int64_t> shape,
-                              ArrayRef<double> values) {
-  auto type = RankedTensorType::get(shape, elem);
-  const llvm::fltSemantics &sem = cast<FloatType>(elem).getFloatSemantics();
-  SmallVector<APFloat> v;
-  for (double d : values) {
-    APFloat f(d);
-    bool lost;
-    f.convert(sem, APFloat::rmNearestTiesToEven, &lost);
-    v.push_back(f);
-  }
-  return DenseElementsAttr::get(type, v);
-}
-
 /// offset, offset + 1, ..., offset + size - 1 (float) along dim `at` of a
 /// rank-`rank` shape of 1s.
 Value iotaAlong(NodeImporter &n, Type elem, int64_t size, int64_t at,
@@ -83,18 +69,6 @@ FailureOr<Value> concat(NodeImporter &n, ValueRange values, int64_t axis) {
   if (values.size() == 1)
     return values.front();
   return n.infer<g::ConcatOp>(values, n.builder().getI64IntegerAttr(axis));
-}
-
-FailureOr<Value> sliceAlong(NodeImporter &n, Value x, int64_t axis,
-                            int64_t begin, int64_t end) {
-  Ints shape = shapeOf(x), starts(shape.size(), 0), limits = shape,
-       strides(shape.size(), 1);
-  starts[axis] = begin;
-  limits[axis] = end;
-  auto &b = n.builder();
-  return n.infer<g::SliceOp>(x, b.getDenseI64ArrayAttr(starts),
-                             b.getDenseI64ArrayAttr(limits),
-                             b.getDenseI64ArrayAttr(strides));
 }
 
 FailureOr<Value> clamp(NodeImporter &n, Value x, std::optional<double> lo,
@@ -349,7 +323,7 @@ LogicalResult gridSample(NodeImporter &n) {
   Value coord[2]; // x, y
   for (int64_t i = 0; i < 2; ++i) {
     int64_t len = i == 0 ? W : H;
-    TESSERA_ASSIGN_OR_FAIL(s, sliceAlong(n, flatGrid, 2, i, i + 1));
+    TESSERA_ASSIGN_OR_FAIL(s, n.sliceAxis(flatGrid, 2, i, i + 1));
     TESSERA_ASSIGN_OR_FAIL(v, n.reshape(s, {N, 1, P}));
     // align_corners: (v + 1) / 2 * (len - 1); else ((v + 1) * len - 1) / 2.
     TESSERA_ASSIGN_OR_FAIL(v1, addScalar(n, v, 1));
@@ -620,7 +594,7 @@ LogicalResult roiAlign(NodeImporter &n) {
   // Region corners in pixels, each [R, 1, 1].
   Value corner[4]; // x1, y1, x2, y2
   for (int64_t i = 0; i < 4; ++i) {
-    TESSERA_ASSIGN_OR_FAIL(col, sliceAlong(n, roisC, 1, i, i + 1));
+    TESSERA_ASSIGN_OR_FAIL(col, n.sliceAxis(roisC, 1, i, i + 1));
     TESSERA_ASSIGN_OR_FAIL(r3, n.reshape(col, {R, 1, 1}));
     TESSERA_ASSIGN_OR_FAIL(scaled, mulScalar(n, r3, scale));
     TESSERA_ASSIGN_OR_FAIL(shifted, addScalar(n, scaled, -offset));
