@@ -64,6 +64,7 @@ loadModel(StringRef path, MLIRContext *context,
     }
     torchscript_importer::ImportOptions options;
     options.inputShapes = importOptions.inputShapes;
+    options.inputTypes = importOptions.inputTypes;
     options.modelName = path.str();
     return torchscript_importer::importTorchScriptModule(contents, context,
                                                         options);
@@ -76,10 +77,10 @@ loadModel(StringRef path, MLIRContext *context,
       options.modelName = path.str();
     return onnx_importer::importONNXModel(std::move(*file), context, options);
   }
-  if (!importOptions.inputShapes.empty()) {
+  if (!importOptions.inputShapes.empty() || !importOptions.inputTypes.empty()) {
     emitError(UnknownLoc::get(context))
-        << "--input-shape applies to ONNX models; an MLIR input already "
-           "states its types";
+        << "--input-shape and --input-type apply to ONNX and TorchScript models; "
+           "an MLIR input already states its types";
     return nullptr;
   }
   llvm::SourceMgr sourceMgr;

@@ -211,6 +211,43 @@ def test_missing_shape_and_unknown_names(tmp_path):
     assert "'y'" in result.stderr and "x" in result.stderr, result.stderr
 
 
+class TokenBag(torch.nn.Module):
+    """Takes int64 token ids: an embedding, a linear layer, a sum."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(50, 16)
+        self.proj = torch.nn.Linear(16, 4)
+
+    def forward(self, ids):
+        return self.proj(self.embed(ids)).sum(1)
+
+
+def test_integer_input_with_input_type(tmp_path):
+    torch.manual_seed(0)
+    model = TokenBag().eval()
+    ids = torch.randint(0, 50, (2, 8), generator=torch.Generator().manual_seed(3))
+    pt = tmp_path / "tokens.pt"
+    save(model, ids, pt)
+    with torch.no_grad():
+        expected = model(ids).numpy()
+    tess = tmp_path / "tokens.tess"
+    # TorchScript records no dtypes: without --input-type the ids are f32.
+    result = run([tool("tessera-compile"), str(pt), "--input-shape", "ids=2x8",
+                  "--input-type", "ids=i64", "-o", str(tess)])
+    assert result.returncode == 0, result.stderr
+    np.save(tmp_path / "ids.npy", ids.numpy())
+    out = tmp_path / "out.npz"
+    result = run([tool("tessera-run"), str(tess), "--input",
+                  f"ids={tmp_path / 'ids.npy'}", "--output", str(out)])
+    assert result.returncode == 0, result.stderr
+    np.testing.assert_allclose(np.load(out)["output"], expected, rtol=1e-5, atol=1e-6)
+    result = run([tool("tessera-compile"), str(pt), "--input-shape", "ids=2x8",
+                  "--input-type", "tokens=i64", "-o", str(tess)])
+    assert result.returncode == 1
+    assert "--input-type names 'tokens'" in result.stderr, result.stderr
+
+
 def test_damaged_archive_is_a_clear_error(tmp_path):
     pt = tmp_path / "r.pt"
     save(torch.nn.Linear(4, 4).eval(), torch.randn(1, 4), pt)

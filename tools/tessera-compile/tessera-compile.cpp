@@ -71,6 +71,12 @@ cl::list<std::string> inputShapes(
     cl::desc("Shape of a graph input, fixing symbolic dims "
              "(repeat or comma-separate: x=1x3x224x224,mask=1x128)"),
     cl::value_desc("name=DxD..."), cl::CommaSeparated, cl::cat(category));
+cl::list<std::string> inputTypes(
+    "input-type",
+    cl::desc("Element type of an input (f32, f16, bf16, f64, i64, i32, i16, "
+             "i8, ui8, i1): TorchScript records none and takes f32 (repeat or "
+             "comma-separate: ids=i64,mask=i1)"),
+    cl::value_desc("name=type"), cl::CommaSeparated, cl::cat(category));
 cl::list<std::string> constantInputs(
     "constant-input",
     cl::desc("Bind a graph input to this value at compile time (.npy or ONNX "
@@ -297,6 +303,14 @@ int main(int argc, char **argv) {
     }
   }
 
+  for (const std::string &spec : inputTypes) {
+    std::string err = tessera::onnx_importer::parseInputType(spec, importOptions);
+    if (!err.empty()) {
+      llvm::errs() << "error: " << err << "\n";
+      return fail();
+    }
+  }
+
   for (const std::string &spec : constantInputs) {
     auto [name, path] = llvm::StringRef(spec).split('=');
     if (name.empty() || path.empty()) {
@@ -355,6 +369,8 @@ int main(int argc, char **argv) {
       for (int64_t d : dims)
         optionsText += std::to_string(d) + "x";
     }
+    for (const auto &[name, type] : importOptions.inputTypes)
+      optionsText += ";input-type " + name + "=" + type;
     auto key = tessera::computeCacheKey(
         inputPath, optionsText,
         llvm::sys::fs::getMainExecutable(argv[0], reinterpret_cast<void *>(&fail)));

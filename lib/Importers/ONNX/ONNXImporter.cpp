@@ -218,17 +218,23 @@ LogicalResult ModelImporter::buildSignature() {
   for (const auto &in : graph.input())
     if (!initializers_.count(in.name()))
       inputNames.insert(in.name());
-  for (const auto &[name, shape] : options_.inputShapes) {
+  auto checkNamed = [&](StringRef flag, StringRef name) -> LogicalResult {
     if (inputNames.contains(name))
-      continue;
+      return success();
     InFlightDiagnostic diag = emitError(modelLoc())
-                              << "--input-shape names '" << name
+                              << flag << " names '" << name
                               << "', which is not a graph input; inputs are:";
     for (const auto &in : graph.input())
       if (!initializers_.count(in.name()))
         diag << " '" << in.name() << "'";
     return failure();
-  }
+  };
+  for (const auto &[name, shape] : options_.inputShapes)
+    if (failed(checkNamed("--input-shape", name)))
+      return failure();
+  for (const auto &[name, type] : options_.inputTypes)
+    if (failed(checkNamed("--input-type", name)))
+      return failure();
 
   SmallVector<Type> argTypes;
   SmallVector<std::string> argNames;
@@ -246,6 +252,14 @@ LogicalResult ModelImporter::buildSignature() {
       return emitError(loc) << "graph input '" << in.name() << "' has type "
                             << onnxTypeName(tt.elem_type())
                             << ", which Tessera does not support";
+    if (auto t = options_.inputTypes.find(in.name()); t != options_.inputTypes.end()) {
+      std::string declared;
+      llvm::raw_string_ostream(declared) << elem;
+      if (declared != t->second)
+        return emitError(loc) << "--input-type says " << t->second << " for input '"
+                              << in.name() << "', but the model declares "
+                              << declared;
+    }
     auto given = options_.inputShapes.find(in.name());
     SmallVector<int64_t> shape;
     if (tt.has_shape()) {
@@ -813,6 +827,19 @@ std::string parseInputShape(StringRef spec, ImportOptions &options) {
     }
   }
   options.inputShapes[name.str()] = std::move(shape);
+  return "";
+}
+
+std::string parseInputType(StringRef spec, ImportOptions &options) {
+  auto [name, type] = spec.rsplit('=');
+  static const char *const kTypes[] = {"f32", "f16", "bf16", "f64", "i64",
+                                       "i32", "i16", "i8",  "ui8", "i1"};
+  if (name.empty() || !spec.contains('='))
+    return "expected --input-type NAME=TYPE (e.g. ids=i64), got '" + spec.str() + "'";
+  if (!llvm::is_contained(kTypes, type))
+    return "unknown element type '" + type.str() + "' in --input-type " + spec.str() +
+           " (one of f32, f16, bf16, f64, i64, i32, i16, i8, ui8, i1)";
+  options.inputTypes[name.str()] = type.str();
   return "";
 }
 

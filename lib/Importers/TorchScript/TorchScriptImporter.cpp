@@ -360,9 +360,14 @@ LogicalResult GraphEvaluator::buildSignature(jit::Module &module,
                 "(give it a default in the model, or make it a tensor)";
     }
   }
+  std::vector<std::pair<std::string, std::string>> named;
   for (const auto &[name, dims] : options_.inputShapes)
+    named.push_back({"--input-shape", name});
+  for (const auto &[name, type] : options_.inputTypes)
+    named.push_back({"--input-type", name});
+  for (const auto &[flag, name] : named)
     if (!known.count(name)) {
-      auto diag = emitError(modelLoc) << "--input-shape names '" << name
+      auto diag = emitError(modelLoc) << flag << " names '" << name
                                       << "', which is not an argument of "
                                          "forward(); its arguments are:";
       for (const std::string &k : known)

@@ -16,6 +16,8 @@
 # RUN: not tessera-compile %t/dynamic.onnx --input-shape y=2x3 2>&1 | FileCheck %s --check-prefix=NAME
 # RUN: not tessera-compile %t/dynamic.onnx --input-shape x=2xq 2>&1 | FileCheck %s --check-prefix=SYNTAX
 # RUN: tessera-compile %t/dynamic.onnx --compile-to=graph --input-shape x=2x3 | FileCheck %s --check-prefix=FIXED
+# RUN: not tessera-compile %t/dynamic.onnx --input-shape x=2x3 --input-type x=i64 2>&1 | FileCheck %s --check-prefix=TYPE
+# RUN: not tessera-compile %t/dynamic.onnx --input-shape x=2x3 --input-type x=int 2>&1 | FileCheck %s --check-prefix=TYPENAME
 # RUN: not tessera-compile %t/badshape.onnx 2>&1 | FileCheck %s --check-prefix=SHAPE
 # RUN: not tessera-compile %t/badreshape.onnx 2>&1 | FileCheck %s --check-prefix=RESHAPE
 # RUN: not tessera-compile %t/nonconst.onnx 2>&1 | FileCheck %s --check-prefix=NONCONST
@@ -71,6 +73,8 @@ save("missing", [node("Relu", ["w"], ["y"])], [vi("x", T.FLOAT, [2])],
 # RANK: error: --input-shape gives 3 dims for input 'x', but the model declares rank 2 (?x3)
 # NAME: error: --input-shape names 'y', which is not a graph input; inputs are: 'x'
 # SYNTAX: error: bad dimension 'q' in --input-shape x=2xq
+# TYPE: error: --input-type says i64 for input 'x', but the model declares f32
+# TYPENAME: error: unknown element type 'int' in --input-type x=int (one of f32, f16, bf16, f64, i64, i32, i16, i8, ui8, i1)
 # FIXED: func.func @main(%arg0: tensor<2x3xf32> {graph.name = "x"}) -> (tensor<2x3xf32> {graph.name = "y"})
 save("dynamic", [node("Relu", ["x"], ["y"])], [vi("x", T.FLOAT, ["batch", 3])],
      [vi("y", T.FLOAT, ["batch", 3])])

@@ -45,6 +45,10 @@ struct ConstantInput {
 struct ImportOptions {
   /// Shapes for graph inputs, by name: fixes symbolic dims (`--input-shape`).
   std::map<std::string, std::vector<int64_t>> inputShapes;
+  /// Element types of inputs, by name, in MLIR's spelling (`--input-type
+  /// ids=i64`): TorchScript records none (its tensors default to f32); an
+  /// ONNX model declares its own, which must agree.
+  std::map<std::string, std::string> inputTypes;
   /// Graph inputs that become constants (initializers) of this value: the
   /// model is specialized for it, as static-shape compilers need for inputs
   /// that are shapes, axes or sizes. They are no longer inputs of the
@@ -85,6 +89,9 @@ std::string parseTensorProto(llvm::StringRef bytes, llvm::StringRef what,
 /// Parses "name=1x3x224x224" into options.inputShapes; returns an error
 /// message, or an empty string on success.
 std::string parseInputShape(llvm::StringRef spec, ImportOptions &options);
+/// Parses "name=i64" (f32, f16, bf16, f64, i64, i32, i16, i8, ui8, i1) into
+/// options.inputTypes; returns an error message, or an empty string.
+std::string parseInputType(llvm::StringRef spec, ImportOptions &options);
 
 /// Names of every operator type the importer supports for `opset`.
 std::vector<std::string> supportedOperators(int64_t opset);
