@@ -69,7 +69,7 @@ np.save(os.path.join(out, "x.npy"), np.ones((2, 3, 4), np.float32))
 # BADTARGET: error: unknown target 'ipu9'; targets are ipu1, ipu2, bow
 # BADTILES: error: --tiles-per-ipu must be between 1 and 1472 for ipu2, got 2000
 # BADIPUS: error: --num-ipus must be between 1 and 64, got 0
-# MLIRSHAPE: error: --input-shape applies to ONNX models
+# MLIRSHAPE: error: --input-shape and --input-type apply to ONNX and TorchScript models; an MLIR input already states its types
 # PRINT: IR Dump After GraphInferShapes
 # PRINT: IR Dump After Canonicalizer
 # TIMING: Execution time report
