@@ -36,11 +36,11 @@ def save(module, example, path, script=False):
     saved.save(str(path))
 
 
-def compile_and_run(pt, arg, example, tmp_path, expected):
+def compile_and_run(pt, arg, example, tmp_path, expected, extra=()):
     tess = tmp_path / "model.tess"
     shape = "x".join(map(str, example.shape))
     result = run([tool("tessera-compile"), str(pt), "--input-shape",
-                  f"{arg}={shape}", "-o", str(tess)])
+                  f"{arg}={shape}", *extra, "-o", str(tess)])
     assert result.returncode == 0, result.stderr
     np.save(tmp_path / "x.npy", example.numpy())
     out = tmp_path / "out.npz"
@@ -231,17 +231,9 @@ def test_integer_input_with_input_type(tmp_path):
     save(model, ids, pt)
     with torch.no_grad():
         expected = model(ids).numpy()
-    tess = tmp_path / "tokens.tess"
     # TorchScript records no dtypes: without --input-type the ids are f32.
-    result = run([tool("tessera-compile"), str(pt), "--input-shape", "ids=2x8",
-                  "--input-type", "ids=i64", "-o", str(tess)])
-    assert result.returncode == 0, result.stderr
-    np.save(tmp_path / "ids.npy", ids.numpy())
-    out = tmp_path / "out.npz"
-    result = run([tool("tessera-run"), str(tess), "--input",
-                  f"ids={tmp_path / 'ids.npy'}", "--output", str(out)])
-    assert result.returncode == 0, result.stderr
-    np.testing.assert_allclose(np.load(out)["output"], expected, rtol=1e-5, atol=1e-6)
+    compile_and_run(pt, "ids", ids, tmp_path, expected, ["--input-type", "ids=i64"])
+    tess = tmp_path / "tokens.tess"
     result = run([tool("tessera-compile"), str(pt), "--input-shape", "ids=2x8",
                   "--input-type", "tokens=i64", "-o", str(tess)])
     assert result.returncode == 1
