@@ -92,6 +92,15 @@ llvm::Expected<Tensor> readTensorProto(llvm::StringRef path) {
   t.dtype = it->second;
   t.shape.assign(proto.dims().begin(), proto.dims().end());
   size_t bytes = t.numElements() * dtypeSize(t.dtype);
+  // Typed fields hold one element per (wider) entry: keep its low bytes.
+  auto lowBytesOf = [&](const auto &entries) {
+    size_t width = dtypeSize(t.dtype);
+    t.data.resize(bytes);
+    for (int i = 0; i < entries.size(); ++i) {
+      auto v = entries.Get(i);
+      std::memcpy(t.data.data() + i * width, &v, width);
+    }
+  };
   if (proto.has_raw_data()) {
     t.data.assign(proto.raw_data().begin(), proto.raw_data().end());
   } else if (proto.float_data_size()) {
@@ -106,24 +115,12 @@ llvm::Expected<Tensor> readTensorProto(llvm::StringRef path) {
     t.data.resize(bytes);
     std::memcpy(t.data.data(), proto.int64_data().data(),
                 std::min<size_t>(bytes, proto.int64_data_size() * 8));
-  } else if (proto.uint64_data_size() &&
-             proto.uint64_data_size() == static_cast<int>(t.numElements())) {
-    // UINT32 and UINT64, one per entry: keep each entry's low bytes.
-    size_t width = dtypeSize(t.dtype);
-    t.data.resize(bytes);
-    for (int i = 0; i < proto.uint64_data_size(); ++i) {
-      uint64_t v = proto.uint64_data(i);
-      std::memcpy(t.data.data() + i * width, &v, width);
-    }
-  } else if (proto.int32_data_size() &&
-             proto.int32_data_size() == static_cast<int>(t.numElements())) {
-    // Types of 32 bits or less, one per entry: keep each entry's low bytes.
-    size_t width = dtypeSize(t.dtype);
-    t.data.resize(bytes);
-    for (int i = 0; i < proto.int32_data_size(); ++i) {
-      int32_t v = proto.int32_data(i);
-      std::memcpy(t.data.data() + i * width, &v, width);
-    }
+  } else if (proto.uint64_data_size() == static_cast<int>(t.numElements()) &&
+             proto.uint64_data_size()) {
+    lowBytesOf(proto.uint64_data()); // UINT32 and UINT64, one per entry
+  } else if (proto.int32_data_size() == static_cast<int>(t.numElements()) &&
+             proto.int32_data_size()) {
+    lowBytesOf(proto.int32_data()); // types of 32 bits or less, one per entry
   }
   if (t.data.size() != bytes)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
