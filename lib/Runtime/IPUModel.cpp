@@ -10,8 +10,14 @@
 // regions it cannot read in place into its receive buffer), a barrier, and
 // the compute phase (each vertex calls its kernel on its tile's buffers).
 // Vertices on different tiles write disjoint memory, so both phases run on
-// a thread pool without locks. A copy step writes each destination run from
-// the matching source runs, also in parallel.
+// the host's threads without locks. A copy step writes each destination run
+// from the matching source runs, also in parallel.
+//
+// Addresses are fixed once tile memory is reserved, so create() resolves
+// every step into tables -- the exchange's row copies (merged where rows
+// follow each other) and each vertex's kernel entry, loop offsets and
+// buffer addresses -- and a run only walks the tables: no region arithmetic
+// or allocation per step.
 //
 // Cycles depend only on the program and the target, so they are counted once
 // in create(), not per run.
@@ -21,11 +27,11 @@
 #include "tessera/Runtime/IPUModel.h"
 
 #include "tessera/Runtime/JIT.h"
+#include "tessera/Runtime/PhasePool.h"
 
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
 #include "llvm/Support/Errno.h"
-#include "llvm/Support/ThreadPool.h"
 #include "llvm/Support/Threading.h"
 
 #include <sys/mman.h>
@@ -51,7 +57,7 @@ Box wholeBox(const std::vector<int64_t> &shape) {
 
 /// A strided memref descriptor as MLIR's C interface lays it out:
 /// {allocated, aligned, offset, sizes[rank], strides[rank]}, row-major.
-void appendDescriptor(std::vector<int64_t> &d, const void *data,
+void appendDescriptor(llvm::SmallVectorImpl<int64_t> &d, const void *data,
                       llvm::ArrayRef<int64_t> sizes) {
   d.push_back(reinterpret_cast<int64_t>(data));
   d.push_back(reinterpret_cast<int64_t>(data));
@@ -130,6 +136,75 @@ struct ExchangeCounter {
   }
 };
 
+/// Appends a row copy, extending the last one where the new rows continue
+/// it: contiguously in both buffers, or as more rows at the same strides.
+void appendRows(std::vector<RowCopy> &table, RowCopy r) {
+  if (r.rows == 1 && !table.empty()) {
+    RowCopy &last = table.back();
+    if (last.rows == 1 && last.from + last.rowBytes == r.from &&
+        last.to + last.rowBytes == r.to) {
+      last.rowBytes += r.rowBytes;
+      return;
+    }
+    if (last.rowBytes == r.rowBytes) {
+      if (last.rows == 1) {
+        last.fromStride = r.from - last.from;
+        last.toStride = r.to - last.to;
+        last.rows = 2;
+        return;
+      }
+      if (r.from == last.from + last.rows * last.fromStride &&
+          r.to == last.to + last.rows * last.toStride) {
+        ++last.rows;
+        return;
+      }
+    }
+  }
+  table.push_back(r);
+}
+
+/// Splits items [0, n) into consecutive chunks of about equal cost: enough
+/// of them to balance `threads` threads, none cheaper than `minCost` (a
+/// thread's wake-up is not worth less).
+std::vector<size_t> chunkEnds(size_t n, llvm::function_ref<int64_t(size_t)> cost,
+                              unsigned threads, int64_t minCost) {
+  int64_t total = 0;
+  for (size_t i = 0; i < n; ++i)
+    total += cost(i);
+  int64_t target = std::max<int64_t>(minCost, total / (8 * std::max(threads, 1u)));
+  std::vector<size_t> ends;
+  int64_t acc = 0;
+  for (size_t i = 0; i < n; ++i) {
+    acc += cost(i);
+    if (acc >= target) {
+      ends.push_back(i + 1);
+      acc = 0;
+    }
+  }
+  if (n > 0 && (ends.empty() || ends.back() != n))
+    ends.push_back(n);
+  return ends;
+}
+
+/// A compute step's vertices, resolved: per vertex its kernel's entry and
+/// `words` int64s -- the loop offsets, then per operand (inputs, then
+/// outputs) its buffer's offset in tile memory and its sizes.
+struct VertexTable {
+  unsigned numLoops = 0;
+  std::vector<unsigned> ranks;
+  size_t words = 0;
+  std::vector<PackedEntry> entries;
+  std::vector<int64_t> data;
+  std::vector<size_t> chunks;
+};
+
+/// What one step does, resolved to addresses (offsets into tile memory).
+struct StepTable {
+  std::vector<RowCopy> exchange;
+  std::vector<size_t> exchangeChunks;
+  VertexTable vertices; ///< empty for a copy step
+};
+
 } // namespace
 
 struct IPUModel::Impl {
@@ -142,7 +217,8 @@ struct IPUModel::Impl {
   std::unique_ptr<llvm::orc::LLJIT> jit;
   llvm::StringMap<PackedEntry> entries;
   CostSummary cost;
-  std::unique_ptr<llvm::DefaultThreadPool> pool;
+  std::unique_ptr<PhasePool> pool;
+  std::vector<StepTable> tables; ///< one per program step
 
   explicit Impl(const Executable &e) : executable(e) {}
   ~Impl() {
@@ -188,27 +264,6 @@ struct IPUModel::Impl {
     });
   }
 
-  /// Runs fn(i) for i in [0, n) on the pool, in a few chunks per thread,
-  /// and waits: the barrier between bulk-synchronous phases.
-  void parallelFor(size_t n, llvm::function_ref<void(size_t)> fn) {
-    if (n == 0)
-      return;
-    unsigned threads = pool->getMaxConcurrency();
-    if (threads <= 1 || n == 1) {
-      for (size_t i = 0; i < n; ++i)
-        fn(i);
-      return;
-    }
-    size_t chunks = std::min<size_t>(n, threads * 4);
-    size_t each = (n + chunks - 1) / chunks;
-    for (size_t lo = 0; lo < n; lo += each)
-      pool->async([&fn, lo, hi = std::min(n, lo + each)] {
-        for (size_t i = lo; i < hi; ++i)
-          fn(i);
-      });
-    pool->wait();
-  }
-
   struct Vertex {
     int64_t tile;
     Box piece;
@@ -224,65 +279,142 @@ struct IPUModel::Impl {
   }
 
   Expected<std::vector<Tensor>> runIteration(llvm::ArrayRef<Tensor> inputs);
-  void runCompute(int64_t c);
-  void runCopy(const Copy &copy);
+  /// Appends the row copies that bring `region` of `var` into the buffer at
+  /// `toOffset` (an offset into tile memory), row-major.
+  void gatherRows(int64_t var, const Box &region, int64_t toOffset,
+                  std::vector<RowCopy> &rows);
+  StepTable computeTable(int64_t c);
+  StepTable copyTable(const Copy &copy);
+  void runExchange(const StepTable &t);
+  void runVertices(const VertexTable &t);
   void computeCost();
 };
 
-void IPUModel::Impl::runCompute(int64_t c) {
-  const ComputeSet &cs = program.computeSets[c];
-  std::vector<Vertex> vs = vertices(cs);
-  // Exchange: gather every region a vertex cannot read in place.
-  parallelFor(vs.size(), [&](size_t v) {
-    const Vertex &vx = vs[v];
-    Box loops = cs.loopBox(vx.piece);
-    for (size_t i = 0; i < cs.inputs.size(); ++i) {
-      if (plan.exchangeOffset[c][i] < 0)
-        continue;
-      const auto &in = cs.inputs[i];
-      Box region = in.map.region(loops, program.variables[in.var].shape);
-      if (!isLocalPiece(program, in.var, region, vx.tile))
-        gather(in.var, region, address(vx.tile, plan.exchangeOffset[c][i]));
-    }
-  });
-  // Compute: every vertex's kernel on its tile's buffers.
-  parallelFor(vs.size(), [&](size_t v) {
-    const Vertex &vx = vs[v];
-    Box loops = cs.loopBox(vx.piece);
-    const Kernel *kernel = cs.kernelFor(vx.piece.sizes);
-    std::vector<int64_t> descriptors;
-    std::vector<size_t> starts;
-    for (size_t i = 0; i < cs.inputs.size(); ++i) {
-      const auto &in = cs.inputs[i];
-      Box region = in.map.region(loops, program.variables[in.var].shape);
-      const char *data = isLocalPiece(program, in.var, region, vx.tile)
-                             ? (region.numElements() ? element(in.var, vx.tile, 0)
-                                                     : address(vx.tile, 0))
-                             : address(vx.tile, plan.exchangeOffset[c][i]);
-      starts.push_back(descriptors.size());
-      appendDescriptor(descriptors, data, region.sizes);
-    }
-    for (int64_t out : cs.outputs) {
-      starts.push_back(descriptors.size());
-      appendDescriptor(descriptors, element(out, vx.tile, 0), vx.piece.sizes);
-    }
-    std::vector<void *> args;
-    for (int64_t &offset : loops.offsets)
-      args.push_back(&offset);
-    for (size_t start : starts)
-      args.push_back(descriptors.data() + start);
-    entries.lookup(kernel->symbol)(args.data());
+void IPUModel::Impl::gatherRows(int64_t var, const Box &region, int64_t toOffset,
+                                std::vector<RowCopy> &rows) {
+  int64_t eb = program.variables[var].elementBytes();
+  Box inStorage;
+  if (forEachOverlap(program, var, region, inStorage, [&](const Overlap &o) {
+        int64_t from = element(var, o.tile, 0) - memory;
+        forEachRowCopy(o.piece, inStorage, o.part, eb, [&](RowCopy r) {
+          r.from += from;
+          r.to += toOffset;
+          appendRows(rows, r);
+        });
+      }))
+    return;
+  forEachRun(program, var, region, [&](const Run &r) {
+    appendRows(rows, RowCopy{element(var, r.tile, r.pieceOffset) - memory,
+                             toOffset + r.regionOffset * eb, r.count * eb, 1, 0, 0});
   });
 }
 
-void IPUModel::Impl::runCopy(const Copy &copy) {
-  std::vector<Segment> segments = copySegments(program, copy);
+namespace {
+/// Cost units for balancing: bytes for copies; for vertices their estimated
+/// cycles on the target plus a call's overhead.
+constexpr int64_t kMinChunkBytes = 32 * 1024;
+constexpr int64_t kVertexCallCost = 400;
+constexpr int64_t kMinChunkCycles = 20000;
+
+int64_t rowBytes(const RowCopy &r) { return r.rowBytes * r.rows + 64; }
+} // namespace
+
+StepTable IPUModel::Impl::computeTable(int64_t c) {
+  const ComputeSet &cs = program.computeSets[c];
+  StepTable t;
+  VertexTable &vt = t.vertices;
+  vt.numLoops = cs.loopRanges.size();
+  for (const auto &in : cs.inputs)
+    vt.ranks.push_back(program.variables[in.var].shape.size());
+  for (int64_t out : cs.outputs)
+    vt.ranks.push_back(program.variables[out].shape.size());
+  vt.words = vt.numLoops;
+  for (unsigned r : vt.ranks)
+    vt.words += 1 + r;
+  std::vector<int64_t> cycles;
+  for (const Vertex &vx : vertices(cs)) {
+    Box loops = cs.loopBox(vx.piece);
+    const Kernel *kernel = cs.kernelFor(vx.piece.sizes);
+    vt.entries.push_back(entries.lookup(kernel->symbol));
+    cycles.push_back(kernel->cycles + kVertexCallCost);
+    vt.data.insert(vt.data.end(), loops.offsets.begin(), loops.offsets.end());
+    for (size_t i = 0; i < cs.inputs.size(); ++i) {
+      const auto &in = cs.inputs[i];
+      Box region = in.map.region(loops, program.variables[in.var].shape);
+      int64_t offset;
+      if (isLocalPiece(program, in.var, region, vx.tile)) {
+        offset = region.numElements() ? element(in.var, vx.tile, 0) - memory
+                                      : address(vx.tile, 0) - memory;
+      } else {
+        offset = address(vx.tile, plan.exchangeOffset[c][i]) - memory;
+        gatherRows(in.var, region, offset, t.exchange);
+      }
+      vt.data.push_back(offset);
+      vt.data.insert(vt.data.end(), region.sizes.begin(), region.sizes.end());
+    }
+    for (int64_t out : cs.outputs) {
+      vt.data.push_back(element(out, vx.tile, 0) - memory);
+      vt.data.insert(vt.data.end(), vx.piece.sizes.begin(), vx.piece.sizes.end());
+    }
+  }
+  unsigned threads = pool->threads();
+  vt.chunks = chunkEnds(
+      cycles.size(), [&](size_t i) { return cycles[i]; }, threads, kMinChunkCycles);
+  t.exchangeChunks = chunkEnds(
+      t.exchange.size(), [&](size_t i) { return rowBytes(t.exchange[i]); }, threads,
+      kMinChunkBytes);
+  return t;
+}
+
+StepTable IPUModel::Impl::copyTable(const Copy &copy) {
+  StepTable t;
   int64_t eb = program.variables[copy.src].elementBytes();
-  // Segments write disjoint destination elements: any split is race-free.
-  parallelFor(segments.size(), [&](size_t i) {
-    const Segment &s = segments[i];
-    std::memcpy(element(copy.dst, s.dstTile, s.dstOffset),
-                element(copy.src, s.srcTile, s.srcOffset), s.count * eb);
+  for (const Segment &s : copySegments(program, copy))
+    appendRows(t.exchange, RowCopy{element(copy.src, s.srcTile, s.srcOffset) - memory,
+                                   element(copy.dst, s.dstTile, s.dstOffset) - memory,
+                                   s.count * eb, 1, 0, 0});
+  t.exchangeChunks = chunkEnds(
+      t.exchange.size(), [&](size_t i) { return rowBytes(t.exchange[i]); },
+      pool->threads(), kMinChunkBytes);
+  return t;
+}
+
+void IPUModel::Impl::runExchange(const StepTable &t) {
+  // Every row lands in distinct destination bytes: chunks are race-free.
+  pool->run(t.exchangeChunks.size(), [&](size_t chunk) {
+    size_t lo = chunk ? t.exchangeChunks[chunk - 1] : 0;
+    for (size_t i = lo; i < t.exchangeChunks[chunk]; ++i)
+      copyRows(memory, memory, t.exchange[i]);
+  });
+}
+
+void IPUModel::Impl::runVertices(const VertexTable &t) {
+  pool->run(t.chunks.size(), [&](size_t chunk) {
+    // The packed entry takes pointers to each loop offset and to a memref
+    // descriptor per operand: {allocated, aligned, offset, sizes, strides}.
+    llvm::SmallVector<int64_t, 128> descriptors;
+    llvm::SmallVector<void *, 32> args;
+    size_t lo = chunk ? t.chunks[chunk - 1] : 0;
+    for (size_t v = lo; v < t.chunks[chunk]; ++v) {
+      int64_t *w = const_cast<int64_t *>(&t.data[v * t.words]);
+      descriptors.clear();
+      args.clear();
+      for (unsigned i = 0; i < t.numLoops; ++i)
+        args.push_back(w + i);
+      w += t.numLoops;
+      for (unsigned rank : t.ranks) {
+        char *data = memory + w[0];
+        appendDescriptor(descriptors, data, llvm::ArrayRef<int64_t>(w + 1, rank));
+        w += 1 + rank;
+      }
+      // The descriptors are complete: take their addresses now.
+      size_t at = 0;
+      for (unsigned rank : t.ranks) {
+        args.push_back(descriptors.data() + at);
+        at += 3 + 2 * rank;
+      }
+      t.entries[v](args.data());
+    }
   });
 }
 
@@ -440,8 +572,12 @@ Expected<std::unique_ptr<IPUModel>> IPUModel::create(const Executable &executabl
       impl->scatter(v, wholeBox(var.shape), executable.weight(var.weight).data());
   }
 
-  impl->pool = std::make_unique<llvm::DefaultThreadPool>(
-      llvm::hardware_concurrency(threads));
+  impl->pool = std::make_unique<PhasePool>(
+      llvm::hardware_concurrency(threads).compute_thread_count());
+  for (const Step &step : p.steps)
+    impl->tables.push_back(step.kind == Step::Kind::Compute
+                               ? impl->computeTable(step.index)
+                               : impl->copyTable(p.copies[step.index]));
   impl->computeCost();
   return std::unique_ptr<IPUModel>(new IPUModel(std::move(impl)));
 }
@@ -463,11 +599,9 @@ Expected<std::vector<Tensor>> IPUModel::Impl::runIteration(llvm::ArrayRef<Tensor
   for (size_t i = 0; i < inputs.size(); ++i)
     m.scatter(p.inputs[i], wholeBox(p.variables[p.inputs[i]].shape),
               inputs[i].data.data());
-  for (const Step &step : p.steps) {
-    if (step.kind == Step::Kind::Compute)
-      m.runCompute(step.index);
-    else
-      m.runCopy(p.copies[step.index]);
+  for (const StepTable &t : m.tables) {
+    m.runExchange(t);
+    m.runVertices(t.vertices);
   }
   std::vector<Tensor> outputs;
   for (size_t i = 0; i < meta.outputs.size(); ++i) {

@@ -517,16 +517,16 @@ bool forEachOverlap(const MachineProgram &program, int64_t var, const Box &regio
   return true;
 }
 
-void copyBox(const char *from, const Box &fromBox, char *to, const Box &toBox,
-             const Box &part, int64_t elementBytes) {
+void forEachRowCopy(const Box &fromBox, const Box &toBox, const Box &part,
+                    int64_t elementBytes, llvm::function_ref<void(const RowCopy &)> fn) {
   int64_t rank = part.sizes.size();
   if (part.numElements() == 0)
     return;
   if (rank == 0) {
-    std::memcpy(to, from, elementBytes);
+    fn(RowCopy{0, 0, elementBytes, 1, 0, 0});
     return;
   }
-  // Inner dimensions both buffers hold whole merge into one contiguous run.
+  // Inner dimensions both buffers hold whole merge into one contiguous row.
   int64_t inner = rank - 1, run = part.sizes[rank - 1];
   while (inner > 0 && part.sizes[inner] == fromBox.sizes[inner] &&
          part.sizes[inner] == toBox.sizes[inner]) {
@@ -538,9 +538,6 @@ void copyBox(const char *from, const Box &fromBox, char *to, const Box &toBox,
     fromStrides[d] = fromStrides[d + 1] * fromBox.sizes[d + 1];
     toStrides[d] = toStrides[d + 1] * toBox.sizes[d + 1];
   }
-  int64_t bytes = run * elementBytes;
-  // Walk the outer dimensions as an odometer, moving both addresses by their
-  // strides (this is the IPU model's exchange inner loop).
   int64_t f = 0, t = 0;
   for (int64_t d = 0; d <= inner; ++d) {
     f += (part.offsets[d] - fromBox.offsets[d]) * fromStrides[d];
@@ -550,34 +547,43 @@ void copyBox(const char *from, const Box &fromBox, char *to, const Box &toBox,
     fromStrides[d] *= elementBytes;
     toStrides[d] *= elementBytes;
   }
-  const char *src = from + f * elementBytes;
-  char *dst = to + t * elementBytes;
-  llvm::SmallVector<int64_t, 8> idx(inner, 0);
+  RowCopy r{f * elementBytes, t * elementBytes, run * elementBytes, 1, 0, 0};
+  if (inner == 0) {
+    fn(r);
+    return;
+  }
+  // The dimension just outside the row is the copy's row stride; the ones
+  // further out are walked as an odometer, one RowCopy per position.
+  int64_t rowDim = inner - 1;
+  r.rows = part.sizes[rowDim];
+  r.fromStride = fromStrides[rowDim];
+  r.toStride = toStrides[rowDim];
+  if (r.rows > 1 && r.fromStride == r.rowBytes && r.toStride == r.rowBytes) {
+    r.rowBytes *= r.rows; // rows that follow each other in both buffers
+    r.rows = 1;
+  }
+  llvm::SmallVector<int64_t, 8> idx(rowDim, 0);
   while (true) {
-    // Short rows (a 3-wide convolution window) are most of the exchange's
-    // rows: copy them inline rather than through a libc call.
-    if (bytes <= 32 && bytes % 4 == 0) {
-      for (int64_t i = 0; i < bytes; i += 4) {
-        uint32_t word;
-        std::memcpy(&word, src + i, 4);
-        std::memcpy(dst + i, &word, 4);
-      }
-    } else {
-      std::memcpy(dst, src, bytes);
-    }
-    int64_t d = inner - 1;
+    fn(r);
+    int64_t d = rowDim - 1;
     for (; d >= 0; --d) {
-      src += fromStrides[d];
-      dst += toStrides[d];
+      r.from += fromStrides[d];
+      r.to += toStrides[d];
       if (++idx[d] < part.sizes[d])
         break;
-      src -= fromStrides[d] * part.sizes[d];
-      dst -= toStrides[d] * part.sizes[d];
+      r.from -= fromStrides[d] * part.sizes[d];
+      r.to -= toStrides[d] * part.sizes[d];
       idx[d] = 0;
     }
     if (d < 0)
       break;
   }
+}
+
+void copyBox(const char *from, const Box &fromBox, char *to, const Box &toBox,
+             const Box &part, int64_t elementBytes) {
+  forEachRowCopy(fromBox, toBox, part, elementBytes,
+                 [&](const RowCopy &r) { copyRows(from, to, r); });
 }
 
 bool isLocalPiece(const MachineProgram &program, int64_t var, const Box &region,

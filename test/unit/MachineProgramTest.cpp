@@ -267,8 +267,9 @@ TEST(MachineProgram, RunsMatchABruteForceWalkOverRandomGridsRegionsAndViews) {
       copyBox(reinterpret_cast<const char *>(piece.data()), o.piece,
               reinterpret_cast<char *>(gathered.data()), inStorage, o.part, 8);
     });
-    if (var == 0 || trial % 4 == 3)
+    if (var == 0 || trial % 4 == 3) {
       ASSERT_TRUE(boxed) << "trial " << trial;
+    }
     if (boxed) {
       for (size_t i = 0; i < want.size(); ++i)
         ASSERT_EQ(gathered[i], want[i].first * 1000000 + want[i].second)

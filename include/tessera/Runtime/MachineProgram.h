@@ -25,6 +25,7 @@
 #include "llvm/Support/JSON.h"
 
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
@@ -195,6 +196,58 @@ struct Overlap {
 /// any other view (use forEachRun).
 bool forEachOverlap(const MachineProgram &program, int64_t var, const Box &region,
                     Box &regionInStorage, llvm::function_ref<void(const Overlap &)> fn);
+
+/// `rows` rows of `rowBytes` bytes each, `fromStride` and `toStride` bytes
+/// apart, starting `from` and `to` bytes into two buffers.
+struct RowCopy {
+  int64_t from, to, rowBytes, rows, fromStride, toStride;
+};
+
+/// The row copies that copy box `part` between two dense row-major buffers
+/// holding boxes `fromBox` and `toBox` (each containing `part`),
+/// `elementBytes` each: dimensions both buffers hold whole merge into one
+/// row.
+void forEachRowCopy(const Box &fromBox, const Box &toBox, const Box &part,
+                    int64_t elementBytes, llvm::function_ref<void(const RowCopy &)> fn);
+
+/// Performs one row copy between the buffers `from` and `to`. Short rows
+/// (a convolution window's) are most of an exchange's rows: they are copied
+/// inline rather than through a libc call.
+inline void copyRows(const char *from, char *to, const RowCopy &r) {
+  const char *src = from + r.from;
+  char *dst = to + r.to;
+  int64_t n = r.rowBytes;
+  if (n > 32) {
+    for (int64_t i = 0; i < r.rows; ++i, src += r.fromStride, dst += r.toStride)
+      std::memcpy(dst, src, n);
+    return;
+  }
+  // Two overlapping fixed-size moves cover any length in [k, 2k].
+  for (int64_t i = 0; i < r.rows; ++i, src += r.fromStride, dst += r.toStride) {
+    if (n >= 16) {
+      char a[16], b[16];
+      std::memcpy(a, src, 16);
+      std::memcpy(b, src + n - 16, 16);
+      std::memcpy(dst, a, 16);
+      std::memcpy(dst + n - 16, b, 16);
+    } else if (n >= 8) {
+      uint64_t a, b;
+      std::memcpy(&a, src, 8);
+      std::memcpy(&b, src + n - 8, 8);
+      std::memcpy(dst, &a, 8);
+      std::memcpy(dst + n - 8, &b, 8);
+    } else if (n >= 4) {
+      uint32_t a, b;
+      std::memcpy(&a, src, 4);
+      std::memcpy(&b, src + n - 4, 4);
+      std::memcpy(dst, &a, 4);
+      std::memcpy(dst + n - 4, &b, 4);
+    } else {
+      for (int64_t k = 0; k < n; ++k)
+        dst[k] = src[k];
+    }
+  }
+}
 
 /// Copies box `part` between two dense row-major buffers holding boxes
 /// `fromBox` and `toBox` (each containing `part`), `elementBytes` each.
