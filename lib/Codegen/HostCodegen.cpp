@@ -15,6 +15,7 @@
 #include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
 #include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
+#include "mlir/Conversion/VectorToLLVM/ConvertVectorToLLVMPass.h"
 #include "mlir/Dialect/Arith/Transforms/BufferizableOpInterfaceImpl.h"
 #include "mlir/Dialect/Arith/Transforms/Passes.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -38,14 +39,16 @@
 #include "mlir/Transforms/Passes.h"
 
 #include "llvm/IR/IRBuilder.h"
-#include <cstring>
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
+#include "llvm/MC/MCSubtargetInfo.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/TargetParser/Host.h"
+
+#include <cstring>
 
 using namespace mlir;
 
@@ -100,6 +103,7 @@ void buildHostLoweringPipeline(OpPassManager &pm) {
   bufferization::buildBufferDeallocationPipeline(pm);
   pm.addPass(createConvertBufferizationToMemRefPass());
   pm.addPass(createOrderLoopsForVectors());
+  pm.addPass(createVectorizeContractions());
   pm.addPass(createConvertLinalgToLoopsPass());
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
@@ -113,6 +117,7 @@ void buildHostLoweringPipeline(OpPassManager &pm) {
   pm.addPass(createSCFToControlFlowPass());
   pm.addPass(createConvertMathToLLVMPass());
   pm.addPass(createConvertMathToLibmPass());
+  pm.addPass(createConvertVectorToLLVMPass());
   pm.addPass(createFinalizeMemRefToLLVMConversionPass());
   pm.addPass(createArithToLLVMConversionPass());
   pm.addPass(std::make_unique<EmitCInterface>());
@@ -123,13 +128,60 @@ void buildHostLoweringPipeline(OpPassManager &pm) {
   pm.addPass(createCanonicalizerPass());
 }
 
-FailureOr<std::string> emitHostObject(ModuleOp module) {
+namespace {
+void initializeNativeTarget() {
   static bool initialized = [] {
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
     return true;
   }();
   (void)initialized;
+}
+} // namespace
+
+llvm::Expected<HostCPU> resolveHostCPU(llvm::StringRef name) {
+  initializeNativeTarget();
+  auto fail = [](const llvm::Twine &msg) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+  };
+  std::string triple = llvm::sys::getProcessTriple();
+  std::string error;
+  const llvm::Target *target = llvm::TargetRegistry::lookupTarget(llvm::Triple(triple), error);
+  if (!target)
+    return fail("no LLVM target for the host (" + triple + "): " + error);
+  HostCPU cpu;
+  std::string featureString;
+  if (name == "native") {
+    cpu.name = llvm::sys::getHostCPUName().str();
+    for (const auto &f : llvm::sys::getHostCPUFeatures())
+      featureString += (featureString.empty() ? "" : ",") +
+                       std::string(f.second ? "+" : "-") + f.first().str();
+  } else {
+    cpu.name = name.str();
+  }
+  // Asked of a generic subtarget first: LLVM warns on stderr when it creates
+  // one for a CPU it does not know.
+  std::unique_ptr<llvm::MCSubtargetInfo> subtarget(
+      target->createMCSubtargetInfo(llvm::Triple(triple), "generic", ""));
+  if (subtarget && subtarget->isCPUStringValid(cpu.name))
+    subtarget.reset(
+        target->createMCSubtargetInfo(llvm::Triple(triple), cpu.name, featureString));
+  else
+    subtarget.reset();
+  if (!subtarget)
+    return fail("--host-cpu=" + name + " is not a CPU LLVM knows for " + triple +
+                ": use native (this machine), generic (any " + triple +
+                " host) or an LLVM CPU name such as x86-64-v3");
+  // What the code may use: every feature the CPU (and, for native, this
+  // machine) enables.
+  for (const llvm::SubtargetFeatureKV &kv : subtarget->getAllProcessorFeatures())
+    if (subtarget->getFeatureBits().test(kv.Value))
+      cpu.features.push_back(kv.Key);
+  return cpu;
+}
+
+FailureOr<std::string> emitHostObject(ModuleOp module, const HostCPU &cpu) {
+  initializeNativeTarget();
 
   llvm::LLVMContext llvmContext;
   std::unique_ptr<llvm::Module> llvmModule =
@@ -144,11 +196,16 @@ FailureOr<std::string> emitHostObject(ModuleOp module) {
   if (!target)
     return module.emitError("no LLVM target for the host (") << triple << "): "
                                                               << error;
-  // Generic x86-64/aarch64 code: the executable may run on another host of
-  // the same architecture than the one that compiled it.
+  // The CPU's features, plus full-width vectors: vertex kernels' register
+  // tiles are 512-bit vectors, which CPUs tuned to prefer 256-bit ones
+  // would split in two.
+  std::string features;
+  for (const std::string &f : cpu.features)
+    features += "+" + f + ",";
+  features += "-prefer-256-bit";
   llvm::TargetOptions options;
   std::unique_ptr<llvm::TargetMachine> machine(target->createTargetMachine(
-      llvm::Triple(triple), "generic", "", options, llvm::Reloc::PIC_,
+      llvm::Triple(triple), cpu.name, features, options, llvm::Reloc::PIC_,
       std::nullopt, llvm::CodeGenOptLevel::Aggressive));
   llvmModule->setDataLayout(machine->createDataLayout());
   llvmModule->setTargetTriple(llvm::Triple(triple));

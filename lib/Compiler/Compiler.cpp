@@ -316,7 +316,10 @@ LogicalResult writeExecutableFile(ModuleOp llvmModule, const CompiledModel &mode
                << "--device-iterations " << metadata.deviceIterations
                << " needs a batch dimension (dimension 0) on every input; input '"
                << in.name << "' is a scalar (compile with --device-iterations 1)";
-  FailureOr<std::string> object = emitHostObject(llvmModule);
+  auto cpu = resolveHostCPU(metadata.hostCPU.empty() ? "native" : metadata.hostCPU);
+  if (!cpu)
+    return emitError(llvmModule.getLoc()) << llvm::toString(cpu.takeError());
+  FailureOr<std::string> object = emitHostObject(llvmModule, *cpu);
   if (failed(object))
     return failure();
   metadata.inputs = model.inputs;
@@ -324,6 +327,8 @@ LogicalResult writeExecutableFile(ModuleOp llvmModule, const CompiledModel &mode
   metadata.weights = model.weights;
   metadata.program = model.program;
   metadata.hostTriple = llvm::sys::getProcessTriple();
+  metadata.hostCPU = cpu->name;
+  metadata.hostFeatures = cpu->features;
   if (llvm::Error err = runtime::writeExecutable(path, std::move(metadata), *object,
                                                  model.weightData))
     return emitError(llvmModule.getLoc()) << llvm::toString(std::move(err));

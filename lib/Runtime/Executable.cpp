@@ -117,6 +117,8 @@ llvm::Error writeExecutable(StringRef path, ExecutableMetadata metadata,
                     {"tiles_per_ipu", metadata.tilesPerIPU},
                     {"device_iterations", metadata.deviceIterations},
                     {"host_triple", metadata.hostTriple},
+                    {"host_cpu", metadata.hostCPU},
+                    {"host_features", json::Array(metadata.hostFeatures)},
                     {"entry", metadata.entry},
                     {"inputs", std::move(inputs)},
                     {"outputs", std::move(outputs)},
@@ -216,6 +218,11 @@ Expected<std::unique_ptr<Executable>> Executable::load(StringRef path) {
     return fail("'" + path + "' has device_iterations " +
                 llvm::Twine(m.deviceIterations) + " (must be at least 1); recompile the model");
   m.hostTriple = str("host_triple");
+  m.hostCPU = str("host_cpu");
+  if (const json::Array *features = o->getArray("host_features"))
+    for (const json::Value &f : *features)
+      if (auto name = f.getAsString())
+        m.hostFeatures.push_back(name->str());
   m.entry = str("entry");
   auto list = [&](StringRef key, auto &out) -> llvm::Error {
     const json::Array *a = o->getArray(key);

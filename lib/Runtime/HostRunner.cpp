@@ -33,6 +33,8 @@ HostRunner::~HostRunner() = default;
 
 Expected<std::unique_ptr<HostRunner>> HostRunner::create(const Executable &exe) {
   auto runner = std::unique_ptr<HostRunner>(new HostRunner(exe));
+  if (llvm::Error err = checkHostCPU(exe.metadata()))
+    return std::move(err);
   auto jit = createCodeJIT(exe.hostObject());
   if (!jit)
     return jit.takeError();

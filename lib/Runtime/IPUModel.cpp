@@ -549,6 +549,8 @@ Expected<std::unique_ptr<IPUModel>> IPUModel::create(const Executable &executabl
     return !cs.kernels.empty();
   });
   if (anyKernel) {
+    if (llvm::Error err = checkHostCPU(meta))
+      return std::move(err);
     auto jit = createCodeJIT(executable.hostObject());
     if (!jit)
       return fail("cannot load the executable's code: " + llvm::toString(jit.takeError()));

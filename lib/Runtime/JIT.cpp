@@ -2,10 +2,15 @@
 
 #include "tessera/Runtime/JIT.h"
 
+#include "tessera/Runtime/Executable.h"
+
 #include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
 #include "llvm/ExecutionEngine/Orc/Mangling.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/TargetSelect.h"
+#include "llvm/TargetParser/Host.h"
 
 #include <cstring>
 #include <vector>
@@ -53,6 +58,27 @@ extern "C" void tesseraMemrefCopy(int64_t elementSize, UnrankedDescriptor *src,
 }
 
 } // namespace
+
+llvm::Error checkHostCPU(const ExecutableMetadata &metadata) {
+  llvm::StringMap<bool> host = llvm::sys::getHostCPUFeatures();
+  std::vector<std::string> missing;
+  // Tuning flags (prefer-256-bit, ...) are not CPU features: only features
+  // this host reports on can be missing.
+  for (const std::string &f : metadata.hostFeatures) {
+    auto it = host.find(f);
+    if (it != host.end() && !it->second)
+      missing.push_back(f);
+  }
+  if (missing.empty())
+    return llvm::Error::success();
+  return llvm::createStringError(
+      llvm::inconvertibleErrorCode(),
+      "the executable's native code was generated for host CPU '" + metadata.hostCPU +
+          "' and uses " + llvm::join(missing, ", ") + ", which this machine's CPU (" +
+          llvm::sys::getHostCPUName() +
+          ") lacks: recompile the model on this machine, or with --host-cpu=generic "
+          "for code any " + metadata.hostTriple + " host runs");
+}
 
 llvm::Expected<std::unique_ptr<llvm::orc::LLJIT>> createCodeJIT(llvm::StringRef object) {
   static bool initialized = [] {

@@ -7,6 +7,9 @@
 # RUN: env TESSERA_CACHE_DIR=%t/cache tessera-compile %t/model.onnx --input-shape x=2x8 -o %t/c.tess 2>&1 | FileCheck %s --check-prefix=HIT
 # RUN: tessera-compile %t/model.onnx --input-shape x=4x8 --cache-dir %t/cache -o %t/d.tess 2>&1 | FileCheck %s --check-prefix=MISS
 # RUN: tessera-run %t/d.tess --reference --input x=%t/x4.npy | FileCheck %s --check-prefix=RUN4
+# The CPU native code is generated for is a codegen option too.
+# RUN: tessera-compile %t/model.onnx --input-shape x=2x8 --host-cpu=generic --cache-dir %t/cache -o %t/h.tess 2>&1 | FileCheck %s --check-prefix=MISS
+# RUN: tessera-run %t/h.tess --input x=%t/x2.npy | FileCheck %s --check-prefix=RUN2
 # An entry stored under another key is a false hit: recompiled.
 # RUN: %python %s swap %t/cache
 # RUN: tessera-compile %t/model.onnx --input-shape x=2x8 --cache-dir %t/cache -o %t/g.tess 2>&1 | FileCheck %s --check-prefix=FALSE

@@ -17,6 +17,10 @@
 # RUN: not tessera-compile %t/model.onnx --target=ipu9 2>&1 | FileCheck %s --check-prefix=BADTARGET
 # RUN: not tessera-compile %t/model.onnx --tiles-per-ipu=2000 2>&1 | FileCheck %s --check-prefix=BADTILES
 # RUN: not tessera-compile %t/model.onnx --num-ipus=0 2>&1 | FileCheck %s --check-prefix=BADIPUS
+# RUN: not tessera-compile %t/model.onnx --host-cpu=pentium9 -o %t/bad.tess 2>&1 | FileCheck %s --check-prefix=BADCPU
+# RUN: not test -e %t/bad.tess
+# RUN: tessera-compile %t/model.onnx --host-cpu=generic -o %t/generic.tess
+# RUN: tessera-run %t/generic.tess --input %t/x.npy | FileCheck %s --check-prefix=GENERIC
 # Output re-enters, as text and as bytecode, and reaches the same IR.
 # RUN: tessera-compile %t/model.onnx --compile-to=input -o %t/input.mlir
 # RUN: tessera-compile %t/input.mlir --compile-to=graph | FileCheck %s --check-prefix=GRAPH
@@ -69,6 +73,9 @@ np.save(os.path.join(out, "x.npy"), np.ones((2, 3, 4), np.float32))
 # BADTARGET: error: unknown target 'ipu9'; targets are ipu1, ipu2, bow
 # BADTILES: error: --tiles-per-ipu must be between 1 and 1472 for ipu2, got 2000
 # BADIPUS: error: --num-ipus must be between 1 and 64, got 0
+# BADCPU: error: --host-cpu=pentium9 is not a CPU LLVM knows for {{.*}}: use native (this machine), generic (any {{.*}} host) or an LLVM CPU name such as x86-64-v3
+# BADCPU-NOT: recognized processor
+# GENERIC: y: 2x5xf32 {{.*}}[12, 12, 12, 12, 12, ...]
 # MLIRSHAPE: error: --input-shape and --input-type apply to ONNX and TorchScript models; an MLIR input already states its types
 # PRINT: IR Dump After GraphInferShapes
 # PRINT: IR Dump After Canonicalizer

@@ -1,11 +1,14 @@
 //===- RuntimeTest.cpp - executable container and NumPy files ------------===//
 
 #include "tessera/Runtime/Executable.h"
+#include "tessera/Runtime/JIT.h"
 #include "tessera/Runtime/Tensor.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/TargetParser/Host.h"
 
 #include <gtest/gtest.h>
 
@@ -156,6 +159,37 @@ TEST(Tensor, NpyErrorsSayWhatIsWrong) {
   auto cut = parseNpy(truncated, "y.npy");
   ASSERT_FALSE(static_cast<bool>(cut));
   EXPECT_NE(llvm::toString(cut.takeError()).find("header needs 64"), std::string::npos);
+}
+
+} // namespace
+
+namespace {
+
+// Native code records the CPU features it may use; a host without one of
+// them refuses the executable, naming the feature and the way out.
+TEST(Executable, HostWithoutACodeFeatureIsRefused) {
+  llvm::StringMap<bool> host = llvm::sys::getHostCPUFeatures();
+  ExecutableMetadata m = metadataWithWeights();
+  m.hostTriple = "x86_64-pc-linux-gnu";
+  m.hostCPU = "some-cpu";
+  for (const auto &f : host)
+    if (f.second)
+      m.hostFeatures.push_back(f.first().str());
+  // Tuning flags the host does not report on are not checked.
+  m.hostFeatures.push_back("prefer-256-bit");
+  EXPECT_FALSE(llvm::errorToBool(checkHostCPU(m)));
+
+  std::string lacking;
+  for (const auto &f : host)
+    if (!f.second)
+      lacking = f.first().str();
+  if (lacking.empty())
+    GTEST_SKIP() << "this host has every feature LLVM knows";
+  m.hostFeatures.push_back(lacking);
+  std::string message = llvm::toString(checkHostCPU(m));
+  EXPECT_NE(message.find("'some-cpu'"), std::string::npos) << message;
+  EXPECT_NE(message.find(lacking), std::string::npos) << message;
+  EXPECT_NE(message.find("--host-cpu=generic"), std::string::npos) << message;
 }
 
 } // namespace

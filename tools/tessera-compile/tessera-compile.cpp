@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tessera/Codegen/HostCodegen.h"
 #include "tessera/Compiler/Compiler.h"
 #include "tessera/Compiler/ExecutableCache.h"
 #include "tessera/Compiler/Registration.h"
@@ -25,11 +26,11 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Support/Timing.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Config/llvm-config.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
-#include "llvm/Support/Process.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/SourceMgr.h"
@@ -130,6 +131,12 @@ cl::opt<int64_t> deviceIterations(
              "deviceIterations): inputs and outputs carry this many times "
              "the compiled batch in dimension 0"),
     cl::init(1), cl::cat(category));
+cl::opt<std::string> hostCPU(
+    "host-cpu",
+    cl::desc("CPU the executable's native code (vertex kernels, host reference) is "
+             "generated for: native (this machine's, the default), generic (any host of "
+             "this architecture) or an LLVM CPU name such as x86-64-v3"),
+    cl::init("native"), cl::cat(category));
 cl::opt<std::string> reportPath(
     "report",
     cl::desc("Write the tile memory report (JSON) here; written also when "
@@ -346,6 +353,14 @@ int main(int argc, char **argv) {
     importOptions.constantInputs[name.str()] = std::move(value);
   }
 
+  // The CPU is resolved up front: a bad name fails before compiling, and the
+  // resolved features are part of the cache key.
+  auto cpu = tessera::resolveHostCPU(hostCPU);
+  if (!cpu) {
+    llvm::errs() << "error: " << llvm::toString(cpu.takeError()) << "\n";
+    return fail();
+  }
+
   // The executable cache: only whole executables are cached.
   std::string executablePath = outputPath;
   if (executablePath == "-")
@@ -360,7 +375,8 @@ int main(int argc, char **argv) {
     std::string optionsText =
         "compile-to=" + compileTo + ";target=" + target->describe() +
         ";available-memory-proportion=" + std::to_string(availableMemoryProportion) +
-        ";device-iterations=" + std::to_string(deviceIterations);
+        ";device-iterations=" + std::to_string(deviceIterations) +
+        ";host-cpu=" + cpu->name + ":" + llvm::join(cpu->features, ",");
     for (const auto &[name, value] : importOptions.constantInputs)
       optionsText += ";constant-input " + name + "=" + value.elementType + ":" +
                      std::to_string(llvm::xxh3_64bits(value.data));
@@ -460,6 +476,7 @@ int main(int argc, char **argv) {
     metadata.tilesPerIPU = target->tilesPerIPU;
     metadata.deviceIterations = deviceIterations;
     metadata.cacheKey = cacheKey;
+    metadata.hostCPU = cpu->name;
     if (failed(tessera::writeExecutableFile(*module, compiled, std::move(metadata),
                                             path)))
       return fail();

@@ -17,8 +17,10 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Support/LLVM.h"
+#include "llvm/Support/Error.h"
 
 #include <string>
+#include <vector>
 
 namespace mlir {
 class DialectRegistry;
@@ -34,10 +36,24 @@ void registerCodegenDialects(mlir::DialectRegistry &registry);
 /// out-params, deallocation), loops, LLVM.
 void buildHostLoweringPipeline(mlir::OpPassManager &pm);
 
-/// Translates an LLVM-dialect module to LLVM IR, optimizes it (O2) for the
-/// host CPU and returns the relocatable object file's bytes. Errors are
+/// The CPU native code is generated for: an LLVM CPU name and the CPU
+/// features the code may use (recorded in the executable, checked at load).
+struct HostCPU {
+  std::string name;
+  std::vector<std::string> features;
+};
+
+/// Resolves tessera-compile's --host-cpu: "native" (this machine's CPU and
+/// its features: the fastest code, for this kind of machine), "generic" (the
+/// architecture's baseline, e.g. x86-64 with SSE2: runs on any host of the
+/// architecture), or an LLVM CPU name ("x86-64-v3", "skylake-avx512", ...).
+/// An unknown name is an error listing how to choose.
+llvm::Expected<HostCPU> resolveHostCPU(llvm::StringRef name);
+
+/// Translates an LLVM-dialect module to LLVM IR, optimizes it (O2) for
+/// `cpu` and returns the relocatable object file's bytes. Errors are
 /// diagnostics on the module.
-mlir::FailureOr<std::string> emitHostObject(mlir::ModuleOp module);
+mlir::FailureOr<std::string> emitHostObject(mlir::ModuleOp module, const HostCPU &cpu);
 
 } // namespace tessera
 

@@ -44,4 +44,38 @@ def OrderLoopsForVectors : Pass<"codegen-order-loops-for-vectors", "::mlir::Modu
   let dependentDialects = ["::mlir::linalg::LinalgDialect"];
 }
 
+def VectorizeContractions : Pass<"codegen-vectorize-contractions", "::mlir::ModuleOp"> {
+  let summary = "Register-tiled vector FMAs for out += a * b linalg.generic ops on buffers";
+  let description = [{
+    Rewrites each `linalg.generic` on static f32/f64 buffers whose body is
+    `out + a * b` with reduction loops (matmuls and convolutions, after
+    `codegen-order-loops-for-vectors` generalized them; vertex kernels'
+    tiles of them) into a loop nest whose innermost part is a register tile:
+
+      for the other parallel loops:
+        for each block of U rows (a parallel loop) and C vectors along the
+        output's last dimension:
+          acc[U][C] = load the output tile
+          for the reduction loops (in the op's order):
+            acc[r][c] = fma(a, b, acc[r][c])   // vector.fma
+          store acc
+
+    Vectors are 512 bits (16 f32), fewer lanes for a shorter row; the last
+    vector of a row is masked. The operand that varies along the output row
+    is a vector load (a `vector.gather` when the row is strided, e.g. a
+    stride-2 convolution's input); the other is a scalar broadcast. The row
+    loop is an output loop the vector operand does not vary with (a
+    convolution's output channels, a matmul's rows), so every loaded vector
+    serves U accumulators; U <= 8 and U x C <= 16 accumulators.
+
+    Numerics: each output element still adds its terms in the reduction
+    loops' order, but each term is a fused multiply-add (one rounding), as on
+    the IPU's AMP units. Ops that do not match are left to
+    `convert-linalg-to-loops`.
+  }];
+  let dependentDialects = ["::mlir::affine::AffineDialect", "::mlir::arith::ArithDialect",
+                           "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect",
+                           "::mlir::vector::VectorDialect"];
+}
+
 #endif // TESSERA_CODEGEN_PASSES_TD

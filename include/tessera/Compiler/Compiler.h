@@ -77,6 +77,8 @@ mlir::LogicalResult compileModule(mlir::ModuleOp module,
                                   CompiledModel *model = nullptr);
 
 /// Emits the native code of an llvm-phase module and writes the .tess.
+/// `metadata.hostCPU` names the CPU to generate code for, as --host-cpu does
+/// (empty: "native"); the file records the resolved CPU and its features.
 mlir::LogicalResult writeExecutableFile(mlir::ModuleOp llvmModule,
                                         const CompiledModel &model,
                                         runtime::ExecutableMetadata metadata,

@@ -62,6 +62,10 @@ struct ExecutableMetadata {
   /// (a scalar output becomes a vector, one element per iteration).
   int64_t deviceIterations = 1;
   std::string hostTriple;
+  /// The CPU the native code was generated for (an LLVM CPU name) and the
+  /// features it may use; a host without one of them cannot run it.
+  std::string hostCPU;
+  std::vector<std::string> hostFeatures;
   /// Packed entry point: void entry(void **descriptors), one memref
   /// descriptor per input, then weight, then output.
   std::string entry = "tessera_main";

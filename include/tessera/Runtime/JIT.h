@@ -25,6 +25,12 @@ namespace tessera::runtime {
 /// Every packed entry point: one pointer argument per operand.
 using PackedEntry = void (*)(void **);
 
+struct ExecutableMetadata;
+
+/// Whether this machine's CPU has every feature the executable's code may
+/// use; the error names the missing ones and how to recompile.
+llvm::Error checkHostCPU(const ExecutableMetadata &metadata);
+
 /// A JIT with `object` (an executable's code section) linked in.
 llvm::Expected<std::unique_ptr<llvm::orc::LLJIT>> createCodeJIT(llvm::StringRef object);
 

@@ -1,0 +1,505 @@
+//===- VectorizeContractions.cpp - register-tiled vector contractions -----===//
+//
+// Rewrites each `out += a * b` linalg.generic on static buffers (matmuls,
+// convolutions, their tiles in vertex kernels) into a register-tiled loop
+// nest of vector FMAs: a tile of U x C vector accumulators (U positions of
+// one output loop, C vectors along the output's last dimension) is loaded
+// once, accumulates over every reduction iteration in registers, and is
+// stored once. The operand that varies along the output row is loaded as a
+// vector (contiguously, or gathered for a strided convolution) and shared by
+// the U rows; the other is a scalar broadcast. This is the structure of a
+// hand-written GEMM micro-kernel (and of poplibs' convolution vertices);
+// LLVM's own vectorizer, given the scalar loop nest, keeps one accumulator
+// in memory and vectorizes only the innermost loop.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tessera/Codegen/Passes.h"
+
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Arith/Utils/Utils.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/PatternMatch.h"
+
+#include <functional>
+
+namespace tessera {
+#define GEN_PASS_DEF_VECTORIZECONTRACTIONS
+#include "tessera/Codegen/Passes.h.inc"
+} // namespace tessera
+
+using namespace mlir;
+
+namespace {
+
+/// Vector registers' width the tiles are sized for (AVX-512; narrower
+/// hosts split each vector in two or four).
+constexpr int64_t kVectorBits = 512;
+/// Accumulators a tile may hold, and rows (U) it may span.
+constexpr int64_t kMaxAccumulators = 16;
+constexpr int64_t kMaxRows = 8;
+
+/// An operand index expression as sum_l coeffs[l] * loop_l + constant.
+struct LinearExpr {
+  SmallVector<int64_t> coeffs;
+  int64_t constant = 0;
+};
+
+std::optional<LinearExpr> linearize(AffineExpr e, unsigned numLoops) {
+  LinearExpr r;
+  r.coeffs.assign(numLoops, 0);
+  if (auto d = dyn_cast<AffineDimExpr>(e)) {
+    r.coeffs[d.getPosition()] = 1;
+    return r;
+  }
+  if (auto c = dyn_cast<AffineConstantExpr>(e)) {
+    r.constant = c.getValue();
+    return r;
+  }
+  auto bin = dyn_cast<AffineBinaryOpExpr>(e);
+  if (!bin)
+    return std::nullopt;
+  auto lhs = linearize(bin.getLHS(), numLoops);
+  auto rhs = linearize(bin.getRHS(), numLoops);
+  if (!lhs || !rhs)
+    return std::nullopt;
+  if (e.getKind() == AffineExprKind::Add) {
+    for (unsigned l = 0; l < numLoops; ++l)
+      r.coeffs[l] = lhs->coeffs[l] + rhs->coeffs[l];
+    r.constant = lhs->constant + rhs->constant;
+    return r;
+  }
+  if (e.getKind() == AffineExprKind::Mul) {
+    auto isConst = [](const LinearExpr &x) {
+      return llvm::all_of(x.coeffs, [](int64_t c) { return c == 0; });
+    };
+    const LinearExpr *k = isConst(*rhs) ? &*rhs : isConst(*lhs) ? &*lhs : nullptr;
+    const LinearExpr *x = k == &*rhs ? &*lhs : &*rhs;
+    if (!k)
+      return std::nullopt;
+    for (unsigned l = 0; l < numLoops; ++l)
+      r.coeffs[l] = x->coeffs[l] * k->constant;
+    r.constant = x->constant * k->constant;
+    return r;
+  }
+  return std::nullopt;
+}
+
+/// How an input is read inside the tile.
+enum class Access {
+  Broadcast,  ///< does not vary along the output row: a scalar, broadcast
+  Contiguous, ///< the row is consecutive elements: a vector load
+  Gather,     ///< the row is strided (a strided convolution): a gather
+};
+
+/// A buffer addressed linearly: element sum_l coeffs[l] * loop_l + constant
+/// of its storage from its offset (every dimension's stride folded in).
+struct Operand {
+  Value buffer;
+  LinearExpr address;
+  int64_t span = 0; ///< elements from the first to one past the last
+};
+
+struct Input : Operand {
+  Access access = Access::Broadcast;
+  bool alongRows = false; ///< varies with the tile's row loop
+};
+
+/// A contraction `out += lhs * rhs` and the tile chosen for it.
+struct Plan {
+  linalg::GenericOp op;
+  SmallVector<int64_t> ranges;
+  SmallVector<unsigned> reductionLoops, outerLoops;
+  Input lhs, rhs;
+  Operand out;
+  VectorType vectorType;
+  int64_t lanes = 0; ///< VL
+  unsigned rowLoop = 0, colLoop = 0;
+  bool hasRowLoop = false;
+  int64_t rows = 1;   ///< U
+  int64_t chunks = 1; ///< C
+};
+
+/// Fills `o` for the buffer `v` read through `map`: needs static strides
+/// (the offset may be dynamic) and an affine-linear map.
+bool addressLinearly(Value v, AffineMap map, unsigned numLoops, Operand &o) {
+  auto type = dyn_cast<MemRefType>(v.getType());
+  if (!type || !type.hasStaticShape())
+    return false;
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  if (failed(type.getStridesAndOffset(strides, offset)) ||
+      llvm::any_of(strides, [](int64_t s) { return ShapedType::isDynamic(s) || s < 0; }))
+    return false;
+  o.buffer = v;
+  o.address.coeffs.assign(numLoops, 0);
+  o.span = 1;
+  for (auto [d, e] : llvm::enumerate(map.getResults())) {
+    auto lin = linearize(e, numLoops);
+    if (!lin || llvm::any_of(lin->coeffs, [](int64_t c) { return c < 0; }))
+      return false;
+    for (unsigned l = 0; l < numLoops; ++l)
+      o.address.coeffs[l] += lin->coeffs[l] * strides[d];
+    o.address.constant += lin->constant * strides[d];
+    o.span += (type.getDimSize(d) - 1) * strides[d];
+  }
+  return true;
+}
+
+/// The block argument `v` is of input number `i` (not the output).
+std::optional<unsigned> inputArg(linalg::GenericOp op, Value v) {
+  auto arg = dyn_cast<BlockArgument>(v);
+  if (!arg || arg.getOwner() != op.getBody() ||
+      arg.getArgNumber() >= static_cast<unsigned>(op.getNumDpsInputs()))
+    return std::nullopt;
+  return arg.getArgNumber();
+}
+
+/// Recognizes `out += a * b` on static buffers of f32/f64 and plans its tile.
+std::optional<Plan> planContraction(linalg::GenericOp op) {
+  if (!op.hasPureBufferSemantics() || op.getNumDpsInits() != 1 ||
+      op.getNumReductionLoops() == 0)
+    return std::nullopt;
+  Block *body = op.getBody();
+  if (body->getOperations().size() != 3)
+    return std::nullopt;
+  auto mul = dyn_cast<arith::MulFOp>(body->front());
+  auto add = dyn_cast<arith::AddFOp>(*std::next(body->begin()));
+  auto yield = dyn_cast<linalg::YieldOp>(body->getTerminator());
+  if (!mul || !add || !yield || yield.getNumOperands() != 1 ||
+      yield.getOperand(0) != add.getResult())
+    return std::nullopt;
+  Value outArg = body->getArguments().back();
+  bool addsOut = (add.getLhs() == outArg && add.getRhs() == mul.getResult()) ||
+                 (add.getRhs() == outArg && add.getLhs() == mul.getResult());
+  auto a = inputArg(op, mul.getLhs()), b = inputArg(op, mul.getRhs());
+  if (!addsOut || !a || !b || !mul.getResult().hasOneUse())
+    return std::nullopt;
+
+  Plan p;
+  p.op = op;
+  p.ranges = op.getStaticLoopRanges();
+  unsigned numLoops = p.ranges.size();
+  if (llvm::any_of(p.ranges, [](int64_t r) { return r <= 0; }))
+    return std::nullopt;
+  OpOperand *init = op.getDpsInitOperand(0);
+  Type element = getElementTypeOrSelf(init->get().getType());
+  if (!(element.isF32() || element.isF64()) ||
+      !addressLinearly(init->get(), op.getMatchingIndexingMap(init), numLoops, p.out))
+    return std::nullopt;
+  auto input = [&](unsigned i, Input &in) {
+    OpOperand *operand = op.getDpsInputOperand(i);
+    return getElementTypeOrSelf(operand->get().getType()) == element &&
+           addressLinearly(operand->get(), op.getMatchingIndexingMap(operand), numLoops,
+                           in);
+  };
+  if (!input(*a, p.lhs) || !input(*b, p.rhs))
+    return std::nullopt;
+
+  // The vectors run along the output loop whose elements are consecutive in
+  // the output (usually its last dimension; the one before when the last is
+  // a unit dimension).
+  auto iterators = op.getIteratorTypesArray();
+  bool found = false;
+  for (unsigned l = 0; l < numLoops && !found; ++l)
+    if (iterators[l] == utils::IteratorType::parallel && p.out.address.coeffs[l] == 1 &&
+        p.ranges[l] >= 2) {
+      p.colLoop = l;
+      found = true;
+    }
+  if (!found)
+    return std::nullopt;
+  for (Input *in : {&p.lhs, &p.rhs}) {
+    int64_t stride = in->address.coeffs[p.colLoop];
+    in->access = stride == 0   ? Access::Broadcast
+                 : stride == 1 ? Access::Contiguous
+                               : Access::Gather;
+  }
+
+  p.lanes = std::min<int64_t>(kVectorBits / element.getIntOrFloatBitWidth(),
+                              llvm::PowerOf2Ceil(p.ranges[p.colLoop]));
+  p.vectorType = VectorType::get({p.lanes}, element);
+
+  // The tile's rows: an output loop the row-vector operands do not vary
+  // with (each loaded vector then serves every row), the longest such.
+  auto varies = [&](const Input &in, unsigned loop) {
+    return in.address.coeffs[loop] != 0;
+  };
+  int64_t best = -1;
+  for (unsigned l = 0; l < numLoops; ++l) {
+    if (iterators[l] != utils::IteratorType::parallel || l == p.colLoop || p.ranges[l] < 2)
+      continue;
+    bool reuses = (p.lhs.access == Access::Broadcast || !varies(p.lhs, l)) &&
+                  (p.rhs.access == Access::Broadcast || !varies(p.rhs, l));
+    int64_t score = (reuses ? 1 << 20 : 0) + std::min<int64_t>(p.ranges[l], kMaxRows);
+    if (score > best) {
+      best = score;
+      p.rowLoop = l;
+      p.hasRowLoop = true;
+    }
+  }
+  if (p.hasRowLoop)
+    p.rows = std::min<int64_t>(p.ranges[p.rowLoop], kMaxRows);
+  int64_t columnChunks = llvm::divideCeil(p.ranges[p.colLoop], p.lanes);
+  p.chunks = std::clamp<int64_t>(kMaxAccumulators / p.rows, 1, columnChunks);
+  p.lhs.alongRows = p.hasRowLoop && varies(p.lhs, p.rowLoop);
+  p.rhs.alongRows = p.hasRowLoop && varies(p.rhs, p.rowLoop);
+
+  for (unsigned l = 0; l < numLoops; ++l) {
+    if (iterators[l] == utils::IteratorType::reduction)
+      p.reductionLoops.push_back(l);
+    else if (l != p.colLoop && !(p.hasRowLoop && l == p.rowLoop))
+      p.outerLoops.push_back(l);
+  }
+  return p;
+}
+
+/// Emits the loop nest of one planned contraction in place of its op.
+class Emitter {
+public:
+  Emitter(OpBuilder &b, const Plan &p)
+      : b(b), p(p), loc(p.op->getLoc()), loops(p.ranges.size()) {}
+
+  void emit() {
+    out = flatten(p.out);
+    lhs = flatten(p.lhs);
+    rhs = p.rhs.buffer == p.lhs.buffer ? lhs : flatten(p.rhs);
+    outer(0);
+  }
+
+private:
+  OpBuilder &b;
+  const Plan &p;
+  Location loc;
+  /// The current value of every loop (an induction variable or a constant).
+  SmallVector<OpFoldResult> loops;
+  /// The operands' storage as 1-D buffers, addressed by Operand::address.
+  Value out, lhs, rhs;
+
+  Value flatten(const Operand &o) {
+    auto type = cast<MemRefType>(o.buffer.getType());
+    SmallVector<int64_t> strides;
+    int64_t staticOffset;
+    (void)type.getStridesAndOffset(strides, staticOffset);
+    OpFoldResult offset = b.getIndexAttr(staticOffset);
+    if (ShapedType::isDynamic(staticOffset))
+      offset = memref::ExtractStridedMetadataOp::create(b, loc, o.buffer).getOffset();
+    auto layout = StridedLayoutAttr::get(b.getContext(), staticOffset, {1});
+    auto flatType = MemRefType::get({o.span}, type.getElementType(), layout);
+    return memref::ReinterpretCastOp::create(b, loc, flatType, o.buffer, offset,
+                                             ArrayRef<OpFoldResult>{b.getIndexAttr(o.span)},
+                                             ArrayRef<OpFoldResult>{b.getIndexAttr(1)});
+  }
+
+  /// The element of `o` at the current loop values.
+  SmallVector<Value, 1> address(const Operand &o) {
+    AffineExpr e = b.getAffineConstantExpr(o.address.constant);
+    for (auto [l, c] : llvm::enumerate(o.address.coeffs))
+      if (c != 0)
+        e = e + b.getAffineDimExpr(l) * c;
+    OpFoldResult v = affine::makeComposedFoldedAffineApply(
+        b, loc, AffineMap::get(loops.size(), 0, e), loops);
+    return {getValueOrCreateConstantIndexOp(b, loc, v)};
+  }
+
+  Value index(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
+
+  /// A counted loop [lo, hi) step `step` whose body gets the induction
+  /// variable; a single iteration is inlined.
+  void forRange(int64_t lo, int64_t hi, int64_t step, const std::function<void(Value)> &fn) {
+    if (hi - lo <= step) {
+      fn(index(lo));
+      return;
+    }
+    scf::ForOp::create(b, loc, index(lo), index(hi), index(step), ValueRange{},
+                       [&](OpBuilder &nested, Location, Value iv, ValueRange) {
+                         OpBuilder::InsertionGuard guard(b);
+                         b.setInsertionPointToStart(nested.getInsertionBlock());
+                         fn(iv);
+                         scf::YieldOp::create(b, loc);
+                       });
+  }
+
+  /// Parallel loops outside the tile, then the tiles over rows and columns.
+  void outer(size_t i) {
+    if (i < p.outerLoops.size()) {
+      unsigned l = p.outerLoops[i];
+      forRange(0, p.ranges[l], 1, [&](Value iv) {
+        loops[l] = iv;
+        outer(i + 1);
+      });
+      return;
+    }
+    int64_t rowRange = p.hasRowLoop ? p.ranges[p.rowLoop] : 1;
+    int64_t fullRows = rowRange / p.rows * p.rows;
+    if (fullRows > 0)
+      forRange(0, fullRows, p.rows, [&](Value r0) { columns(r0, p.rows); });
+    if (rowRange > fullRows)
+      columns(index(fullRows), rowRange - fullRows);
+  }
+
+  void columns(Value row0, int64_t rows) {
+    int64_t range = p.ranges[p.colLoop];
+    int64_t block = p.chunks * p.lanes;
+    int64_t full = range / block * block;
+    if (full > 0)
+      forRange(0, full, block, [&](Value c0) {
+        tile(row0, rows, c0, SmallVector<int64_t>(p.chunks, p.lanes));
+      });
+    if (range > full) {
+      SmallVector<int64_t> lanes;
+      for (int64_t left = range - full; left > 0; left -= p.lanes)
+        lanes.push_back(std::min(left, p.lanes));
+      tile(row0, rows, index(full), lanes);
+    }
+  }
+
+  OpFoldResult plus(Value v, int64_t k) {
+    AffineExpr d = b.getAffineDimExpr(0);
+    return affine::makeComposedFoldedAffineApply(b, loc, AffineMap::get(1, 0, d + k),
+                                                 {OpFoldResult(v)});
+  }
+
+  /// Sets the row and column loops to tile position (row, chunk).
+  void at(Value row0, int64_t row, Value col0, int64_t chunk) {
+    if (p.hasRowLoop)
+      loops[p.rowLoop] = plus(row0, row);
+    loops[p.colLoop] = plus(col0, chunk * p.lanes);
+  }
+
+  Value mask(int64_t lanes) {
+    auto type = VectorType::get({p.lanes}, b.getI1Type());
+    return vector::ConstantMaskOp::create(b, loc, type, ArrayRef<int64_t>{lanes});
+  }
+  Value zeros() {
+    return arith::ConstantOp::create(b, loc, p.vectorType,
+                                     DenseElementsAttr::get(p.vectorType, 0.0));
+  }
+
+  Value load(const Input &in, Value buffer, int64_t lanes) {
+    SmallVector<Value, 1> idx = address(in);
+    switch (in.access) {
+    case Access::Broadcast:
+      return vector::BroadcastOp::create(b, loc, p.vectorType,
+                                         memref::LoadOp::create(b, loc, buffer, idx));
+    case Access::Contiguous:
+      if (lanes == p.lanes)
+        return vector::LoadOp::create(b, loc, p.vectorType, buffer, idx);
+      return vector::MaskedLoadOp::create(b, loc, p.vectorType, buffer, idx, mask(lanes),
+                                          zeros());
+    case Access::Gather: {
+      SmallVector<int32_t> offsets;
+      for (int64_t i = 0; i < p.lanes; ++i)
+        offsets.push_back(static_cast<int32_t>(i * in.address.coeffs[p.colLoop]));
+      auto offsetType = VectorType::get({p.lanes}, b.getI32Type());
+      Value offsetVector = arith::ConstantOp::create(
+          b, loc, offsetType, DenseElementsAttr::get(offsetType, ArrayRef(offsets)));
+      return vector::GatherOp::create(b, loc, p.vectorType, buffer, idx, offsetVector,
+                                      mask(lanes), zeros());
+    }
+    }
+    llvm_unreachable("access kind");
+  }
+
+  /// One tile: `rows` rows from row0, one vector per entry of `lanes` from
+  /// col0 (the last may be partial).
+  void tile(Value row0, int64_t rows, Value col0, ArrayRef<int64_t> lanes) {
+    int64_t chunks = lanes.size();
+    SmallVector<Value> acc;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < chunks; ++c) {
+        at(row0, r, col0, c);
+        SmallVector<Value, 1> idx = address(p.out);
+        acc.push_back(lanes[c] == p.lanes
+                          ? Value(vector::LoadOp::create(b, loc, p.vectorType, out, idx))
+                          : Value(vector::MaskedLoadOp::create(b, loc, p.vectorType, out,
+                                                               idx, mask(lanes[c]),
+                                                               zeros())));
+      }
+    acc = reduce(0, acc, row0, rows, col0, lanes);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < chunks; ++c) {
+        at(row0, r, col0, c);
+        SmallVector<Value, 1> idx = address(p.out);
+        Value v = acc[r * chunks + c];
+        if (lanes[c] == p.lanes)
+          vector::StoreOp::create(b, loc, v, out, idx);
+        else
+          vector::MaskedStoreOp::create(b, loc, out, idx, mask(lanes[c]), v);
+      }
+  }
+
+  /// The reduction loops, in the op's order, carrying the accumulators.
+  SmallVector<Value> reduce(size_t i, SmallVector<Value> acc, Value row0, int64_t rows,
+                            Value col0, ArrayRef<int64_t> lanes) {
+    if (i == p.reductionLoops.size())
+      return multiplyAccumulate(acc, row0, rows, col0, lanes);
+    unsigned l = p.reductionLoops[i];
+    if (p.ranges[l] == 1) {
+      loops[l] = b.getIndexAttr(0);
+      return reduce(i + 1, acc, row0, rows, col0, lanes);
+    }
+    auto loop = scf::ForOp::create(
+        b, loc, index(0), index(p.ranges[l]), index(1), acc,
+        [&](OpBuilder &nested, Location, Value iv, ValueRange carried) {
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPointToStart(nested.getInsertionBlock());
+          loops[l] = iv;
+          SmallVector<Value> next =
+              reduce(i + 1, SmallVector<Value>(carried), row0, rows, col0, lanes);
+          scf::YieldOp::create(b, loc, next);
+        });
+    return SmallVector<Value>(loop.getResults());
+  }
+
+  SmallVector<Value> multiplyAccumulate(SmallVector<Value> acc, Value row0, int64_t rows,
+                                        Value col0, ArrayRef<int64_t> lanes) {
+    int64_t chunks = lanes.size();
+    // Each operand is loaded once per (row, chunk) it varies with.
+    auto operands = [&](const Input &in, Value buffer) {
+      bool byColumn = in.access != Access::Broadcast;
+      SmallVector<Value> v;
+      for (int64_t r = 0; r < (in.alongRows ? rows : 1); ++r)
+        for (int64_t c = 0; c < (byColumn ? chunks : 1); ++c) {
+          at(row0, r, col0, c);
+          v.push_back(load(in, buffer, lanes[c]));
+        }
+      return v;
+    };
+    SmallVector<Value> lhsValues = operands(p.lhs, lhs), rhsValues = operands(p.rhs, rhs);
+    auto pick = [&](const Input &in, ArrayRef<Value> v, int64_t r, int64_t c) {
+      int64_t cols = in.access != Access::Broadcast ? chunks : 1;
+      return v[(in.alongRows ? r : 0) * cols + (cols > 1 ? c : 0)];
+    };
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < chunks; ++c) {
+        Value &a = acc[r * chunks + c];
+        a = vector::FMAOp::create(b, loc, pick(p.lhs, lhsValues, r, c),
+                                  pick(p.rhs, rhsValues, r, c), a);
+      }
+    return acc;
+  }
+};
+
+struct VectorizeContractions
+    : tessera::impl::VectorizeContractionsBase<VectorizeContractions> {
+  void runOnOperation() override {
+    SmallVector<linalg::GenericOp> ops;
+    getOperation().walk([&](linalg::GenericOp op) { ops.push_back(op); });
+    OpBuilder b(&getContext());
+    for (linalg::GenericOp op : ops) {
+      std::optional<Plan> plan = planContraction(op);
+      if (!plan)
+        continue;
+      b.setInsertionPoint(op);
+      Emitter(b, *plan).emit();
+      op.erase();
+    }
+  }
+};
+
+} // namespace

@@ -1,0 +1,77 @@
+// RUN: tessera-opt %s --codegen-order-loops-for-vectors --codegen-vectorize-contractions --canonicalize --split-input-file | FileCheck %s
+
+// A 4x20 matmul: one tile of 4 rows x 2 vectors (16 lanes, then 4 masked),
+// loaded once, accumulated over k in registers, stored once.
+// CHECK-LABEL: func.func @matmul
+// CHECK-NOT: linalg.generic
+// CHECK-COUNT-4: vector.load {{.*}} vector<16xf32>
+// CHECK: scf.for {{.*}} iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
+// CHECK-COUNT-4: vector.broadcast {{.*}} : f32 to vector<16xf32>
+// CHECK: vector.load
+// CHECK: vector.maskedload
+// CHECK-COUNT-8: vector.fma
+// CHECK: scf.yield
+// CHECK: vector.maskedstore
+func.func @matmul(%a: memref<4x8xf32>, %b: memref<8x20xf32>, %c: memref<4x20xf32>) {
+  linalg.matmul ins(%a, %b : memref<4x8xf32>, memref<8x20xf32>) outs(%c : memref<4x20xf32>)
+  return
+}
+
+// -----
+
+// A stride-2 convolution: its input rows are gathered (offsets 0, 2, 4, 6),
+// the weights broadcast, one accumulator per output channel (4 rows).
+// CHECK-LABEL: func.func @conv_stride2
+// CHECK-NOT: linalg.generic
+// CHECK: vector.gather {{.*}}[%{{.*}}] [%{{.*}}], %{{.*}}, %{{.*}} : memref<243xf32, strided<[1]>>, vector<4xi32>, vector<4xi1>, vector<4xf32> into vector<4xf32>
+// CHECK-COUNT-4: vector.fma {{.*}} : vector<4xf32>
+func.func @conv_stride2(%x: memref<1x3x9x9xf32>, %w: memref<4x3x3x3xf32>, %y: memref<1x4x4x4xf32>) {
+  linalg.conv_2d_nchw_fchw {strides = dense<2> : tensor<2xi64>, dilations = dense<1> : tensor<2xi64>}
+    ins(%x, %w : memref<1x3x9x9xf32>, memref<4x3x3x3xf32>) outs(%y : memref<1x4x4x4xf32>)
+  return
+}
+
+// -----
+
+// The output's last dimension is 1: the vectors run along the one before,
+// which is contiguous (7 lanes of 8, masked).
+// CHECK-LABEL: func.func @unit_last_dim
+// CHECK-NOT: linalg.generic
+// CHECK: vector.maskedload {{.*}} vector<8xf32>
+// CHECK: vector.fma {{.*}} : vector<8xf32>
+// CHECK: vector.maskedstore
+func.func @unit_last_dim(%a: memref<7x5xf32>, %b: memref<5x1xf32>, %c: memref<7x1xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(i, j, k) -> (k, j)>,
+                                   affine_map<(i, j, k) -> (i, k)>,
+                                   affine_map<(i, j, k) -> (i, j)>],
+                  iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%b, %a : memref<5x1xf32>, memref<7x5xf32>) outs(%c : memref<7x1xf32>) {
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %m = arith.mulf %y, %x : f32
+    %s = arith.addf %o, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// Not a multiply-accumulate (a max reduction), an integer matmul and a
+// dynamic shape are left to convert-linalg-to-loops.
+// CHECK-LABEL: func.func @left_alone
+// CHECK-COUNT-3: linalg.generic
+// CHECK-NOT: vector.
+func.func @left_alone(%a: memref<4x8xf32>, %c: memref<4xf32>, %ia: memref<4x8xi32>,
+                      %ib: memref<8x16xi32>, %ic: memref<4x16xi32>,
+                      %da: memref<?x8xf32>, %db: memref<8x16xf32>, %dc: memref<?x16xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(i, k) -> (i, k)>, affine_map<(i, k) -> (i)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%a : memref<4x8xf32>) outs(%c : memref<4xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %m = arith.maximumf %x, %o : f32
+    linalg.yield %m : f32
+  }
+  linalg.matmul ins(%ia, %ib : memref<4x8xi32>, memref<8x16xi32>) outs(%ic : memref<4x16xi32>)
+  linalg.matmul ins(%da, %db : memref<?x8xf32>, memref<8x16xf32>) outs(%dc : memref<?x16xf32>)
+  return
+}
