@@ -93,8 +93,13 @@ std::optional<LinearExpr> linearize(AffineExpr e, unsigned numLoops) {
 enum class Access {
   Broadcast,  ///< does not vary along the output row: a scalar, broadcast
   Contiguous, ///< the row is consecutive elements: a vector load
-  Gather,     ///< the row is strided (a strided convolution): a gather
+  Strided,    ///< every s-th element, s small: a wider load and a shuffle
+  Gather,     ///< every s-th element, s large: a gather
 };
+
+/// Widest load (elements) a strided row is read with before shuffling out
+/// its lanes; beyond it a gather is cheaper.
+constexpr int64_t kMaxStridedLoad = 64;
 
 /// A buffer addressed linearly: element sum_l coeffs[l] * loop_l + constant
 /// of its storage from its offset (every dimension's stride folded in).
@@ -150,6 +155,42 @@ bool addressLinearly(Value v, AffineMap map, unsigned numLoops, Operand &o) {
   return true;
 }
 
+/// Merges loops every operand addresses as one run: loop `a` (outer) and `b`
+/// (inner) with coeff[a] == coeff[b] * range[b] in every operand become one
+/// loop of range[a] * range[b] at b's place (a 1x1 convolution's output rows
+/// and columns: rows of 28 instead of 2). Reduction loops merge only with
+/// the next one in the op's order, which keeps every output element's sum
+/// in its order.
+void collapseLoops(Plan &p, ArrayRef<utils::IteratorType> iterators) {
+  SmallVector<Operand *> operands{&p.out, &p.lhs, &p.rhs};
+  unsigned numLoops = p.ranges.size();
+  auto nextReduction = [&](unsigned a) -> std::optional<unsigned> {
+    for (unsigned c = a + 1; c < numLoops; ++c)
+      if (iterators[c] == utils::IteratorType::reduction && p.ranges[c] > 1)
+        return c;
+    return std::nullopt;
+  };
+  for (bool merged = true; merged;) {
+    merged = false;
+    for (unsigned a = 0; a < numLoops && !merged; ++a)
+      for (unsigned b = 0; b < numLoops && !merged; ++b) {
+        if (a == b || iterators[a] != iterators[b] || p.ranges[a] < 2 || p.ranges[b] < 2)
+          continue;
+        if (iterators[a] == utils::IteratorType::reduction && nextReduction(a) != b)
+          continue;
+        if (!llvm::all_of(operands, [&](Operand *o) {
+              return o->address.coeffs[a] == o->address.coeffs[b] * p.ranges[b];
+            }))
+          continue;
+        p.ranges[b] *= p.ranges[a];
+        p.ranges[a] = 1;
+        for (Operand *o : operands)
+          o->address.coeffs[a] = 0;
+        merged = true;
+      }
+  }
+}
+
 /// The block argument `v` is of input number `i` (not the output).
 std::optional<unsigned> inputArg(linalg::GenericOp op, Value v) {
   auto arg = dyn_cast<BlockArgument>(v);
@@ -200,10 +241,12 @@ std::optional<Plan> planContraction(linalg::GenericOp op) {
   if (!input(*a, p.lhs) || !input(*b, p.rhs))
     return std::nullopt;
 
+  auto iterators = op.getIteratorTypesArray();
+  collapseLoops(p, iterators);
+
   // The vectors run along the output loop whose elements are consecutive in
   // the output (usually its last dimension; the one before when the last is
   // a unit dimension).
-  auto iterators = op.getIteratorTypesArray();
   bool found = false;
   for (unsigned l = 0; l < numLoops && !found; ++l)
     if (iterators[l] == utils::IteratorType::parallel && p.out.address.coeffs[l] == 1 &&
@@ -213,15 +256,16 @@ std::optional<Plan> planContraction(linalg::GenericOp op) {
     }
   if (!found)
     return std::nullopt;
-  for (Input *in : {&p.lhs, &p.rhs}) {
-    int64_t stride = in->address.coeffs[p.colLoop];
-    in->access = stride == 0   ? Access::Broadcast
-                 : stride == 1 ? Access::Contiguous
-                               : Access::Gather;
-  }
-
   p.lanes = std::min<int64_t>(kVectorBits / element.getIntOrFloatBitWidth(),
                               llvm::PowerOf2Ceil(p.ranges[p.colLoop]));
+  for (Input *in : {&p.lhs, &p.rhs}) {
+    int64_t stride = in->address.coeffs[p.colLoop];
+    in->access = stride == 0                               ? Access::Broadcast
+                 : stride == 1                             ? Access::Contiguous
+                 : stride * p.lanes <= kMaxStridedLoad ? Access::Strided
+                                                           : Access::Gather;
+  }
+
   p.vectorType = VectorType::get({p.lanes}, element);
 
   // The tile's rows: an output loop the row-vector operands do not vary
@@ -391,6 +435,21 @@ private:
         return vector::LoadOp::create(b, loc, p.vectorType, buffer, idx);
       return vector::MaskedLoadOp::create(b, loc, p.vectorType, buffer, idx, mask(lanes),
                                           zeros());
+    case Access::Strided: {
+      // Lanes i * s of a load of s x lanes elements, masked to end at the
+      // last lane's element (the row may end the buffer).
+      int64_t s = in.address.coeffs[p.colLoop];
+      auto wide = VectorType::get({s * p.lanes}, p.vectorType.getElementType());
+      auto wideMask = VectorType::get({s * p.lanes}, b.getI1Type());
+      Value m = vector::ConstantMaskOp::create(b, loc, wideMask,
+                                               ArrayRef<int64_t>{(lanes - 1) * s + 1});
+      Value zero = arith::ConstantOp::create(b, loc, wide, DenseElementsAttr::get(wide, 0.0));
+      Value row = vector::MaskedLoadOp::create(b, loc, wide, buffer, idx, m, zero);
+      SmallVector<int64_t> pick;
+      for (int64_t i = 0; i < p.lanes; ++i)
+        pick.push_back(i * s);
+      return vector::ShuffleOp::create(b, loc, row, row, pick);
+    }
     case Access::Gather: {
       SmallVector<int32_t> offsets;
       for (int64_t i = 0; i < p.lanes; ++i)

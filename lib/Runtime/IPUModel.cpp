@@ -37,6 +37,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 
@@ -219,6 +220,11 @@ struct IPUModel::Impl {
   CostSummary cost;
   std::unique_ptr<PhasePool> pool;
   std::vector<StepTable> tables; ///< one per program step
+  /// Host wall time each step's exchange and compute phases took, summed
+  /// over `iterations` device iterations (the profile's host_* figures: where
+  /// the simulation itself spends its time).
+  std::vector<double> hostExchangeSeconds, hostComputeSeconds;
+  int64_t iterations = 0;
 
   explicit Impl(const Executable &e) : executable(e) {}
   ~Impl() {
@@ -601,10 +607,18 @@ Expected<std::vector<Tensor>> IPUModel::Impl::runIteration(llvm::ArrayRef<Tensor
   for (size_t i = 0; i < inputs.size(); ++i)
     m.scatter(p.inputs[i], wholeBox(p.variables[p.inputs[i]].shape),
               inputs[i].data.data());
-  for (const StepTable &t : m.tables) {
-    m.runExchange(t);
-    m.runVertices(t.vertices);
+  using Clock = std::chrono::steady_clock;
+  m.hostExchangeSeconds.resize(m.tables.size());
+  m.hostComputeSeconds.resize(m.tables.size());
+  for (size_t s = 0; s < m.tables.size(); ++s) {
+    auto start = Clock::now();
+    m.runExchange(m.tables[s]);
+    auto exchanged = Clock::now();
+    m.runVertices(m.tables[s].vertices);
+    m.hostExchangeSeconds[s] += std::chrono::duration<double>(exchanged - start).count();
+    m.hostComputeSeconds[s] += std::chrono::duration<double>(Clock::now() - exchanged).count();
   }
+  ++m.iterations;
   std::vector<Tensor> outputs;
   for (size_t i = 0; i < meta.outputs.size(); ++i) {
     Tensor t;
@@ -625,7 +639,18 @@ json::Value IPUModel::profileJSON() const {
   const Impl &m = *impl_;
   json::Array steps;
   int64_t exchange = 0, sync = 0, compute = 0;
-  for (const StepCost &s : m.cost.steps) {
+  double hostExchange = 0, hostCompute = 0;
+  for (size_t i = 0; i < m.cost.steps.size(); ++i) {
+    const StepCost &s = m.cost.steps[i];
+    // cost.steps is stream-in, the program's steps, stream-out.
+    double perIteration = m.iterations ? 1e3 / m.iterations : 0;
+    double hostExchangeMs = 0, hostComputeMs = 0;
+    if (i >= 1 && i - 1 < m.hostExchangeSeconds.size()) {
+      hostExchangeMs = m.hostExchangeSeconds[i - 1] * perIteration;
+      hostComputeMs = m.hostComputeSeconds[i - 1] * perIteration;
+    }
+    hostExchange += hostExchangeMs;
+    hostCompute += hostComputeMs;
     steps.push_back(json::Object{{"name", s.name},
                                  {"location", s.location},
                                  {"cycles", s.total()},
@@ -634,7 +659,9 @@ json::Value IPUModel::profileJSON() const {
                                  {"compute_cycles", s.computeCycles},
                                  {"exchange_bytes", s.exchangeBytes},
                                  {"tiles_used", s.tilesUsed},
-                                 {"macs", s.macs}});
+                                 {"macs", s.macs},
+                                 {"host_exchange_ms", hostExchangeMs},
+                                 {"host_compute_ms", hostComputeMs}});
     exchange += s.exchangeCycles;
     sync += s.syncCycles;
     compute += s.computeCycles;
@@ -653,6 +680,8 @@ json::Value IPUModel::profileJSON() const {
       {"exchange_cycles", exchange},
       {"sync_cycles", sync},
       {"compute_cycles", compute},
+      {"host_exchange_ms", hostExchange},
+      {"host_compute_ms", hostCompute},
       {"steps", std::move(steps)},
       {"memory", memoryReportJSON(m.program, m.plan)}};
 }

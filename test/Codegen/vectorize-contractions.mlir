@@ -19,11 +19,14 @@ func.func @matmul(%a: memref<4x8xf32>, %b: memref<8x20xf32>, %c: memref<4x20xf32
 
 // -----
 
-// A stride-2 convolution: its input rows are gathered (offsets 0, 2, 4, 6),
-// the weights broadcast, one accumulator per output channel (4 rows).
+// A stride-2 convolution: its input rows are every other element of a load
+// of 8 (masked to the 7 that reach the last lane), shuffled out; the weights
+// broadcast; one accumulator per output channel (4 rows).
 // CHECK-LABEL: func.func @conv_stride2
 // CHECK-NOT: linalg.generic
-// CHECK: vector.gather {{.*}}[%{{.*}}] [%{{.*}}], %{{.*}}, %{{.*}} : memref<243xf32, strided<[1]>>, vector<4xi32>, vector<4xi1>, vector<4xf32> into vector<4xf32>
+// CHECK: %[[MASK:.*]] = vector.constant_mask [7] : vector<8xi1>
+// CHECK: %[[ROW:.*]] = vector.maskedload {{.*}}, %[[MASK]], {{.*}} into vector<8xf32>
+// CHECK: vector.shuffle %[[ROW]], %[[ROW]] [0, 2, 4, 6] : vector<8xf32>, vector<8xf32>
 // CHECK-COUNT-4: vector.fma {{.*}} : vector<4xf32>
 func.func @conv_stride2(%x: memref<1x3x9x9xf32>, %w: memref<4x3x3x3xf32>, %y: memref<1x4x4x4xf32>) {
   linalg.conv_2d_nchw_fchw {strides = dense<2> : tensor<2xi64>, dilations = dense<1> : tensor<2xi64>}
@@ -73,5 +76,43 @@ func.func @left_alone(%a: memref<4x8xf32>, %c: memref<4xf32>, %ia: memref<4x8xi3
   }
   linalg.matmul ins(%ia, %ib : memref<4x8xi32>, memref<8x16xi32>) outs(%ic : memref<4x16xi32>)
   linalg.matmul ins(%da, %db : memref<?x8xf32>, memref<8x16xf32>) outs(%dc : memref<?x16xf32>)
+  return
+}
+
+// -----
+
+// A 1x1 convolution's output rows and columns are one run in every operand:
+// they merge into one loop of 7 x 3 = 21 (vectors of 16, then 5 masked)
+// instead of vectors of 3.
+// CHECK-LABEL: func.func @conv_1x1
+// CHECK-NOT: linalg.generic
+// CHECK: vector.load {{.*}} vector<16xf32>
+// CHECK: vector.maskedload {{.*}} vector<16xf32>
+// CHECK: vector.fma {{.*}} : vector<16xf32>
+// CHECK-NOT: vector<4xf32>
+func.func @conv_1x1(%x: memref<1x8x7x3xf32>, %w: memref<4x8x1x1xf32>, %y: memref<1x4x7x3xf32>) {
+  linalg.conv_2d_nchw_fchw {strides = dense<1> : tensor<2xi64>, dilations = dense<1> : tensor<2xi64>}
+    ins(%x, %w : memref<1x8x7x3xf32>, memref<4x8x1x1xf32>) outs(%y : memref<1x4x7x3xf32>)
+  return
+}
+
+// -----
+
+// A matmul by a transposed matrix: b's row is every 8th element, too far
+// apart to shuffle out of one load: a gather.
+// CHECK-LABEL: func.func @matmul_transposed
+// CHECK: vector.gather {{.*}} : memref<160xf32, strided<[1]>>, vector<16xi32>, vector<16xi1>, vector<16xf32> into vector<16xf32>
+// CHECK: vector.fma
+func.func @matmul_transposed(%a: memref<4x8xf32>, %b: memref<20x8xf32>, %c: memref<4x20xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(i, j, k) -> (i, k)>,
+                                   affine_map<(i, j, k) -> (j, k)>,
+                                   affine_map<(i, j, k) -> (i, j)>],
+                  iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%a, %b : memref<4x8xf32>, memref<20x8xf32>) outs(%c : memref<4x20xf32>) {
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %m = arith.mulf %x, %y : f32
+    %s = arith.addf %o, %m : f32
+    linalg.yield %s : f32
+  }
   return
 }

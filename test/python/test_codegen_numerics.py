@@ -4,7 +4,8 @@ codegen-vectorize-contractions turns every matmul and convolution (whole ops
 on the host reference path, per-tile pieces in the IPU model's vertices) into
 register tiles of vector FMAs. These shapes exercise its edge cases: rows left
 over after blocks of 8, masked last vectors, gathered rows of strided
-convolutions, an output whose last dimension is 1, grouped and dilated
+convolutions, an output whose last dimension is 1, output rows and columns
+merged into one vector dimension (1x1 convolutions), grouped and dilated
 windows, and a long reduction. Both paths must match PyTorch (fp32, 1e-5
 relative to the output's scale).
 """
@@ -32,6 +33,7 @@ CASES = {
     "conv_unit_last_dim": (torch.nn.Conv2d(6, 10, (3, 1), padding=(1, 0)), [r(1, 6, 19, 1)]),
     "conv_depthwise_dilated": (torch.nn.Conv2d(8, 8, 3, groups=8, dilation=2, padding=2),
                                [r(1, 8, 17, 17)]),
+    "conv_1x1_rows_and_columns_merged": (torch.nn.Conv2d(16, 24, 1), [r(1, 16, 7, 9)]),
     "conv_1x1_stride2": (torch.nn.Conv2d(24, 40, 1, stride=2, bias=False), [r(1, 24, 14, 14)]),
     "linear_long_reduction": (torch.nn.Linear(300, 45), [r(3, 300)]),
 }

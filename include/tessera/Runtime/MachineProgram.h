@@ -210,42 +210,65 @@ struct RowCopy {
 void forEachRowCopy(const Box &fromBox, const Box &toBox, const Box &part,
                     int64_t elementBytes, llvm::function_ref<void(const RowCopy &)> fn);
 
-/// Performs one row copy between the buffers `from` and `to`. Short rows
-/// (a convolution window's) are most of an exchange's rows: they are copied
-/// inline rather than through a libc call.
+namespace detail {
+/// Copies `rows` rows of exactly `N` bytes (a fixed-size move per row).
+template <int64_t N>
+inline void copyFixedRows(const char *src, char *dst, const RowCopy &r) {
+  for (int64_t i = 0; i < r.rows; ++i, src += r.fromStride, dst += r.toStride)
+    std::memcpy(dst, src, N);
+}
+/// Copies `rows` rows of n bytes, K <= n <= 2K, as two overlapping
+/// fixed-size moves each.
+template <int64_t K>
+inline void copyShortRows(const char *src, char *dst, const RowCopy &r) {
+  int64_t tail = r.rowBytes - K;
+  for (int64_t i = 0; i < r.rows; ++i, src += r.fromStride, dst += r.toStride) {
+    char a[K], b[K];
+    std::memcpy(a, src, K);
+    std::memcpy(b, src + tail, K);
+    std::memcpy(dst, a, K);
+    std::memcpy(dst + tail, b, K);
+  }
+}
+} // namespace detail
+
+/// Performs one row copy between the buffers `from` and `to`. Short rows (a
+/// convolution window's, single elements of a column) are most of an
+/// exchange's rows: the row length is dispatched on once per RowCopy, and
+/// each row is one or two fixed-size moves rather than a libc call.
 inline void copyRows(const char *from, char *to, const RowCopy &r) {
   const char *src = from + r.from;
   char *dst = to + r.to;
   int64_t n = r.rowBytes;
-  if (n > 32) {
+  switch (n) {
+  case 4:
+    return detail::copyFixedRows<4>(src, dst, r);
+  case 8:
+    return detail::copyFixedRows<8>(src, dst, r);
+  case 16:
+    return detail::copyFixedRows<16>(src, dst, r);
+  case 32:
+    return detail::copyFixedRows<32>(src, dst, r);
+  case 64:
+    return detail::copyFixedRows<64>(src, dst, r);
+  default:
+    break;
+  }
+  if (n > 64) {
     for (int64_t i = 0; i < r.rows; ++i, src += r.fromStride, dst += r.toStride)
       std::memcpy(dst, src, n);
-    return;
-  }
-  // Two overlapping fixed-size moves cover any length in [k, 2k].
-  for (int64_t i = 0; i < r.rows; ++i, src += r.fromStride, dst += r.toStride) {
-    if (n >= 16) {
-      char a[16], b[16];
-      std::memcpy(a, src, 16);
-      std::memcpy(b, src + n - 16, 16);
-      std::memcpy(dst, a, 16);
-      std::memcpy(dst + n - 16, b, 16);
-    } else if (n >= 8) {
-      uint64_t a, b;
-      std::memcpy(&a, src, 8);
-      std::memcpy(&b, src + n - 8, 8);
-      std::memcpy(dst, &a, 8);
-      std::memcpy(dst + n - 8, &b, 8);
-    } else if (n >= 4) {
-      uint32_t a, b;
-      std::memcpy(&a, src, 4);
-      std::memcpy(&b, src + n - 4, 4);
-      std::memcpy(dst, &a, 4);
-      std::memcpy(dst + n - 4, &b, 4);
-    } else {
+  } else if (n >= 32) {
+    detail::copyShortRows<32>(src, dst, r);
+  } else if (n >= 16) {
+    detail::copyShortRows<16>(src, dst, r);
+  } else if (n >= 8) {
+    detail::copyShortRows<8>(src, dst, r);
+  } else if (n >= 4) {
+    detail::copyShortRows<4>(src, dst, r);
+  } else {
+    for (int64_t i = 0; i < r.rows; ++i, src += r.fromStride, dst += r.toStride)
       for (int64_t k = 0; k < n; ++k)
         dst[k] = src[k];
-    }
   }
 }
 
