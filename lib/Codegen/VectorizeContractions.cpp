@@ -114,9 +114,18 @@ struct Input : Operand {
   bool alongRows = false; ///< varies with the tile's row loop
 };
 
-/// A contraction `out += lhs * rhs` and the tile chosen for it.
+/// How a term joins the accumulator.
+enum class Combine {
+  MultiplyAdd, ///< out + lhs * rhs (a vector FMA)
+  Add,         ///< out + lhs (a sum: partial sums of a split reduction)
+  Maximum,     ///< maximumf(out, lhs) (max pooling), NaN-propagating
+  Minimum,     ///< minimumf(out, lhs)
+};
+
+/// A reduction `out = combine(out, term)` and the tile chosen for it.
 struct Plan {
   linalg::GenericOp op;
+  Combine combine = Combine::MultiplyAdd;
   SmallVector<int64_t> ranges;
   SmallVector<unsigned> reductionLoops, outerLoops;
   Input lhs, rhs;
@@ -201,28 +210,65 @@ std::optional<unsigned> inputArg(linalg::GenericOp op, Value v) {
 }
 
 /// Recognizes `out += a * b` on static buffers of f32/f64 and plans its tile.
+/// The accumulating op of `op`'s body and the term it adds to the output
+/// element: `yield combine(out, term)` (either operand order).
+struct Accumulation {
+  Combine combine;
+  Value term;
+};
+std::optional<Accumulation> accumulation(linalg::GenericOp op) {
+  Block *body = op.getBody();
+  auto yield = dyn_cast<linalg::YieldOp>(body->getTerminator());
+  if (!yield || yield.getNumOperands() != 1)
+    return std::nullopt;
+  Operation *last = yield.getOperand(0).getDefiningOp();
+  if (!last || last->getBlock() != body || last->getNumOperands() != 2)
+    return std::nullopt;
+  std::optional<Combine> combine;
+  if (isa<arith::AddFOp>(last))
+    combine = Combine::Add;
+  else if (isa<arith::MaximumFOp>(last))
+    combine = Combine::Maximum;
+  else if (isa<arith::MinimumFOp>(last))
+    combine = Combine::Minimum;
+  Value outArg = body->getArguments().back();
+  Value term = last->getOperand(0) == outArg   ? last->getOperand(1)
+               : last->getOperand(1) == outArg ? last->getOperand(0)
+                                               : Value();
+  if (!combine || !term || term == outArg)
+    return std::nullopt;
+  return Accumulation{*combine, term};
+}
+
+/// Recognizes `out = combine(out, a [* b])` reductions on static buffers of
+/// f32/f64 (matmuls, convolutions, partial-sum combines, max pooling) and
+/// plans their tiles.
 std::optional<Plan> planContraction(linalg::GenericOp op) {
   if (!op.hasPureBufferSemantics() || op.getNumDpsInits() != 1 ||
       op.getNumReductionLoops() == 0)
     return std::nullopt;
+  std::optional<Accumulation> acc = accumulation(op);
+  if (!acc)
+    return std::nullopt;
+  std::optional<unsigned> a, b;
   Block *body = op.getBody();
-  if (body->getOperations().size() != 3)
-    return std::nullopt;
-  auto mul = dyn_cast<arith::MulFOp>(body->front());
-  auto add = dyn_cast<arith::AddFOp>(*std::next(body->begin()));
-  auto yield = dyn_cast<linalg::YieldOp>(body->getTerminator());
-  if (!mul || !add || !yield || yield.getNumOperands() != 1 ||
-      yield.getOperand(0) != add.getResult())
-    return std::nullopt;
-  Value outArg = body->getArguments().back();
-  bool addsOut = (add.getLhs() == outArg && add.getRhs() == mul.getResult()) ||
-                 (add.getRhs() == outArg && add.getLhs() == mul.getResult());
-  auto a = inputArg(op, mul.getLhs()), b = inputArg(op, mul.getRhs());
-  if (!addsOut || !a || !b || !mul.getResult().hasOneUse())
-    return std::nullopt;
+  auto mul = acc->term.getDefiningOp<arith::MulFOp>();
+  if (acc->combine == Combine::Add && mul && mul->getBlock() == body &&
+      mul.getResult().hasOneUse() && body->getOperations().size() == 3) {
+    acc->combine = Combine::MultiplyAdd;
+    a = inputArg(op, mul.getLhs());
+    b = inputArg(op, mul.getRhs());
+    if (!a || !b)
+      return std::nullopt;
+  } else {
+    a = inputArg(op, acc->term);
+    if (!a || body->getOperations().size() != 2)
+      return std::nullopt;
+  }
 
   Plan p;
   p.op = op;
+  p.combine = acc->combine;
   p.ranges = op.getStaticLoopRanges();
   unsigned numLoops = p.ranges.size();
   if (llvm::any_of(p.ranges, [](int64_t r) { return r <= 0; }))
@@ -238,7 +284,11 @@ std::optional<Plan> planContraction(linalg::GenericOp op) {
            addressLinearly(operand->get(), op.getMatchingIndexingMap(operand), numLoops,
                            in);
   };
-  if (!input(*a, p.lhs) || !input(*b, p.rhs))
+  if (!input(*a, p.lhs))
+    return std::nullopt;
+  // A plain reduction has one input: `rhs` stands for it as well, so the
+  // code below treats both operands alike.
+  if (b ? !input(*b, p.rhs) : (p.rhs = p.lhs, false))
     return std::nullopt;
 
   auto iterators = op.getIteratorTypesArray();
@@ -529,7 +579,9 @@ private:
         }
       return v;
     };
-    SmallVector<Value> lhsValues = operands(p.lhs, lhs), rhsValues = operands(p.rhs, rhs);
+    bool product = p.combine == Combine::MultiplyAdd;
+    SmallVector<Value> lhsValues = operands(p.lhs, lhs);
+    SmallVector<Value> rhsValues = product ? operands(p.rhs, rhs) : SmallVector<Value>();
     auto pick = [&](const Input &in, ArrayRef<Value> v, int64_t r, int64_t c) {
       int64_t cols = in.access != Access::Broadcast ? chunks : 1;
       return v[(in.alongRows ? r : 0) * cols + (cols > 1 ? c : 0)];
@@ -537,8 +589,21 @@ private:
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t c = 0; c < chunks; ++c) {
         Value &a = acc[r * chunks + c];
-        a = vector::FMAOp::create(b, loc, pick(p.lhs, lhsValues, r, c),
-                                  pick(p.rhs, rhsValues, r, c), a);
+        Value term = pick(p.lhs, lhsValues, r, c);
+        switch (p.combine) {
+        case Combine::MultiplyAdd:
+          a = vector::FMAOp::create(b, loc, term, pick(p.rhs, rhsValues, r, c), a);
+          break;
+        case Combine::Add:
+          a = arith::AddFOp::create(b, loc, a, term);
+          break;
+        case Combine::Maximum:
+          a = arith::MaximumFOp::create(b, loc, a, term);
+          break;
+        case Combine::Minimum:
+          a = arith::MinimumFOp::create(b, loc, a, term);
+          break;
+        }
       }
     return acc;
   }

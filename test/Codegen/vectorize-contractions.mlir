@@ -59,7 +59,7 @@ func.func @unit_last_dim(%a: memref<7x5xf32>, %b: memref<5x1xf32>, %c: memref<7x
 
 // -----
 
-// Not a multiply-accumulate (a max reduction), an integer matmul and a
+// Not an accumulation (out - x is not associative), an integer matmul and a
 // dynamic shape are left to convert-linalg-to-loops.
 // CHECK-LABEL: func.func @left_alone
 // CHECK-COUNT-3: linalg.generic
@@ -71,7 +71,7 @@ func.func @left_alone(%a: memref<4x8xf32>, %c: memref<4xf32>, %ia: memref<4x8xi3
                   iterator_types = ["parallel", "reduction"]}
       ins(%a : memref<4x8xf32>) outs(%c : memref<4xf32>) {
   ^bb0(%x: f32, %o: f32):
-    %m = arith.maximumf %x, %o : f32
+    %m = arith.subf %o, %x : f32
     linalg.yield %m : f32
   }
   linalg.matmul ins(%ia, %ib : memref<4x8xi32>, memref<8x16xi32>) outs(%ic : memref<4x16xi32>)
@@ -113,6 +113,43 @@ func.func @matmul_transposed(%a: memref<4x8xf32>, %b: memref<20x8xf32>, %c: memr
     %m = arith.mulf %x, %y : f32
     %s = arith.addf %o, %m : f32
     linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// A split reduction's combining step (a sum over 8 partial results) and a
+// max pooling window are reductions too: vector adds and maximums into
+// accumulators held over the reduction loops.
+// CHECK-LABEL: func.func @partial_sums
+// CHECK-NOT: linalg.generic
+// CHECK: scf.for {{.*}} -> (vector<16xf32>, vector<16xf32>)
+// CHECK: arith.addf {{.*}} : vector<16xf32>
+// CHECK: arith.addf {{.*}} : vector<16xf32>
+func.func @partial_sums(%p: memref<8x20x1xf32>, %out: memref<20x1xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(c, x, s) -> (s, c, x)>,
+                                   affine_map<(c, x, s) -> (c, x)>],
+                  iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%p : memref<8x20x1xf32>) outs(%out : memref<20x1xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %s = arith.addf %o, %x : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+// CHECK-LABEL: func.func @max_pool
+// CHECK-NOT: linalg.generic
+// CHECK: arith.maximumf {{.*}} : vector<8xf32>
+func.func @max_pool(%x: memref<2x9x9xf32>, %w: memref<3x3xf32>, %y: memref<2x7x7xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(c, h, w, kh, kw) -> (c, h + kh, w + kw)>,
+                                   affine_map<(c, h, w, kh, kw) -> (kh, kw)>,
+                                   affine_map<(c, h, w, kh, kw) -> (c, h, w)>],
+                  iterator_types = ["parallel", "parallel", "parallel", "reduction", "reduction"]}
+      ins(%x, %w : memref<2x9x9xf32>, memref<3x3xf32>) outs(%y : memref<2x7x7xf32>) {
+  ^bb0(%in: f32, %unused: f32, %o: f32):
+    %m = arith.maximumf %o, %in : f32
+    linalg.yield %m : f32
   }
   return
 }

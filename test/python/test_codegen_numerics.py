@@ -6,8 +6,9 @@ register tiles of vector FMAs. These shapes exercise its edge cases: rows left
 over after blocks of 8, masked last vectors, gathered rows of strided
 convolutions, an output whose last dimension is 1, output rows and columns
 merged into one vector dimension (1x1 convolutions), grouped and dilated
-windows, and a long reduction. Both paths must match PyTorch (fp32, 1e-5
-relative to the output's scale).
+windows, a long reduction, and the reductions that are not products (max
+pooling, sums). Both paths must match PyTorch (fp32, 1e-5 relative to the
+output's scale).
 """
 import warnings
 
@@ -36,6 +37,9 @@ CASES = {
     "conv_1x1_rows_and_columns_merged": (torch.nn.Conv2d(16, 24, 1), [r(1, 16, 7, 9)]),
     "conv_1x1_stride2": (torch.nn.Conv2d(24, 40, 1, stride=2, bias=False), [r(1, 24, 14, 14)]),
     "linear_long_reduction": (torch.nn.Linear(300, 45), [r(3, 300)]),
+    # Reductions that are not products: max pooling windows, sums.
+    "maxpool_strided_padded": (torch.nn.MaxPool2d(3, 2, padding=1), [r(1, 6, 15, 13)]),
+    "avgpool_window": (torch.nn.AvgPool2d(3, 1), [r(1, 5, 12, 19)]),
 }
 
 
