@@ -45,28 +45,38 @@ def OrderLoopsForVectors : Pass<"codegen-order-loops-for-vectors", "::mlir::Modu
 }
 
 def VectorizeContractions : Pass<"codegen-vectorize-contractions", "::mlir::ModuleOp"> {
-  let summary = "Register-tiled vector FMAs for out += a * b linalg.generic ops on buffers";
+  let summary = "Register-tiled vector code for accumulating linalg.generic ops on buffers";
   let description = [{
-    Rewrites each `linalg.generic` on static f32/f64 buffers whose body is
-    `out + a * b` with reduction loops (matmuls and convolutions, after
-    `codegen-order-loops-for-vectors` generalized them; vertex kernels'
-    tiles of them) into a loop nest whose innermost part is a register tile:
+    Rewrites each `linalg.generic` on static f32/f64 buffers with reduction
+    loops whose body accumulates into the output -- `out + a * b` (matmuls
+    and convolutions, after `codegen-order-loops-for-vectors` generalized
+    them, and vertex kernels' tiles of them), `out + a` (a split reduction's
+    combining step, sum pooling), `maximumf(out, a)` / `minimumf(out, a)`
+    (max pooling) -- into a loop nest whose innermost part is a register
+    tile:
 
       for the other parallel loops:
         for each block of U rows (a parallel loop) and C vectors along the
         output's last dimension:
           acc[U][C] = load the output tile
           for the reduction loops (in the op's order):
-            acc[r][c] = fma(a, b, acc[r][c])   // vector.fma
+            acc[r][c] = fma(a, b, acc[r][c])   // vector.fma (or add, max, min)
           store acc
 
-    Vectors are 512 bits (16 f32), fewer lanes for a shorter row; the last
-    vector of a row is masked. The operand that varies along the output row
-    is a vector load (a `vector.gather` when the row is strided, e.g. a
-    stride-2 convolution's input); the other is a scalar broadcast. The row
-    loop is an output loop the vector operand does not vary with (a
-    convolution's output channels, a matmul's rows), so every loaded vector
-    serves U accumulators; U <= 8 and U x C <= 16 accumulators.
+    Every operand is addressed as one linear run of its storage (static
+    strides), so loops that every operand walks as one run merge first: a
+    1x1 convolution's output rows and columns become one loop (rows of 28
+    instead of 2); reduction loops merge only with the next one, keeping
+    each sum's order. The vectors run along the output loop with unit stride
+    in the output. Vectors are 512 bits (16 f32), fewer lanes for a shorter
+    row; the last vector of a row is masked. An operand that varies along
+    the row is a vector load when contiguous, a wider masked load and a
+    `vector.shuffle` when every s-th element (s x lanes <= 64: a stride-2
+    convolution's input), a `vector.gather` beyond; one that does not is a
+    scalar broadcast. The row loop is an output loop the vector operands do
+    not vary with (a convolution's output channels, a matmul's rows), so
+    every loaded vector serves U accumulators; U <= 8 and U x C <= 16
+    accumulators.
 
     Numerics: each output element still adds its terms in the reduction
     loops' order, but each term is a fused multiply-add (one rounding), as on
