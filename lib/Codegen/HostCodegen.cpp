@@ -49,6 +49,7 @@
 #include "llvm/TargetParser/Host.h"
 
 #include <cstring>
+#include <thread>
 
 using namespace mlir;
 
@@ -180,22 +181,59 @@ llvm::Expected<HostCPU> resolveHostCPU(llvm::StringRef name) {
   return cpu;
 }
 
-FailureOr<std::string> emitHostObject(ModuleOp module, const HostCPU &cpu) {
-  initializeNativeTarget();
+namespace {
 
-  llvm::LLVMContext llvmContext;
-  std::unique_ptr<llvm::Module> llvmModule =
-      translateModuleToLLVMIR(module, llvmContext, "tessera");
-  if (!llvmModule)
-    return module.emitError("could not translate the module to LLVM IR");
+bool isVertexFunction(StringRef name) {
+  return name.starts_with("vertex_") || name.starts_with("_mlir_ciface_vertex_");
+}
 
+/// One object's share of the LLVM-dialect module: the host reference code
+/// (everything but the vertex kernels) or the vertex kernels (everything but
+/// @main). Helpers both use stay in both when private or mergeable; other
+/// definitions become declarations in the kernels' part, resolved against
+/// the reference part when the runtime links the objects.
+OwningOpRef<ModuleOp> partition(ModuleOp module, bool vertices) {
+  OwningOpRef<ModuleOp> part = module.clone();
+  SmallVector<Operation *> erase;
+  for (auto fn : part->getOps<LLVM::LLVMFuncOp>()) {
+    StringRef name = fn.getSymName();
+    if (fn.isExternal())
+      continue;
+    if (isVertexFunction(name) != vertices) {
+      if (!vertices || name == "main" || name == "_mlir_ciface_main")
+        erase.push_back(fn);
+      else if (!llvm::is_contained({LLVM::Linkage::Private, LLVM::Linkage::Internal,
+                                    LLVM::Linkage::Linkonce, LLVM::Linkage::LinkonceODR},
+                                   fn.getLinkage())) {
+        fn.getBody().dropAllReferences();
+        fn.getBody().getBlocks().clear();
+        fn.setLinkage(LLVM::Linkage::External);
+      }
+    }
+  }
+  for (Operation *op : erase)
+    op->erase();
+  return part;
+}
+
+/// O2 and instruction selection of one LLVM module, in its own context
+/// (so parts compile on separate threads): the relocatable object's bytes.
+/// Adds the packed entry points first: `tessera_main` for the host
+/// reference code, `vertex_<cs>_<k>_entry` per vertex kernel, each
+/// `void entry(void **args)` where each argument is a pointer to a memref
+/// descriptor or to an int64 scalar, so the runtime can call any signature
+/// without generating calls itself.
+llvm::Expected<std::string> compileLLVMModule(llvm::Module &llvmModule,
+                                              const HostCPU &cpu) {
+  auto fail = [](const llvm::Twine &msg) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+  };
   std::string triple = llvm::sys::getProcessTriple();
   std::string error;
   const llvm::Target *target =
       llvm::TargetRegistry::lookupTarget(llvm::Triple(triple), error);
   if (!target)
-    return module.emitError("no LLVM target for the host (") << triple << "): "
-                                                              << error;
+    return fail("no LLVM target for the host (" + triple + "): " + error);
   // The CPU's features, plus full-width vectors: vertex kernels' register
   // tiles are 512-bit vectors, which CPUs tuned to prefer 256-bit ones
   // would split in two.
@@ -207,28 +245,25 @@ FailureOr<std::string> emitHostObject(ModuleOp module, const HostCPU &cpu) {
   std::unique_ptr<llvm::TargetMachine> machine(target->createTargetMachine(
       llvm::Triple(triple), cpu.name, features, options, llvm::Reloc::PIC_,
       std::nullopt, llvm::CodeGenOptLevel::Aggressive));
-  llvmModule->setDataLayout(machine->createDataLayout());
-  llvmModule->setTargetTriple(llvm::Triple(triple));
+  llvmModule.setDataLayout(machine->createDataLayout());
+  llvmModule.setTargetTriple(llvm::Triple(triple));
 
-  // Packed entry points, `void entry(void **args)`, so the runtime can call
-  // any signature without generating calls itself: `tessera_main` for the
-  // host reference code, `vertex_<cs>_<k>_entry` per vertex kernel. Each
-  // argument is a pointer: to a memref descriptor, or to an int64 scalar.
-  llvm::Function *ciface = llvmModule->getFunction("_mlir_ciface_main");
-  if (!ciface)
-    return module.emitError("no C interface for @main was generated");
-  llvm::SmallVector<std::pair<llvm::Function *, std::string>> entries{
-      {ciface, "tessera_main"}};
-  for (llvm::Function &f : *llvmModule)
-    if (f.getName().starts_with("_mlir_ciface_vertex_"))
+  llvm::SmallVector<std::pair<llvm::Function *, std::string>> entries;
+  for (llvm::Function &f : llvmModule) {
+    if (f.isDeclaration())
+      continue;
+    if (f.getName() == "_mlir_ciface_main")
+      entries.push_back({&f, "tessera_main"});
+    else if (f.getName().starts_with("_mlir_ciface_vertex_"))
       entries.push_back(
           {&f, (f.getName().drop_front(strlen("_mlir_ciface_")) + "_entry").str()});
+  }
   for (auto &[callee, name] : entries) {
-    llvm::LLVMContext &c = llvmModule->getContext();
+    llvm::LLVMContext &c = llvmModule.getContext();
     auto *ptr = llvm::PointerType::get(c, 0);
     auto *fnType = llvm::FunctionType::get(llvm::Type::getVoidTy(c), {ptr}, false);
     auto *entry = llvm::Function::Create(fnType, llvm::GlobalValue::ExternalLinkage,
-                                         name, llvmModule.get());
+                                         name, &llvmModule);
     llvm::IRBuilder<> b(llvm::BasicBlock::Create(c, "entry", entry));
     llvm::SmallVector<llvm::Value *> args;
     for (unsigned i = 0; i < callee->arg_size(); ++i) {
@@ -251,17 +286,59 @@ FailureOr<std::string> emitHostObject(ModuleOp module, const HostCPU &cpu) {
   builder.registerFunctionAnalyses(fam);
   builder.registerLoopAnalyses(lam);
   builder.crossRegisterProxies(lam, fam, cgam, mam);
-  builder.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2)
-      .run(*llvmModule, mam);
+  builder.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2).run(llvmModule, mam);
 
   llvm::SmallString<0> object;
   llvm::raw_svector_ostream os(object);
   llvm::legacy::PassManager codegen;
   if (machine->addPassesToEmitFile(codegen, os, nullptr,
                                    llvm::CodeGenFileType::ObjectFile))
-    return module.emitError("the host target cannot emit object files");
-  codegen.run(*llvmModule);
+    return fail("the host target cannot emit object files");
+  codegen.run(llvmModule);
   return std::string(object.data(), object.size());
+}
+
+} // namespace
+
+FailureOr<std::vector<std::string>> emitHostObjects(ModuleOp module, const HostCPU &cpu) {
+  initializeNativeTarget();
+  if (!module.lookupSymbol<LLVM::LLVMFuncOp>("_mlir_ciface_main"))
+    return module.emitError("no C interface for @main was generated");
+  // Two parts -- the host reference code and the vertex kernels, about half
+  // of the code each for a CNN -- are optimized and compiled on two threads.
+  // Translation to LLVM IR stays on this thread (it uses the MLIR context).
+  bool anyVertex = llvm::any_of(module.getOps<LLVM::LLVMFuncOp>(), [](auto fn) {
+    return !fn.isExternal() && isVertexFunction(fn.getSymName());
+  });
+  SmallVector<OwningOpRef<ModuleOp>> parts;
+  parts.push_back(partition(module, /*vertices=*/false));
+  if (anyVertex)
+    parts.push_back(partition(module, /*vertices=*/true));
+  std::vector<std::unique_ptr<llvm::LLVMContext>> contexts;
+  std::vector<std::unique_ptr<llvm::Module>> llvmModules;
+  for (OwningOpRef<ModuleOp> &part : parts) {
+    contexts.push_back(std::make_unique<llvm::LLVMContext>());
+    llvmModules.push_back(translateModuleToLLVMIR(*part, *contexts.back(), "tessera"));
+    if (!llvmModules.back())
+      return module.emitError("could not translate the module to LLVM IR");
+  }
+  std::vector<llvm::Expected<std::string>> objects;
+  for (size_t i = 0; i < llvmModules.size(); ++i)
+    objects.emplace_back(std::string());
+  std::vector<std::thread> threads;
+  for (size_t i = 1; i < llvmModules.size(); ++i)
+    threads.emplace_back(
+        [&, i] { objects[i] = compileLLVMModule(*llvmModules[i], cpu); });
+  objects[0] = compileLLVMModule(*llvmModules[0], cpu);
+  for (std::thread &t : threads)
+    t.join();
+  std::vector<std::string> result;
+  for (llvm::Expected<std::string> &object : objects) {
+    if (!object)
+      return module.emitError(llvm::toString(object.takeError()));
+    result.push_back(std::move(*object));
+  }
+  return result;
 }
 
 } // namespace tessera

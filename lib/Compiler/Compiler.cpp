@@ -319,9 +319,14 @@ LogicalResult writeExecutableFile(ModuleOp llvmModule, const CompiledModel &mode
   auto cpu = resolveHostCPU(metadata.hostCPU.empty() ? "native" : metadata.hostCPU);
   if (!cpu)
     return emitError(llvmModule.getLoc()) << llvm::toString(cpu.takeError());
-  FailureOr<std::string> object = emitHostObject(llvmModule, *cpu);
-  if (failed(object))
+  FailureOr<std::vector<std::string>> objects = emitHostObjects(llvmModule, *cpu);
+  if (failed(objects))
     return failure();
+  std::string code;
+  for (const std::string &object : *objects) {
+    code += object;
+    metadata.codeObjects.push_back(object.size());
+  }
   metadata.inputs = model.inputs;
   metadata.outputs = model.outputs;
   metadata.weights = model.weights;
@@ -329,7 +334,7 @@ LogicalResult writeExecutableFile(ModuleOp llvmModule, const CompiledModel &mode
   metadata.hostTriple = llvm::sys::getProcessTriple();
   metadata.hostCPU = cpu->name;
   metadata.hostFeatures = cpu->features;
-  if (llvm::Error err = runtime::writeExecutable(path, std::move(metadata), *object,
+  if (llvm::Error err = runtime::writeExecutable(path, std::move(metadata), code,
                                                  model.weightData))
     return emitError(llvmModule.getLoc()) << llvm::toString(std::move(err));
   return success();

@@ -119,6 +119,7 @@ llvm::Error writeExecutable(StringRef path, ExecutableMetadata metadata,
                     {"host_triple", metadata.hostTriple},
                     {"host_cpu", metadata.hostCPU},
                     {"host_features", json::Array(metadata.hostFeatures)},
+                    {"code_objects", json::Array(metadata.codeObjects)},
                     {"entry", metadata.entry},
                     {"inputs", std::move(inputs)},
                     {"outputs", std::move(outputs)},
@@ -224,6 +225,20 @@ Expected<std::unique_ptr<Executable>> Executable::load(StringRef path) {
       if (auto name = f.getAsString())
         m.hostFeatures.push_back(name->str());
   m.entry = str("entry");
+  if (const json::Array *objects = o->getArray("code_objects")) {
+    int64_t total = 0;
+    for (const json::Value &v : *objects) {
+      std::optional<int64_t> size = v.getAsInteger();
+      if (!size || *size < 0 || *size > static_cast<int64_t>(exe->hostObject_.size()) - total)
+        return fail("'" + path + "' has code objects that do not fill its code section "
+                    "(recompile the model)");
+      total += *size;
+      m.codeObjects.push_back(*size);
+    }
+    if (!m.codeObjects.empty() && total != static_cast<int64_t>(exe->hostObject_.size()))
+      return fail("'" + path + "' has code objects that do not fill its code section "
+                  "(recompile the model)");
+  }
   auto list = [&](StringRef key, auto &out) -> llvm::Error {
     const json::Array *a = o->getArray(key);
     if (!a)
@@ -262,6 +277,18 @@ Expected<std::unique_ptr<Executable>> Executable::load(StringRef path) {
   }
   exe->file_ = std::move(*file);
   return exe;
+}
+
+std::vector<StringRef> Executable::hostObjects() const {
+  if (metadata_.codeObjects.empty())
+    return {hostObject_};
+  std::vector<StringRef> objects;
+  size_t at = 0;
+  for (int64_t size : metadata_.codeObjects) {
+    objects.push_back(hostObject_.substr(at, size));
+    at += size;
+  }
+  return objects;
 }
 
 llvm::Error checkInputs(const ExecutableMetadata &m, llvm::ArrayRef<Tensor> inputs) {

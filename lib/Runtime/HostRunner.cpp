@@ -35,7 +35,7 @@ Expected<std::unique_ptr<HostRunner>> HostRunner::create(const Executable &exe) 
   auto runner = std::unique_ptr<HostRunner>(new HostRunner(exe));
   if (llvm::Error err = checkHostCPU(exe.metadata()))
     return std::move(err);
-  auto jit = createCodeJIT(exe.hostObject());
+  auto jit = createCodeJIT(exe.hostObjects());
   if (!jit)
     return jit.takeError();
   runner->jit_ = std::move(*jit);

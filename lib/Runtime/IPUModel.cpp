@@ -557,7 +557,7 @@ Expected<std::unique_ptr<IPUModel>> IPUModel::create(const Executable &executabl
   if (anyKernel) {
     if (llvm::Error err = checkHostCPU(meta))
       return std::move(err);
-    auto jit = createCodeJIT(executable.hostObject());
+    auto jit = createCodeJIT(executable.hostObjects());
     if (!jit)
       return fail("cannot load the executable's code: " + llvm::toString(jit.takeError()));
     impl->jit = std::move(*jit);

@@ -80,7 +80,8 @@ llvm::Error checkHostCPU(const ExecutableMetadata &metadata) {
           "for code any " + metadata.hostTriple + " host runs");
 }
 
-llvm::Expected<std::unique_ptr<llvm::orc::LLJIT>> createCodeJIT(llvm::StringRef object) {
+llvm::Expected<std::unique_ptr<llvm::orc::LLJIT>>
+createCodeJIT(llvm::ArrayRef<llvm::StringRef> objects) {
   static bool initialized = [] {
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
@@ -103,9 +104,10 @@ llvm::Expected<std::unique_ptr<llvm::orc::LLJIT>> createCodeJIT(llvm::StringRef 
             {llvm::orc::ExecutorAddr::fromPtr(&tesseraMemrefCopy),
              llvm::JITSymbolFlags::Exported}}})))
     return std::move(err);
-  if (auto err = (*jit)->addObjectFile(
-          llvm::MemoryBuffer::getMemBufferCopy(object, "tessera-code")))
-    return std::move(err);
+  for (llvm::StringRef object : objects)
+    if (auto err = (*jit)->addObjectFile(
+            llvm::MemoryBuffer::getMemBufferCopy(object, "tessera-code")))
+      return std::move(err);
   return std::move(*jit);
 }
 

@@ -67,6 +67,29 @@ TEST(Executable, RoundTripsMetadataCodeAndAlignedWeights) {
   llvm::sys::fs::remove(path);
 }
 
+// The code section holds the objects codegen compiled in parallel (host
+// reference, vertex kernels) back to back; the metadata gives their sizes.
+TEST(Executable, SplitsTheCodeSectionIntoItsObjects) {
+  std::string path = tempPath("tess");
+  std::vector<char> a(12, 1), b = {1, 2, 3, 4, 5};
+  ExecutableMetadata m = metadataWithWeights();
+  m.codeObjects = {3, 3};
+  ASSERT_FALSE(llvm::errorToBool(
+      writeExecutable(path, m, "OBJECT", {llvm::ArrayRef(a), llvm::ArrayRef(b)})));
+  auto exe = Executable::load(path);
+  ASSERT_TRUE(static_cast<bool>(exe)) << llvm::toString(exe.takeError());
+  EXPECT_EQ((*exe)->hostObjects(), (std::vector<llvm::StringRef>{"OBJ", "ECT"}));
+
+  // Sizes that do not add up to the section are refused.
+  m.codeObjects = {3, 5};
+  ASSERT_FALSE(llvm::errorToBool(
+      writeExecutable(path, m, "OBJECT", {llvm::ArrayRef(a), llvm::ArrayRef(b)})));
+  auto bad = Executable::load(path);
+  ASSERT_FALSE(static_cast<bool>(bad));
+  EXPECT_NE(llvm::toString(bad.takeError()).find("code objects"), std::string::npos);
+  llvm::sys::fs::remove(path);
+}
+
 TEST(Executable, RefusesDamage) {
   std::string path = tempPath("tess");
   std::vector<char> a(12, 1), b(5, 2);

@@ -51,9 +51,11 @@ struct HostCPU {
 llvm::Expected<HostCPU> resolveHostCPU(llvm::StringRef name);
 
 /// Translates an LLVM-dialect module to LLVM IR, optimizes it (O2) for
-/// `cpu` and returns the relocatable object file's bytes. Errors are
-/// diagnostics on the module.
-mlir::FailureOr<std::string> emitHostObject(mlir::ModuleOp module, const HostCPU &cpu);
+/// `cpu` and returns relocatable object files: the host reference code, then
+/// (when there are any) the vertex kernels, compiled on two threads. The
+/// runtime links them together. Errors are diagnostics on the module.
+mlir::FailureOr<std::vector<std::string>> emitHostObjects(mlir::ModuleOp module,
+                                                          const HostCPU &cpu);
 
 } // namespace tessera
 

@@ -30,7 +30,7 @@
 namespace tessera::runtime {
 
 /// 2: metadata may carry the tile-mapped program ("program").
-constexpr uint32_t kExecutableFormatVersion = 2;
+constexpr uint32_t kExecutableFormatVersion = 3;
 
 struct TensorInfo {
   std::string name;
@@ -66,6 +66,9 @@ struct ExecutableMetadata {
   /// features it may use; a host without one of them cannot run it.
   std::string hostCPU;
   std::vector<std::string> hostFeatures;
+  /// Sizes of the relocatable objects the code section holds, back to back
+  /// (the host reference code, the vertex kernels); empty: one object.
+  std::vector<int64_t> codeObjects;
   /// Packed entry point: void entry(void **descriptors), one memref
   /// descriptor per input, then weight, then output.
   std::string entry = "tessera_main";
@@ -106,7 +109,10 @@ public:
   static llvm::Expected<std::unique_ptr<Executable>> load(llvm::StringRef path);
 
   const ExecutableMetadata &metadata() const { return metadata_; }
+  /// The code section: every object of metadata().codeObjects, in order.
   llvm::StringRef hostObject() const { return hostObject_; }
+  /// The objects of the code section, which the runtime links together.
+  std::vector<llvm::StringRef> hostObjects() const;
   llvm::ArrayRef<char> weight(size_t i) const;
 
 private:

@@ -31,8 +31,9 @@ struct ExecutableMetadata;
 /// use; the error names the missing ones and how to recompile.
 llvm::Error checkHostCPU(const ExecutableMetadata &metadata);
 
-/// A JIT with `object` (an executable's code section) linked in.
-llvm::Expected<std::unique_ptr<llvm::orc::LLJIT>> createCodeJIT(llvm::StringRef object);
+/// A JIT with `objects` (an executable's code section) linked in.
+llvm::Expected<std::unique_ptr<llvm::orc::LLJIT>>
+createCodeJIT(llvm::ArrayRef<llvm::StringRef> objects);
 
 /// The packed entry `symbol` of the linked code; the error names the symbol.
 llvm::Expected<PackedEntry> lookupEntry(llvm::orc::LLJIT &jit, llvm::StringRef symbol);
