@@ -2,7 +2,8 @@
 """IPU-model figures for a torchvision model (default ResNet-50, batch 1, fp32).
 
 Prints: tessera-compile wall time and peak memory; the IPU model's wall time
-per inference next to the host reference path's, PyTorch's and ONNX Runtime's
+per inference (and how much of it the exchange copies and the vertex calls
+take) next to the host reference path's, PyTorch's and ONNX Runtime's
 on the same cores; and the estimated ipu2 cycles of every convolution and
 matmul next to its roofline bound (FLOPs / the chip's peak fp32 FLOPs per
 cycle), with the ratio per layer and in total. Not part of the tests (shared,
@@ -98,7 +99,9 @@ def main():
                               for k in ("cycles", "exchange_cycles", "compute_cycles")}})
     print(f"model:                {args.model}, batch 1, fp32, on {threads} cores")
     print(f"compile to .tess:     {wall:.2f} s, peak {peak:.0f} MiB")
-    print(f"IPU model run:        {ipu_ms:.1f} ms per inference")
+    print(f"IPU model run:        {ipu_ms:.1f} ms per inference (host time in exchange "
+          f"copies {profile['host_exchange_ms']:.1f} ms, in vertices "
+          f"{profile['host_compute_ms']:.1f} ms)")
     print(f"host reference run:   {ref_ms:.1f} ms per inference")
     print(f"PyTorch:              {torch_ms:.1f} ms per inference")
     if ort_ms is not None:
