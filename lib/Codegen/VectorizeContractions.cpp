@@ -77,7 +77,9 @@ std::optional<LinearExpr> linearize(AffineExpr e, unsigned numLoops) {
     auto isConst = [](const LinearExpr &x) {
       return llvm::all_of(x.coeffs, [](int64_t c) { return c == 0; });
     };
-    const LinearExpr *k = isConst(*rhs) ? &*rhs : isConst(*lhs) ? &*lhs : nullptr;
+    const LinearExpr *k = isConst(*rhs)   ? &*rhs
+                          : isConst(*lhs) ? &*lhs
+                                          : nullptr;
     const LinearExpr *x = k == &*rhs ? &*lhs : &*rhs;
     if (!k)
       return std::nullopt;
@@ -147,7 +149,8 @@ bool addressLinearly(Value v, AffineMap map, unsigned numLoops, Operand &o) {
   SmallVector<int64_t> strides;
   int64_t offset;
   if (failed(type.getStridesAndOffset(strides, offset)) ||
-      llvm::any_of(strides, [](int64_t s) { return ShapedType::isDynamic(s) || s < 0; }))
+      llvm::any_of(strides,
+                   [](int64_t s) { return ShapedType::isDynamic(s) || s < 0; }))
     return false;
   o.buffer = v;
   o.address.coeffs.assign(numLoops, 0);
@@ -183,9 +186,11 @@ void collapseLoops(Plan &p, ArrayRef<utils::IteratorType> iterators) {
     merged = false;
     for (unsigned a = 0; a < numLoops && !merged; ++a)
       for (unsigned b = 0; b < numLoops && !merged; ++b) {
-        if (a == b || iterators[a] != iterators[b] || p.ranges[a] < 2 || p.ranges[b] < 2)
+        if (a == b || iterators[a] != iterators[b] || p.ranges[a] < 2 ||
+            p.ranges[b] < 2)
           continue;
-        if (iterators[a] == utils::IteratorType::reduction && nextReduction(a) != b)
+        if (iterators[a] == utils::IteratorType::reduction &&
+            nextReduction(a) != b)
           continue;
         if (!llvm::all_of(operands, [&](Operand *o) {
               return o->address.coeffs[a] == o->address.coeffs[b] * p.ranges[b];
@@ -276,19 +281,22 @@ std::optional<Plan> planContraction(linalg::GenericOp op) {
   OpOperand *init = op.getDpsInitOperand(0);
   Type element = getElementTypeOrSelf(init->get().getType());
   if (!(element.isF32() || element.isF64()) ||
-      !addressLinearly(init->get(), op.getMatchingIndexingMap(init), numLoops, p.out))
+      !addressLinearly(init->get(), op.getMatchingIndexingMap(init), numLoops,
+                       p.out))
     return std::nullopt;
   auto input = [&](unsigned i, Input &in) {
     OpOperand *operand = op.getDpsInputOperand(i);
     return getElementTypeOrSelf(operand->get().getType()) == element &&
-           addressLinearly(operand->get(), op.getMatchingIndexingMap(operand), numLoops,
-                           in);
+           addressLinearly(operand->get(), op.getMatchingIndexingMap(operand),
+                           numLoops, in);
   };
   if (!input(*a, p.lhs))
     return std::nullopt;
   // A plain reduction has one input: `rhs` stands for it as well, so the
   // code below treats both operands alike.
-  if (b ? !input(*b, p.rhs) : (p.rhs = p.lhs, false))
+  if (!b)
+    p.rhs = p.lhs;
+  else if (!input(*b, p.rhs))
     return std::nullopt;
 
   auto iterators = op.getIteratorTypesArray();
@@ -299,8 +307,8 @@ std::optional<Plan> planContraction(linalg::GenericOp op) {
   // a unit dimension).
   bool found = false;
   for (unsigned l = 0; l < numLoops && !found; ++l)
-    if (iterators[l] == utils::IteratorType::parallel && p.out.address.coeffs[l] == 1 &&
-        p.ranges[l] >= 2) {
+    if (iterators[l] == utils::IteratorType::parallel &&
+        p.out.address.coeffs[l] == 1 && p.ranges[l] >= 2) {
       p.colLoop = l;
       found = true;
     }
@@ -310,10 +318,10 @@ std::optional<Plan> planContraction(linalg::GenericOp op) {
                               llvm::PowerOf2Ceil(p.ranges[p.colLoop]));
   for (Input *in : {&p.lhs, &p.rhs}) {
     int64_t stride = in->address.coeffs[p.colLoop];
-    in->access = stride == 0                               ? Access::Broadcast
-                 : stride == 1                             ? Access::Contiguous
+    in->access = stride == 0                           ? Access::Broadcast
+                 : stride == 1                         ? Access::Contiguous
                  : stride * p.lanes <= kMaxStridedLoad ? Access::Strided
-                                                           : Access::Gather;
+                                                       : Access::Gather;
   }
 
   p.vectorType = VectorType::get({p.lanes}, element);
@@ -325,11 +333,13 @@ std::optional<Plan> planContraction(linalg::GenericOp op) {
   };
   int64_t best = -1;
   for (unsigned l = 0; l < numLoops; ++l) {
-    if (iterators[l] != utils::IteratorType::parallel || l == p.colLoop || p.ranges[l] < 2)
+    if (iterators[l] != utils::IteratorType::parallel || l == p.colLoop ||
+        p.ranges[l] < 2)
       continue;
     bool reuses = (p.lhs.access == Access::Broadcast || !varies(p.lhs, l)) &&
                   (p.rhs.access == Access::Broadcast || !varies(p.rhs, l));
-    int64_t score = (reuses ? 1 << 20 : 0) + std::min<int64_t>(p.ranges[l], kMaxRows);
+    int64_t score =
+        (reuses ? 1 << 20 : 0) + std::min<int64_t>(p.ranges[l], kMaxRows);
     if (score > best) {
       best = score;
       p.rowLoop = l;
@@ -381,12 +391,14 @@ private:
     (void)type.getStridesAndOffset(strides, staticOffset);
     OpFoldResult offset = b.getIndexAttr(staticOffset);
     if (ShapedType::isDynamic(staticOffset))
-      offset = memref::ExtractStridedMetadataOp::create(b, loc, o.buffer).getOffset();
+      offset = memref::ExtractStridedMetadataOp::create(b, loc, o.buffer)
+                   .getOffset();
     auto layout = StridedLayoutAttr::get(b.getContext(), staticOffset, {1});
     auto flatType = MemRefType::get({o.span}, type.getElementType(), layout);
-    return memref::ReinterpretCastOp::create(b, loc, flatType, o.buffer, offset,
-                                             ArrayRef<OpFoldResult>{b.getIndexAttr(o.span)},
-                                             ArrayRef<OpFoldResult>{b.getIndexAttr(1)});
+    return memref::ReinterpretCastOp::create(
+        b, loc, flatType, o.buffer, offset,
+        ArrayRef<OpFoldResult>{b.getIndexAttr(o.span)},
+        ArrayRef<OpFoldResult>{b.getIndexAttr(1)});
   }
 
   /// The element of `o` at the current loop values.
@@ -404,7 +416,8 @@ private:
 
   /// A counted loop [lo, hi) step `step` whose body gets the induction
   /// variable; a single iteration is inlined.
-  void forRange(int64_t lo, int64_t hi, int64_t step, const std::function<void(Value)> &fn) {
+  void forRange(int64_t lo, int64_t hi, int64_t step,
+                const std::function<void(Value)> &fn) {
     if (hi - lo <= step) {
       fn(index(lo));
       return;
@@ -454,8 +467,8 @@ private:
 
   OpFoldResult plus(Value v, int64_t k) {
     AffineExpr d = b.getAffineDimExpr(0);
-    return affine::makeComposedFoldedAffineApply(b, loc, AffineMap::get(1, 0, d + k),
-                                                 {OpFoldResult(v)});
+    return affine::makeComposedFoldedAffineApply(
+        b, loc, AffineMap::get(1, 0, d + k), {OpFoldResult(v)});
   }
 
   /// Sets the row and column loops to tile position (row, chunk).
@@ -467,7 +480,8 @@ private:
 
   Value mask(int64_t lanes) {
     auto type = VectorType::get({p.lanes}, b.getI1Type());
-    return vector::ConstantMaskOp::create(b, loc, type, ArrayRef<int64_t>{lanes});
+    return vector::ConstantMaskOp::create(b, loc, type,
+                                          ArrayRef<int64_t>{lanes});
   }
   Value zeros() {
     return arith::ConstantOp::create(b, loc, p.vectorType,
@@ -478,23 +492,25 @@ private:
     SmallVector<Value, 1> idx = address(in);
     switch (in.access) {
     case Access::Broadcast:
-      return vector::BroadcastOp::create(b, loc, p.vectorType,
-                                         memref::LoadOp::create(b, loc, buffer, idx));
+      return vector::BroadcastOp::create(
+          b, loc, p.vectorType, memref::LoadOp::create(b, loc, buffer, idx));
     case Access::Contiguous:
       if (lanes == p.lanes)
         return vector::LoadOp::create(b, loc, p.vectorType, buffer, idx);
-      return vector::MaskedLoadOp::create(b, loc, p.vectorType, buffer, idx, mask(lanes),
-                                          zeros());
+      return vector::MaskedLoadOp::create(b, loc, p.vectorType, buffer, idx,
+                                          mask(lanes), zeros());
     case Access::Strided: {
       // Lanes i * s of a load of s x lanes elements, masked to end at the
       // last lane's element (the row may end the buffer).
       int64_t s = in.address.coeffs[p.colLoop];
       auto wide = VectorType::get({s * p.lanes}, p.vectorType.getElementType());
       auto wideMask = VectorType::get({s * p.lanes}, b.getI1Type());
-      Value m = vector::ConstantMaskOp::create(b, loc, wideMask,
-                                               ArrayRef<int64_t>{(lanes - 1) * s + 1});
-      Value zero = arith::ConstantOp::create(b, loc, wide, DenseElementsAttr::get(wide, 0.0));
-      Value row = vector::MaskedLoadOp::create(b, loc, wide, buffer, idx, m, zero);
+      Value m = vector::ConstantMaskOp::create(
+          b, loc, wideMask, ArrayRef<int64_t>{(lanes - 1) * s + 1});
+      Value zero = arith::ConstantOp::create(b, loc, wide,
+                                             DenseElementsAttr::get(wide, 0.0));
+      Value row =
+          vector::MaskedLoadOp::create(b, loc, wide, buffer, idx, m, zero);
       SmallVector<int64_t> pick;
       for (int64_t i = 0; i < p.lanes; ++i)
         pick.push_back(i * s);
@@ -503,12 +519,14 @@ private:
     case Access::Gather: {
       SmallVector<int32_t> offsets;
       for (int64_t i = 0; i < p.lanes; ++i)
-        offsets.push_back(static_cast<int32_t>(i * in.address.coeffs[p.colLoop]));
+        offsets.push_back(
+            static_cast<int32_t>(i * in.address.coeffs[p.colLoop]));
       auto offsetType = VectorType::get({p.lanes}, b.getI32Type());
       Value offsetVector = arith::ConstantOp::create(
-          b, loc, offsetType, DenseElementsAttr::get(offsetType, ArrayRef(offsets)));
-      return vector::GatherOp::create(b, loc, p.vectorType, buffer, idx, offsetVector,
-                                      mask(lanes), zeros());
+          b, loc, offsetType,
+          DenseElementsAttr::get(offsetType, ArrayRef(offsets)));
+      return vector::GatherOp::create(b, loc, p.vectorType, buffer, idx,
+                                      offsetVector, mask(lanes), zeros());
     }
     }
     llvm_unreachable("access kind");
@@ -523,11 +541,12 @@ private:
       for (int64_t c = 0; c < chunks; ++c) {
         at(row0, r, col0, c);
         SmallVector<Value, 1> idx = address(p.out);
-        acc.push_back(lanes[c] == p.lanes
-                          ? Value(vector::LoadOp::create(b, loc, p.vectorType, out, idx))
-                          : Value(vector::MaskedLoadOp::create(b, loc, p.vectorType, out,
-                                                               idx, mask(lanes[c]),
-                                                               zeros())));
+        acc.push_back(
+            lanes[c] == p.lanes
+                ? Value(vector::LoadOp::create(b, loc, p.vectorType, out, idx))
+                : Value(vector::MaskedLoadOp::create(b, loc, p.vectorType, out,
+                                                     idx, mask(lanes[c]),
+                                                     zeros())));
       }
     acc = reduce(0, acc, row0, rows, col0, lanes);
     for (int64_t r = 0; r < rows; ++r)
@@ -543,8 +562,8 @@ private:
   }
 
   /// The reduction loops, in the op's order, carrying the accumulators.
-  SmallVector<Value> reduce(size_t i, SmallVector<Value> acc, Value row0, int64_t rows,
-                            Value col0, ArrayRef<int64_t> lanes) {
+  SmallVector<Value> reduce(size_t i, SmallVector<Value> acc, Value row0,
+                            int64_t rows, Value col0, ArrayRef<int64_t> lanes) {
     if (i == p.reductionLoops.size())
       return multiplyAccumulate(acc, row0, rows, col0, lanes);
     unsigned l = p.reductionLoops[i];
@@ -558,15 +577,16 @@ private:
           OpBuilder::InsertionGuard guard(b);
           b.setInsertionPointToStart(nested.getInsertionBlock());
           loops[l] = iv;
-          SmallVector<Value> next =
-              reduce(i + 1, SmallVector<Value>(carried), row0, rows, col0, lanes);
+          SmallVector<Value> next = reduce(i + 1, SmallVector<Value>(carried),
+                                           row0, rows, col0, lanes);
           scf::YieldOp::create(b, loc, next);
         });
     return SmallVector<Value>(loop.getResults());
   }
 
-  SmallVector<Value> multiplyAccumulate(SmallVector<Value> acc, Value row0, int64_t rows,
-                                        Value col0, ArrayRef<int64_t> lanes) {
+  SmallVector<Value> multiplyAccumulate(SmallVector<Value> acc, Value row0,
+                                        int64_t rows, Value col0,
+                                        ArrayRef<int64_t> lanes) {
     int64_t chunks = lanes.size();
     // Each operand is loaded once per (row, chunk) it varies with.
     auto operands = [&](const Input &in, Value buffer) {
@@ -581,7 +601,8 @@ private:
     };
     bool product = p.combine == Combine::MultiplyAdd;
     SmallVector<Value> lhsValues = operands(p.lhs, lhs);
-    SmallVector<Value> rhsValues = product ? operands(p.rhs, rhs) : SmallVector<Value>();
+    SmallVector<Value> rhsValues =
+        product ? operands(p.rhs, rhs) : SmallVector<Value>();
     auto pick = [&](const Input &in, ArrayRef<Value> v, int64_t r, int64_t c) {
       int64_t cols = in.access != Access::Broadcast ? chunks : 1;
       return v[(in.alongRows ? r : 0) * cols + (cols > 1 ? c : 0)];
@@ -592,7 +613,8 @@ private:
         Value term = pick(p.lhs, lhsValues, r, c);
         switch (p.combine) {
         case Combine::MultiplyAdd:
-          a = vector::FMAOp::create(b, loc, term, pick(p.rhs, rhsValues, r, c), a);
+          a = vector::FMAOp::create(b, loc, term, pick(p.rhs, rhsValues, r, c),
+                                    a);
           break;
         case Combine::Add:
           a = arith::AddFOp::create(b, loc, a, term);

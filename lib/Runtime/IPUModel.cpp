@@ -322,7 +322,7 @@ constexpr int64_t kMinChunkBytes = 32 * 1024;
 constexpr int64_t kVertexCallCost = 400;
 constexpr int64_t kMinChunkCycles = 20000;
 
-int64_t rowBytes(const RowCopy &r) { return r.rowBytes * r.rows + 64; }
+int64_t copyCost(const RowCopy &r) { return r.rowBytes * r.rows + 64; }
 } // namespace
 
 StepTable IPUModel::Impl::computeTable(int64_t c) {
@@ -367,7 +367,7 @@ StepTable IPUModel::Impl::computeTable(int64_t c) {
   vt.chunks = chunkEnds(
       cycles.size(), [&](size_t i) { return cycles[i]; }, threads, kMinChunkCycles);
   t.exchangeChunks = chunkEnds(
-      t.exchange.size(), [&](size_t i) { return rowBytes(t.exchange[i]); }, threads,
+      t.exchange.size(), [&](size_t i) { return copyCost(t.exchange[i]); }, threads,
       kMinChunkBytes);
   return t;
 }
@@ -380,7 +380,7 @@ StepTable IPUModel::Impl::copyTable(const Copy &copy) {
                                    element(copy.dst, s.dstTile, s.dstOffset) - memory,
                                    s.count * eb, 1, 0, 0});
   t.exchangeChunks = chunkEnds(
-      t.exchange.size(), [&](size_t i) { return rowBytes(t.exchange[i]); },
+      t.exchange.size(), [&](size_t i) { return copyCost(t.exchange[i]); },
       pool->threads(), kMinChunkBytes);
   return t;
 }

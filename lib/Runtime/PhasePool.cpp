@@ -65,7 +65,8 @@ void PhasePool::run(size_t n, llvm::function_ref<void(size_t)> fn) {
       continue;
     }
     std::unique_lock<std::mutex> lock(mutex_);
-    finished_.wait(lock, [&] { return busy_.load(std::memory_order_acquire) == 0; });
+    finished_.wait(lock,
+                   [&] { return busy_.load(std::memory_order_acquire) == 0; });
   }
 }
 
@@ -80,7 +81,8 @@ void PhasePool::work() {
     }
     if (now == seen) {
       std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return phase_.load(std::memory_order_acquire) != seen; });
+      wake_.wait(
+          lock, [&] { return phase_.load(std::memory_order_acquire) != seen; });
       now = phase_.load(std::memory_order_acquire);
     }
     seen = now;

@@ -1,4 +1,5 @@
-//===- PhasePool.h - fork-join threads for bulk-synchronous phases -*- C++ -*-===//
+//===- PhasePool.h - fork-join threads for bulk-synchronous phases -*- C++
+//-*-===//
 //
 // The IPU model runs each phase of a step (exchange, compute, a copy) as
 // chunks of independent work spread over the host's threads, then waits for
