@@ -99,20 +99,24 @@ std::vector<Segment> copySegments(const MachineProgram &p, const Copy &c) {
   return segments;
 }
 
-/// Bytes each tile and each IPU sends and receives in one exchange phase.
+/// Bytes and contiguous regions each tile, and bytes each IPU, sends and
+/// receives in one exchange phase.
 struct ExchangeCounter {
   const target::IPUTarget &target;
-  std::vector<int64_t> sent, received, ipuOut, ipuIn;
+  std::vector<int64_t> sent, received, sentRegions, receivedRegions, ipuOut, ipuIn;
   int64_t total = 0;
 
   explicit ExchangeCounter(const target::IPUTarget &t)
-      : target(t), sent(t.totalTiles()), received(t.totalTiles()), ipuOut(t.numIPUs),
+      : target(t), sent(t.totalTiles()), received(t.totalTiles()),
+        sentRegions(t.totalTiles()), receivedRegions(t.totalTiles()), ipuOut(t.numIPUs),
         ipuIn(t.numIPUs) {}
-  void move(int64_t from, int64_t to, int64_t bytes) {
+  void move(int64_t from, int64_t to, int64_t bytes, int64_t regions) {
     if (from == to || bytes == 0)
       return;
     sent[from] += bytes;
     received[to] += bytes;
+    sentRegions[from] += regions;
+    receivedRegions[to] += regions;
     total += bytes;
     int64_t a = from / target.tilesPerIPU, b = to / target.tilesPerIPU;
     if (a != b) {
@@ -120,15 +124,21 @@ struct ExchangeCounter {
       ipuIn[b] += bytes;
     }
   }
-  /// The slowest tile's traffic at the exchange rate, or the busiest IPU's
-  /// links if slower; plus the phase's fixed cost. Nothing moved: free.
+  /// The slowest tile's traffic at the exchange rate plus its regions'
+  /// set-up, or the busiest IPU's links if slower; plus the phase's fixed
+  /// cost. Nothing moved: free.
   int64_t cycles() const {
     if (total == 0)
       return 0;
+    auto tileCycles = [&](int64_t bytes, int64_t regions) {
+      return (bytes + target.exchangeBytesPerCycle - 1) / target.exchangeBytesPerCycle +
+             regions * target.exchangeCyclesPerRegion;
+    };
     int64_t busiest = 0;
     for (size_t t = 0; t < sent.size(); ++t)
-      busiest = std::max({busiest, sent[t], received[t]});
-    double c = std::ceil(double(busiest) / target.exchangeBytesPerCycle);
+      busiest = std::max({busiest, tileCycles(sent[t], sentRegions[t]),
+                          tileCycles(received[t], receivedRegions[t])});
+    double c = busiest;
     double linkBytesPerCycle = target.ipuLinkBytesPerSecond / target.clockHz;
     for (size_t i = 0; i < ipuOut.size(); ++i)
       if (linkBytesPerCycle > 0)
@@ -455,10 +465,11 @@ void IPUModel::Impl::computeCost() {
           int64_t eb = program.variables[in.var].elementBytes();
           Box inStorage;
           if (!forEachOverlap(program, in.var, region, inStorage, [&](const Overlap &o) {
-                exchange.move(o.tile, vx.tile, o.part.numElements() * eb);
+                exchange.move(o.tile, vx.tile, o.part.numElements() * eb,
+                              rowCount(o.piece, inStorage, o.part));
               }))
             forEachRun(program, in.var, region, [&](const Run &r) {
-              exchange.move(r.tile, vx.tile, r.count * eb);
+              exchange.move(r.tile, vx.tile, r.count * eb, 1);
             });
         }
         if (const Kernel *k = cs.kernelFor(vx.piece.sizes))
@@ -470,7 +481,7 @@ void IPUModel::Impl::computeCost() {
       const Copy &copy = program.copies[step.index];
       int64_t eb = program.variables[copy.src].elementBytes();
       for (const Segment &seg : copySegments(program, copy))
-        exchange.move(seg.srcTile, seg.dstTile, seg.count * eb);
+        exchange.move(seg.srcTile, seg.dstTile, seg.count * eb, 1);
     }
     s.exchangeCycles = exchange.cycles();
     s.exchangeBytes = exchange.total;

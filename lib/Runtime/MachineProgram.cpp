@@ -580,6 +580,21 @@ void forEachRowCopy(const Box &fromBox, const Box &toBox, const Box &part,
   }
 }
 
+int64_t rowCount(const Box &fromBox, const Box &toBox, const Box &part) {
+  // The same merging as forEachRowCopy, counted instead of walked.
+  int64_t rank = part.sizes.size();
+  if (part.numElements() == 0)
+    return 0;
+  int64_t inner = rank - 1;
+  while (inner > 0 && part.sizes[inner] == fromBox.sizes[inner] &&
+         part.sizes[inner] == toBox.sizes[inner])
+    --inner;
+  int64_t rows = 1;
+  for (int64_t d = 0; d < inner; ++d)
+    rows *= part.sizes[d];
+  return rows;
+}
+
 void copyBox(const char *from, const Box &fromBox, char *to, const Box &toBox,
              const Box &part, int64_t elementBytes) {
   forEachRowCopy(fromBox, toBox, part, elementBytes,
@@ -636,6 +651,55 @@ int64_t remoteBytes(const MachineProgram &program, int64_t var, const Box &regio
       elements += r.count;
   });
   return elements * program.variables[var].elementBytes();
+}
+
+int64_t remoteRegions(const MachineProgram &program, int64_t var, const Box &region,
+                      int64_t tile) {
+  if (region.numElements() == 0)
+    return 0;
+  const Variable &v = program.variables[var];
+  std::optional<Box> inBase =
+      v.base < 0 ? std::optional<Box>(region) : baseRegionOfUnitDimView(program, var, region);
+  if (!inBase) {
+    int64_t regions = 0;
+    forEachRun(program, var, region, [&](const Run &r) { regions += r.tile != tile; });
+    return regions;
+  }
+  // In O(rank), where the planner asks for every candidate it costs.
+  // rowCount merges a dimension into the row when the region holds exactly
+  // one piece's extent in it; then only one piece overlaps there, so the
+  // merged dimensions are the same for every overlapped piece. Each piece
+  // contributes the product of its overlap's sizes outside the row, and
+  // those sum, dimension by dimension, to the region's sizes.
+  const Box &r = *inBase;
+  const TileMapping &m = program.storage(var).mapping;
+  int64_t rank = r.sizes.size();
+  if (rank == 0)
+    return m.pieceOnTile(tile) ? 0 : 1;
+  auto wholePiece = [&](int64_t d) {
+    int64_t lo = r.offsets[d] / m.chunks[d] * m.chunks[d];
+    return r.offsets[d] == lo &&
+           r.sizes[d] == std::min(m.chunks[d], m.shape[d] - lo);
+  };
+  int64_t inner = rank - 1;
+  while (inner > 0 && wholePiece(inner))
+    --inner;
+  // Each piece the region overlaps along `inner` (the row's dimension) is
+  // a row of its own.
+  int64_t all = (r.offsets[inner] + r.sizes[inner] - 1) / m.chunks[inner] -
+                r.offsets[inner] / m.chunks[inner] + 1,
+          local = 0;
+  for (int64_t d = 0; d < inner; ++d)
+    all *= r.sizes[d];
+  if (std::optional<Box> piece = m.pieceOnTile(tile)) {
+    local = 1;
+    for (int64_t d = 0; d < rank && local; ++d) {
+      int64_t lo = std::max(r.offsets[d], piece->offsets[d]);
+      int64_t hi = std::min(r.offsets[d] + r.sizes[d], piece->offsets[d] + piece->sizes[d]);
+      local *= std::max<int64_t>(0, hi - lo) > 0 ? (d < inner ? hi - lo : 1) : 0;
+    }
+  }
+  return all - local;
 }
 
 //===----------------------------------------------------------------------===//

@@ -253,8 +253,12 @@ TEST(IPUModel, ComputesExchangesAndCopiesLikeTheProgramSays) {
   // x rows 0-2, 3-5 (partly local to tile 3? no: tile 3 holds rows 6-7)
   // and 6-7 all move, and w (24 B) moves to each of the three vertices.
   EXPECT_EQ(cs.exchangeBytes, (18 + 18 + 12) * 4 + 3 * 24);
-  // Tiles 2 and 3 each receive 72 + 24 bytes: 24 cycles at 4 B/cycle.
-  EXPECT_EQ(cs.exchangeCycles, 24 + (*model)->target().exchangeOverheadCycles);
+  // Tiles 2 and 3 each receive 72 + 24 bytes (24 cycles at 4 B/cycle) in
+  // three regions: x's rows from two tiles (whole rows of one piece are one
+  // region) and w.
+  const auto &target = (*model)->target();
+  EXPECT_EQ(cs.exchangeCycles,
+            24 + 3 * target.exchangeCyclesPerRegion + target.exchangeOverheadCycles);
   EXPECT_EQ(cs.computeCycles, 200);
   EXPECT_EQ(cs.tilesUsed, 3);
   EXPECT_EQ(cs.macs, 48);

@@ -276,6 +276,28 @@ TEST(MachineProgram, RunsMatchABruteForceWalkOverRandomGridsRegionsAndViews) {
             << "trial " << trial << " element " << i;
     }
 
+    // rowCount counts the rows forEachRowCopy copies; remoteRegions sums
+    // it over the pieces other tiles hold (runs where not boxed).
+    std::vector<std::pair<int64_t, int64_t>> rowsPerTile; // tile, rows
+    if (boxed) {
+      forEachOverlap(p, var, region, inStorage, [&](const Overlap &o) {
+        int64_t rows = 0;
+        forEachRowCopy(o.piece, inStorage, o.part, 4,
+                       [&](const RowCopy &r) { rows += r.rows; });
+        ASSERT_EQ(rowCount(o.piece, inStorage, o.part), rows) << "trial " << trial;
+        rowsPerTile.push_back({o.tile, rows});
+      });
+    } else {
+      forEachRun(p, var, region, [&](const tessera::runtime::Run &r) { rowsPerTile.push_back({r.tile, 1}); });
+    }
+    for (int64_t tile = 0; tile <= tiles; ++tile) {
+      int64_t remote = 0;
+      for (auto [t, rows] : rowsPerTile)
+        remote += t != tile ? rows : 0;
+      ASSERT_EQ(remoteRegions(p, var, region, tile), remote)
+          << "trial " << trial << " tile " << tile;
+    }
+
     // isLocalPiece agrees with "the region is the piece, element for element".
     for (int64_t tile = 0; tile <= tiles; ++tile) {
       auto piece = base.mapping.pieceOnTile(tile);

@@ -272,6 +272,11 @@ inline void copyRows(const char *from, char *to, const RowCopy &r) {
   }
 }
 
+/// The number of contiguous rows forEachRowCopy copies `part` in (rows
+/// merged where they follow each other in both buffers), without walking
+/// them.
+int64_t rowCount(const Box &fromBox, const Box &toBox, const Box &part);
+
 /// Copies box `part` between two dense row-major buffers holding boxes
 /// `fromBox` and `toBox` (each containing `part`), `elementBytes` each.
 void copyBox(const char *from, const Box &fromBox, char *to, const Box &toBox,
@@ -285,6 +290,12 @@ bool isLocalPiece(const MachineProgram &program, int64_t var, const Box &region,
 /// Bytes of `region` of `var` held by tiles other than `tile`.
 int64_t remoteBytes(const MachineProgram &program, int64_t var, const Box &region,
                     int64_t tile);
+
+/// The contiguous regions (of the source's storage and of the row-major
+/// buffer receiving `region`) in which `tile` receives the part of `region`
+/// of `var` that other tiles hold: the exchange's per-region cost.
+int64_t remoteRegions(const MachineProgram &program, int64_t var, const Box &region,
+                      int64_t tile);
 
 } // namespace tessera::runtime
 

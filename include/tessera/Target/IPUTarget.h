@@ -42,6 +42,10 @@ struct IPUTarget {
   int64_t vectorBytesPerCycle = 8;   ///< 64-bit SIMD: 2 fp32 or 4 fp16 lanes
   int64_t vertexOverheadCycles = 60; ///< launch + loop setup per vertex
   int64_t exchangeOverheadCycles = 30; ///< per exchange phase, once synced
+  /// Per contiguous region a tile sends or receives in an exchange: its
+  /// exchange code sets a new address for each (an element-by-element
+  /// gather costs this per element, a long row once).
+  int64_t exchangeCyclesPerRegion = 2;
 
   int64_t totalTiles() const { return numIPUs * tilesPerIPU; }
   int64_t memoryPerIPU() const { return tilesPerIPU * bytesPerTile; }

@@ -658,19 +658,22 @@ LogicalResult Planner::planGeneric(Plan &plan) {
           loops.offsets[plan.outputLoops[j]] = piece.offsets[j];
           loops.sizes[plan.outputLoops[j]] = piece.sizes[j];
         }
-        int64_t received = 0, memory = piece.numElements() * outBytes;
+        int64_t received = 0, regions = 0,
+                memory = piece.numElements() * outBytes;
         for (auto [in, var] : llvm::zip(plan.inputs, inVars)) {
           const runtime::Variable &v = prog_.variables[var];
           Box region = in.access.region(loops, v.shape);
           int64_t bytes = elementBytes(in.value.getType());
           if (!runtime::isLocalPiece(prog_, var, region, tile)) {
             received += runtime::remoteBytes(prog_, var, region, tile);
+            regions += runtime::remoteRegions(prog_, var, region, tile);
             memory += region.numElements() * bytes;
           }
         }
         int64_t exchange =
             received ? (received + target_.exchangeBytesPerCycle - 1) /
                                target_.exchangeBytesPerCycle +
+                           regions * target_.exchangeCyclesPerRegion +
                            target_.exchangeOverheadCycles
                      : 0;
         worstCycles =

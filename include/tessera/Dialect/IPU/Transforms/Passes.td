@@ -32,8 +32,10 @@ def IPUMapTiles : Pass<"ipu-map-tiles", "::mlir::ModuleOp"> {
     Plans each `linalg.generic` of @main on the module's `#ipu.target`: the
     candidates split the output's dimensions into a grid of pieces, one per
     tile; each is costed with the target's rates (exchange cycles of the
-    operand regions not already on the vertex's tile, compute cycles of the
-    piece, sync) and must keep the vertex's output and receive buffers under
+    operand regions not already on the vertex's tile -- bytes at the
+    exchange rate plus a set-up per contiguous region, so a layout that
+    makes a vertex gather element by element pays per element -- compute
+    cycles of the piece, sync) and must keep the vertex's output and receive buffers under
     `available-memory-proportion` of the tile's bytes (the bound is relaxed
     when nothing fits). Elementwise ops therefore follow their input's
     mapping, and matmuls and convolutions pick between output rows, columns,
