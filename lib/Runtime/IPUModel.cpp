@@ -149,8 +149,9 @@ struct ExchangeCounter {
 
 /// Appends a row copy, extending the last one where the new rows continue
 /// it: contiguously in both buffers, or as more rows at the same strides.
-void appendRows(std::vector<RowCopy> &table, RowCopy r) {
-  if (r.rows == 1 && !table.empty()) {
+/// Entries before `mergeFrom` are left alone (another vertex's).
+void appendRows(std::vector<RowCopy> &table, RowCopy r, size_t mergeFrom = 0) {
+  if (r.rows == 1 && table.size() > mergeFrom) {
     RowCopy &last = table.back();
     if (last.rows == 1 && last.from + last.rowBytes == r.from &&
         last.to + last.rowBytes == r.to) {
@@ -201,6 +202,11 @@ std::vector<size_t> chunkEnds(size_t n, llvm::function_ref<int64_t(size_t)> cost
 /// `words` int64s -- the loop offsets, then per operand (inputs, then
 /// outputs) its buffer's offset in tile memory and its sizes.
 struct VertexTable {
+  /// Whether each vertex's exchange runs with it, just before it (see
+  /// computeTable); then `exchangeEnds[v]` ends vertex v's rows in the step's
+  /// exchange table.
+  bool fused = false;
+  std::vector<size_t> exchangeEnds;
   unsigned numLoops = 0;
   std::vector<unsigned> ranks;
   size_t words = 0;
@@ -298,16 +304,16 @@ struct IPUModel::Impl {
   /// Appends the row copies that bring `region` of `var` into the buffer at
   /// `toOffset` (an offset into tile memory), row-major.
   void gatherRows(int64_t var, const Box &region, int64_t toOffset,
-                  std::vector<RowCopy> &rows);
+                  std::vector<RowCopy> &rows, size_t mergeFrom);
   StepTable computeTable(int64_t c);
   StepTable copyTable(const Copy &copy);
   void runExchange(const StepTable &t);
-  void runVertices(const VertexTable &t);
+  void runVertices(const VertexTable &t, llvm::ArrayRef<RowCopy> exchange);
   void computeCost();
 };
 
 void IPUModel::Impl::gatherRows(int64_t var, const Box &region, int64_t toOffset,
-                                std::vector<RowCopy> &rows) {
+                                std::vector<RowCopy> &rows, size_t mergeFrom) {
   int64_t eb = program.variables[var].elementBytes();
   Box inStorage;
   if (forEachOverlap(program, var, region, inStorage, [&](const Overlap &o) {
@@ -315,13 +321,15 @@ void IPUModel::Impl::gatherRows(int64_t var, const Box &region, int64_t toOffset
         forEachRowCopy(o.piece, inStorage, o.part, eb, [&](RowCopy r) {
           r.from += from;
           r.to += toOffset;
-          appendRows(rows, r);
+          appendRows(rows, r, mergeFrom);
         });
       }))
     return;
   forEachRun(program, var, region, [&](const Run &r) {
-    appendRows(rows, RowCopy{element(var, r.tile, r.pieceOffset) - memory,
-                             toOffset + r.regionOffset * eb, r.count * eb, 1, 0, 0});
+    appendRows(rows,
+               RowCopy{element(var, r.tile, r.pieceOffset) - memory,
+                       toOffset + r.regionOffset * eb, r.count * eb, 1, 0, 0},
+               mergeFrom);
   });
 }
 
@@ -333,6 +341,9 @@ constexpr int64_t kVertexCallCost = 400;
 constexpr int64_t kMinChunkCycles = 20000;
 
 int64_t copyCost(const RowCopy &r) { return r.rowBytes * r.rows + 64; }
+/// Copy cost units per vertex cycle, to balance fused steps (about what the
+/// host copies while the target computes a cycle of a vertex).
+constexpr int64_t kCopyBytesPerCycle = 4;
 } // namespace
 
 StepTable IPUModel::Impl::computeTable(int64_t c) {
@@ -347,12 +358,24 @@ StepTable IPUModel::Impl::computeTable(int64_t c) {
   vt.words = vt.numLoops;
   for (unsigned r : vt.ranks)
     vt.words += 1 + r;
+  // The BSP order is every vertex's exchange, then every vertex. Each
+  // vertex's exchange may instead run just before it, on the same thread,
+  // while what it received is still in the host's cache, when no vertex
+  // writes what another's exchange reads: the step's outputs are other
+  // variables than its inputs (the memory plan keeps variables live at the
+  // same step apart), so nothing is updated in place.
+  vt.fused = llvm::none_of(cs.inputs, [&](const auto &in) {
+    return llvm::any_of(cs.outputs, [&](int64_t out) {
+      return program.storageIndex(out) == program.storageIndex(in.var);
+    });
+  });
   std::vector<int64_t> cycles;
   for (const Vertex &vx : vertices(cs)) {
     Box loops = cs.loopBox(vx.piece);
     const Kernel *kernel = cs.kernelFor(vx.piece.sizes);
     vt.entries.push_back(entries.lookup(kernel->symbol));
     cycles.push_back(kernel->cycles + kVertexCallCost);
+    size_t firstRow = t.exchange.size();
     vt.data.insert(vt.data.end(), loops.offsets.begin(), loops.offsets.end());
     for (size_t i = 0; i < cs.inputs.size(); ++i) {
       const auto &in = cs.inputs[i];
@@ -363,7 +386,7 @@ StepTable IPUModel::Impl::computeTable(int64_t c) {
                                       : address(vx.tile, 0) - memory;
       } else {
         offset = address(vx.tile, plan.exchangeOffset[c][i]) - memory;
-        gatherRows(in.var, region, offset, t.exchange);
+        gatherRows(in.var, region, offset, t.exchange, vt.fused ? firstRow : 0);
       }
       vt.data.push_back(offset);
       vt.data.insert(vt.data.end(), region.sizes.begin(), region.sizes.end());
@@ -371,6 +394,11 @@ StepTable IPUModel::Impl::computeTable(int64_t c) {
     for (int64_t out : cs.outputs) {
       vt.data.push_back(element(out, vx.tile, 0) - memory);
       vt.data.insert(vt.data.end(), vx.piece.sizes.begin(), vx.piece.sizes.end());
+    }
+    if (vt.fused) {
+      for (size_t r = firstRow; r < t.exchange.size(); ++r)
+        cycles.back() += copyCost(t.exchange[r]) / kCopyBytesPerCycle;
+      vt.exchangeEnds.push_back(t.exchange.size());
     }
   }
   unsigned threads = pool->threads();
@@ -396,6 +424,8 @@ StepTable IPUModel::Impl::copyTable(const Copy &copy) {
 }
 
 void IPUModel::Impl::runExchange(const StepTable &t) {
+  if (t.vertices.fused)
+    return; // with the vertices
   // Every row lands in distinct destination bytes: chunks are race-free.
   pool->run(t.exchangeChunks.size(), [&](size_t chunk) {
     size_t lo = chunk ? t.exchangeChunks[chunk - 1] : 0;
@@ -404,7 +434,8 @@ void IPUModel::Impl::runExchange(const StepTable &t) {
   });
 }
 
-void IPUModel::Impl::runVertices(const VertexTable &t) {
+void IPUModel::Impl::runVertices(const VertexTable &t,
+                                 llvm::ArrayRef<RowCopy> exchange) {
   pool->run(t.chunks.size(), [&](size_t chunk) {
     // The packed entry takes pointers to each loop offset and to a memref
     // descriptor per operand: {allocated, aligned, offset, sizes, strides}.
@@ -412,6 +443,9 @@ void IPUModel::Impl::runVertices(const VertexTable &t) {
     llvm::SmallVector<void *, 32> args;
     size_t lo = chunk ? t.chunks[chunk - 1] : 0;
     for (size_t v = lo; v < t.chunks[chunk]; ++v) {
+      if (t.fused)
+        for (size_t r = v ? t.exchangeEnds[v - 1] : 0; r < t.exchangeEnds[v]; ++r)
+          copyRows(memory, memory, exchange[r]);
       int64_t *w = const_cast<int64_t *>(&t.data[v * t.words]);
       descriptors.clear();
       args.clear();
@@ -625,7 +659,7 @@ Expected<std::vector<Tensor>> IPUModel::Impl::runIteration(llvm::ArrayRef<Tensor
     auto start = Clock::now();
     m.runExchange(m.tables[s]);
     auto exchanged = Clock::now();
-    m.runVertices(m.tables[s].vertices);
+    m.runVertices(m.tables[s].vertices, m.tables[s].exchange);
     m.hostExchangeSeconds[s] += std::chrono::duration<double>(exchanged - start).count();
     m.hostComputeSeconds[s] += std::chrono::duration<double>(Clock::now() - exchanged).count();
   }
@@ -656,6 +690,7 @@ json::Value IPUModel::profileJSON() const {
     // cost.steps is stream-in, the program's steps, stream-out.
     double perIteration = m.iterations ? 1e3 / m.iterations : 0;
     double hostExchangeMs = 0, hostComputeMs = 0;
+    bool fused = i >= 1 && i - 1 < m.tables.size() && m.tables[i - 1].vertices.fused;
     if (i >= 1 && i - 1 < m.hostExchangeSeconds.size()) {
       hostExchangeMs = m.hostExchangeSeconds[i - 1] * perIteration;
       hostComputeMs = m.hostComputeSeconds[i - 1] * perIteration;
@@ -672,7 +707,8 @@ json::Value IPUModel::profileJSON() const {
                                  {"tiles_used", s.tilesUsed},
                                  {"macs", s.macs},
                                  {"host_exchange_ms", hostExchangeMs},
-                                 {"host_compute_ms", hostComputeMs}});
+                                 {"host_compute_ms", hostComputeMs},
+                                 {"host_fused", fused}});
     exchange += s.exchangeCycles;
     sync += s.syncCycles;
     compute += s.computeCycles;

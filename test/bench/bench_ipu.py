@@ -100,8 +100,8 @@ def main():
     print(f"model:                {args.model}, batch 1, fp32, on {threads} cores")
     print(f"compile to .tess:     {wall:.2f} s, peak {peak:.0f} MiB")
     print(f"IPU model run:        {ipu_ms:.1f} ms per inference (host time in exchange "
-          f"copies {profile['host_exchange_ms']:.1f} ms, in vertices "
-          f"{profile['host_compute_ms']:.1f} ms)")
+          f"phases {profile['host_exchange_ms']:.1f} ms, in vertices with their own "
+          f"copies {profile['host_compute_ms']:.1f} ms)")
     print(f"host reference run:   {ref_ms:.1f} ms per inference")
     print(f"PyTorch:              {torch_ms:.1f} ms per inference")
     if ort_ms is not None:

@@ -282,6 +282,10 @@ TEST(IPUModel, ComputesExchangesAndCopiesLikeTheProgramSays) {
   ASSERT_TRUE(o);
   EXPECT_EQ(o->getInteger("cycles"), cost.totalCycles);
   EXPECT_EQ(o->getArray("steps")->size(), 5u);
+  // cs0 writes y, not what it reads: its vertices run with their exchange.
+  const llvm::json::Array &steps = *o->getArray("steps");
+  EXPECT_EQ(steps[1].getAsObject()->getBoolean("host_fused"), true);
+  EXPECT_EQ(steps[2].getAsObject()->getBoolean("host_fused"), false);
   EXPECT_TRUE(o->getObject("memory"));
   llvm::json::Value trace = (*model)->traceJSON();
   const llvm::json::Array *events = trace.getAsObject()->getArray("traceEvents");
