@@ -40,6 +40,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <memory>
 
 using llvm::Expected;
 namespace json = llvm::json;
@@ -204,9 +206,11 @@ std::vector<size_t> chunkEnds(size_t n, llvm::function_ref<int64_t(size_t)> cost
 struct VertexTable {
   /// Whether each vertex's exchange runs with it, just before it (see
   /// computeTable); then `exchangeEnds[v]` ends vertex v's rows in the step's
-  /// exchange table.
+  /// exchange table, and the rows land in a host thread's scratch buffer of
+  /// `scratchBytes`, where the vertex reads them.
   bool fused = false;
   std::vector<size_t> exchangeEnds;
+  int64_t scratchBytes = 0;
   unsigned numLoops = 0;
   std::vector<unsigned> ranks;
   size_t words = 0;
@@ -364,11 +368,23 @@ StepTable IPUModel::Impl::computeTable(int64_t c) {
   // writes what another's exchange reads: the step's outputs are other
   // variables than its inputs (the memory plan keeps variables live at the
   // same step apart), so nothing is updated in place.
+  //
+  // A fused vertex also receives into its host thread's scratch buffer
+  // rather than its tile's receive buffers: those are written and read only
+  // by this vertex in this step (the memory plan gives them this step's
+  // lifetime), so no later step can tell; the plan still reserves them, and
+  // the scratch, reused by every vertex the thread runs, stays in the host's
+  // cache instead of being fetched and written back for each tile. The
+  // buffers keep their offsets in the tile less the lowest of them.
   vt.fused = llvm::none_of(cs.inputs, [&](const auto &in) {
     return llvm::any_of(cs.outputs, [&](int64_t out) {
       return program.storageIndex(out) == program.storageIndex(in.var);
     });
   });
+  int64_t scratchBase = std::numeric_limits<int64_t>::max();
+  for (int64_t offset : plan.exchangeOffset[c])
+    if (offset >= 0)
+      scratchBase = std::min(scratchBase, offset);
   std::vector<int64_t> cycles;
   for (const Vertex &vx : vertices(cs)) {
     Box loops = cs.loopBox(vx.piece);
@@ -384,9 +400,15 @@ StepTable IPUModel::Impl::computeTable(int64_t c) {
       if (isLocalPiece(program, in.var, region, vx.tile)) {
         offset = region.numElements() ? element(in.var, vx.tile, 0) - memory
                                       : address(vx.tile, 0) - memory;
+      } else if (vt.fused) {
+        int64_t at = plan.exchangeOffset[c][i] - scratchBase;
+        gatherRows(in.var, region, at, t.exchange, firstRow);
+        vt.scratchBytes = std::max(
+            vt.scratchBytes, at + region.numElements() * program.variables[in.var].elementBytes());
+        offset = ~at; // negative: an offset into the scratch buffer
       } else {
         offset = address(vx.tile, plan.exchangeOffset[c][i]) - memory;
-        gatherRows(in.var, region, offset, t.exchange, vt.fused ? firstRow : 0);
+        gatherRows(in.var, region, offset, t.exchange, 0);
       }
       vt.data.push_back(offset);
       vt.data.insert(vt.data.end(), region.sizes.begin(), region.sizes.end());
@@ -434,6 +456,19 @@ void IPUModel::Impl::runExchange(const StepTable &t) {
   });
 }
 
+/// The calling host thread's scratch buffer for what fused vertices
+/// receive, at least `bytes` long, 64-byte aligned.
+static char *threadScratch(int64_t bytes) {
+  thread_local std::unique_ptr<char[]> buffer;
+  thread_local int64_t size = 0;
+  if (size < bytes) {
+    buffer.reset(new char[bytes + 64]);
+    size = bytes;
+  }
+  return reinterpret_cast<char *>((reinterpret_cast<uintptr_t>(buffer.get()) + 63) &
+                                  ~uintptr_t(63));
+}
+
 void IPUModel::Impl::runVertices(const VertexTable &t,
                                  llvm::ArrayRef<RowCopy> exchange) {
   pool->run(t.chunks.size(), [&](size_t chunk) {
@@ -441,11 +476,12 @@ void IPUModel::Impl::runVertices(const VertexTable &t,
     // descriptor per operand: {allocated, aligned, offset, sizes, strides}.
     llvm::SmallVector<int64_t, 128> descriptors;
     llvm::SmallVector<void *, 32> args;
+    char *scratch = t.fused ? threadScratch(t.scratchBytes) : nullptr;
     size_t lo = chunk ? t.chunks[chunk - 1] : 0;
     for (size_t v = lo; v < t.chunks[chunk]; ++v) {
       if (t.fused)
         for (size_t r = v ? t.exchangeEnds[v - 1] : 0; r < t.exchangeEnds[v]; ++r)
-          copyRows(memory, memory, exchange[r]);
+          copyRows(memory, scratch, exchange[r]);
       int64_t *w = const_cast<int64_t *>(&t.data[v * t.words]);
       descriptors.clear();
       args.clear();
@@ -453,7 +489,7 @@ void IPUModel::Impl::runVertices(const VertexTable &t,
         args.push_back(w + i);
       w += t.numLoops;
       for (unsigned rank : t.ranks) {
-        char *data = memory + w[0];
+        char *data = w[0] >= 0 ? memory + w[0] : scratch + ~w[0];
         appendDescriptor(descriptors, data, llvm::ArrayRef<int64_t>(w + 1, rank));
         w += 1 + rank;
       }
