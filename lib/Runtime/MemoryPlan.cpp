@@ -6,13 +6,14 @@
 // reads and writes through a view count for its storage variable. A vertex's
 // receive buffer for an operand it cannot read in place lives during the
 // steps that run its compute set. Vertex code is reserved at the top of each
-// tile's memory for the whole program.
+// tile's memory for the whole program, and weights and constants are stacked
+// below it.
 //
 // Every allocation takes one offset, valid on all tiles of its tile set, so
-// the first-fit search only looks at allocations that are live at the same
-// time on an intersecting set of tiles. Items are placed in program order,
-// which keeps the plan deterministic: the compiler and the runtime compute
-// the same one.
+// the first-fit search (from the bottom, for everything but weights) only
+// looks at allocations that are live at the same time on an intersecting set
+// of tiles. Items are placed in program order, which keeps the plan
+// deterministic: the compiler and the runtime compute the same one.
 //
 //===----------------------------------------------------------------------===//
 
@@ -35,6 +36,7 @@ namespace {
 constexpr int64_t kAlignment = 8;
 
 int64_t alignUp(int64_t v) { return (v + kAlignment - 1) / kAlignment * kAlignment; }
+int64_t alignDown(int64_t v) { return v >= 0 ? v / kAlignment * kAlignment : -alignUp(-v); }
 
 enum Category { Weights, Activations, Temporaries };
 const char *categoryName(int c) {
@@ -322,8 +324,62 @@ Expected<MemoryPlan> planMemory(const MachineProgram &program, int64_t numTiles,
       return overflow(std::move(oom));
     }
 
-  // Place in program order: by birth step; at a step, what comes from the
-  // host first, then receive buffers, then the step's results.
+  // Weights and constants live for the whole program: they are stacked down
+  // from the top of each tile (below its code), so that they never sit
+  // between the short-lived allocations below them. (Placed among those, a
+  // weight on a few tiles raises the offset every later activation
+  // spanning those tiles must start above, on all of its tiles.) Each tile
+  // then has a ceiling the other allocations stay under.
+  // Each weight takes the highest offset free on all of its tiles (first
+  // fit from the top).
+  std::vector<int64_t> ceiling(numTiles);
+  for (int64_t tile = 0; tile < numTiles; ++tile)
+    ceiling[tile] = bytesPerTile - code[tile];
+  std::vector<size_t> weights;
+  for (size_t i = 0; i < allocs.size(); ++i) {
+    Allocation &a = allocs[i];
+    if (a.category != Weights)
+      continue;
+    int64_t lowest = a.perTile.front().first;
+    for (auto [tile, bytes] : a.perTile)
+      if (code[tile] > code[lowest])
+        lowest = tile;
+    std::vector<std::pair<int64_t, int64_t>> busy; // [offset, end)
+    for (size_t w : weights)
+      if (a.conflictsWith(allocs[w]))
+        busy.emplace_back(allocs[w].offset, allocs[w].offset + allocs[w].size);
+    // From the top down: below each placed weight the new one overlaps.
+    llvm::sort(busy, [](auto x, auto y) { return x.second > y.second; });
+    int64_t offset = alignDown(bytesPerTile - code[lowest] - a.size);
+    for (auto [lo, hi] : busy)
+      if (lo < offset + a.size && offset < hi)
+        offset = alignDown(lo - a.size);
+    if (offset < 0) {
+      // Report the tile of the set with the most weights and code.
+      std::vector<int64_t> inUse(numTiles, 0);
+      for (size_t w : weights)
+        for (auto [tile, bytes] : allocs[w].perTile)
+          inUse[tile] += bytes;
+      int64_t tile = lowest;
+      for (auto [t, bytes] : a.perTile)
+        if (inUse[t] + code[t] > inUse[tile] + code[tile])
+          tile = t;
+      OutOfMemory oom;
+      oom.tile = tile;
+      oom.needed = std::max(inUse[tile] + code[tile] + a.size, a.size - offset + bytesPerTile);
+      oom.available = bytesPerTile;
+      oom.step = stepDescription(program, -1);
+      liveOn(tile, 0, &a, oom);
+      return overflow(std::move(oom));
+    }
+    a.offset = offset;
+    weights.push_back(i);
+    for (auto [tile, bytes] : a.perTile)
+      ceiling[tile] = std::min(ceiling[tile], offset);
+  }
+
+  // The rest in program order: by birth step; at a step, what comes from
+  // the host first, then receive buffers, then the step's results.
   std::vector<size_t> order(allocs.size());
   std::iota(order.begin(), order.end(), 0);
   llvm::stable_sort(order, [&](size_t a, size_t b) {
@@ -333,6 +389,8 @@ Expected<MemoryPlan> planMemory(const MachineProgram &program, int64_t numTiles,
   std::vector<size_t> active; // placed and possibly still live
   for (size_t index : order) {
     Allocation &a = allocs[index];
+    if (a.category == Weights)
+      continue; // placed above
     llvm::erase_if(active, [&](size_t o) { return allocs[o].death < a.birth; });
     std::vector<std::pair<int64_t, int64_t>> busy; // [offset, end)
     for (size_t o : active)
@@ -345,11 +403,10 @@ Expected<MemoryPlan> planMemory(const MachineProgram &program, int64_t numTiles,
         break;
       offset = std::max(offset, alignUp(hi));
     }
-    // The offset must be below the code on every tile of the set.
+    // The offset must be below the weights and code on every tile of the set.
     int64_t worst = -1;
     for (auto [tile, bytes] : a.perTile)
-      if (offset + a.size > bytesPerTile - code[tile] &&
-          (worst < 0 || code[tile] > code[worst]))
+      if (offset + a.size > ceiling[tile] && (worst < 0 || ceiling[tile] < ceiling[worst]))
         worst = tile;
     if (worst >= 0) {
       // Report the tile of the set with the most bytes in use.
@@ -357,6 +414,10 @@ Expected<MemoryPlan> planMemory(const MachineProgram &program, int64_t numTiles,
       for (size_t o : active)
         if (allocs[o].birth <= a.birth && a.birth <= allocs[o].death)
           for (auto [tile, bytes] : allocs[o].perTile)
+            inUse[tile] += bytes;
+      for (const Allocation &w : allocs)
+        if (w.category == Weights)
+          for (auto [tile, bytes] : w.perTile)
             inUse[tile] += bytes;
       int64_t tile = worst, most = -1;
       for (auto [t, bytes] : a.perTile)
@@ -366,7 +427,7 @@ Expected<MemoryPlan> planMemory(const MachineProgram &program, int64_t numTiles,
         }
       OutOfMemory oom;
       oom.tile = tile;
-      oom.needed = std::max(most, offset + a.size + code[tile]);
+      oom.needed = std::max(most, offset + a.size + bytesPerTile - ceiling[tile]);
       oom.available = bytesPerTile;
       oom.step = stepDescription(program, a.order == 0 ? -1 : a.birth);
       liveOn(tile, a.birth, &a, oom);

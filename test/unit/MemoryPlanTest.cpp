@@ -123,6 +123,40 @@ TEST(MemoryPlan, ViewsKeepTheirBaseAliveAndWeightsLiveThroughout) {
   EXPECT_EQ(plan->peakByCategory[0].weights, 256);
 }
 
+TEST(MemoryPlan, WeightsStackBelowTheCodeAndLeaveTheBottomToShortLivedData) {
+  // Two weights on overlapping tile sets ({0, 1} and {1, 2}) and an
+  // activation over all three tiles. Among the activations, w1 on tile 1
+  // would push a to above it on every tile; from the top it does not.
+  Builder b;
+  int64_t x = b.var("x", {3, 64}, VarKind::Input,
+                    TileMapping{{3, 64}, {1, 64}, {1, 0}, 0});
+  int64_t w0 = b.var("w0", {2, 64}, VarKind::Weight,
+                     TileMapping{{2, 64}, {1, 64}, {1, 0}, 0});
+  int64_t w1 = b.var("w1", {2, 64}, VarKind::Weight,
+                     TileMapping{{2, 64}, {1, 64}, {1, 0}, 1});
+  int64_t a = b.var("a", {3, 64}, VarKind::Activation,
+                    TileMapping{{3, 64}, {1, 64}, {1, 0}, 0});
+  b.compute({x}, a, false, /*codeBytes=*/1000);
+  b.p.inputs = {x};
+  b.p.outputs = {a};
+  const int64_t bytes = 4096;
+  auto plan = planMemory(b.p, 3, bytes);
+  ASSERT_TRUE(static_cast<bool>(plan)) << llvm::toString(plan.takeError());
+  // Code 1000 B (8-aligned below it: 3096 - 256 = 2840), then w0; w1
+  // overlaps w0 on tile 1, so it goes below it.
+  EXPECT_EQ(plan->variableOffset[w0], 2840);
+  EXPECT_EQ(plan->variableOffset[w1], 2840 - 256);
+  EXPECT_EQ(plan->variableOffset[x], 0);
+  EXPECT_EQ(plan->variableOffset[a], 256);
+
+  // Too little room under the code for both weights on tile 1.
+  auto tight = planMemory(b.p, 3, 1000 + 256 + 255);
+  ASSERT_FALSE(static_cast<bool>(tight));
+  std::string message = llvm::toString(tight.takeError());
+  EXPECT_NE(message.find("tile 1"), std::string::npos) << message;
+  EXPECT_NE(message.find("program start"), std::string::npos) << message;
+}
+
 TEST(MemoryPlan, ReceiveBuffersForOperandsNotReadInPlace) {
   Builder b;
   // x on tiles 0 and 1 (4 elements each); y like x reads x in place; z reads

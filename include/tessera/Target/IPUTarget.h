@@ -45,7 +45,7 @@ struct IPUTarget {
   /// Per contiguous region a tile sends or receives in an exchange: its
   /// exchange code sets a new address for each (an element-by-element
   /// gather costs this per element, a long row once).
-  int64_t exchangeCyclesPerRegion = 2;
+  int64_t exchangeCyclesPerRegion = 1;
 
   int64_t totalTiles() const { return numIPUs * tilesPerIPU; }
   int64_t memoryPerIPU() const { return tilesPerIPU * bytesPerTile; }
