@@ -5,22 +5,29 @@
 // tiles idle and move all of x and w to a few. The planner splits k into 16
 // slices of 128: 16 partial results [16x4x8] from zeros, each on its own
 // tile next to its slices of x and w, then one step adds them into the
-// matmul's init.
+// matmul's init. Neither zero fill is a step of its own: the vertices that
+// accumulate into them fill their pieces first.
 
 // The operands are placed by slice of k, one slice per tile.
 // CHECK: func.func @main(%{{.*}}: tensor<4x2048xf32> {ipu.mapping = #ipu.mapping<chunks = [4, 128], tile_strides = [0, 1], first_tile = 0>})
 // CHECK: ml_program.global_load_const @w : tensor<2048x8xf32> {ipu.mapping = #ipu.mapping<chunks = [128, 8], tile_strides = [1, 0], first_tile = 0>}
-// CHECK: %[[INIT:.*]] = ipu.compute_set "cs0" loops [4, 8]
-// CHECK: %[[ZEROS:.*]] = ipu.compute_set "cs1" loops [16, 4, 8]
+// CHECK: %[[INIT:.*]] = ipu.alloc <chunks = [1, 2], tile_strides = [4, 1], first_tile = 0> : tensor<4x8xf32>
+// CHECK: %[[ZEROS:.*]] = ipu.alloc <chunks = [1, 4, 8], tile_strides = [1, 0, 0], first_tile = 0> : tensor<16x4x8xf32>
 // Loops (m, n, k', s): x[m, k' + 128 s], w[k' + 128 s, n] into partial[s, m, n].
-// CHECK: %[[PARTIAL:.*]] = ipu.compute_set "cs2" ins(%{{.*}}, %{{.*}} : tensor<4x2048xf32>, tensor<2048x8xf32>) inits(%[[ZEROS]] : tensor<16x4x8xf32>) loops [4, 8, 128, 16] outputs [3, 0, 1]
+// CHECK: %[[PARTIAL:.*]] = ipu.compute_set "cs0" ins(%{{.*}}, %{{.*}} : tensor<4x2048xf32>, tensor<2048x8xf32>) inits(%[[ZEROS]] : tensor<16x4x8xf32>) loops [4, 8, 128, 16] outputs [3, 0, 1]
 // CHECK-SAME: macs 65536 mapping <chunks = [1, 4, 8], tile_strides = [1, 0, 0], first_tile = 0> : tensor<16x4x8xf32>
-// CHECK: ipu.compute_set "cs3" ins(%[[PARTIAL]] : tensor<16x4x8xf32>) inits(%[[INIT]] : tensor<4x8xf32>) loops [4, 8, 16] outputs [0, 1]
-// The partial kernel reads one slice: x[4x128], w[128x8].
-// CHECK-LABEL: func.func @vertex_cs2_0
-// CHECK-SAME: memref<4x128xf32>, %{{.*}}: memref<128x8xf32>, %{{.*}}: memref<1x4x8xf32>
-// The combining kernel adds the 16 partials into the init it updates.
-// CHECK-LABEL: func.func @vertex_cs3_0
+// CHECK: ipu.compute_set "cs1" ins(%[[PARTIAL]] : tensor<16x4x8xf32>) inits(%[[INIT]] : tensor<4x8xf32>) loops [4, 8, 16] outputs [0, 1]
+// The partial kernel reads one slice, x[4x128] and w[128x8], and zeros its
+// piece before accumulating into it.
+// CHECK-LABEL: func.func @vertex_cs0_0
+// CHECK-SAME: memref<4x128xf32>, %{{.*}}: memref<128x8xf32>, %[[OUT:.*]]: memref<1x4x8xf32>
+// CHECK: %[[PIECE:.*]] = bufferization.to_tensor %[[OUT]]
+// CHECK: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK: %[[FILLED:.*]] = linalg.fill ins(%[[ZERO]] : f32) outs(%[[PIECE]] : tensor<1x4x8xf32>)
+// CHECK: linalg.generic {{.*}} outs(%[[FILLED]] : tensor<1x4x8xf32>)
+// The combining kernel zeros the output piece, then adds the 16 partials.
+// CHECK-LABEL: func.func @vertex_cs1_0
+// CHECK: linalg.fill
 // CHECK: arith.addf
 module attributes {ipu.target = #ipu.target<"ipu2", ipus = 1, tiles_per_ipu = 16, bytes_per_tile = 638976>} {
   ml_program.global private @w(dense<1.0> : tensor<2048x8xf32>) : tensor<2048x8xf32>

@@ -53,6 +53,26 @@ AccessMap toAccessMap(AffineMap map) {
   return a;
 }
 
+/// The constant `op` fills its result with, when it only does that: no
+/// tensor inputs, the init not read, a constant yielded (a reduction's zeros,
+/// the identity of a split reduction's partials).
+std::optional<arith::ConstantOp> constantFillValue(linalg::GenericOp op) {
+  if (op->getNumResults() != 1 || op.hasIndexSemantics() ||
+      llvm::any_of(op.getDpsInputs(),
+                   [](Value in) { return isa<ShapedType>(in.getType()); }) ||
+      op.payloadUsesValueFromOperand(op.getDpsInitOperand(0)))
+    return std::nullopt;
+  Value yielded = op.getRegion().front().getTerminator()->getOperand(0);
+  // A generalized linalg.fill yields its scalar operand's block argument.
+  if (auto arg = dyn_cast<BlockArgument>(yielded);
+      arg && arg.getOwner() == &op.getRegion().front() &&
+      arg.getArgNumber() < op.getNumDpsInputs())
+    yielded = op.getDpsInputOperand(arg.getArgNumber())->get();
+  if (auto cst = yielded.getDefiningOp<arith::ConstantOp>())
+    return cst;
+  return std::nullopt;
+}
+
 struct Input {
   Value value;
   AffineMap map; ///< in the generic's loops (a constant map for `full`)
@@ -67,8 +87,13 @@ struct Plan {
   std::vector<Input> inputs; ///< compute-set inputs, in order
   TileMapping mapping;       ///< of the results
   /// The generic whose only use is as this op's init: it takes this op's
-  /// mapping and this op updates its result in place.
+  /// mapping and this op updates its result in place. When it only fills
+  /// with a constant, it is no compute set of its own: each vertex of this
+  /// op fills its output piece first (as poplibs' convolution vertices zero
+  /// their partials), saving a step, its sync and a pass over the memory.
   linalg::GenericOp initProducer;
+  TypedAttr initFill; ///< the constant, when this op's vertices fill
+  bool fillsInit() const { return static_cast<bool>(initFill); }
   bool isInitProducer = false;
   bool readsInit = false; ///< the body reads the outs block arguments
   int64_t macs = 0;
@@ -803,8 +828,11 @@ LogicalResult Planner::planOp(linalg::GenericOp generic) {
     Value init = generic.getDpsInitOperand(0)->get();
     if (auto producer = init.getDefiningOp<linalg::GenericOp>();
         producer && planOf_.count(producer) &&
-        plans_[planOf_[producer]].isInitProducer)
+        plans_[planOf_[producer]].isInitProducer) {
       plan.initProducer = producer;
+      if (std::optional<arith::ConstantOp> cst = constantFillValue(producer))
+        plan.initFill = cst->getValue();
+    }
     if (plan.readsInit && !plan.initProducer) {
       // Read the init like any other input, through the output map.
       for (OpOperand &o : generic.getDpsInitsMutable()) {
@@ -1151,6 +1179,14 @@ FailureOr<func::FuncOp> Planner::outlineKernel(Plan &plan,
       // other readers) is copied into the output piece, which the op then
       // accumulates into: the input region itself is never written.
       Value replacement = outArgs[k];
+      if (plan.fillsInit()) {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPoint(tiledOp);
+        Value value = arith::ConstantOp::create(b, loc, plan.initFill);
+        replacement = linalg::FillOp::create(b, loc, ValueRange{value},
+                                             ValueRange{outArgs[k]})
+                          ->getResult(0);
+      }
       if (auto it = placeholderInput.find(source);
           it != placeholderInput.end()) {
         Value region = inArgs[it->second];
@@ -1305,7 +1341,14 @@ LogicalResult Planner::emitComputeSet(Plan &plan, OpBuilder &b) {
     loops.sizes = plan.loopRanges;
     for (auto [j, l] : llvm::enumerate(plan.outputLoops))
       loops.sizes[l] = shape[j];
-    cycles.push_back(vertexCycles(plan, loops));
+    int64_t fill = 0;
+    if (plan.fillsInit()) {
+      int64_t bytes = elementBytes(op->getResult(0).getType());
+      for (int64_t n : shape)
+        bytes *= n;
+      fill = (bytes + target_.vectorBytesPerCycle - 1) / target_.vectorBytesPerCycle;
+    }
+    cycles.push_back(vertexCycles(plan, loops) + fill);
   }
   SmallVector<Value> inputs;
   SmallVector<Attribute> maps;
@@ -1352,7 +1395,15 @@ LogicalResult Planner::rewrite() {
       continue;
     }
     if (auto generic = dyn_cast<linalg::GenericOp>(op)) {
-      if (plans_[planOf_[generic]].isEmpty) {
+      // A fill its user's vertices do (Plan::fillsInit) is only memory.
+      bool filledByUser = false;
+      if (plans_[planOf_[generic]].isInitProducer) {
+        auto user = cast<linalg::GenericOp>(*generic->getUsers().begin());
+        filledByUser = planOf_.count(user) &&
+                       plans_[planOf_[user]].initProducer == generic &&
+                       plans_[planOf_[user]].fillsInit();
+      }
+      if (plans_[planOf_[generic]].isEmpty || filledByUser) {
         b.setInsertionPoint(generic);
         SmallVector<Value> allocs;
         for (Value r : generic->getResults())
