@@ -41,8 +41,10 @@ def IPUMapTiles : Pass<"ipu-map-tiles", "::mlir::ModuleOp"> {
     mapping, and matmuls and convolutions pick between output rows, columns,
     channels and spatial splits by what moves least. A fill or broadcast that
     only initializes a contraction takes the contraction's mapping and is
-    updated in place. Weights, constants and inputs are placed where their
-    first reader wants them.
+    updated in place; a constant fill (zeros, a split's identity) is then no
+    compute set at all but an `ipu.alloc`, and each vertex of the
+    contraction fills its piece first. Weights, constants and inputs are
+    placed where their first reader wants them.
 
     A reduction that accumulates (`out = add/max(out, f(ins))`) is also
     costed split over the tiles: its longest reduction loop (a
