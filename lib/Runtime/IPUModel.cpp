@@ -202,7 +202,8 @@ std::vector<size_t> chunkEnds(size_t n, llvm::function_ref<int64_t(size_t)> cost
 
 /// A compute step's vertices, resolved: per vertex its kernel's entry and
 /// `words` int64s -- the loop offsets, then per operand (inputs, then
-/// outputs) its buffer's offset in tile memory and its sizes.
+/// outputs) its buffer's offset in tile memory (or, negative, ~offset into
+/// the running thread's scratch buffer) and its sizes.
 struct VertexTable {
   /// Whether each vertex's exchange runs with it, just before it (see
   /// computeTable); then `exchangeEnds[v]` ends vertex v's rows in the step's
@@ -306,7 +307,8 @@ struct IPUModel::Impl {
 
   Expected<std::vector<Tensor>> runIteration(llvm::ArrayRef<Tensor> inputs);
   /// Appends the row copies that bring `region` of `var` into the buffer at
-  /// `toOffset` (an offset into tile memory), row-major.
+  /// `toOffset` (into tile memory, or into the scratch buffer for a fused
+  /// step), row-major, merging only with rows from `mergeFrom` on.
   void gatherRows(int64_t var, const Box &region, int64_t toOffset,
                   std::vector<RowCopy> &rows, size_t mergeFrom);
   StepTable computeTable(int64_t c);

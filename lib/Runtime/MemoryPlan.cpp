@@ -340,17 +340,17 @@ Expected<MemoryPlan> planMemory(const MachineProgram &program, int64_t numTiles,
     Allocation &a = allocs[i];
     if (a.category != Weights)
       continue;
-    int64_t lowest = a.perTile.front().first;
+    int64_t mostCode = a.perTile.front().first;
     for (auto [tile, bytes] : a.perTile)
-      if (code[tile] > code[lowest])
-        lowest = tile;
+      if (code[tile] > code[mostCode])
+        mostCode = tile;
     std::vector<std::pair<int64_t, int64_t>> busy; // [offset, end)
     for (size_t w : weights)
       if (a.conflictsWith(allocs[w]))
         busy.emplace_back(allocs[w].offset, allocs[w].offset + allocs[w].size);
     // From the top down: below each placed weight the new one overlaps.
     llvm::sort(busy, [](auto x, auto y) { return x.second > y.second; });
-    int64_t offset = alignDown(bytesPerTile - code[lowest] - a.size);
+    int64_t offset = alignDown(bytesPerTile - code[mostCode] - a.size);
     for (auto [lo, hi] : busy)
       if (lo < offset + a.size && offset < hi)
         offset = alignDown(lo - a.size);
@@ -360,13 +360,13 @@ Expected<MemoryPlan> planMemory(const MachineProgram &program, int64_t numTiles,
       for (size_t w : weights)
         for (auto [tile, bytes] : allocs[w].perTile)
           inUse[tile] += bytes;
-      int64_t tile = lowest;
+      int64_t tile = mostCode;
       for (auto [t, bytes] : a.perTile)
         if (inUse[t] + code[t] > inUse[tile] + code[tile])
           tile = t;
       OutOfMemory oom;
       oom.tile = tile;
-      oom.needed = std::max(inUse[tile] + code[tile] + a.size, a.size - offset + bytesPerTile);
+      oom.needed = std::max(inUse[tile] + code[tile] + a.size, bytesPerTile - offset);
       oom.available = bytesPerTile;
       oom.step = stepDescription(program, -1);
       liveOn(tile, 0, &a, oom);
