@@ -517,6 +517,18 @@ bool forEachOverlap(const MachineProgram &program, int64_t var, const Box &regio
   return true;
 }
 
+namespace {
+/// The outermost dimension of `part`'s contiguous rows: the dimensions
+/// after it, which both buffers hold whole, merge into the row.
+int64_t rowDimension(const Box &fromBox, const Box &toBox, const Box &part) {
+  int64_t inner = static_cast<int64_t>(part.sizes.size()) - 1;
+  while (inner > 0 && part.sizes[inner] == fromBox.sizes[inner] &&
+         part.sizes[inner] == toBox.sizes[inner])
+    --inner;
+  return inner;
+}
+} // namespace
+
 void forEachRowCopy(const Box &fromBox, const Box &toBox, const Box &part,
                     int64_t elementBytes, llvm::function_ref<void(const RowCopy &)> fn) {
   int64_t rank = part.sizes.size();
@@ -527,12 +539,9 @@ void forEachRowCopy(const Box &fromBox, const Box &toBox, const Box &part,
     return;
   }
   // Inner dimensions both buffers hold whole merge into one contiguous row.
-  int64_t inner = rank - 1, run = part.sizes[rank - 1];
-  while (inner > 0 && part.sizes[inner] == fromBox.sizes[inner] &&
-         part.sizes[inner] == toBox.sizes[inner]) {
-    --inner;
-    run *= part.sizes[inner];
-  }
+  int64_t inner = rowDimension(fromBox, toBox, part), run = 1;
+  for (int64_t d = inner; d < rank; ++d)
+    run *= part.sizes[d];
   llvm::SmallVector<int64_t, 8> fromStrides(rank, 1), toStrides(rank, 1);
   for (int64_t d = rank - 2; d >= 0; --d) {
     fromStrides[d] = fromStrides[d + 1] * fromBox.sizes[d + 1];
@@ -582,13 +591,9 @@ void forEachRowCopy(const Box &fromBox, const Box &toBox, const Box &part,
 
 int64_t rowCount(const Box &fromBox, const Box &toBox, const Box &part) {
   // The same merging as forEachRowCopy, counted instead of walked.
-  int64_t rank = part.sizes.size();
   if (part.numElements() == 0)
     return 0;
-  int64_t inner = rank - 1;
-  while (inner > 0 && part.sizes[inner] == fromBox.sizes[inner] &&
-         part.sizes[inner] == toBox.sizes[inner])
-    --inner;
+  int64_t inner = rowDimension(fromBox, toBox, part);
   int64_t rows = 1;
   for (int64_t d = 0; d < inner; ++d)
     rows *= part.sizes[d];

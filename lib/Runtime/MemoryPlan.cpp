@@ -328,10 +328,9 @@ Expected<MemoryPlan> planMemory(const MachineProgram &program, int64_t numTiles,
   // from the top of each tile (below its code), so that they never sit
   // between the short-lived allocations below them. (Placed among those, a
   // weight on a few tiles raises the offset every later activation
-  // spanning those tiles must start above, on all of its tiles.) Each tile
-  // then has a ceiling the other allocations stay under.
-  // Each weight takes the highest offset free on all of its tiles (first
-  // fit from the top).
+  // spanning those tiles must start above, on all of its tiles.) Each
+  // weight takes the highest offset free on all of its tiles (first fit from
+  // the top); each tile then has a ceiling the other allocations stay under.
   std::vector<int64_t> ceiling(numTiles);
   for (int64_t tile = 0; tile < numTiles; ++tile)
     ceiling[tile] = bytesPerTile - code[tile];

@@ -1398,8 +1398,8 @@ LogicalResult Planner::rewrite() {
       // A fill its user's vertices do (Plan::fillsInit) is only memory.
       bool filledByUser = false;
       if (plans_[planOf_[generic]].isInitProducer) {
-        auto user = cast<linalg::GenericOp>(*generic->getUsers().begin());
-        filledByUser = planOf_.count(user) &&
+        auto user = dyn_cast<linalg::GenericOp>(*generic->getUsers().begin());
+        filledByUser = user && planOf_.count(user) &&
                        plans_[planOf_[user]].initProducer == generic &&
                        plans_[planOf_[user]].fillsInit();
       }
