@@ -41,7 +41,9 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <memory>
+#include <numeric>
 
 using llvm::Expected;
 namespace json = llvm::json;
@@ -206,11 +208,17 @@ std::vector<size_t> chunkEnds(size_t n, llvm::function_ref<int64_t(size_t)> cost
 /// the running thread's scratch buffer) and its sizes.
 struct VertexTable {
   /// Whether each vertex's exchange runs with it, just before it (see
-  /// computeTable); then `exchangeEnds[v]` ends vertex v's rows in the step's
-  /// exchange table, and the rows land in a host thread's scratch buffer of
-  /// `scratchBytes`, where the vertex reads them.
+  /// computeTable); then the rows land in a host thread's scratch buffer of
+  /// `scratchBytes`, where the vertex reads them. Per vertex v and input i,
+  /// at [v * numInputs + i]: `receiveEnds` ends the input's rows in the
+  /// step's exchange table (they start where the previous entry ends), and
+  /// `receiveIds` names the distinct region they bring (-1: none, read in
+  /// place). A thread whose scratch already holds that region, received for
+  /// its previous vertex, does not copy it again.
   bool fused = false;
-  std::vector<size_t> exchangeEnds;
+  size_t numInputs = 0;
+  std::vector<size_t> receiveEnds;
+  std::vector<int32_t> receiveIds;
   int64_t scratchBytes = 0;
   unsigned numLoops = 0;
   std::vector<unsigned> ranks;
@@ -357,6 +365,7 @@ StepTable IPUModel::Impl::computeTable(int64_t c) {
   StepTable t;
   VertexTable &vt = t.vertices;
   vt.numLoops = cs.loopRanges.size();
+  vt.numInputs = cs.inputs.size();
   for (const auto &in : cs.inputs)
     vt.ranks.push_back(program.variables[in.var].shape.size());
   for (int64_t out : cs.outputs)
@@ -387,42 +396,90 @@ StepTable IPUModel::Impl::computeTable(int64_t c) {
   for (int64_t offset : plan.exchangeOffset[c])
     if (offset >= 0)
       scratchBase = std::min(scratchBase, offset);
+
+  // Each vertex's operand regions, and for a fused step which distinct
+  // region of its input each vertex receives (-1: none, it reads in place).
+  size_t numInputs = cs.inputs.size();
+  std::vector<Vertex> vs = vertices(cs);
+  std::vector<Box> regions(vs.size() * numInputs);
+  std::vector<int32_t> ids(vs.size() * numInputs, -1);
+  std::vector<std::map<std::vector<int64_t>, int32_t>> distinct(numInputs);
+  std::vector<int64_t> repeatedBytes(numInputs, 0);
+  for (size_t v = 0; v < vs.size(); ++v) {
+    Box loops = cs.loopBox(vs[v].piece);
+    for (size_t i = 0; i < numInputs; ++i) {
+      const auto &in = cs.inputs[i];
+      Box &region = regions[v * numInputs + i];
+      region = in.map.region(loops, program.variables[in.var].shape);
+      if (!vt.fused || isLocalPiece(program, in.var, region, vs[v].tile))
+        continue;
+      std::vector<int64_t> key = region.offsets;
+      key.insert(key.end(), region.sizes.begin(), region.sizes.end());
+      auto [it, added] = distinct[i].try_emplace(std::move(key), distinct[i].size());
+      ids[v * numInputs + i] = it->second;
+      if (!added)
+        repeatedBytes[i] += region.numElements() * program.variables[in.var].elementBytes();
+    }
+  }
+  // Vertices that receive the same region of an input (tiles sharing a
+  // weight block, or an activation block) run one after another, so that a
+  // thread receives it once into its scratch and the next vertices read it
+  // there. They write disjoint memory, so any order is the BSP order. Only
+  // one input can be grouped: the one whose repeats carry the most bytes.
+  std::vector<size_t> order(vs.size());
+  std::iota(order.begin(), order.end(), 0);
+  if (vt.fused && numInputs > 0) {
+    size_t g = std::max_element(repeatedBytes.begin(), repeatedBytes.end()) -
+               repeatedBytes.begin();
+    if (repeatedBytes[g] > 0)
+      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+        return ids[a * numInputs + g] < ids[b * numInputs + g];
+      });
+  }
+
   std::vector<int64_t> cycles;
-  for (const Vertex &vx : vertices(cs)) {
+  for (size_t v : order) {
+    const Vertex &vx = vs[v];
     Box loops = cs.loopBox(vx.piece);
     const Kernel *kernel = cs.kernelFor(vx.piece.sizes);
     vt.entries.push_back(entries.lookup(kernel->symbol));
     cycles.push_back(kernel->cycles + kVertexCallCost);
-    size_t firstRow = t.exchange.size();
     vt.data.insert(vt.data.end(), loops.offsets.begin(), loops.offsets.end());
-    for (size_t i = 0; i < cs.inputs.size(); ++i) {
+    for (size_t i = 0; i < numInputs; ++i) {
       const auto &in = cs.inputs[i];
-      Box region = in.map.region(loops, program.variables[in.var].shape);
+      const Box &region = regions[v * numInputs + i];
       int64_t offset;
       if (isLocalPiece(program, in.var, region, vx.tile)) {
         offset = region.numElements() ? element(in.var, vx.tile, 0) - memory
                                       : address(vx.tile, 0) - memory;
       } else if (vt.fused) {
         int64_t at = plan.exchangeOffset[c][i] - scratchBase;
+        size_t firstRow = t.exchange.size();
         gatherRows(in.var, region, at, t.exchange, firstRow);
         vt.scratchBytes = std::max(
             vt.scratchBytes, at + region.numElements() * program.variables[in.var].elementBytes());
         offset = ~at; // negative: an offset into the scratch buffer
+        // Balance on the copies a thread makes: none for a region the
+        // previous vertex received too.
+        int32_t id = ids[v * numInputs + i];
+        if (vt.receiveIds.size() < numInputs ||
+            vt.receiveIds[vt.receiveIds.size() - numInputs] != id)
+          for (size_t r = firstRow; r < t.exchange.size(); ++r)
+            cycles.back() += copyCost(t.exchange[r]) / kCopyBytesPerCycle;
       } else {
         offset = address(vx.tile, plan.exchangeOffset[c][i]) - memory;
         gatherRows(in.var, region, offset, t.exchange, 0);
       }
       vt.data.push_back(offset);
       vt.data.insert(vt.data.end(), region.sizes.begin(), region.sizes.end());
+      if (vt.fused) {
+        vt.receiveEnds.push_back(t.exchange.size());
+        vt.receiveIds.push_back(ids[v * numInputs + i]);
+      }
     }
     for (int64_t out : cs.outputs) {
       vt.data.push_back(element(out, vx.tile, 0) - memory);
       vt.data.insert(vt.data.end(), vx.piece.sizes.begin(), vx.piece.sizes.end());
-    }
-    if (vt.fused) {
-      for (size_t r = firstRow; r < t.exchange.size(); ++r)
-        cycles.back() += copyCost(t.exchange[r]) / kCopyBytesPerCycle;
-      vt.exchangeEnds.push_back(t.exchange.size());
     }
   }
   unsigned threads = pool->threads();
@@ -479,11 +536,19 @@ void IPUModel::Impl::runVertices(const VertexTable &t,
     llvm::SmallVector<int64_t, 128> descriptors;
     llvm::SmallVector<void *, 32> args;
     char *scratch = t.fused ? threadScratch(t.scratchBytes) : nullptr;
+    // The region of each input this thread's scratch holds (-1: none yet).
+    llvm::SmallVector<int32_t, 8> held(t.numInputs, -1);
     size_t lo = chunk ? t.chunks[chunk - 1] : 0;
     for (size_t v = lo; v < t.chunks[chunk]; ++v) {
       if (t.fused)
-        for (size_t r = v ? t.exchangeEnds[v - 1] : 0; r < t.exchangeEnds[v]; ++r)
-          copyRows(memory, scratch, exchange[r]);
+        for (size_t i = 0, k = v * t.numInputs; i < t.numInputs; ++i, ++k) {
+          int32_t id = t.receiveIds[k];
+          if (id < 0 || id == held[i])
+            continue;
+          for (size_t r = k ? t.receiveEnds[k - 1] : 0; r < t.receiveEnds[k]; ++r)
+            copyRows(memory, scratch, exchange[r]);
+          held[i] = id;
+        }
       int64_t *w = const_cast<int64_t *>(&t.data[v * t.words]);
       descriptors.clear();
       args.clear();
