@@ -138,6 +138,12 @@ struct Plan {
   bool hasRowLoop = false;
   int64_t rows = 1;   ///< U
   int64_t chunks = 1; ///< C
+  /// The op just before that sets every output element before the
+  /// reduction adds to it -- a fill or a copy -- and is folded into the
+  /// accumulators' first values instead of its own pass over the output.
+  Operation *initializer = nullptr;
+  Value initValue;   ///< a fill's scalar
+  Operand initFrom;  ///< a copy's source, addressed like the output
 };
 
 /// Fills `o` for the buffer `v` read through `map`: needs static strides
@@ -245,6 +251,68 @@ std::optional<Accumulation> accumulation(linalg::GenericOp op) {
   return Accumulation{*combine, term};
 }
 
+/// Whether the op writes every element of its output exactly once per
+/// reduction pass: the output map is a permutation of the parallel loops
+/// whose ranges are the output's shape.
+bool coversOutput(linalg::GenericOp op, ArrayRef<int64_t> ranges) {
+  OpOperand *init = op.getDpsInitOperand(0);
+  AffineMap map = op.getMatchingIndexingMap(init);
+  auto type = cast<MemRefType>(init->get().getType());
+  if (!map.isProjectedPermutation() ||
+      map.getNumResults() != static_cast<unsigned>(type.getRank()))
+    return false;
+  auto iterators = op.getIteratorTypesArray();
+  unsigned parallel = 0;
+  for (auto [d, e] : llvm::enumerate(map.getResults())) {
+    unsigned l = cast<AffineDimExpr>(e).getPosition();
+    if (iterators[l] != utils::IteratorType::parallel ||
+        ranges[l] != type.getDimSize(d))
+      return false;
+  }
+  for (auto it : iterators)
+    parallel += it == utils::IteratorType::parallel;
+  return parallel == map.getNumResults();
+}
+
+/// Finds the fill or copy right before `p.op` that only initializes its
+/// output (same buffer, nothing in between), to fold into the accumulators.
+/// A copy's source must be laid out like the output.
+void findInitializer(Plan &p) {
+  Operation *prev = p.op->getPrevNode();
+  Value out = p.op.getDpsInitOperand(0)->get();
+  if (!prev || !coversOutput(p.op, p.ranges) ||
+      llvm::is_contained(p.op.getDpsInputs(), out))
+    return;
+  if (auto fill = dyn_cast<linalg::FillOp>(prev)) {
+    if (fill.hasPureBufferSemantics() && fill.getDpsInitOperand(0)->get() == out &&
+        fill.getInputs()[0].getType() == getElementTypeOrSelf(out.getType())) {
+      p.initializer = prev;
+      p.initValue = fill.getInputs()[0];
+    }
+    return;
+  }
+  Value source;
+  if (auto copy = dyn_cast<linalg::CopyOp>(prev)) {
+    if (copy.hasPureBufferSemantics() && copy.getDpsInitOperand(0)->get() == out)
+      source = copy.getInputs()[0];
+  } else if (auto copy = dyn_cast<memref::CopyOp>(prev)) {
+    if (copy.getTarget() == out)
+      source = copy.getSource();
+  }
+  if (!source || source == out)
+    return;
+  auto from = cast<MemRefType>(source.getType());
+  auto to = cast<MemRefType>(out.getType());
+  SmallVector<int64_t> fromStrides, toStrides;
+  int64_t fromOffset, toOffset;
+  if (from.getShape() != to.getShape() || from.getElementType() != to.getElementType() ||
+      failed(from.getStridesAndOffset(fromStrides, fromOffset)) ||
+      failed(to.getStridesAndOffset(toStrides, toOffset)) || fromStrides != toStrides)
+    return;
+  p.initializer = prev;
+  p.initFrom.buffer = source;
+}
+
 /// Recognizes `out = combine(out, a [* b])` reductions on static buffers of
 /// f32/f64 (matmuls, convolutions, partial-sum combines, max pooling) and
 /// plans their tiles.
@@ -300,7 +368,13 @@ std::optional<Plan> planContraction(linalg::GenericOp op) {
     return std::nullopt;
 
   auto iterators = op.getIteratorTypesArray();
+  findInitializer(p);
   collapseLoops(p, iterators);
+  // A copy's source has the output's strides: it is addressed alike.
+  if (p.initFrom.buffer) {
+    p.initFrom.address = p.out.address;
+    p.initFrom.span = p.out.span;
+  }
 
   // The vectors run along the output loop whose elements are consecutive in
   // the output (usually its last dimension; the one before when the last is
@@ -369,6 +443,8 @@ public:
       : b(b), p(p), loc(p.op->getLoc()), loops(p.ranges.size()) {}
 
   void emit() {
+    if (p.initFrom.buffer)
+      initFrom = flatten(p.initFrom);
     out = flatten(p.out);
     lhs = flatten(p.lhs);
     rhs = p.rhs.buffer == p.lhs.buffer ? lhs : flatten(p.rhs);
@@ -382,7 +458,7 @@ private:
   /// The current value of every loop (an induction variable or a constant).
   SmallVector<OpFoldResult> loops;
   /// The operands' storage as 1-D buffers, addressed by Operand::address.
-  Value out, lhs, rhs;
+  Value out, lhs, rhs, initFrom;
 
   Value flatten(const Operand &o) {
     auto type = cast<MemRefType>(o.buffer.getType());
@@ -539,12 +615,17 @@ private:
     SmallVector<Value> acc;
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t c = 0; c < chunks; ++c) {
+        if (p.initValue) {
+          acc.push_back(vector::BroadcastOp::create(b, loc, p.vectorType, p.initValue));
+          continue;
+        }
         at(row0, r, col0, c);
         SmallVector<Value, 1> idx = address(p.out);
+        Value from = p.initFrom.buffer ? initFrom : out;
         acc.push_back(
             lanes[c] == p.lanes
-                ? Value(vector::LoadOp::create(b, loc, p.vectorType, out, idx))
-                : Value(vector::MaskedLoadOp::create(b, loc, p.vectorType, out,
+                ? Value(vector::LoadOp::create(b, loc, p.vectorType, from, idx))
+                : Value(vector::MaskedLoadOp::create(b, loc, p.vectorType, from,
                                                      idx, mask(lanes[c]),
                                                      zeros())));
       }
@@ -644,6 +725,8 @@ struct VectorizeContractions
       b.setInsertionPoint(op);
       Emitter(b, *plan).emit();
       op.erase();
+      if (plan->initializer)
+        plan->initializer->erase();
     }
   }
 };

@@ -153,3 +153,79 @@ func.func @max_pool(%x: memref<2x9x9xf32>, %w: memref<3x3xf32>, %y: memref<2x7x7
   }
   return
 }
+
+// -----
+
+// A fill that only initializes the output (a vertex zeroing its piece of a
+// convolution's partial sums) becomes the accumulators' first value: no
+// pass over memory of its own, no load of the output.
+// CHECK-LABEL: func.func @fill_folded
+// CHECK: %[[ZERO:.*]] = arith.constant dense<0.000000e+00> : vector<16xf32>
+// CHECK-NOT: {{linalg.fill|vector.load}}
+// CHECK: scf.for {{.*}} iter_args(%{{.*}} = %[[ZERO]], %{{.*}} = %[[ZERO]]
+// CHECK: vector.store
+// CHECK-NOT: linalg.fill
+// CHECK: return
+func.func @fill_folded(%a: memref<4x8xf32>, %b: memref<8x20xf32>, %out: memref<4x20xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%out : memref<4x20xf32>)
+  linalg.matmul ins(%a, %b : memref<4x8xf32>, memref<8x20xf32>) outs(%out : memref<4x20xf32>)
+  return
+}
+
+// A copy that only initializes the output (a split convolution's bias,
+// which its partial sums are added to): the accumulators load the copy's
+// source instead of the output.
+// CHECK-LABEL: func.func @copy_folded
+// CHECK-SAME: %[[P:.*]]: memref<2x20xf32>, %[[BIAS:.*]]: memref<20xf32>, %[[OUT:.*]]: memref<20xf32>
+// CHECK-DAG: %[[FROM:.*]] = memref.reinterpret_cast %[[BIAS]]
+// CHECK-DAG: %[[TO:.*]] = memref.reinterpret_cast %[[OUT]]
+// CHECK-NOT: linalg.copy
+// CHECK: vector.load %[[FROM]]
+// CHECK: arith.addf
+// CHECK: vector.store {{.*}}, %[[TO]]
+// CHECK-NOT: linalg.copy
+// CHECK: return
+func.func @copy_folded(%p: memref<2x20xf32>, %bias: memref<20xf32>, %out: memref<20xf32>) {
+  linalg.copy ins(%bias : memref<20xf32>) outs(%out : memref<20xf32>)
+  linalg.generic {indexing_maps = [affine_map<(x, s) -> (s, x)>,
+                                   affine_map<(x, s) -> (x)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%p : memref<2x20xf32>) outs(%out : memref<20xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %s = arith.addf %o, %x : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// A fill stays where the reduction does not write every output element
+// once (its output map skips a parallel loop: the fill's values are read
+// back), or where the reduction also reads the filled buffer.
+// CHECK-LABEL: func.func @fill_kept
+// CHECK: linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : memref<4xf32>)
+// CHECK: linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : memref<4x4xf32>)
+func.func @fill_kept(%a: memref<4x2x8xf32>, %out: memref<4xf32>, %sq: memref<4x4xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%out : memref<4xf32>)
+  linalg.generic {indexing_maps = [affine_map<(i, j, k) -> (i, j, k)>,
+                                   affine_map<(i, j, k) -> (i)>],
+                  iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%a : memref<4x2x8xf32>) outs(%out : memref<4xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %s = arith.addf %o, %x : f32
+    linalg.yield %s : f32
+  }
+  linalg.fill ins(%zero : f32) outs(%sq : memref<4x4xf32>)
+  linalg.generic {indexing_maps = [affine_map<(i, j, k) -> (i, k)>,
+                                   affine_map<(i, j, k) -> (k, j)>,
+                                   affine_map<(i, j, k) -> (i, j)>],
+                  iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%sq, %sq : memref<4x4xf32>, memref<4x4xf32>) outs(%sq : memref<4x4xf32>) {
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %m = arith.mulf %x, %y : f32
+    %s = arith.addf %o, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}

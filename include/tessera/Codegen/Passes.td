@@ -78,6 +78,12 @@ def VectorizeContractions : Pass<"codegen-vectorize-contractions", "::mlir::Modu
     every loaded vector serves U accumulators; U <= 8 and U x C <= 16
     accumulators.
 
+    A `linalg.fill` or copy right before the op that only sets its output
+    (the op writes every output element, and reads no other copy of it) is
+    folded in: the accumulators start as the fill's value, or are loaded
+    from the copy's source, instead of a pass over the output of its own
+    (a vertex zeroing its partial sums, a split convolution's bias).
+
     Numerics: each output element still adds its terms in the reduction
     loops' order, but each term is a fused multiply-add (one rounding), as on
     the IPU's AMP units. Ops that do not match are left to
