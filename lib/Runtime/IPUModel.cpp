@@ -44,6 +44,7 @@
 #include <map>
 #include <memory>
 #include <numeric>
+#include <tuple>
 
 using llvm::Expected;
 namespace json = llvm::json;
@@ -212,13 +213,13 @@ struct VertexTable {
   /// `scratchBytes`, where the vertex reads them. Per vertex v and input i,
   /// at [v * numInputs + i]: `receiveEnds` ends the input's rows in the
   /// step's exchange table (they start where the previous entry ends), and
-  /// `receiveIds` names the distinct region they bring (-1: none, read in
-  /// place). A thread whose scratch already holds that region, received for
-  /// its previous vertex, does not copy it again.
+  /// `receive` says whether the thread copies them: not when its scratch
+  /// already holds that region, received for an earlier vertex of the same
+  /// chunk.
   bool fused = false;
   size_t numInputs = 0;
   std::vector<size_t> receiveEnds;
-  std::vector<int32_t> receiveIds;
+  std::vector<uint8_t> receive;
   int64_t scratchBytes = 0;
   unsigned numLoops = 0;
   std::vector<unsigned> ranks;
@@ -358,6 +359,10 @@ int64_t copyCost(const RowCopy &r) { return r.rowBytes * r.rows + 64; }
 /// Copy cost units per vertex cycle, to balance fused steps (about what the
 /// host copies while the target computes a cycle of a vertex).
 constexpr int64_t kCopyBytesPerCycle = 4;
+/// Scratch a fused step's most repeated input may take for the regions a
+/// thread keeps at once (a host core's L2 holds them), and their count.
+constexpr int64_t kScratchSlotBytes = 256 * 1024;
+constexpr int64_t kMaxSlots = 8;
 } // namespace
 
 StepTable IPUModel::Impl::computeTable(int64_t c) {
@@ -424,48 +429,81 @@ StepTable IPUModel::Impl::computeTable(int64_t c) {
   // Vertices that receive the same region of an input (tiles sharing a
   // weight block, or an activation block) run one after another, so that a
   // thread receives it once into its scratch and the next vertices read it
-  // there. They write disjoint memory, so any order is the BSP order. Only
-  // one input can be grouped: the one whose repeats carry the most bytes.
+  // there. They write disjoint memory, so any order is the BSP order.
+  //
+  // The input whose repeats carry the most bytes (`g`, a convolution's
+  // weight blocks) gets up to kMaxSlots regions in the scratch at once, and
+  // the vertices go in blocks of that many of its regions: within a block,
+  // by the region of the input with the next most repeats (`h`, the
+  // activation blocks), so each of those is received once per block rather
+  // than once per region of g -- the loop blocking of a GEMM, for copies.
+  std::vector<int64_t> maxBytes(numInputs, 0);
+  for (size_t v = 0; v < vs.size(); ++v)
+    for (size_t i = 0; i < numInputs; ++i)
+      if (ids[v * numInputs + i] >= 0)
+        maxBytes[i] = std::max(maxBytes[i], regions[v * numInputs + i].numElements() *
+                                                program.variables[cs.inputs[i].var].elementBytes());
+  int64_t g = -1, h = -1;
+  for (size_t i = 0; i < numInputs; ++i) {
+    if (repeatedBytes[i] == 0)
+      continue;
+    if (g < 0 || repeatedBytes[i] > repeatedBytes[g]) {
+      h = g;
+      g = i;
+    } else if (h < 0 || repeatedBytes[i] > repeatedBytes[h]) {
+      h = i;
+    }
+  }
+  auto roundUp = [](int64_t n) { return (n + 63) / 64 * 64; };
+  int64_t slots = 1;
+  if (g >= 0 && h >= 0)
+    slots = std::clamp<int64_t>(kScratchSlotBytes / std::max<int64_t>(roundUp(maxBytes[g]), 1), 1,
+                                kMaxSlots);
+  auto idOf = [&](size_t v, int64_t i) { return i < 0 ? -1 : ids[v * numInputs + i]; };
   std::vector<size_t> order(vs.size());
   std::iota(order.begin(), order.end(), 0);
-  if (vt.fused && numInputs > 0) {
-    size_t g = std::max_element(repeatedBytes.begin(), repeatedBytes.end()) -
-               repeatedBytes.begin();
-    if (repeatedBytes[g] > 0)
-      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-        return ids[a * numInputs + g] < ids[b * numInputs + g];
-      });
-  }
+  if (g >= 0)
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      auto key = [&](size_t v) {
+        int32_t gid = idOf(v, g);
+        return std::make_tuple(gid < 0 ? -1 : gid / slots, idOf(v, h), gid);
+      };
+      return key(a) < key(b);
+    });
+  // g's extra slots follow the receive buffers in the scratch.
+  int64_t slotBase = 0;
+  for (size_t i = 0; i < numInputs; ++i)
+    if (plan.exchangeOffset[c][i] >= 0)
+      slotBase = std::max(slotBase, roundUp(plan.exchangeOffset[c][i] - scratchBase + maxBytes[i]));
+  auto slotOf = [&](int64_t i, int32_t id) -> int64_t {
+    return i == g ? id % slots : 0;
+  };
 
-  std::vector<int64_t> cycles;
+  std::vector<int64_t> kernelCycles;
+  std::vector<int32_t> receiveIds;
   for (size_t v : order) {
     const Vertex &vx = vs[v];
     Box loops = cs.loopBox(vx.piece);
     const Kernel *kernel = cs.kernelFor(vx.piece.sizes);
     vt.entries.push_back(entries.lookup(kernel->symbol));
-    cycles.push_back(kernel->cycles + kVertexCallCost);
+    kernelCycles.push_back(kernel->cycles + kVertexCallCost);
     vt.data.insert(vt.data.end(), loops.offsets.begin(), loops.offsets.end());
     for (size_t i = 0; i < numInputs; ++i) {
       const auto &in = cs.inputs[i];
       const Box &region = regions[v * numInputs + i];
+      int32_t id = ids[v * numInputs + i];
       int64_t offset;
       if (isLocalPiece(program, in.var, region, vx.tile)) {
         offset = region.numElements() ? element(in.var, vx.tile, 0) - memory
                                       : address(vx.tile, 0) - memory;
       } else if (vt.fused) {
-        int64_t at = plan.exchangeOffset[c][i] - scratchBase;
-        size_t firstRow = t.exchange.size();
-        gatherRows(in.var, region, at, t.exchange, firstRow);
+        int64_t slot = slotOf(i, id);
+        int64_t at = slot == 0 ? plan.exchangeOffset[c][i] - scratchBase
+                               : slotBase + (slot - 1) * roundUp(maxBytes[i]);
+        gatherRows(in.var, region, at, t.exchange, t.exchange.size());
         vt.scratchBytes = std::max(
             vt.scratchBytes, at + region.numElements() * program.variables[in.var].elementBytes());
         offset = ~at; // negative: an offset into the scratch buffer
-        // Balance on the copies a thread makes: none for a region the
-        // previous vertex received too.
-        int32_t id = ids[v * numInputs + i];
-        if (vt.receiveIds.size() < numInputs ||
-            vt.receiveIds[vt.receiveIds.size() - numInputs] != id)
-          for (size_t r = firstRow; r < t.exchange.size(); ++r)
-            cycles.back() += copyCost(t.exchange[r]) / kCopyBytesPerCycle;
       } else {
         offset = address(vx.tile, plan.exchangeOffset[c][i]) - memory;
         gatherRows(in.var, region, offset, t.exchange, 0);
@@ -474,7 +512,7 @@ StepTable IPUModel::Impl::computeTable(int64_t c) {
       vt.data.insert(vt.data.end(), region.sizes.begin(), region.sizes.end());
       if (vt.fused) {
         vt.receiveEnds.push_back(t.exchange.size());
-        vt.receiveIds.push_back(ids[v * numInputs + i]);
+        receiveIds.push_back(id);
       }
     }
     for (int64_t out : cs.outputs) {
@@ -482,9 +520,45 @@ StepTable IPUModel::Impl::computeTable(int64_t c) {
       vt.data.insert(vt.data.end(), vx.piece.sizes.begin(), vx.piece.sizes.end());
     }
   }
+
+  // Which receives a thread makes: a region its scratch slot does not hold
+  // yet from an earlier vertex of the same chunk (a chunk starts with an
+  // empty scratch: it may run on any thread).
+  auto markReceives = [&](llvm::ArrayRef<size_t> chunkEnds) {
+    vt.receive.assign(receiveIds.size(), 0);
+    std::vector<std::vector<int32_t>> held(numInputs);
+    size_t chunk = 0;
+    for (size_t v = 0; v < order.size(); ++v) {
+      if (v == 0 || (chunk < chunkEnds.size() && v == chunkEnds[chunk])) {
+        if (v != 0)
+          ++chunk;
+        for (size_t i = 0; i < numInputs; ++i)
+          held[i].assign(static_cast<int64_t>(i) == g ? slots : 1, -1);
+      }
+      for (size_t i = 0, k = v * numInputs; i < numInputs; ++i, ++k) {
+        int32_t id = receiveIds[k];
+        if (id < 0)
+          continue;
+        int32_t &slot = held[i][slotOf(i, id)];
+        vt.receive[k] = slot != id;
+        slot = id;
+      }
+    }
+  };
+  std::vector<int64_t> cycles = kernelCycles;
+  if (vt.fused) {
+    markReceives({});
+    for (size_t v = 0; v < order.size(); ++v)
+      for (size_t i = 0, k = v * numInputs; i < numInputs; ++i, ++k)
+        if (vt.receive[k])
+          for (size_t r = k ? vt.receiveEnds[k - 1] : 0; r < vt.receiveEnds[k]; ++r)
+            cycles[v] += copyCost(t.exchange[r]) / kCopyBytesPerCycle;
+  }
   unsigned threads = pool->threads();
   vt.chunks = chunkEnds(
       cycles.size(), [&](size_t i) { return cycles[i]; }, threads, kMinChunkCycles);
+  if (vt.fused)
+    markReceives(vt.chunks);
   t.exchangeChunks = chunkEnds(
       t.exchange.size(), [&](size_t i) { return copyCost(t.exchange[i]); }, threads,
       kMinChunkBytes);
@@ -536,19 +610,13 @@ void IPUModel::Impl::runVertices(const VertexTable &t,
     llvm::SmallVector<int64_t, 128> descriptors;
     llvm::SmallVector<void *, 32> args;
     char *scratch = t.fused ? threadScratch(t.scratchBytes) : nullptr;
-    // The region of each input this thread's scratch holds (-1: none yet).
-    llvm::SmallVector<int32_t, 8> held(t.numInputs, -1);
     size_t lo = chunk ? t.chunks[chunk - 1] : 0;
     for (size_t v = lo; v < t.chunks[chunk]; ++v) {
       if (t.fused)
-        for (size_t i = 0, k = v * t.numInputs; i < t.numInputs; ++i, ++k) {
-          int32_t id = t.receiveIds[k];
-          if (id < 0 || id == held[i])
-            continue;
-          for (size_t r = k ? t.receiveEnds[k - 1] : 0; r < t.receiveEnds[k]; ++r)
-            copyRows(memory, scratch, exchange[r]);
-          held[i] = id;
-        }
+        for (size_t k = v * t.numInputs; k < (v + 1) * t.numInputs; ++k)
+          if (t.receive[k])
+            for (size_t r = k ? t.receiveEnds[k - 1] : 0; r < t.receiveEnds[k]; ++r)
+              copyRows(memory, scratch, exchange[r]);
       int64_t *w = const_cast<int64_t *>(&t.data[v * t.words]);
       descriptors.clear();
       args.clear();

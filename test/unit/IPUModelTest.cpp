@@ -302,6 +302,109 @@ TEST(IPUModel, ComputesExchangesAndCopiesLikeTheProgramSays) {
   EXPECT_NEAR(end, cost.seconds((*model)->target().clockHz) * 1e6, 1e-6);
 }
 
+/// y[i, j] = a[i] * b[j] over y's piece: loop offsets, then descriptors of
+/// a's and b's regions and of y's piece.
+const char *kOuterIR = R"(
+define void @outer(ptr %args) {
+entry:
+  %a2 = getelementptr ptr, ptr %args, i64 2
+  %ad = load ptr, ptr %a2
+  %a3 = getelementptr ptr, ptr %args, i64 3
+  %bd = load ptr, ptr %a3
+  %a4 = getelementptr ptr, ptr %args, i64 4
+  %yd = load ptr, ptr %a4
+  %aa.p = getelementptr i64, ptr %ad, i64 1
+  %aa = load ptr, ptr %aa.p
+  %ba.p = getelementptr i64, ptr %bd, i64 1
+  %ba = load ptr, ptr %ba.p
+  %ya.p = getelementptr i64, ptr %yd, i64 1
+  %ya = load ptr, ptr %ya.p
+  %rows.p = getelementptr i64, ptr %yd, i64 3
+  %rows = load i64, ptr %rows.p
+  %cols.p = getelementptr i64, ptr %yd, i64 4
+  %cols = load i64, ptr %cols.p
+  %n = mul i64 %rows, %cols
+  br label %loop
+loop:
+  %k = phi i64 [0, %entry], [%k1, %loop]
+  %i = udiv i64 %k, %cols
+  %j = urem i64 %k, %cols
+  %ap = getelementptr float, ptr %aa, i64 %i
+  %av = load float, ptr %ap
+  %bp = getelementptr float, ptr %ba, i64 %j
+  %bv = load float, ptr %bp
+  %p = fmul float %av, %bv
+  %yp = getelementptr float, ptr %ya, i64 %k
+  store float %p, ptr %yp
+  %k1 = add i64 %k, 1
+  %done = icmp eq i64 %k1, %n
+  br i1 %done, label %exit, label %loop
+exit:
+  ret void
+}
+)";
+
+TEST(IPUModel, VerticesSharingReceivedRegionsGetTheRightOnes) {
+  // y [6,6] in 2x2 pieces on tiles 0..8; a [6] on tile 10, b [6] on tile
+  // 11. Each region of a and of b goes to three vertices, so the fused step
+  // keeps regions of both in its threads' scratch and copies each once per
+  // chunk; vertices of a lot of cycles are chunks of their own, so every
+  // chunk starts afresh.
+  std::string object = compileIR(kOuterIR);
+  ASSERT_FALSE(object.empty());
+  for (int64_t cycles : {10, 1000000}) {
+    ExecutableMetadata meta;
+    meta.target = "ipu2";
+    meta.tilesPerIPU = 16;
+    meta.inputs = {{"a", DType::F32, {6}}, {"b", DType::F32, {6}}};
+    meta.outputs = {{"y", DType::F32, {6, 6}}};
+    MachineProgram &p = meta.program.emplace();
+    p.variables.push_back(variable("a", {6}, VarKind::Input, TileMapping::singleTile({6}, 10)));
+    p.variables.push_back(variable("b", {6}, VarKind::Input, TileMapping::singleTile({6}, 11)));
+    p.variables.push_back(
+        variable("y", {6, 6}, VarKind::Activation, grid({6, 6}, {2, 2}, {3, 1}, 0)));
+    ComputeSet cs;
+    cs.name = "outer";
+    cs.loopRanges = {6, 6};
+    cs.outputLoops = {0, 1};
+    AccessMap rows, cols;
+    rows.coeffs = {{1, 0}};
+    rows.consts = {0};
+    cols.coeffs = {{0, 1}};
+    cols.consts = {0};
+    cs.inputs = {{0, rows}, {1, cols}};
+    cs.outputs = {2};
+    cs.kernels = {{"outer", {2, 2}, cycles, 200}};
+    p.computeSets.push_back(cs);
+    p.steps = {{Step::Kind::Compute, 0}};
+    p.inputs = {0, 1};
+    p.outputs = {2};
+    std::string path = tempPath();
+    ASSERT_FALSE(static_cast<bool>(writeExecutable(path, meta, object, {})));
+    auto exe = Executable::load(path);
+    llvm::sys::fs::remove(path);
+    ASSERT_TRUE(static_cast<bool>(exe)) << llvm::toString(exe.takeError());
+
+    std::vector<float> a = {1, 2, 3, 4, 5, 6}, b = {-1, 0.5, 7, 0.25, -3, 10};
+    std::vector<float> y;
+    for (float ai : a)
+      for (float bj : b)
+        y.push_back(ai * bj);
+    for (unsigned threads : {1u, 2u, 4u}) {
+      auto model = IPUModel::create(**exe, threads);
+      ASSERT_TRUE(static_cast<bool>(model)) << llvm::toString(model.takeError());
+      for (int repeat = 0; repeat < 2; ++repeat) {
+        auto out = (*model)->run({tensor({6}, a), tensor({6}, b)});
+        ASSERT_TRUE(static_cast<bool>(out)) << llvm::toString(out.takeError());
+        EXPECT_EQ(values((*out)[0]), y) << "cycles " << cycles << ", threads " << threads;
+      }
+      // Nine vertices each receive 8 bytes of a and 8 of b, whatever the
+      // host copies.
+      EXPECT_EQ((*model)->cost().steps[1].exchangeBytes, 9 * 16);
+    }
+  }
+}
+
 TEST(IPUModel, RunsCopyOnlyProgramsWithoutCode) {
   // No kernels: no object code is needed at all.
   ExecutableMetadata meta;
