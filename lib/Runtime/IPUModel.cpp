@@ -418,7 +418,7 @@ StepTable IPUModel::Impl::computeTable(int64_t c) {
       region = in.map.region(loops, program.variables[in.var].shape);
       if (!vt.fused || isLocalPiece(program, in.var, region, vs[v].tile))
         continue;
-      std::vector<int64_t> key = region.offsets;
+      std::vector<int64_t> key(region.offsets.begin(), region.offsets.end());
       key.insert(key.end(), region.sizes.begin(), region.sizes.end());
       auto [it, added] = distinct[i].try_emplace(std::move(key), distinct[i].size());
       ids[v * numInputs + i] = it->second;

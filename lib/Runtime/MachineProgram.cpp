@@ -271,7 +271,7 @@ Box AccessMap::region(const Box &loops, llvm::ArrayRef<int64_t> operandShape) co
   Box r;
   if (full) {
     r.offsets.assign(operandShape.size(), 0);
-    r.sizes = operandShape.vec();
+    r.sizes.assign(operandShape.begin(), operandShape.end());
     return r;
   }
   bool empty = llvm::any_of(loops.sizes, [](int64_t s) { return s <= 0; });
@@ -294,7 +294,7 @@ Box AccessMap::region(const Box &loops, llvm::ArrayRef<int64_t> operandShape) co
 Box ComputeSet::loopBox(const Box &outputPiece) const {
   Box b;
   b.offsets.assign(loopRanges.size(), 0);
-  b.sizes = loopRanges;
+  b.sizes.assign(loopRanges.begin(), loopRanges.end());
   for (size_t j = 0; j < outputLoops.size(); ++j) {
     b.offsets[outputLoops[j]] = outputPiece.offsets[j];
     b.sizes[outputLoops[j]] = outputPiece.sizes[j];
@@ -1208,8 +1208,7 @@ Expected<MachineProgram> MachineProgram::fromJSON(const json::Value &value) {
       Copy cp;
       cp.src = r.integer(*o, "src", path);
       cp.dst = r.integer(*o, "dst", path);
-      cp.srcRegion.offsets = r.integers(*o, "offsets", path);
-      cp.srcRegion.sizes = r.integers(*o, "sizes", path);
+      cp.srcRegion = Box(r.integers(*o, "offsets", path), r.integers(*o, "sizes", path));
       cp.dstOffsets = r.integers(*o, "dst_offsets", path);
       cp.location = r.string(*o, "location", path, /*optional=*/true);
       p.copies.push_back(std::move(cp));

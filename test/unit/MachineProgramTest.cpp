@@ -14,7 +14,7 @@ using namespace tessera::runtime;
 
 namespace {
 
-std::vector<int64_t> unflatten(int64_t flat, const std::vector<int64_t> &shape) {
+std::vector<int64_t> unflatten(int64_t flat, llvm::ArrayRef<int64_t> shape) {
   std::vector<int64_t> idx(shape.size());
   for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
     idx[d] = flat % shape[d];
@@ -23,7 +23,7 @@ std::vector<int64_t> unflatten(int64_t flat, const std::vector<int64_t> &shape) 
   return idx;
 }
 
-int64_t flatten(const std::vector<int64_t> &idx, const std::vector<int64_t> &shape) {
+int64_t flatten(llvm::ArrayRef<int64_t> idx, llvm::ArrayRef<int64_t> shape) {
   int64_t f = 0;
   for (size_t d = 0; d < shape.size(); ++d)
     f = f * shape[d] + idx[d];
@@ -146,14 +146,14 @@ TEST(MachineProgram, LinearMappingSplitsTheOutermostDimensionsThatGiveEnoughPiec
   EXPECT_FALSE(static_cast<bool>(m.verify(1472)));
   auto last = m.pieceOnTile(1343);
   ASSERT_TRUE(last.has_value());
-  EXPECT_EQ(last->offsets, (std::vector<int64_t>{1, 2, 223, 0}));
+  EXPECT_EQ(last->offsets, (llvm::SmallVector<int64_t, 6>{1, 2, 223, 0}));
   EXPECT_FALSE(m.pieceOnTile(1344).has_value());
 
   // 1000 floats: pieces of at least 128 bytes (32 floats), the last short.
   TileMapping v = TileMapping::linear({1000}, 4, 1472);
   EXPECT_EQ(v.chunks, (std::vector<int64_t>{32}));
   EXPECT_EQ(v.numPieces(), 32);
-  EXPECT_EQ(v.pieceBox({31}).sizes, (std::vector<int64_t>{8}));
+  EXPECT_EQ(v.pieceBox({31}).sizes, (llvm::SmallVector<int64_t, 6>{8}));
   EXPECT_EQ(v.maxPieceElements(), 32);
 
   // Few tiles: as many pieces as tiles, no more.

@@ -58,7 +58,7 @@ struct Builder {
       if (!cs.kernelFor(b.sizes))
         cs.kernels.push_back({"k" + std::to_string(p.computeSets.size()) + "_" +
                                   std::to_string(cs.kernels.size()),
-                              b.sizes, 10, codeBytes});
+                              std::vector<int64_t>(b.sizes.begin(), b.sizes.end()), 10, codeBytes});
     });
     p.steps.push_back({Step::Kind::Compute, static_cast<int64_t>(p.computeSets.size())});
     p.computeSets.push_back(cs);

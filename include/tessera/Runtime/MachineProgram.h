@@ -21,6 +21,7 @@
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/Error.h"
 #include "llvm/Support/JSON.h"
 
@@ -33,8 +34,14 @@
 namespace tessera::runtime {
 
 /// A hyper-rectangle of a tensor: element offsets and sizes per dimension.
+/// Inline storage for the ranks of real models: boxes are made per piece
+/// and per vertex by the million, and a heap allocation each dominated the
+/// IPU model's load time.
 struct Box {
-  std::vector<int64_t> offsets, sizes;
+  llvm::SmallVector<int64_t, 6> offsets, sizes;
+  Box() = default;
+  Box(llvm::ArrayRef<int64_t> offsets, llvm::ArrayRef<int64_t> sizes)
+      : offsets(offsets.begin(), offsets.end()), sizes(sizes.begin(), sizes.end()) {}
   int64_t numElements() const;
   bool operator==(const Box &o) const {
     return offsets == o.offsets && sizes == o.sizes;

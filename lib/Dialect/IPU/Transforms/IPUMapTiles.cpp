@@ -678,7 +678,7 @@ LogicalResult Planner::planGeneric(Plan &plan) {
         int64_t tile = m.tileOf(idx);
         Box loops;
         loops.offsets.assign(plan.loopRanges.size(), 0);
-        loops.sizes = plan.loopRanges;
+        loops.sizes.assign(plan.loopRanges.begin(), plan.loopRanges.end());
         for (int64_t j = 0; j < rank; ++j) {
           loops.offsets[plan.outputLoops[j]] = piece.offsets[j];
           loops.sizes[plan.outputLoops[j]] = piece.sizes[j];
@@ -1055,7 +1055,7 @@ FailureOr<func::FuncOp> Planner::outlineKernel(Plan &plan,
   int64_t numLoops = plan.loopRanges.size();
   Box loops;
   loops.offsets.assign(numLoops, 0);
-  loops.sizes = plan.loopRanges;
+  loops.sizes.assign(plan.loopRanges.begin(), plan.loopRanges.end());
   for (auto [j, l] : llvm::enumerate(plan.outputLoops))
     loops.sizes[l] = pieceSizes[j];
 
@@ -1338,7 +1338,7 @@ LogicalResult Planner::emitComputeSet(Plan &plan, OpBuilder &b) {
     kernels.push_back(FlatSymbolRefAttr::get(b.getContext(), it->second));
     Box loops;
     loops.offsets.assign(plan.loopRanges.size(), 0);
-    loops.sizes = plan.loopRanges;
+    loops.sizes.assign(plan.loopRanges.begin(), plan.loopRanges.end());
     for (auto [j, l] : llvm::enumerate(plan.outputLoops))
       loops.sizes[l] = shape[j];
     int64_t fill = 0;
