@@ -25,6 +25,8 @@
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/PatternMatch.h"
 
+#include "llvm/ADT/DenseMap.h"
+
 #include <functional>
 
 namespace tessera {
@@ -113,7 +115,8 @@ struct Operand {
 
 struct Input : Operand {
   Access access = Access::Broadcast;
-  bool alongRows = false; ///< varies with the tile's row loop
+  /// Whether it varies with each of the tile's row loops.
+  SmallVector<bool, 2> alongRows;
 };
 
 /// How a term joins the accumulator.
@@ -134,9 +137,12 @@ struct Plan {
   Operand out;
   VectorType vectorType;
   int64_t lanes = 0; ///< VL
-  unsigned rowLoop = 0, colLoop = 0;
-  bool hasRowLoop = false;
-  int64_t rows = 1;   ///< U
+  unsigned colLoop = 0;
+  /// The tile's row loops and the rows it spans in each (U = their
+  /// product): a loop the vector operands do not vary with, then one the
+  /// broadcast operands do not vary with.
+  SmallVector<unsigned, 2> rowLoops;
+  SmallVector<int64_t, 2> rowTiles;
   int64_t chunks = 1; ///< C
   /// The op just before that sets every output element before the
   /// reduction adds to it -- a fill or a copy -- and is folded into the
@@ -405,10 +411,14 @@ std::optional<Plan> planContraction(linalg::GenericOp op) {
   auto varies = [&](const Input &in, unsigned loop) {
     return in.address.coeffs[loop] != 0;
   };
+  auto isRowCandidate = [&](unsigned l) {
+    return iterators[l] == utils::IteratorType::parallel && l != p.colLoop &&
+           p.ranges[l] >= 2 && !llvm::is_contained(p.rowLoops, l);
+  };
   int64_t best = -1;
+  unsigned rowLoop = 0;
   for (unsigned l = 0; l < numLoops; ++l) {
-    if (iterators[l] != utils::IteratorType::parallel || l == p.colLoop ||
-        p.ranges[l] < 2)
+    if (!isRowCandidate(l))
       continue;
     bool reuses = (p.lhs.access == Access::Broadcast || !varies(p.lhs, l)) &&
                   (p.rhs.access == Access::Broadcast || !varies(p.rhs, l));
@@ -416,21 +426,47 @@ std::optional<Plan> planContraction(linalg::GenericOp op) {
         (reuses ? 1 << 20 : 0) + std::min<int64_t>(p.ranges[l], kMaxRows);
     if (score > best) {
       best = score;
-      p.rowLoop = l;
-      p.hasRowLoop = true;
+      rowLoop = l;
     }
   }
-  if (p.hasRowLoop)
-    p.rows = std::min<int64_t>(p.ranges[p.rowLoop], kMaxRows);
+  int64_t rows = 1;
+  if (best >= 0) {
+    p.rowLoops.push_back(rowLoop);
+    rows = std::min<int64_t>(p.ranges[rowLoop], kMaxRows);
+    p.rowTiles.push_back(rows);
+  }
   int64_t columnChunks = llvm::divideCeil(p.ranges[p.colLoop], p.lanes);
-  p.chunks = std::clamp<int64_t>(kMaxAccumulators / p.rows, 1, columnChunks);
-  p.lhs.alongRows = p.hasRowLoop && varies(p.lhs, p.rowLoop);
-  p.rhs.alongRows = p.hasRowLoop && varies(p.rhs, p.rowLoop);
+  p.chunks = std::clamp<int64_t>(kMaxAccumulators / rows, 1, columnChunks);
+  // Accumulators to spare (a convolution's 6 output channels of one vector
+  // each): a second row loop, one the broadcast operands do not vary with
+  // (the output rows), so each broadcast scalar serves more accumulators
+  // and more FMAs are independent.
+  int64_t spare = kMaxAccumulators / (rows * p.chunks);
+  if (!p.rowLoops.empty() && spare >= 2) {
+    best = -1;
+    for (unsigned l = 0; l < numLoops; ++l) {
+      if (!isRowCandidate(l))
+        continue;
+      bool reuses = (p.lhs.access != Access::Broadcast || !varies(p.lhs, l)) &&
+                    (p.rhs.access != Access::Broadcast || !varies(p.rhs, l));
+      if (reuses && p.ranges[l] > best) {
+        best = p.ranges[l];
+        rowLoop = l;
+      }
+    }
+    if (best >= 0) {
+      p.rowLoops.push_back(rowLoop);
+      p.rowTiles.push_back(std::min<int64_t>(p.ranges[rowLoop], spare));
+    }
+  }
+  for (Input *in : {&p.lhs, &p.rhs})
+    for (unsigned l : p.rowLoops)
+      in->alongRows.push_back(varies(*in, l));
 
   for (unsigned l = 0; l < numLoops; ++l) {
     if (iterators[l] == utils::IteratorType::reduction)
       p.reductionLoops.push_back(l);
-    else if (l != p.colLoop && !(p.hasRowLoop && l == p.rowLoop))
+    else if (l != p.colLoop && !llvm::is_contained(p.rowLoops, l))
       p.outerLoops.push_back(l);
   }
   return p;
@@ -517,27 +553,64 @@ private:
       });
       return;
     }
-    int64_t rowRange = p.hasRowLoop ? p.ranges[p.rowLoop] : 1;
-    int64_t fullRows = rowRange / p.rows * p.rows;
-    if (fullRows > 0)
-      forRange(0, fullRows, p.rows, [&](Value r0) { columns(r0, p.rows); });
-    if (rowRange > fullRows)
-      columns(index(fullRows), rowRange - fullRows);
+    rowBlocks(0, Rows());
   }
 
-  void columns(Value row0, int64_t rows) {
+  /// A tile's rows: where its block of each row loop starts and how many
+  /// rows it spans there. Row r of the tile is position r, row-major, of
+  /// the blocks' grid.
+  struct Rows {
+    SmallVector<Value, 2> starts;
+    SmallVector<int64_t, 2> counts;
+    int64_t size() const {
+      int64_t n = 1;
+      for (int64_t c : counts)
+        n *= c;
+      return n;
+    }
+    /// Row r's position in row loop k's block.
+    int64_t position(int64_t r, size_t k) const {
+      int64_t stride = 1;
+      for (size_t j = k + 1; j < counts.size(); ++j)
+        stride *= counts[j];
+      return r / stride % counts[k];
+    }
+  };
+
+  /// Blocks of each row loop in turn -- full ones in a loop, then the
+  /// remainder -- and the column tiles in each.
+  void rowBlocks(size_t k, const Rows &rows) {
+    if (k == p.rowLoops.size()) {
+      columns(rows);
+      return;
+    }
+    int64_t range = p.ranges[p.rowLoops[k]], u = p.rowTiles[k];
+    int64_t full = range / u * u;
+    auto next = [&](Value start, int64_t count) {
+      Rows inner = rows;
+      inner.starts.push_back(start);
+      inner.counts.push_back(count);
+      rowBlocks(k + 1, inner);
+    };
+    if (full > 0)
+      forRange(0, full, u, [&](Value r0) { next(r0, u); });
+    if (range > full)
+      next(index(full), range - full);
+  }
+
+  void columns(const Rows &rows) {
     int64_t range = p.ranges[p.colLoop];
     int64_t block = p.chunks * p.lanes;
     int64_t full = range / block * block;
     if (full > 0)
       forRange(0, full, block, [&](Value c0) {
-        tile(row0, rows, c0, SmallVector<int64_t>(p.chunks, p.lanes));
+        tile(rows, c0, SmallVector<int64_t>(p.chunks, p.lanes));
       });
     if (range > full) {
       SmallVector<int64_t> lanes;
       for (int64_t left = range - full; left > 0; left -= p.lanes)
         lanes.push_back(std::min(left, p.lanes));
-      tile(row0, rows, index(full), lanes);
+      tile(rows, index(full), lanes);
     }
   }
 
@@ -548,9 +621,9 @@ private:
   }
 
   /// Sets the row and column loops to tile position (row, chunk).
-  void at(Value row0, int64_t row, Value col0, int64_t chunk) {
-    if (p.hasRowLoop)
-      loops[p.rowLoop] = plus(row0, row);
+  void at(const Rows &rows, int64_t row, Value col0, int64_t chunk) {
+    for (size_t k = 0; k < p.rowLoops.size(); ++k)
+      loops[p.rowLoops[k]] = plus(rows.starts[k], rows.position(row, k));
     loops[p.colLoop] = plus(col0, chunk * p.lanes);
   }
 
@@ -608,18 +681,18 @@ private:
     llvm_unreachable("access kind");
   }
 
-  /// One tile: `rows` rows from row0, one vector per entry of `lanes` from
-  /// col0 (the last may be partial).
-  void tile(Value row0, int64_t rows, Value col0, ArrayRef<int64_t> lanes) {
+  /// One tile: its rows, one vector per entry of `lanes` from col0 (the
+  /// last may be partial).
+  void tile(const Rows &rows, Value col0, ArrayRef<int64_t> lanes) {
     int64_t chunks = lanes.size();
     SmallVector<Value> acc;
-    for (int64_t r = 0; r < rows; ++r)
+    for (int64_t r = 0; r < rows.size(); ++r)
       for (int64_t c = 0; c < chunks; ++c) {
         if (p.initValue) {
           acc.push_back(vector::BroadcastOp::create(b, loc, p.vectorType, p.initValue));
           continue;
         }
-        at(row0, r, col0, c);
+        at(rows, r, col0, c);
         SmallVector<Value, 1> idx = address(p.out);
         Value from = p.initFrom.buffer ? initFrom : out;
         acc.push_back(
@@ -629,10 +702,10 @@ private:
                                                      idx, mask(lanes[c]),
                                                      zeros())));
       }
-    acc = reduce(0, acc, row0, rows, col0, lanes);
-    for (int64_t r = 0; r < rows; ++r)
+    acc = reduce(0, acc, rows, col0, lanes);
+    for (int64_t r = 0; r < rows.size(); ++r)
       for (int64_t c = 0; c < chunks; ++c) {
-        at(row0, r, col0, c);
+        at(rows, r, col0, c);
         SmallVector<Value, 1> idx = address(p.out);
         Value v = acc[r * chunks + c];
         if (lanes[c] == p.lanes)
@@ -643,14 +716,14 @@ private:
   }
 
   /// The reduction loops, in the op's order, carrying the accumulators.
-  SmallVector<Value> reduce(size_t i, SmallVector<Value> acc, Value row0,
-                            int64_t rows, Value col0, ArrayRef<int64_t> lanes) {
+  SmallVector<Value> reduce(size_t i, SmallVector<Value> acc, const Rows &rows,
+                            Value col0, ArrayRef<int64_t> lanes) {
     if (i == p.reductionLoops.size())
-      return multiplyAccumulate(acc, row0, rows, col0, lanes);
+      return multiplyAccumulate(acc, rows, col0, lanes);
     unsigned l = p.reductionLoops[i];
     if (p.ranges[l] == 1) {
       loops[l] = b.getIndexAttr(0);
-      return reduce(i + 1, acc, row0, rows, col0, lanes);
+      return reduce(i + 1, acc, rows, col0, lanes);
     }
     auto loop = scf::ForOp::create(
         b, loc, index(0), index(p.ranges[l]), index(1), acc,
@@ -658,37 +731,49 @@ private:
           OpBuilder::InsertionGuard guard(b);
           b.setInsertionPointToStart(nested.getInsertionBlock());
           loops[l] = iv;
-          SmallVector<Value> next = reduce(i + 1, SmallVector<Value>(carried),
-                                           row0, rows, col0, lanes);
+          SmallVector<Value> next =
+              reduce(i + 1, SmallVector<Value>(carried), rows, col0, lanes);
           scf::YieldOp::create(b, loc, next);
         });
     return SmallVector<Value>(loop.getResults());
   }
 
-  SmallVector<Value> multiplyAccumulate(SmallVector<Value> acc, Value row0,
-                                        int64_t rows, Value col0,
-                                        ArrayRef<int64_t> lanes) {
+  SmallVector<Value> multiplyAccumulate(SmallVector<Value> acc, const Rows &rows,
+                                        Value col0, ArrayRef<int64_t> lanes) {
     int64_t chunks = lanes.size();
-    // Each operand is loaded once per (row, chunk) it varies with.
+    // Each operand is loaded once per (row, chunk) it varies with: rows at
+    // the same positions in the row loops it varies along share a value.
+    auto rowKey = [&](const Input &in, int64_t r) {
+      int64_t key = 0;
+      for (size_t k = 0; k < rows.counts.size(); ++k)
+        key = key * rows.counts[k] + (in.alongRows[k] ? rows.position(r, k) : 0);
+      return key;
+    };
+    struct Loaded {
+      llvm::DenseMap<int64_t, int64_t> slotOfKey;
+      SmallVector<Value> values;
+    };
     auto operands = [&](const Input &in, Value buffer) {
       bool byColumn = in.access != Access::Broadcast;
-      SmallVector<Value> v;
-      for (int64_t r = 0; r < (in.alongRows ? rows : 1); ++r)
+      Loaded l;
+      for (int64_t r = 0; r < rows.size(); ++r) {
+        if (!l.slotOfKey.try_emplace(rowKey(in, r), l.slotOfKey.size()).second)
+          continue;
         for (int64_t c = 0; c < (byColumn ? chunks : 1); ++c) {
-          at(row0, r, col0, c);
-          v.push_back(load(in, buffer, lanes[c]));
+          at(rows, r, col0, c);
+          l.values.push_back(load(in, buffer, lanes[c]));
         }
-      return v;
+      }
+      return l;
     };
     bool product = p.combine == Combine::MultiplyAdd;
-    SmallVector<Value> lhsValues = operands(p.lhs, lhs);
-    SmallVector<Value> rhsValues =
-        product ? operands(p.rhs, rhs) : SmallVector<Value>();
-    auto pick = [&](const Input &in, ArrayRef<Value> v, int64_t r, int64_t c) {
+    Loaded lhsValues = operands(p.lhs, lhs);
+    Loaded rhsValues = product ? operands(p.rhs, rhs) : Loaded();
+    auto pick = [&](const Input &in, const Loaded &l, int64_t r, int64_t c) {
       int64_t cols = in.access != Access::Broadcast ? chunks : 1;
-      return v[(in.alongRows ? r : 0) * cols + (cols > 1 ? c : 0)];
+      return l.values[l.slotOfKey.lookup(rowKey(in, r)) * cols + (cols > 1 ? c : 0)];
     };
-    for (int64_t r = 0; r < rows; ++r)
+    for (int64_t r = 0; r < rows.size(); ++r)
       for (int64_t c = 0; c < chunks; ++c) {
         Value &a = acc[r * chunks + c];
         Value term = pick(p.lhs, lhsValues, r, c);

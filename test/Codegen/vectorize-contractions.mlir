@@ -229,3 +229,24 @@ func.func @fill_kept(%a: memref<4x2x8xf32>, %out: memref<4xf32>, %sq: memref<4x4
   }
   return
 }
+
+// -----
+
+// A convolution tile of 6 output channels of one vector (14 columns) each
+// has accumulators to spare: it also spans 2 output rows, the loop the
+// broadcast weights do not vary with. Each weight then serves 2 FMAs and
+// each input row 6: 12 independent accumulators, 2 vector loads and 6
+// broadcasts per step. The 7th output row is a tile of 6 on its own.
+// CHECK-LABEL: func.func @conv_two_row_loops
+// CHECK: scf.for {{.*}} to %c6 step %c2
+// CHECK: scf.for {{.*}} -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
+// CHECK-COUNT-2: vector.maskedload
+// CHECK-COUNT-6: vector.broadcast
+// CHECK-COUNT-12: vector.fma
+// CHECK: scf.yield
+// CHECK: scf.for {{.*}} -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
+func.func @conv_two_row_loops(%x: memref<1x16x9x16xf32>, %w: memref<6x16x3x3xf32>, %y: memref<1x6x7x14xf32>) {
+  linalg.conv_2d_nchw_fchw {strides = dense<1> : tensor<2xi64>, dilations = dense<1> : tensor<2xi64>}
+    ins(%x, %w : memref<1x16x9x16xf32>, memref<6x16x3x3xf32>) outs(%y : memref<1x6x7x14xf32>)
+  return
+}

@@ -76,7 +76,11 @@ def VectorizeContractions : Pass<"codegen-vectorize-contractions", "::mlir::Modu
     scalar broadcast. The row loop is an output loop the vector operands do
     not vary with (a convolution's output channels, a matmul's rows), so
     every loaded vector serves U accumulators; U <= 8 and U x C <= 16
-    accumulators.
+    accumulators. Where that leaves accumulators to spare (a convolution
+    tile of 6 output channels of one vector), the tile also spans a second
+    row loop, one the broadcast operands do not vary with (the output
+    rows), so each broadcast scalar serves several FMAs and the FMAs in
+    flight hide their latency: 6 x 2 x 1 accumulators.
 
     A `linalg.fill` or copy right before the op that only sets its output
     (the op writes every output element, and reads no other copy of it) is
