@@ -848,6 +848,12 @@ Expected<std::vector<Tensor>> IPUModel::Impl::runIteration(llvm::ArrayRef<Tensor
 }
 
 const target::IPUTarget &IPUModel::target() const { return impl_->target; }
+void IPUModel::resetHostTimes() {
+  impl_->hostExchangeSeconds.assign(impl_->hostExchangeSeconds.size(), 0);
+  impl_->hostComputeSeconds.assign(impl_->hostComputeSeconds.size(), 0);
+  impl_->iterations = 0;
+}
+
 const CostSummary &IPUModel::cost() const { return impl_->cost; }
 const MemoryPlan &IPUModel::memory() const { return impl_->plan; }
 

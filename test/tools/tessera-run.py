@@ -6,6 +6,8 @@
 # RUN: %python %s check %t
 # A single-input model takes an unnamed input; .npz inputs go by name.
 # RUN: tessera-run %t/model.tess --reference --input %t/x.npy --iterations 3 | FileCheck %s --check-prefix=ITER
+# Warm-up runs are not timed (nor counted in the runs).
+# RUN: tessera-run %t/model.tess --input %t/x.npy --iterations 2 --warmup 1 | FileCheck %s --check-prefix=WARM
 # RUN: tessera-run %t/model.tess --reference --input %t/inputs.npz | FileCheck %s --check-prefix=OUT
 # The same executable on the IPU model: same numbers, cycles, a profile.
 # RUN: tessera-run %t/model.tess --input x=%t/x.npy --output %t/out.npz --profile %t/prof | FileCheck %s --check-prefix=IPU
@@ -49,6 +51,7 @@
 # OUT-NEXT: y: 2x4xf32  min
 # OUT: host reference: {{.*}} ms per run (1 run)
 # ITER: (3 runs)
+# WARM: IPU model on the host: {{[0-9.]+}} ms per run (2 runs)
 # DEVITER: outputs (IPU model):
 # DEVITER-NEXT: y: 6x4xf32  min
 # DEVITER: estimated on ipu2: {{[0-9,]+}} cycles, {{.*}} ms per iteration, {{.*}} iterations/s, {{.*}} samples/s

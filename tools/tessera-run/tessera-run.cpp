@@ -1,7 +1,8 @@
 //===- tessera-run.cpp - execute a .tess executable ----------------------===//
 //
 // tessera-run model.tess --input name=x.npy ... [--output out.npz]
-//                        [--iterations K] [--profile DIR] [--reference]
+//                        [--iterations K] [--warmup W] [--profile DIR]
+//                        [--reference]
 // Inputs come from .npy, .npz (every array, by name) or ONNX TensorProto .pb
 // files. By default the executable's tile-mapped program runs on the IPU
 // model, which also estimates the cycles the target would take; --reference
@@ -48,6 +49,11 @@ cl::opt<std::string> outputPath("output", cl::desc("Write outputs to a .npz"),
                                 cl::value_desc("file.npz"), cl::cat(category));
 cl::opt<unsigned> iterations("iterations", cl::desc("Run this many times"),
                              cl::init(1), cl::cat(category));
+cl::opt<unsigned> warmup("warmup",
+                         cl::desc("Run this many times first, untimed (tile memory's "
+                                  "pages touched, caches filled) and left out of the "
+                                  "profile's host times"),
+                         cl::init(0), cl::cat(category));
 cl::opt<bool> reference("reference",
                         cl::desc("Run the host reference code (the graph "
                                  "without tile decomposition)"),
@@ -311,6 +317,13 @@ int main(int argc, char **argv) {
     model = std::move(*created);
   }
   std::vector<Tensor> outputs;
+  for (unsigned i = 0; i < warmup; ++i) {
+    auto result = runner ? runner->run(inputs) : model->run(inputs);
+    if (!result)
+      return error(llvm::toString(result.takeError()));
+  }
+  if (model)
+    model->resetHostTimes();
   auto start = std::chrono::steady_clock::now();
   for (unsigned i = 0; i < iterations; ++i) {
     auto result = runner ? runner->run(inputs) : model->run(inputs);

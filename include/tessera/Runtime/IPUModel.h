@@ -56,6 +56,9 @@ public:
   /// streaming out. Inputs in signature order (checked like the host
   /// reference path), outputs in signature order.
   llvm::Expected<std::vector<Tensor>> run(llvm::ArrayRef<Tensor> inputs);
+  /// Forgets the host times of the runs so far (warm-up runs): the
+  /// profile's host_* figures average the runs after.
+  void resetHostTimes();
 
   const target::IPUTarget &target() const;
   const CostSummary &cost() const;
