@@ -203,10 +203,12 @@ std::vector<size_t> chunkEnds(size_t n, llvm::function_ref<int64_t(size_t)> cost
   return ends;
 }
 
-/// A compute step's vertices, resolved: per vertex its kernel's entry and
+/// A compute step's vertices, resolved: per vertex its kernel's entry,
 /// `words` int64s -- the loop offsets, then per operand (inputs, then
 /// outputs) its buffer's offset in tile memory (or, negative, ~offset into
-/// the running thread's scratch buffer) and its sizes.
+/// the running thread's scratch buffer) -- and its operands' memref
+/// descriptors but for their addresses: one of the step's few `layouts`
+/// (its kernel's operand shapes), operand k's at `descriptorAt[k]`.
 struct VertexTable {
   /// Whether each vertex's exchange runs with it, just before it (see
   /// computeTable); then the rows land in a host thread's scratch buffer of
@@ -222,8 +224,11 @@ struct VertexTable {
   std::vector<uint8_t> receive;
   int64_t scratchBytes = 0;
   unsigned numLoops = 0;
-  std::vector<unsigned> ranks;
   size_t words = 0;
+  std::vector<size_t> descriptorAt;
+  size_t descriptorWords = 0;
+  std::vector<std::vector<int64_t>> layouts;
+  std::vector<uint32_t> layoutOf;
   std::vector<PackedEntry> entries;
   std::vector<int64_t> data;
   std::vector<size_t> chunks;
@@ -371,13 +376,19 @@ StepTable IPUModel::Impl::computeTable(int64_t c) {
   VertexTable &vt = t.vertices;
   vt.numLoops = cs.loopRanges.size();
   vt.numInputs = cs.inputs.size();
+  // The packed entry takes pointers to each loop offset and to a memref
+  // descriptor per operand: {allocated, aligned, offset, sizes, strides}.
+  std::vector<int64_t> ranks;
   for (const auto &in : cs.inputs)
-    vt.ranks.push_back(program.variables[in.var].shape.size());
+    ranks.push_back(program.variables[in.var].shape.size());
   for (int64_t out : cs.outputs)
-    vt.ranks.push_back(program.variables[out].shape.size());
-  vt.words = vt.numLoops;
-  for (unsigned r : vt.ranks)
-    vt.words += 1 + r;
+    ranks.push_back(program.variables[out].shape.size());
+  vt.words = vt.numLoops + ranks.size();
+  for (int64_t rank : ranks) {
+    vt.descriptorAt.push_back(vt.descriptorWords);
+    vt.descriptorWords += 3 + 2 * rank;
+  }
+  std::map<std::vector<int64_t>, uint32_t> layoutIndex;
   // The BSP order is every vertex's exchange, then every vertex. Each
   // vertex's exchange may instead run just before it, on the same thread,
   // while what it received is still in the host's cache, when no vertex
@@ -488,6 +499,7 @@ StepTable IPUModel::Impl::computeTable(int64_t c) {
     vt.entries.push_back(entries.lookup(kernel->symbol));
     kernelCycles.push_back(kernel->cycles + kVertexCallCost);
     vt.data.insert(vt.data.end(), loops.offsets.begin(), loops.offsets.end());
+    std::vector<int64_t> shapes; // every operand's sizes, in order
     for (size_t i = 0; i < numInputs; ++i) {
       const auto &in = cs.inputs[i];
       const Box &region = regions[v * numInputs + i];
@@ -509,7 +521,7 @@ StepTable IPUModel::Impl::computeTable(int64_t c) {
         gatherRows(in.var, region, offset, t.exchange, 0);
       }
       vt.data.push_back(offset);
-      vt.data.insert(vt.data.end(), region.sizes.begin(), region.sizes.end());
+      shapes.insert(shapes.end(), region.sizes.begin(), region.sizes.end());
       if (vt.fused) {
         vt.receiveEnds.push_back(t.exchange.size());
         receiveIds.push_back(id);
@@ -517,8 +529,19 @@ StepTable IPUModel::Impl::computeTable(int64_t c) {
     }
     for (int64_t out : cs.outputs) {
       vt.data.push_back(element(out, vx.tile, 0) - memory);
-      vt.data.insert(vt.data.end(), vx.piece.sizes.begin(), vx.piece.sizes.end());
+      shapes.insert(shapes.end(), vx.piece.sizes.begin(), vx.piece.sizes.end());
     }
+    auto [layout, added] = layoutIndex.try_emplace(shapes, vt.layouts.size());
+    if (added) {
+      llvm::SmallVector<int64_t, 64> d;
+      const int64_t *sizes = shapes.data();
+      for (int64_t rank : ranks) {
+        appendDescriptor(d, nullptr, llvm::ArrayRef<int64_t>(sizes, rank));
+        sizes += rank;
+      }
+      vt.layouts.emplace_back(d.begin(), d.end());
+    }
+    vt.layoutOf.push_back(layout->second);
   }
 
   // Which receives a thread makes: a region its scratch slot does not hold
@@ -605,10 +628,17 @@ static char *threadScratch(int64_t bytes) {
 void IPUModel::Impl::runVertices(const VertexTable &t,
                                  llvm::ArrayRef<RowCopy> exchange) {
   pool->run(t.chunks.size(), [&](size_t chunk) {
-    // The packed entry takes pointers to each loop offset and to a memref
-    // descriptor per operand: {allocated, aligned, offset, sizes, strides}.
-    llvm::SmallVector<int64_t, 128> descriptors;
+    // The packed entry's arguments point into these: each vertex fills in
+    // its loop offsets, its kernel's descriptors (unless the previous
+    // vertex's were the same) and its operands' addresses.
+    llvm::SmallVector<int64_t, 16> loopOffsets(t.numLoops);
+    llvm::SmallVector<int64_t, 128> descriptors(t.descriptorWords);
     llvm::SmallVector<void *, 32> args;
+    for (int64_t &offset : loopOffsets)
+      args.push_back(&offset);
+    for (size_t at : t.descriptorAt)
+      args.push_back(descriptors.data() + at);
+    uint32_t layout = std::numeric_limits<uint32_t>::max();
     char *scratch = t.fused ? threadScratch(t.scratchBytes) : nullptr;
     size_t lo = chunk ? t.chunks[chunk - 1] : 0;
     for (size_t v = lo; v < t.chunks[chunk]; ++v) {
@@ -617,22 +647,17 @@ void IPUModel::Impl::runVertices(const VertexTable &t,
           if (t.receive[k])
             for (size_t r = k ? t.receiveEnds[k - 1] : 0; r < t.receiveEnds[k]; ++r)
               copyRows(memory, scratch, exchange[r]);
-      int64_t *w = const_cast<int64_t *>(&t.data[v * t.words]);
-      descriptors.clear();
-      args.clear();
-      for (unsigned i = 0; i < t.numLoops; ++i)
-        args.push_back(w + i);
+      const int64_t *w = &t.data[v * t.words];
+      std::copy(w, w + t.numLoops, loopOffsets.begin());
       w += t.numLoops;
-      for (unsigned rank : t.ranks) {
-        char *data = w[0] >= 0 ? memory + w[0] : scratch + ~w[0];
-        appendDescriptor(descriptors, data, llvm::ArrayRef<int64_t>(w + 1, rank));
-        w += 1 + rank;
+      if (t.layoutOf[v] != layout) {
+        layout = t.layoutOf[v];
+        std::copy(t.layouts[layout].begin(), t.layouts[layout].end(), descriptors.begin());
       }
-      // The descriptors are complete: take their addresses now.
-      size_t at = 0;
-      for (unsigned rank : t.ranks) {
-        args.push_back(descriptors.data() + at);
-        at += 3 + 2 * rank;
+      for (size_t k = 0; k < t.descriptorAt.size(); ++k) {
+        char *data = w[k] >= 0 ? memory + w[k] : scratch + ~w[k];
+        descriptors[t.descriptorAt[k]] = descriptors[t.descriptorAt[k] + 1] =
+            reinterpret_cast<int64_t>(data);
       }
       t.entries[v](args.data());
     }
