@@ -490,14 +490,14 @@ StepTable IPUModel::Impl::computeTable(int64_t c) {
     return i == g ? id % slots : 0;
   };
 
-  std::vector<int64_t> kernelCycles;
+  std::vector<int64_t> cycles; // per vertex, to balance the chunks
   std::vector<int32_t> receiveIds;
   for (size_t v : order) {
     const Vertex &vx = vs[v];
     Box loops = cs.loopBox(vx.piece);
     const Kernel *kernel = cs.kernelFor(vx.piece.sizes);
     vt.entries.push_back(entries.lookup(kernel->symbol));
-    kernelCycles.push_back(kernel->cycles + kVertexCallCost);
+    cycles.push_back(kernel->cycles + kVertexCallCost);
     vt.data.insert(vt.data.end(), loops.offsets.begin(), loops.offsets.end());
     std::vector<int64_t> shapes; // every operand's sizes, in order
     for (size_t i = 0; i < numInputs; ++i) {
@@ -568,7 +568,6 @@ StepTable IPUModel::Impl::computeTable(int64_t c) {
       }
     }
   };
-  std::vector<int64_t> cycles = kernelCycles;
   if (vt.fused) {
     markReceives({});
     for (size_t v = 0; v < order.size(); ++v)
