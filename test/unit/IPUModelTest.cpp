@@ -28,30 +28,40 @@ using namespace tessera::runtime;
 
 namespace {
 
-/// y[i][j] = x[i][j] * w[j] + (row offset + i): reads the loop offset, two
-/// inputs of different ranks and writes one output, from the descriptors'
-/// sizes (so one symbol serves every piece size).
+/// Kernels with the packed-entry signature: `args` holds pointers to the
+/// loop offsets, then to a memref descriptor per operand ({allocated,
+/// aligned, offset, sizes, strides}).
+///   mul_rows: y[i, j] = x[i, j] * w[j] + (loop offset 0 + i)
+///   outer:    y[i, j] = a[i] * b[j]
+/// over y's piece, sized from the descriptors (one symbol serves every piece
+/// size); both read their operands through @data and @size.
 const char *kKernelIR = R"(
+define ptr @data(ptr %args, i64 %arg) {
+  %p = getelementptr ptr, ptr %args, i64 %arg
+  %d = load ptr, ptr %p
+  %a.p = getelementptr i64, ptr %d, i64 1
+  %a = load ptr, ptr %a.p
+  ret ptr %a
+}
+
+define i64 @size(ptr %args, i64 %arg, i64 %dim) {
+  %p = getelementptr ptr, ptr %args, i64 %arg
+  %d = load ptr, ptr %p
+  %at = add i64 %dim, 3
+  %s.p = getelementptr i64, ptr %d, i64 %at
+  %s = load i64, ptr %s.p
+  ret i64 %s
+}
+
 define void @mul_rows(ptr %args) {
 entry:
   %p0 = load ptr, ptr %args
   %off0 = load i64, ptr %p0
-  %a2 = getelementptr ptr, ptr %args, i64 2
-  %xd = load ptr, ptr %a2
-  %a3 = getelementptr ptr, ptr %args, i64 3
-  %wd = load ptr, ptr %a3
-  %a4 = getelementptr ptr, ptr %args, i64 4
-  %yd = load ptr, ptr %a4
-  %xa.p = getelementptr i64, ptr %xd, i64 1
-  %xa = load ptr, ptr %xa.p
-  %rows.p = getelementptr i64, ptr %xd, i64 3
-  %rows = load i64, ptr %rows.p
-  %cols.p = getelementptr i64, ptr %xd, i64 4
-  %cols = load i64, ptr %cols.p
-  %wa.p = getelementptr i64, ptr %wd, i64 1
-  %wa = load ptr, ptr %wa.p
-  %ya.p = getelementptr i64, ptr %yd, i64 1
-  %ya = load ptr, ptr %ya.p
+  %xa = call ptr @data(ptr %args, i64 2)
+  %wa = call ptr @data(ptr %args, i64 3)
+  %ya = call ptr @data(ptr %args, i64 4)
+  %rows = call i64 @size(ptr %args, i64 2, i64 0)
+  %cols = call i64 @size(ptr %args, i64 2, i64 1)
   %n = mul i64 %rows, %cols
   br label %loop
 loop:
@@ -68,6 +78,33 @@ loop:
   %r = fadd float %prod, %rowf
   %yp = getelementptr float, ptr %ya, i64 %k
   store float %r, ptr %yp
+  %k1 = add i64 %k, 1
+  %done = icmp eq i64 %k1, %n
+  br i1 %done, label %exit, label %loop
+exit:
+  ret void
+}
+
+define void @outer(ptr %args) {
+entry:
+  %aa = call ptr @data(ptr %args, i64 2)
+  %ba = call ptr @data(ptr %args, i64 3)
+  %ya = call ptr @data(ptr %args, i64 4)
+  %rows = call i64 @size(ptr %args, i64 4, i64 0)
+  %cols = call i64 @size(ptr %args, i64 4, i64 1)
+  %n = mul i64 %rows, %cols
+  br label %loop
+loop:
+  %k = phi i64 [0, %entry], [%k1, %loop]
+  %i = udiv i64 %k, %cols
+  %j = urem i64 %k, %cols
+  %ap = getelementptr float, ptr %aa, i64 %i
+  %av = load float, ptr %ap
+  %bp = getelementptr float, ptr %ba, i64 %j
+  %bv = load float, ptr %bp
+  %p = fmul float %av, %bv
+  %yp = getelementptr float, ptr %ya, i64 %k
+  store float %p, ptr %yp
   %k1 = add i64 %k, 1
   %done = icmp eq i64 %k1, %n
   br i1 %done, label %exit, label %loop
@@ -302,55 +339,13 @@ TEST(IPUModel, ComputesExchangesAndCopiesLikeTheProgramSays) {
   EXPECT_NEAR(end, cost.seconds((*model)->target().clockHz) * 1e6, 1e-6);
 }
 
-/// y[i, j] = a[i] * b[j] over y's piece: loop offsets, then descriptors of
-/// a's and b's regions and of y's piece.
-const char *kOuterIR = R"(
-define void @outer(ptr %args) {
-entry:
-  %a2 = getelementptr ptr, ptr %args, i64 2
-  %ad = load ptr, ptr %a2
-  %a3 = getelementptr ptr, ptr %args, i64 3
-  %bd = load ptr, ptr %a3
-  %a4 = getelementptr ptr, ptr %args, i64 4
-  %yd = load ptr, ptr %a4
-  %aa.p = getelementptr i64, ptr %ad, i64 1
-  %aa = load ptr, ptr %aa.p
-  %ba.p = getelementptr i64, ptr %bd, i64 1
-  %ba = load ptr, ptr %ba.p
-  %ya.p = getelementptr i64, ptr %yd, i64 1
-  %ya = load ptr, ptr %ya.p
-  %rows.p = getelementptr i64, ptr %yd, i64 3
-  %rows = load i64, ptr %rows.p
-  %cols.p = getelementptr i64, ptr %yd, i64 4
-  %cols = load i64, ptr %cols.p
-  %n = mul i64 %rows, %cols
-  br label %loop
-loop:
-  %k = phi i64 [0, %entry], [%k1, %loop]
-  %i = udiv i64 %k, %cols
-  %j = urem i64 %k, %cols
-  %ap = getelementptr float, ptr %aa, i64 %i
-  %av = load float, ptr %ap
-  %bp = getelementptr float, ptr %ba, i64 %j
-  %bv = load float, ptr %bp
-  %p = fmul float %av, %bv
-  %yp = getelementptr float, ptr %ya, i64 %k
-  store float %p, ptr %yp
-  %k1 = add i64 %k, 1
-  %done = icmp eq i64 %k1, %n
-  br i1 %done, label %exit, label %loop
-exit:
-  ret void
-}
-)";
-
 TEST(IPUModel, VerticesSharingReceivedRegionsGetTheRightOnes) {
   // y [6,6] in 2x2 pieces on tiles 0..8; a [6] on tile 10, b [6] on tile
   // 11. Each region of a and of b goes to three vertices, so the fused step
   // keeps regions of both in its threads' scratch and copies each once per
   // chunk; vertices of a lot of cycles are chunks of their own, so every
   // chunk starts afresh.
-  std::string object = compileIR(kOuterIR);
+  std::string object = compileIR(kKernelIR);
   ASSERT_FALSE(object.empty());
   for (int64_t cycles : {10, 1000000}) {
     ExecutableMetadata meta;
