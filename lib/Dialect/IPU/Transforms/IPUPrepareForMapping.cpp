@@ -142,6 +142,86 @@ struct NonBoxReadToExtract : OpRewritePattern<linalg::GenericOp> {
   }
 };
 
+/// A contraction reading an input at a stride along a loop that indexes
+/// nothing else in that dimension (a 1x1 convolution of stride 2 reads rows
+/// `2 * oh`) -> the strided elements taken first (a strided slice, below a
+/// copying generic), which the contraction then reads densely. The tile
+/// mapper hands each vertex its operand's region as a box, and a box read
+/// at stride s holds the skipped elements too: a stride-2 1x1
+/// convolution's tiles would each receive 4x the input they use. The
+/// slice's own step reads its elements where they lie (it follows its
+/// input's mapping), and the contraction receives only what it uses -- the
+/// input subsampling poplibs applies before a strided convolution.
+/// Ops without a reduction are left alone: a strided read is what a
+/// strided slice's copy is for.
+struct SubsampleStridedReads : OpRewritePattern<linalg::GenericOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(linalg::GenericOp op,
+                                PatternRewriter &rewriter) const override {
+    if (!llvm::is_contained(op.getIteratorTypesArray(), utils::IteratorType::reduction))
+      return rewriter.notifyMatchFailure(op, "not a reduction");
+    SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+    if (llvm::any_of(ranges, ShapedType::isDynamic))
+      return rewriter.notifyMatchFailure(op, "dynamic loop ranges");
+    MLIRContext *ctx = getContext();
+    for (OpOperand *in : op.getDpsInputOperands()) {
+      auto type = dyn_cast<RankedTensorType>(in->get().getType());
+      if (!type || !type.hasStaticShape())
+        continue;
+      AffineMap map = op.getMatchingIndexingMap(in);
+      std::optional<tessera::runtime::AccessMap> access = tessera::ipu::toBoxAccess(map);
+      if (!access || access->full)
+        continue;
+      int64_t rank = type.getRank();
+      SmallVector<int64_t> offsets(rank, 0), sizes(type.getShape()), strides(rank, 1);
+      SmallVector<AffineExpr> exprs(map.getResults());
+      bool subsamples = false;
+      for (int64_t k = 0; k < rank; ++k) {
+        // One loop at a stride s > 1; any other loop has one iteration.
+        int64_t loop = -1;
+        bool other = false;
+        for (auto [l, c] : llvm::enumerate(access->coeffs[k])) {
+          if (c == 0 || ranges[l] == 1)
+            continue;
+          if (c > 1 && loop < 0)
+            loop = l;
+          else
+            other = true;
+        }
+        int64_t start = access->consts[k];
+        if (loop < 0 || other || start < 0)
+          continue;
+        int64_t stride = access->coeffs[k][loop];
+        if (start + stride * (ranges[loop] - 1) >= type.getDimSize(k))
+          continue;
+        offsets[k] = start;
+        sizes[k] = ranges[loop];
+        strides[k] = stride;
+        AffineExpr e = getAffineDimExpr(loop, ctx);
+        for (auto [l, c] : llvm::enumerate(access->coeffs[k]))
+          if (c != 0 && static_cast<int64_t>(l) != loop)
+            e = e + getAffineDimExpr(l, ctx) * c;
+        exprs[k] = e;
+        subsamples = true;
+      }
+      if (!subsamples)
+        continue;
+      auto sliceType = RankedTensorType::get(sizes, type.getElementType());
+      Value slice = tensor::ExtractSliceOp::create(rewriter, op.getLoc(), sliceType,
+                                                   in->get(), ValueRange{}, ValueRange{},
+                                                   ValueRange{}, offsets, sizes, strides);
+      SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+      maps[in->getOperandNumber()] = AffineMap::get(map.getNumDims(), 0, exprs, ctx);
+      rewriter.modifyOpInPlace(op, [&] {
+        in->set(slice);
+        op.setIndexingMapsAttr(rewriter.getAffineMapArrayAttr(maps));
+      });
+      return success();
+    }
+    return rewriter.notifyMatchFailure(op, "no strided reads");
+  }
+};
+
 /// A splat tensor constant -> a fill, computed on the tiles that use it.
 struct SplatConstantToFill : OpRewritePattern<arith::ConstantOp> {
   using OpRewritePattern::OpRewritePattern;
@@ -208,8 +288,10 @@ struct IPUPrepareForMapping
     linalg::populateLinalgNamedOpsGeneralizationPatterns(generalize);
     if (failed(applyPatternsGreedily(module, std::move(generalize))))
       return signalPassFailure();
+    // After generalization: convolutions are generics by now. The slices
+    // subsampling creates become copying generics here too.
     RewritePatternSet reads(ctx);
-    reads.add<NonBoxReadToExtract>(ctx);
+    reads.add<NonBoxReadToExtract, SubsampleStridedReads, StridedSliceToGeneric>(ctx);
     if (failed(applyPatternsGreedily(module, std::move(reads))))
       return signalPassFailure();
 

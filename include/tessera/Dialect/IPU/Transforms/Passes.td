@@ -14,7 +14,10 @@ def IPUPrepareForMapping
     becomes a copying `linalg.generic` (offsets and strides in the input
     map) after a unit-stride slice of the dimensions it only narrows;
     non-splat tensor constants become private `ml_program.global`s (so they
-    are placed on tiles like weights) and splat ones fills.
+    are placed on tiles like weights) and splat ones fills. A reduction that
+    reads an input at a stride along a loop indexing nothing else in that
+    dimension (a 1x1 convolution of stride 2) reads a strided slice of it
+    instead, so its tiles receive only the elements they use.
 
     Guarantees: the only ops on tensors in functions are `linalg.generic`,
     `tensor.empty`, unit-stride `tensor.insert_slice` and
