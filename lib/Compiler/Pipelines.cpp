@@ -91,6 +91,7 @@ void buildLinalgPipeline(OpPassManager &pm) {
 
 namespace tessera {
 void buildIPUPipeline(OpPassManager &pm, const IPUPipelineOptions &options) {
+  pm.addPass(ipu::createIPUFuseElementwise());
   pm.addPass(ipu::createIPUPrepareForMapping());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

@@ -5,6 +5,21 @@
 
 include "mlir/Pass/PassBase.td"
 
+def IPUFuseElementwise
+    : Pass<"ipu-fuse-elementwise", "::mlir::ModuleOp"> {
+  let summary = "Fuse chains of elementwise ops into one";
+  let description = [{
+    A `linalg.generic` with only parallel loops whose result only another
+    such generic reads (a residual Add and the Relu after it) is fused into
+    that reader: the tile mapper then makes one compute set of the two, one
+    step, one sync and one pass over tile memory fewer, and no tile memory
+    for the intermediate result. Producers with other readers stay (fusing
+    them would compute them twice), as do reductions and their readers.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::affine::AffineDialect"];
+}
+
 def IPUPrepareForMapping
     : Pass<"ipu-prepare-for-mapping", "::mlir::ModuleOp"> {
   let summary = "Bring linalg-on-tensors into the forms the tile mapper plans";
