@@ -103,7 +103,66 @@ struct Plan {
   bool fits = true;
   /// The results have no elements: no compute set, only allocations.
   bool isEmpty = false;
+  /// An elementwise op applied to each output piece by the same vertices,
+  /// right after this op (the Relu after a convolution, see epilogueOf):
+  /// the compute set's result is the epilogue's, and this op's result is
+  /// never in tile memory.
+  linalg::GenericOp epilogue;
+  /// A reshape between this op and its epilogue that only drops or adds
+  /// unit dimensions (a convolution's group dimension): the epilogue's
+  /// result is then a view of the compute set's.
+  Operation *epilogueReshape = nullptr;
 };
+
+/// Whether `a` and `b` hold the same dimensions but for unit ones.
+bool differsByUnitDims(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
+  auto nonUnit = [](ArrayRef<int64_t> shape) {
+    SmallVector<int64_t> dims;
+    for (int64_t d : shape)
+      if (d != 1)
+        dims.push_back(d);
+    return dims;
+  };
+  return nonUnit(a) == nonUnit(b);
+}
+
+/// The op `reduction`'s result's only reader, when it can run as an
+/// epilogue of the vertices computing that result: an all-parallel generic
+/// reading only that result, element for element (identity maps, same type
+/// and shape), into an output it does not read, with only constants from
+/// outside its body. Not for ops without reductions: ipu-fuse-elementwise
+/// fuses those chains before.
+std::pair<linalg::GenericOp, Operation *> epilogueOf(linalg::GenericOp reduction,
+                                                     Value result) {
+  if (reduction.getNumReductionLoops() == 0 || !result.hasOneUse())
+    return {};
+  // Through a reshape of unit dimensions only.
+  Operation *reshape = *result.getUsers().begin();
+  if (isa<tensor::ReshapeOp, tensor::CollapseShapeOp, tensor::ExpandShapeOp>(reshape) &&
+      reshape->getResult(0).hasOneUse() &&
+      cast<RankedTensorType>(reshape->getResult(0).getType()).hasStaticShape() &&
+      differsByUnitDims(cast<RankedTensorType>(result.getType()).getShape(),
+                        cast<RankedTensorType>(reshape->getResult(0).getType()).getShape()))
+    result = reshape->getResult(0);
+  else
+    reshape = nullptr;
+  auto user = dyn_cast<linalg::GenericOp>(*result.getUsers().begin());
+  if (!user || user->getBlock() != reduction->getBlock() ||
+      user.getNumDpsInputs() != 1 || user.getNumDpsInits() != 1 ||
+      user->getNumResults() != 1 || user.getDpsInputOperand(0)->get() != result ||
+      user.getNumLoops() != user.getNumParallelLoops() || user.hasIndexSemantics() ||
+      user.payloadUsesValueFromOperand(user.getDpsInitOperand(0)) ||
+      user->getResult(0).getType() != result.getType())
+    return {};
+  for (AffineMap map : user.getIndexingMapsArray())
+    if (!map.isIdentity())
+      return {};
+  llvm::SetVector<Value> captured;
+  getUsedValuesDefinedAbove(user.getRegion(), captured);
+  if (!llvm::all_of(captured, [](Value v) { return v.getDefiningOp<arith::ConstantOp>(); }))
+    return {};
+  return {user, reshape};
+}
 
 /// How a reduction accumulates: `yield combine(out, f(ins))`, the output
 /// read nowhere else. Splitting such a reduction into partial results and
@@ -274,7 +333,11 @@ private:
   LogicalResult describe(linalg::GenericOp op, Plan &plan);
   LogicalResult planGeneric(Plan &plan);
   /// Plans one generic and places its results (the whole step for one op).
-  LogicalResult planOp(linalg::GenericOp op);
+  /// `resultOf`: the op whose result's reader may be this op's epilogue
+  /// (a split reduction's combining step finishes the original op's).
+  LogicalResult planOp(linalg::GenericOp op, linalg::GenericOp resultOf = {});
+  /// Epilogues planned with their producers (not ops of their own).
+  DenseSet<Operation *> absorbed_;
   /// Plans a reduction as it is or split into partial results over the
   /// tiles and a combining step, whichever the cost model prefers; the
   /// split rewrites the IR. Other ops go straight to planOp.
@@ -533,33 +596,44 @@ LogicalResult Planner::describe(linalg::GenericOp op, Plan &plan) {
   return success();
 }
 
-int64_t Planner::vertexCycles(const Plan &plan, const Box &loops) const {
-  int64_t volume = loops.numElements();
-  Type elem = getElementTypeOrSelf(plan.op->getResult(0).getType());
-  if (plan.macs > 0) {
-    int64_t rate = elem.isF16() || elem.isBF16() ? target_.f16MacsPerCycle
-                                                 : target_.f32MacsPerCycle;
-    return target_.vertexOverheadCycles + (volume + rate - 1) / rate;
-  }
+/// Instructions per element of an elementwise body: transcendentals and
+/// divisions take several.
+static int64_t bodyOps(linalg::GenericOp op) {
   int64_t ops = 0;
-  linalg::GenericOp op = plan.op;
   op.getRegion().walk([&](Operation *o) {
     if (isa<linalg::YieldOp, linalg::IndexOp, arith::ConstantOp>(o))
       return;
-    // Transcendentals and divisions take several instructions.
-    ops += isa<math::MathDialect>(o->getDialect()) || isa<arith::DivFOp>(o) ? 4
-                                                                            : 1;
+    ops += isa<math::MathDialect>(o->getDialect()) || isa<arith::DivFOp>(o) ? 4 : 1;
   });
+  return std::max<int64_t>(ops, 1);
+}
+
+int64_t Planner::vertexCycles(const Plan &plan, const Box &loops) const {
+  int64_t volume = loops.numElements();
+  Type elem = getElementTypeOrSelf(plan.op->getResult(0).getType());
   int64_t lanes =
       std::max<int64_t>(1, target_.vectorBytesPerCycle / elementBytes(elem));
-  int64_t work = volume * std::max<int64_t>(ops, 1);
-  return target_.vertexOverheadCycles + (work + lanes - 1) / lanes;
+  int64_t epilogue = 0;
+  if (plan.epilogue) {
+    int64_t piece = 1;
+    for (int64_t l : plan.outputLoops)
+      piece *= loops.sizes[l];
+    epilogue = (piece * bodyOps(plan.epilogue) + lanes - 1) / lanes;
+  }
+  if (plan.macs > 0) {
+    int64_t rate = elem.isF16() || elem.isBF16() ? target_.f16MacsPerCycle
+                                                 : target_.f32MacsPerCycle;
+    return target_.vertexOverheadCycles + (volume + rate - 1) / rate + epilogue;
+  }
+  int64_t work = volume * bodyOps(plan.op);
+  return target_.vertexOverheadCycles + (work + lanes - 1) / lanes + epilogue;
 }
 
 int64_t Planner::codeBytes(const Plan &plan) const {
   int64_t ops = 0;
-  linalg::GenericOp op = plan.op;
-  op.getRegion().walk([&](Operation *) { ++ops; });
+  for (linalg::GenericOp op : {plan.op, plan.epilogue})
+    if (op)
+      op.getRegion().walk([&](Operation *) { ++ops; });
   // Loop nest per dimension plus the body, from typical vertex sizes.
   return 256 + 48 * static_cast<int64_t>(plan.loopRanges.size()) + 32 * ops;
 }
@@ -811,10 +885,13 @@ int64_t Planner::weightOffset(const TileMapping &out, const TileMapping &weight,
   return bestOffset;
 }
 
-LogicalResult Planner::planOp(linalg::GenericOp generic) {
+LogicalResult Planner::planOp(linalg::GenericOp generic, linalg::GenericOp resultOf) {
   Plan plan;
   if (failed(describe(generic, plan)))
     return failure();
+  if (generic->getNumResults() == 1)
+    std::tie(plan.epilogue, plan.epilogueReshape) =
+        epilogueOf(generic, (resultOf ? resultOf : generic)->getResult(0));
   // A producer whose only use is the init of a later generic takes that
   // generic's mapping and is updated in place by it.
   if (generic->getNumResults() == 1 && generic->hasOneUse()) {
@@ -865,6 +942,21 @@ LogicalResult Planner::planOp(linalg::GenericOp generic) {
     } else {
       for (Value r : generic->getResults())
         addVariable(r, plan.mapping);
+    }
+    // The epilogue updates the op's result in place: one variable (seen
+    // through the reshape, a view of it).
+    if (plan.epilogue) {
+      if (plan.epilogueReshape) {
+        addView(plan.epilogueReshape->getResult(0), generic->getResult(0));
+        addView(plan.epilogue->getResult(0), generic->getResult(0));
+      } else {
+        vars_[plan.epilogue->getResult(0)] = variableOf(generic->getResult(0));
+      }
+      if (!inTrial_) {
+        absorbed_.insert(plan.epilogue);
+        if (plan.epilogueReshape)
+          absorbed_.insert(plan.epilogueReshape);
+      }
     }
   }
   planOf_[generic] = plans_.size();
@@ -929,7 +1021,7 @@ LogicalResult Planner::planOpOrSplit(linalg::GenericOp op) {
                                     [](Diagnostic &) { return success(); });
       planned = succeeded(planOp(split.fill)) &&
                 succeeded(planOp(split.partial)) &&
-                succeeded(planOp(split.combine));
+                succeeded(planOp(split.combine, op));
     }
     int64_t cycles = 0;
     bool fits = planned;
@@ -958,7 +1050,7 @@ LogicalResult Planner::planOpOrSplit(linalg::GenericOp op) {
     return planOp(op);
   SplitOps split = splitReduction(op, *acc, loop, bestPieces);
   if (failed(planOp(split.fill)) || failed(planOp(split.partial)) ||
-      failed(planOp(split.combine)))
+      failed(planOp(split.combine, op)))
     return failure();
   op->replaceAllUsesWith(split.combine->getResults());
   op->erase();
@@ -994,6 +1086,8 @@ LogicalResult Planner::plan() {
     }
     if (isa<arith::ConstantOp, ml_program::GlobalLoadConstOp, tensor::EmptyOp>(
             op))
+      continue;
+    if (absorbed_.contains(&op))
       continue;
     if (auto generic = dyn_cast<linalg::GenericOp>(op)) {
       if (failed(planOpOrSplit(generic)))
@@ -1262,7 +1356,25 @@ FailureOr<func::FuncOp> Planner::outlineKernel(Plan &plan,
       tiledOp.setIndexingMapsAttr(b.getAffineMapArrayAttr(maps));
     }
   }
-  for (auto [k, result] : llvm::enumerate(tiledOp->getResults())) {
+  SmallVector<Value> results(tiledOp->getResults());
+  if (plan.epilogue) {
+    // The epilogue's body on the piece, in place: element for element.
+    Value piece = results.front();
+    auto type = cast<RankedTensorType>(piece.getType());
+    IRMapping constants;
+    llvm::SetVector<Value> captured;
+    getUsedValuesDefinedAbove(plan.epilogue.getRegion(), captured);
+    for (Value v : captured)
+      constants.map(v, b.clone(*v.getDefiningOp())->getResult(0));
+    AffineMap id = b.getMultiDimIdentityMap(type.getRank());
+    auto epilogue = linalg::GenericOp::create(
+        b, loc, TypeRange{type}, ValueRange{piece}, ValueRange{piece},
+        ArrayRef<AffineMap>{id, id},
+        SmallVector<utils::IteratorType>(type.getRank(), utils::IteratorType::parallel));
+    plan.epilogue.getRegion().cloneInto(&epilogue.getRegion(), constants);
+    results = {epilogue->getResult(0)};
+  }
+  for (auto [k, result] : llvm::enumerate(results)) {
     auto store = bufferization::MaterializeInDestinationOp::create(
         b, loc, Type(), result,
         entry->getArgument(numLoops + plan.inputs.size() + k));
@@ -1369,6 +1481,18 @@ LogicalResult Planner::emitComputeSet(Plan &plan, OpBuilder &b) {
       b.getArrayAttr(kernels), cycles, plan.macs,
       ipu::toAttr(b.getContext(), plan.mapping));
   replace(op, cs->getResults());
+  if (plan.epilogue) {
+    ValueRange result = cs->getResults();
+    if (plan.epilogueReshape) {
+      auto view = ipu::ViewOp::create(b, op.getLoc(), plan.epilogue->getResult(0).getType(),
+                                      cs->getResult(0));
+      result = view->getResults();
+    }
+    replace(plan.epilogue, result);
+    plan.epilogue->erase();
+    if (plan.epilogueReshape)
+      plan.epilogueReshape->erase();
+  }
   op->erase();
   return success();
 }
@@ -1389,6 +1513,8 @@ LogicalResult Planner::rewrite() {
     ops.push_back(&op);
   OpBuilder b(ctx);
   for (Operation *op : ops) {
+    if (absorbed_.contains(op))
+      continue; // erased with its producer's compute set
     if (auto load = dyn_cast<ml_program::GlobalLoadConstOp>(op)) {
       if (variableOf(load.getResult()) >= 0)
         load->setAttr(ipu::kMappingAttrName, mappingOf(load.getResult()));

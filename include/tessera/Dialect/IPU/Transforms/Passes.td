@@ -75,6 +75,13 @@ def IPUMapTiles : Pass<"ipu-map-tiles", "::mlir::ModuleOp"> {
     sync) replaces the op when it beats the op as it is, or when only it
     fits. Partial sums change the order of floating-point additions.
 
+    A reduction's result read only by an elementwise op, element for
+    element (the Relu after a convolution, possibly through a reshape that
+    drops unit dimensions), gets that op as an epilogue: the same vertices
+    apply it to each output piece in place right after computing it (for a
+    split reduction, the combining step's), so it is no compute set, sync
+    or pass over tile memory of its own.
+
     Kernels that are identical (the same code on the same shapes, as in a
     network's repeated blocks) are outlined once and shared.
 

@@ -1,0 +1,88 @@
+// RUN: tessera-opt %s --ipu-prepare-for-mapping --ipu-map-tiles --split-input-file | FileCheck %s
+
+// The Relu after a matmul runs in the matmul's vertices, on each output
+// piece right after it is computed: one compute set, whose result is the
+// Relu's, and no tile memory for the matmul's own result.
+
+// CHECK-LABEL: func.func @main
+// CHECK: %[[Y:.*]] = ipu.compute_set "cs0" ins(%{{.*}}, %{{.*}} : tensor<8x16xf32>, tensor<16x8xf32>)
+// CHECK-NOT: ipu.compute_set
+// CHECK: return %[[Y]]
+// The kernel: the matmul into the output piece, then the Relu on it in place.
+// CHECK-LABEL: func.func @vertex_cs0_0
+// CHECK: %[[MM:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]
+// CHECK: %[[RELU:.*]] = linalg.generic {{.*}} ins(%[[MM]] : {{.*}}) outs(%[[MM]] : {{.*}})
+// CHECK: arith.maximumf
+// CHECK: bufferization.materialize_in_destination %[[RELU]]
+module attributes {ipu.target = #ipu.target<"ipu2", ipus = 1, tiles_per_ipu = 4, bytes_per_tile = 638976>} {
+  func.func @main(%x: tensor<8x16xf32>, %w: tensor<16x8xf32>) -> tensor<8x8xf32> {
+    %zero = arith.constant 0.0 : f32
+    %e = tensor.empty() : tensor<8x8xf32>
+    %init = linalg.fill ins(%zero : f32) outs(%e : tensor<8x8xf32>) -> tensor<8x8xf32>
+    %y = linalg.matmul ins(%x, %w : tensor<8x16xf32>, tensor<16x8xf32>) outs(%init : tensor<8x8xf32>) -> tensor<8x8xf32>
+    %r = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]}
+        ins(%y : tensor<8x8xf32>) outs(%e : tensor<8x8xf32>) {
+    ^bb0(%a: f32, %o: f32):
+      %m = arith.maximumf %a, %zero : f32
+      linalg.yield %m : f32
+    } -> tensor<8x8xf32>
+    return %r : tensor<8x8xf32>
+  }
+}
+
+// -----
+
+// The matmul's result is also returned: the Relu is a step of its own.
+
+// CHECK-LABEL: func.func @main
+// CHECK: %[[Y:.*]] = ipu.compute_set "cs0"
+// CHECK: %[[R:.*]] = ipu.compute_set "cs1" ins(%[[Y]] : tensor<8x8xf32>)
+// CHECK: return %[[Y]], %[[R]]
+module attributes {ipu.target = #ipu.target<"ipu2", ipus = 1, tiles_per_ipu = 4, bytes_per_tile = 638976>} {
+  func.func @main(%x: tensor<8x16xf32>, %w: tensor<16x8xf32>) -> (tensor<8x8xf32>, tensor<8x8xf32>) {
+    %zero = arith.constant 0.0 : f32
+    %e = tensor.empty() : tensor<8x8xf32>
+    %init = linalg.fill ins(%zero : f32) outs(%e : tensor<8x8xf32>) -> tensor<8x8xf32>
+    %y = linalg.matmul ins(%x, %w : tensor<8x16xf32>, tensor<16x8xf32>) outs(%init : tensor<8x8xf32>) -> tensor<8x8xf32>
+    %r = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]}
+        ins(%y : tensor<8x8xf32>) outs(%e : tensor<8x8xf32>) {
+    ^bb0(%a: f32, %o: f32):
+      %m = arith.maximumf %a, %zero : f32
+      linalg.yield %m : f32
+    } -> tensor<8x8xf32>
+    return %y, %r : tensor<8x8xf32>, tensor<8x8xf32>
+  }
+}
+
+// -----
+
+// A matmul split over k (see split-reductions.mlir): the Relu runs in the
+// step that combines the partial results, after the last one is added.
+
+// CHECK-LABEL: func.func @main
+// CHECK: %[[PARTIAL:.*]] = ipu.compute_set "cs0" ins
+// CHECK: %[[Y:.*]] = ipu.compute_set "cs1" ins(%[[PARTIAL]] : tensor<16x4x8xf32>)
+// CHECK-NOT: ipu.compute_set
+// CHECK: return %[[Y]]
+// CHECK-LABEL: func.func @vertex_cs1_0
+// CHECK: %[[SUM:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]
+// CHECK: arith.addf
+// CHECK: linalg.generic {{.*}} ins(%[[SUM]] : {{.*}}) outs(%[[SUM]] : {{.*}})
+// CHECK: arith.maximumf
+module attributes {ipu.target = #ipu.target<"ipu2", ipus = 1, tiles_per_ipu = 16, bytes_per_tile = 638976>} {
+  ml_program.global private @w(dense<1.0> : tensor<2048x8xf32>) : tensor<2048x8xf32>
+  func.func @main(%x: tensor<4x2048xf32>) -> tensor<4x8xf32> {
+    %zero = arith.constant 0.0 : f32
+    %w = ml_program.global_load_const @w : tensor<2048x8xf32>
+    %e = tensor.empty() : tensor<4x8xf32>
+    %init = linalg.fill ins(%zero : f32) outs(%e : tensor<4x8xf32>) -> tensor<4x8xf32>
+    %y = linalg.matmul ins(%x, %w : tensor<4x2048xf32>, tensor<2048x8xf32>) outs(%init : tensor<4x8xf32>) -> tensor<4x8xf32>
+    %r = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]}
+        ins(%y : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+    ^bb0(%a: f32, %o: f32):
+      %m = arith.maximumf %a, %zero : f32
+      linalg.yield %m : f32
+    } -> tensor<4x8xf32>
+    return %r : tensor<4x8xf32>
+  }
+}
