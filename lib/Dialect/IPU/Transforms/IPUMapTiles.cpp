@@ -112,7 +112,28 @@ struct Plan {
   /// unit dimensions (a convolution's group dimension): the epilogue's
   /// result is then a view of the compute set's.
   Operation *epilogueReshape = nullptr;
+  /// The epilogue's operand that is this op's result; its others are
+  /// inputs of the compute set, `inputs[epilogueInputs[k]]` for the k-th.
+  unsigned epilogueResultOperand = 0;
+  std::vector<size_t> epilogueInputs;
 };
+
+/// `map`, whose results index a tensor of shape `from`, indexing instead
+/// its reshape to `to`, which only adds or drops unit dimensions.
+AffineMap reshapedMap(AffineMap map, ArrayRef<int64_t> from, ArrayRef<int64_t> to) {
+  SmallVector<AffineExpr> exprs;
+  size_t j = 0;
+  for (int64_t d : to) {
+    if (d == 1) {
+      exprs.push_back(getAffineConstantExpr(0, map.getContext()));
+      continue;
+    }
+    while (from[j] == 1)
+      ++j;
+    exprs.push_back(map.getResult(j++));
+  }
+  return AffineMap::get(map.getNumDims(), map.getNumSymbols(), exprs, map.getContext());
+}
 
 /// Whether `a` and `b` hold the same dimensions but for unit ones.
 bool differsByUnitDims(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
@@ -128,10 +149,11 @@ bool differsByUnitDims(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
 
 /// The op `reduction`'s result's only reader, when it can run as an
 /// epilogue of the vertices computing that result: an all-parallel generic
-/// reading only that result, element for element (identity maps, same type
-/// and shape), into an output it does not read, with only constants from
-/// outside its body. Not for ops without reductions: ipu-fuse-elementwise
-/// fuses those chains before.
+/// reading that result and any other inputs element for element (identity
+/// maps, the result's type and shape: a residual Add and its Relu), into
+/// an output it does not read, with only constants from outside its body.
+/// Not for ops without reductions: ipu-fuse-elementwise fuses those chains
+/// before.
 std::pair<linalg::GenericOp, Operation *> epilogueOf(linalg::GenericOp reduction,
                                                      Value result) {
   if (reduction.getNumReductionLoops() == 0 || !result.hasOneUse())
@@ -147,12 +169,13 @@ std::pair<linalg::GenericOp, Operation *> epilogueOf(linalg::GenericOp reduction
   else
     reshape = nullptr;
   auto user = dyn_cast<linalg::GenericOp>(*result.getUsers().begin());
-  if (!user || user->getBlock() != reduction->getBlock() ||
-      user.getNumDpsInputs() != 1 || user.getNumDpsInits() != 1 ||
-      user->getNumResults() != 1 || user.getDpsInputOperand(0)->get() != result ||
-      user.getNumLoops() != user.getNumParallelLoops() || user.hasIndexSemantics() ||
-      user.payloadUsesValueFromOperand(user.getDpsInitOperand(0)) ||
-      user->getResult(0).getType() != result.getType())
+  if (!user || user->getBlock() != reduction->getBlock() || user.getNumDpsInits() != 1 ||
+      user->getNumResults() != 1 || user.getNumLoops() != user.getNumParallelLoops() ||
+      user.hasIndexSemantics() || user.payloadUsesValueFromOperand(user.getDpsInitOperand(0)) ||
+      user->getResult(0).getType() != result.getType() ||
+      llvm::count(user.getDpsInputs(), result) != 1 ||
+      llvm::any_of(user.getDpsInputs(),
+                   [&](Value in) { return in.getType() != result.getType(); }))
     return {};
   for (AffineMap map : user.getIndexingMapsArray())
     if (!map.isIdentity())
@@ -338,6 +361,11 @@ private:
   LogicalResult planOp(linalg::GenericOp op, linalg::GenericOp resultOf = {});
   /// Epilogues planned with their producers (not ops of their own).
   DenseSet<Operation *> absorbed_;
+  /// Makes the epilogue's operands other than `resultOf`'s result inputs of
+  /// `plan`, read at the output's indices; fails (no epilogue) when one is
+  /// not placed before `generic`, where the compute set goes.
+  LogicalResult addEpilogueInputs(linalg::GenericOp generic, linalg::GenericOp resultOf,
+                                  Plan &plan);
   /// Plans a reduction as it is or split into partial results over the
   /// tiles and a combining step, whichever the cost model prefers; the
   /// split rewrites the IR. Other ops go straight to planOp.
@@ -885,6 +913,41 @@ int64_t Planner::weightOffset(const TileMapping &out, const TileMapping &weight,
   return bestOffset;
 }
 
+LogicalResult Planner::addEpilogueInputs(linalg::GenericOp generic,
+                                         linalg::GenericOp resultOf, Plan &plan) {
+  Value result = plan.epilogueReshape ? plan.epilogueReshape->getResult(0)
+                                      : resultOf->getResult(0);
+  // The output's indices in the op's loops, as indices of the epilogue's
+  // operands (through the reshape).
+  AffineMap outMap = generic.getMatchingIndexingMap(generic.getDpsInitOperand(0));
+  if (plan.epilogueReshape)
+    outMap = reshapedMap(outMap,
+                         cast<RankedTensorType>(generic->getResult(0).getType()).getShape(),
+                         cast<RankedTensorType>(result.getType()).getShape());
+  std::vector<Input> inputs;
+  for (auto [k, v] : llvm::enumerate(plan.epilogue.getDpsInputs())) {
+    if (v == result) {
+      plan.epilogueResultOperand = k;
+      continue;
+    }
+    bool before = isa<BlockArgument>(v) ||
+                  (v.getDefiningOp()->getBlock() == generic->getBlock() &&
+                   v.getDefiningOp()->isBeforeInBlock(generic));
+    if (!before || (variableOf(v) < 0 && !isUnplacedLeaf(v)))
+      return failure();
+    Input in;
+    in.value = v;
+    in.map = outMap;
+    in.access = toAccessMap(outMap);
+    inputs.push_back(in);
+  }
+  for (Input &in : inputs) {
+    plan.epilogueInputs.push_back(plan.inputs.size());
+    plan.inputs.push_back(std::move(in));
+  }
+  return success();
+}
+
 LogicalResult Planner::planOp(linalg::GenericOp generic, linalg::GenericOp resultOf) {
   Plan plan;
   if (failed(describe(generic, plan)))
@@ -892,6 +955,8 @@ LogicalResult Planner::planOp(linalg::GenericOp generic, linalg::GenericOp resul
   if (generic->getNumResults() == 1)
     std::tie(plan.epilogue, plan.epilogueReshape) =
         epilogueOf(generic, (resultOf ? resultOf : generic)->getResult(0));
+  if (plan.epilogue && failed(addEpilogueInputs(generic, resultOf ? resultOf : generic, plan)))
+    plan.epilogue = {}, plan.epilogueReshape = nullptr;
   // A producer whose only use is the init of a later generic takes that
   // generic's mapping and is updated in place by it.
   if (generic->getNumResults() == 1 && generic->hasOneUse()) {
@@ -1366,10 +1431,28 @@ FailureOr<func::FuncOp> Planner::outlineKernel(Plan &plan,
     getUsedValuesDefinedAbove(plan.epilogue.getRegion(), captured);
     for (Value v : captured)
       constants.map(v, b.clone(*v.getDefiningOp())->getResult(0));
+    // Operands in the epilogue's order: the piece, and the regions of its
+    // other inputs (the epilogue's shape, which may lack the piece's unit
+    // dimensions).
     AffineMap id = b.getMultiDimIdentityMap(type.getRank());
+    ArrayRef<int64_t> fullShape =
+        cast<RankedTensorType>(op->getResult(0).getType()).getShape();
+    SmallVector<Value> ins;
+    SmallVector<AffineMap> maps;
+    for (size_t k = 0, other = 0; k < plan.epilogue.getNumDpsInputs(); ++k) {
+      if (k == plan.epilogueResultOperand) {
+        ins.push_back(piece);
+        maps.push_back(id);
+        continue;
+      }
+      Value region = inArgs[plan.epilogueInputs[other++]];
+      ins.push_back(region);
+      maps.push_back(reshapedMap(
+          id, fullShape, cast<RankedTensorType>(plan.epilogue->getResult(0).getType()).getShape()));
+    }
+    maps.push_back(id);
     auto epilogue = linalg::GenericOp::create(
-        b, loc, TypeRange{type}, ValueRange{piece}, ValueRange{piece},
-        ArrayRef<AffineMap>{id, id},
+        b, loc, TypeRange{type}, ins, ValueRange{piece}, maps,
         SmallVector<utils::IteratorType>(type.getRank(), utils::IteratorType::parallel));
     plan.epilogue.getRegion().cloneInto(&epilogue.getRegion(), constants);
     results = {epilogue->getResult(0)};
