@@ -120,3 +120,38 @@ module attributes {ipu.target = #ipu.target<"ipu2", ipus = 1, tiles_per_ipu = 4,
     return %r : tensor<8x8xf32>
   }
 }
+
+// -----
+
+// A bias broadcast along the rows, then Relu: the bias is read at the
+// piece's columns only.
+
+// CHECK-DAG: #[[$COLS:.*]] = affine_map<(d0, d1, d2) -> (d1)>
+// CHECK-LABEL: func.func @main
+// CHECK: %[[Y:.*]] = ipu.compute_set "cs0" ins(%{{.*}}, %{{.*}}, %arg2 : tensor<8x16xf32>, tensor<16x8xf32>, tensor<8xf32>)
+// CHECK-SAME: maps [#{{[a-z0-9]+}}, #{{[a-z0-9]+}}, #[[$COLS]]]
+// CHECK-NOT: ipu.compute_set
+// CHECK: return %[[Y]]
+// CHECK-LABEL: func.func @vertex_cs0_0
+// CHECK-SAME: %[[BIAS:arg[0-9]+]]: memref<{{[0-9]+}}xf32>, %{{arg[0-9]+}}: memref<{{.*}}xf32>) attributes
+// CHECK: %[[B:.*]] = bufferization.to_tensor %[[BIAS]] restrict :
+// CHECK: %[[MM:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]
+// CHECK: linalg.generic {{.*}} ins(%[[MM]], %[[B]] : {{.*}}) outs(%[[MM]] : {{.*}})
+// CHECK: arith.addf
+// CHECK-NEXT: arith.maximumf
+module attributes {ipu.target = #ipu.target<"ipu2", ipus = 1, tiles_per_ipu = 4, bytes_per_tile = 638976>} {
+  func.func @main(%x: tensor<8x16xf32>, %w: tensor<16x8xf32>, %bias: tensor<8xf32>) -> tensor<8x8xf32> {
+    %zero = arith.constant 0.0 : f32
+    %e = tensor.empty() : tensor<8x8xf32>
+    %init = linalg.fill ins(%zero : f32) outs(%e : tensor<8x8xf32>) -> tensor<8x8xf32>
+    %y = linalg.matmul ins(%x, %w : tensor<8x16xf32>, tensor<16x8xf32>) outs(%init : tensor<8x8xf32>) -> tensor<8x8xf32>
+    %r = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]}
+        ins(%y, %bias : tensor<8x8xf32>, tensor<8xf32>) outs(%e : tensor<8x8xf32>) {
+    ^bb0(%a: f32, %b: f32, %o: f32):
+      %s = arith.addf %a, %b : f32
+      %m = arith.maximumf %s, %zero : f32
+      linalg.yield %m : f32
+    } -> tensor<8x8xf32>
+    return %r : tensor<8x8xf32>
+  }
+}

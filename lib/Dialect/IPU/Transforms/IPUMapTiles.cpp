@@ -149,9 +149,10 @@ bool differsByUnitDims(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
 
 /// The op `reduction`'s result's only reader, when it can run as an
 /// epilogue of the vertices computing that result: an all-parallel generic
-/// reading that result and any other inputs element for element (identity
-/// maps, the result's type and shape: a residual Add and its Relu), into
-/// an output it does not read, with only constants from outside its body.
+/// reading that result element for element (identity maps, the result's
+/// type and shape) and any other inputs at the same indices or broadcast
+/// along some (a residual Add and its Relu, a bias), into an output it does
+/// not read, with only constants from outside its body.
 /// Not for ops without reductions: ipu-fuse-elementwise fuses those chains
 /// before.
 std::pair<linalg::GenericOp, Operation *> epilogueOf(linalg::GenericOp reduction,
@@ -173,13 +174,18 @@ std::pair<linalg::GenericOp, Operation *> epilogueOf(linalg::GenericOp reduction
       user->getNumResults() != 1 || user.getNumLoops() != user.getNumParallelLoops() ||
       user.hasIndexSemantics() || user.payloadUsesValueFromOperand(user.getDpsInitOperand(0)) ||
       user->getResult(0).getType() != result.getType() ||
-      llvm::count(user.getDpsInputs(), result) != 1 ||
-      llvm::any_of(user.getDpsInputs(),
-                   [&](Value in) { return in.getType() != result.getType(); }))
+      llvm::count(user.getDpsInputs(), result) != 1)
     return {};
-  for (AffineMap map : user.getIndexingMapsArray())
-    if (!map.isIdentity())
+  // The result and the output element for element; other operands at
+  // those indices or broadcast along some (a bias).
+  for (OpOperand &operand : user->getOpOperands()) {
+    AffineMap map = user.getMatchingIndexingMap(&operand);
+    auto type = dyn_cast<RankedTensorType>(operand.get().getType());
+    bool elementForElement = operand.get() == result || user.isDpsInit(&operand);
+    if (elementForElement ? !map.isIdentity()
+                          : !type || !type.hasStaticShape() || !map.isProjectedPermutation())
       return {};
+  }
   llvm::SetVector<Value> captured;
   getUsedValuesDefinedAbove(user.getRegion(), captured);
   if (!llvm::all_of(captured, [](Value v) { return v.getDefiningOp<arith::ConstantOp>(); }))
@@ -925,9 +931,10 @@ LogicalResult Planner::addEpilogueInputs(linalg::GenericOp generic,
                          cast<RankedTensorType>(generic->getResult(0).getType()).getShape(),
                          cast<RankedTensorType>(result.getType()).getShape());
   std::vector<Input> inputs;
-  for (auto [k, v] : llvm::enumerate(plan.epilogue.getDpsInputs())) {
+  for (OpOperand *operand : plan.epilogue.getDpsInputOperands()) {
+    Value v = operand->get();
     if (v == result) {
-      plan.epilogueResultOperand = k;
+      plan.epilogueResultOperand = operand->getOperandNumber();
       continue;
     }
     bool before = isa<BlockArgument>(v) ||
@@ -937,8 +944,8 @@ LogicalResult Planner::addEpilogueInputs(linalg::GenericOp generic,
       return failure();
     Input in;
     in.value = v;
-    in.map = outMap;
-    in.access = toAccessMap(outMap);
+    in.map = plan.epilogue.getMatchingIndexingMap(operand).compose(outMap);
+    in.access = toAccessMap(in.map);
     inputs.push_back(in);
   }
   for (Input &in : inputs) {
@@ -1447,8 +1454,13 @@ FailureOr<func::FuncOp> Planner::outlineKernel(Plan &plan,
       }
       Value region = inArgs[plan.epilogueInputs[other++]];
       ins.push_back(region);
-      maps.push_back(reshapedMap(
-          id, fullShape, cast<RankedTensorType>(plan.epilogue->getResult(0).getType()).getShape()));
+      // Piece indices -> the epilogue's -> this operand's (its region
+      // starts where the piece's indices map to).
+      maps.push_back(plan.epilogue.getMatchingIndexingMap(plan.epilogue.getDpsInputOperand(k))
+                         .compose(reshapedMap(
+                             id, fullShape,
+                             cast<RankedTensorType>(plan.epilogue->getResult(0).getType())
+                                 .getShape())));
     }
     maps.push_back(id);
     auto epilogue = linalg::GenericOp::create(

@@ -76,12 +76,13 @@ def IPUMapTiles : Pass<"ipu-map-tiles", "::mlir::ModuleOp"> {
     fits. Partial sums change the order of floating-point additions.
 
     A reduction's result read only by an elementwise op, element for
-    element (the Relu after a convolution, or a residual Add and Relu,
-    possibly through a reshape that drops unit dimensions), gets that op as
-    an epilogue: the same vertices apply it to each output piece in place
-    right after computing it (for a split reduction, the combining step's),
-    reading its other operands' regions as more inputs of the compute set,
-    so it is no compute set, sync or pass over tile memory of its own.
+    element (the Relu after a convolution, a residual Add and Relu, a bias
+    broadcast along some dimensions, possibly through a reshape that drops
+    unit dimensions), gets that op as an epilogue: the same vertices apply
+    it to each output piece in place right after computing it (for a split
+    reduction, the combining step's), reading its other operands' regions as
+    more inputs of the compute set, so it is no compute set, sync or pass
+    over tile memory of its own.
 
     Kernels that are identical (the same code on the same shapes, as in a
     network's repeated blocks) are outlined once and shared.
