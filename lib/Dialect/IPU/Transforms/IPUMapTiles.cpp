@@ -1439,11 +1439,12 @@ FailureOr<func::FuncOp> Planner::outlineKernel(Plan &plan,
     for (Value v : captured)
       constants.map(v, b.clone(*v.getDefiningOp())->getResult(0));
     // Operands in the epilogue's order: the piece, and the regions of its
-    // other inputs (the epilogue's shape, which may lack the piece's unit
-    // dimensions).
+    // other inputs.
     AffineMap id = b.getMultiDimIdentityMap(type.getRank());
-    ArrayRef<int64_t> fullShape =
-        cast<RankedTensorType>(op->getResult(0).getType()).getShape();
+    // Piece indices -> the epilogue's (its shape may lack unit dimensions).
+    AffineMap toEpilogue = reshapedMap(
+        id, cast<RankedTensorType>(op->getResult(0).getType()).getShape(),
+        cast<RankedTensorType>(plan.epilogue->getResult(0).getType()).getShape());
     SmallVector<Value> ins;
     SmallVector<AffineMap> maps;
     for (size_t k = 0, other = 0; k < plan.epilogue.getNumDpsInputs(); ++k) {
@@ -1454,13 +1455,10 @@ FailureOr<func::FuncOp> Planner::outlineKernel(Plan &plan,
       }
       Value region = inArgs[plan.epilogueInputs[other++]];
       ins.push_back(region);
-      // Piece indices -> the epilogue's -> this operand's (its region
-      // starts where the piece's indices map to).
-      maps.push_back(plan.epilogue.getMatchingIndexingMap(plan.epilogue.getDpsInputOperand(k))
-                         .compose(reshapedMap(
-                             id, fullShape,
-                             cast<RankedTensorType>(plan.epilogue->getResult(0).getType())
-                                 .getShape())));
+      // -> this operand's (its region starts where the piece's indices map).
+      maps.push_back(
+          plan.epilogue.getMatchingIndexingMap(plan.epilogue.getDpsInputOperand(k))
+              .compose(toEpilogue));
     }
     maps.push_back(id);
     auto epilogue = linalg::GenericOp::create(
