@@ -44,6 +44,7 @@
 #include <map>
 #include <memory>
 #include <numeric>
+#include <set>
 #include <tuple>
 
 using llvm::Expected;
@@ -115,16 +116,24 @@ struct ExchangeCounter {
       : target(t), sent(t.totalTiles()), received(t.totalTiles()),
         sentRegions(t.totalTiles()), receivedRegions(t.totalTiles()), ipuOut(t.numIPUs),
         ipuIn(t.numIPUs) {}
-  void move(int64_t from, int64_t to, int64_t bytes, int64_t regions) {
+  /// `bytes` in `regions` contiguous regions move from tile `from` to tile
+  /// `to`. The exchange is a broadcast fabric (a receiving tile picks the
+  /// sender it listens to), so a tile sends data several tiles receive
+  /// once: `send` is false when `from` already sends these bytes to another
+  /// tile, and `link` when they already cross to `to`'s IPU.
+  void move(int64_t from, int64_t to, int64_t bytes, int64_t regions, bool send = true,
+            bool link = true) {
     if (from == to || bytes == 0)
       return;
-    sent[from] += bytes;
+    if (send) {
+      sent[from] += bytes;
+      sentRegions[from] += regions;
+    }
     received[to] += bytes;
-    sentRegions[from] += regions;
     receivedRegions[to] += regions;
     total += bytes;
     int64_t a = from / target.tilesPerIPU, b = to / target.tilesPerIPU;
-    if (a != b) {
+    if (a != b && link) {
       ipuOut[a] += bytes;
       ipuIn[b] += bytes;
     }
@@ -685,20 +694,31 @@ void IPUModel::Impl::computeCost() {
     ExchangeCounter exchange(target);
     if (step.kind == Step::Kind::Compute) {
       const ComputeSet &cs = program.computeSets[step.index];
+      // Per input, the regions already sent (to any tile, and to each IPU):
+      // vertices reading the same region (a weight block several tiles
+      // share) receive one broadcast of it.
+      std::vector<std::set<std::vector<int64_t>>> sentRegions(cs.inputs.size());
+      std::vector<std::set<std::vector<int64_t>>> linkedRegions(cs.inputs.size());
       for (const Vertex &vx : vertices(cs)) {
         Box loops = cs.loopBox(vx.piece);
-        for (const auto &in : cs.inputs) {
+        for (size_t i = 0; i < cs.inputs.size(); ++i) {
+          const auto &in = cs.inputs[i];
           Box region = in.map.region(loops, program.variables[in.var].shape);
           if (isLocalPiece(program, in.var, region, vx.tile))
             continue;
+          std::vector<int64_t> key(region.offsets.begin(), region.offsets.end());
+          key.insert(key.end(), region.sizes.begin(), region.sizes.end());
+          bool send = sentRegions[i].insert(key).second;
+          key.push_back(vx.tile / target.tilesPerIPU);
+          bool link = linkedRegions[i].insert(std::move(key)).second;
           int64_t eb = program.variables[in.var].elementBytes();
           Box inStorage;
           if (!forEachOverlap(program, in.var, region, inStorage, [&](const Overlap &o) {
                 exchange.move(o.tile, vx.tile, o.part.numElements() * eb,
-                              rowCount(o.piece, inStorage, o.part));
+                              rowCount(o.piece, inStorage, o.part), send, link);
               }))
             forEachRun(program, in.var, region, [&](const Run &r) {
-              exchange.move(r.tile, vx.tile, r.count * eb, 1);
+              exchange.move(r.tile, vx.tile, r.count * eb, 1, send, link);
             });
         }
         if (const Kernel *k = cs.kernelFor(vx.piece.sizes))

@@ -395,7 +395,15 @@ TEST(IPUModel, VerticesSharingReceivedRegionsGetTheRightOnes) {
       }
       // Nine vertices each receive 8 bytes of a and 8 of b, whatever the
       // host copies.
-      EXPECT_EQ((*model)->cost().steps[1].exchangeBytes, 9 * 16);
+      const StepCost &step = (*model)->cost().steps[1];
+      EXPECT_EQ(step.exchangeBytes, 9 * 16);
+      // The exchange broadcasts: a's tile sends each of its three regions
+      // once for the three tiles reading it, 24 bytes in 3 regions (not 72
+      // in 9), which is more than any tile receives (16 bytes in 2).
+      const auto &target = (*model)->target();
+      EXPECT_EQ(step.exchangeCycles, 24 / target.exchangeBytesPerCycle +
+                                         3 * target.exchangeCyclesPerRegion +
+                                         target.exchangeOverheadCycles);
     }
   }
 }
