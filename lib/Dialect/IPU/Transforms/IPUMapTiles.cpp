@@ -17,6 +17,7 @@
 #include "mlir/IR/Matchers.h"
 #include "mlir/Interfaces/TilingInterface.h"
 #include "mlir/Transforms/RegionUtils.h"
+#include "llvm/ADT/MapVector.h"
 
 #include <set>
 
@@ -355,8 +356,25 @@ private:
                                             const TileMapping &out) const;
   bool isUnplacedLeaf(Value v) const {
     return variableOf(v) < 0 &&
-           (isa<BlockArgument>(v) ||
-            v.getDefiningOp<ml_program::GlobalLoadConstOp>());
+           (isa<BlockArgument>(v) || v.getDefiningOp<ml_program::GlobalLoadConstOp>() ||
+            deferredViews_.count(v));
+  }
+  /// Views that only insert or drop unit dimensions of a weight not placed
+  /// yet (a convolution's weight with its group dimension), read by generics
+  /// only: the weight is placed by its first reader's plan, through the
+  /// view, like a weight it reads directly -- where that plan's vertices
+  /// read it, not spread out linearly.
+  llvm::MapVector<Value, Value> deferredViews_;
+  /// Places a deferred view's weight with `mapping` (of the view's shape)
+  /// and makes the view; or linearly when `mapping` is empty.
+  void placeDeferredView(Value view, const std::optional<TileMapping> &mapping);
+  /// Places an unplaced leaf, or a deferred view's weight, with `mapping`
+  /// (of `v`'s shape).
+  void placeAligned(Value v, const TileMapping &mapping) {
+    if (deferredViews_.count(v))
+      placeDeferredView(v, mapping);
+    else
+      addVariable(v, mapping);
   }
 
   LogicalResult describe(linalg::GenericOp op, Plan &plan);
@@ -476,9 +494,39 @@ int64_t Planner::addView(Value v, Value source) {
   return id;
 }
 
+void Planner::placeDeferredView(Value view, const std::optional<TileMapping> &mapping) {
+  Value source = deferredViews_.lookup(view);
+  if (variableOf(source) < 0) {
+    if (!mapping) {
+      placeLinear(source);
+    } else {
+      // The view's pieces are the weight's: the same non-unit dimensions
+      // with the same chunks and tile strides.
+      TileMapping m;
+      m.firstTile = mapping->firstTile;
+      SmallVector<std::pair<int64_t, int64_t>> nonUnit;
+      for (int64_t j = 0; j < mapping->rank(); ++j)
+        if (mapping->shape[j] != 1)
+          nonUnit.push_back({mapping->chunks[j], mapping->tileStrides[j]});
+      auto it = nonUnit.begin();
+      for (int64_t d : cast<RankedTensorType>(source.getType()).getShape()) {
+        auto [chunk, stride] = d != 1 ? *it++ : std::make_pair(int64_t(1), int64_t(0));
+        m.chunks.push_back(chunk);
+        m.tileStrides.push_back(stride);
+      }
+      addVariable(source, m);
+    }
+  }
+  addView(view, source);
+}
+
 int64_t Planner::placeLinear(Value v) {
   if (int64_t id = variableOf(v); id >= 0)
     return id;
+  if (deferredViews_.count(v)) {
+    placeDeferredView(v, std::nullopt);
+    return variableOf(v);
+  }
   auto type = cast<RankedTensorType>(v.getType());
   return addVariable(
       v, TileMapping::linear(type.getShape(), elementBytes(type), numTiles_));
@@ -772,16 +820,20 @@ LogicalResult Planner::planGeneric(Plan &plan) {
         }
         inVars.push_back(var);
       }
-      // Cost the first, middle and last pieces: edges and holders differ.
+      // Cost the first, a central and the last piece: edges and holders
+      // differ. The central one is central in every dimension: an operand
+      // placed with the pieces of index 0 along some dimensions (a weight
+      // block, on the first of the tiles sharing it) is local to the first
+      // piece, and to the middle one in row-major order, but remote for
+      // most vertices.
       std::vector<int64_t> perDim = m.piecesPerDim();
+      std::vector<int64_t> first(rank, 0), central(rank), last(rank);
+      for (int64_t j = 0; j < rank; ++j) {
+        central[j] = perDim[j] / 2;
+        last[j] = perDim[j] - 1;
+      }
       int64_t worstCycles = 0, worstMemory = 0;
-      for (int64_t sample : {int64_t(0), pieces / 2, pieces - 1}) {
-        std::vector<int64_t> idx(rank);
-        int64_t rest = sample;
-        for (int64_t j = rank - 1; j >= 0; --j) {
-          idx[j] = rest % perDim[j];
-          rest /= perDim[j];
-        }
+      for (const std::vector<int64_t> &idx : {first, central, last}) {
         Box piece = m.pieceBox(idx);
         int64_t tile = m.tileOf(idx);
         Box loops;
@@ -852,19 +904,24 @@ LogicalResult Planner::planGeneric(Plan &plan) {
   for (const Input &in : plan.inputs) {
     if (variableOf(in.value) >= 0)
       continue;
+    Value leaf = deferredViews_.lookup(in.value);
+    if (!leaf)
+      leaf = in.value;
     if (auto aligned =
             alignedMapping(in.value, in.access, plan, plan.mapping)) {
       // A weight loaded twice keeps the placement of its first load.
-      if (auto load = in.value.getDefiningOp<ml_program::GlobalLoadConstOp>();
+      if (auto load = leaf.getDefiningOp<ml_program::GlobalLoadConstOp>();
           load && globalVars_.count(load.getGlobal().getLeafReference())) {
-        vars_[in.value] = globalVars_[load.getGlobal().getLeafReference()];
+        vars_[leaf] = globalVars_[load.getGlobal().getLeafReference()];
+        if (leaf != in.value)
+          addView(in.value, leaf);
         continue;
       }
       TileMapping placed = *aligned;
-      if (in.value.getDefiningOp<ml_program::GlobalLoadConstOp>())
+      if (leaf.getDefiningOp<ml_program::GlobalLoadConstOp>())
         placed.firstTile +=
             weightOffset(plan.mapping, placed, elementBytes(in.value.getType()));
-      addVariable(in.value, placed);
+      placeAligned(in.value, placed);
     } else {
       placeLinear(in.value);
     }
@@ -1007,7 +1064,7 @@ LogicalResult Planner::planOp(linalg::GenericOp generic, linalg::GenericOp resul
         if (variableOf(in.value) < 0) {
           if (auto aligned = alignedMapping(in.value, in.access, producer,
                                             producer.mapping))
-            addVariable(in.value, *aligned);
+            placeAligned(in.value, *aligned);
           else
             placeLinear(in.value);
         }
@@ -1193,9 +1250,17 @@ LogicalResult Planner::plan() {
     }
     if (isa<tensor::ReshapeOp, tensor::CollapseShapeOp, tensor::ExpandShapeOp>(
             op)) {
-      Value source = op.getOperand(0);
+      Value source = op.getOperand(0), view = op.getResult(0);
+      if (variableOf(source) < 0 && source.getDefiningOp<ml_program::GlobalLoadConstOp>() &&
+          differsByUnitDims(cast<RankedTensorType>(source.getType()).getShape(),
+                            cast<RankedTensorType>(view.getType()).getShape()) &&
+          !view.use_empty() &&
+          llvm::all_of(view.getUsers(), [](Operation *u) { return isa<linalg::GenericOp>(u); })) {
+        deferredViews_[view] = source;
+        continue;
+      }
       placeLinear(source);
-      addView(op.getResult(0), source);
+      addView(view, source);
       continue;
     }
     bool onTensors = llvm::any_of(op.getResultTypes(),
@@ -1209,6 +1274,9 @@ LogicalResult Planner::plan() {
   // Inputs nobody reads are still streamed somewhere.
   for (BlockArgument arg : main_.getArguments())
     placeLinear(arg);
+  for (auto [view, source] : deferredViews_)
+    if (variableOf(view) < 0)
+      placeLinear(view);
   return success();
 }
 
