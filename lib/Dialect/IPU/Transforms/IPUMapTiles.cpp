@@ -737,6 +737,15 @@ std::vector<int64_t> chunkCandidates(int64_t dim, int64_t maxPieces) {
   for (int64_t p : {3, 5, 6, 7, 12, 24, 48, 96})
     if (p <= std::min(dim, maxPieces))
       chunks.insert((dim + p - 1) / p);
+  // Piece counts that divide the tile count (1472 = 64 x 23 on an IPU2): 23
+  // or 46 pieces of one dimension times a power of two of others fill every
+  // tile, where powers of two alone leave a third of them idle.
+  for (int64_t p = maxPieces; p > 1; p /= 2) {
+    if (p <= dim)
+      chunks.insert((dim + p - 1) / p);
+    if (p % 2 != 0)
+      break;
+  }
   if (dim <= maxPieces)
     chunks.insert(1);
   return {chunks.begin(), chunks.end()};
