@@ -234,7 +234,8 @@ DECISIONS = [
     (r"Gradient", "gradients are the training pipeline's job (building training graphs), not an operator's"),
     (r"test_adam_multiple",
      "test data: its expected outputs use epsilon 1e-2, but the node leaves epsilon at the "
-     "schema's default 1e-6 (test_adam, with epsilon set, passes)"),
+     "schema's default 1e-6 (test_adam, with epsilon set, passes; fixed upstream in "
+     "onnx/onnx#7763)"),
     (r"test_cast_FLOAT_to_BFLOAT16",
      "test data: expects bfloat16 by truncation; Tessera rounds to nearest even"),
     (r"--input-shape gives",
