@@ -58,6 +58,10 @@ llvm::Error fail(const llvm::Twine &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
 }
 
+/// Bytes of each padding area (see Impl::paddingAreas): a row of padding
+/// longer than this is copied in parts.
+constexpr int64_t kPaddingAreaBytes = 4096;
+
 Box wholeBox(const std::vector<int64_t> &shape) {
   return Box{std::vector<int64_t>(shape.size(), 0), shape};
 }
@@ -259,6 +263,10 @@ struct IPUModel::Impl {
   MemoryPlan plan;
   char *memory = nullptr;
   size_t memoryBytes = 0;
+  /// Padded views' padding: per (element bytes, element bits), the offset
+  /// from `memory` of kPaddingAreaBytes holding that element over and over,
+  /// past the tiles' memory. Receiving padding copies rows from there.
+  std::map<std::pair<int64_t, uint64_t>, int64_t> paddingAreas;
   std::unique_ptr<llvm::orc::LLJIT> jit;
   llvm::StringMap<PackedEntry> entries;
   CostSummary cost;
@@ -343,7 +351,25 @@ struct IPUModel::Impl {
 
 void IPUModel::Impl::gatherRows(int64_t var, const Box &region, int64_t toOffset,
                                 std::vector<RowCopy> &rows, size_t mergeFrom) {
-  int64_t eb = program.variables[var].elementBytes();
+  const Variable &v = program.variables[var];
+  int64_t eb = v.elementBytes();
+  if (v.isPadded()) {
+    // The interior's runs from their tiles, the padding from its area.
+    int64_t area = paddingAreas.at({eb, v.padBits});
+    forEachRun(program, var, region, [&](const Run &r) {
+      int64_t to = toOffset + r.regionOffset * eb;
+      if (r.tile != kPaddingTile) {
+        appendRows(rows, RowCopy{element(var, r.tile, r.pieceOffset) - memory, to,
+                                 r.count * eb, 1, 0, 0}, mergeFrom);
+        return;
+      }
+      int64_t maxBytes = kPaddingAreaBytes / eb * eb;
+      for (int64_t done = 0, bytes = r.count * eb; done < bytes; done += maxBytes)
+        appendRows(rows, RowCopy{area, to + done, std::min(maxBytes, bytes - done), 1, 0, 0},
+                   mergeFrom);
+    });
+    return;
+  }
   Box inStorage;
   if (forEachOverlap(program, var, region, inStorage, [&](const Overlap &o) {
         int64_t from = element(var, o.tile, 0) - memory;
@@ -718,7 +744,8 @@ void IPUModel::Impl::computeCost() {
                               rowCount(o.piece, inStorage, o.part), send, link);
               }))
             forEachRun(program, in.var, region, [&](const Run &r) {
-              exchange.move(r.tile, vx.tile, r.count * eb, 1, send, link);
+              if (r.tile != kPaddingTile) // padding is the vertex's, not sent
+                exchange.move(r.tile, vx.tile, r.count * eb, 1, send, link);
             });
         }
         if (const Kernel *k = cs.kernelFor(vx.piece.sizes))
@@ -803,13 +830,29 @@ Expected<std::unique_ptr<IPUModel>> IPUModel::create(const Executable &executabl
     return plan.takeError();
   impl->plan = std::move(*plan);
 
-  impl->memoryBytes = static_cast<size_t>(numTiles) * target->bytesPerTile;
+  // Tile memory, then (a cache line on) one padding area per distinct
+  // padding element.
+  size_t tileBytes = static_cast<size_t>(numTiles) * target->bytesPerTile;
+  for (const Variable &v : p.variables)
+    if (v.isPadded())
+      impl->paddingAreas.try_emplace({v.elementBytes(), v.padBits}, 0);
+  int64_t areaAt = tileBytes + 64;
+  for (auto &[key, offset] : impl->paddingAreas) {
+    offset = areaAt;
+    areaAt += kPaddingAreaBytes;
+  }
+  impl->memoryBytes = impl->paddingAreas.empty() ? tileBytes : areaAt;
   void *memory = mmap(nullptr, impl->memoryBytes, PROT_READ | PROT_WRITE,
                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (memory == MAP_FAILED)
     return fail("cannot reserve " + llvm::Twine(impl->memoryBytes) +
                 " bytes of tile memory for the IPU model: " + llvm::sys::StrError());
   impl->memory = static_cast<char *>(memory);
+  for (auto &[key, offset] : impl->paddingAreas) {
+    auto [elementBytes, bits] = key;
+    for (int64_t at = 0; at + elementBytes <= kPaddingAreaBytes; at += elementBytes)
+      std::memcpy(impl->memory + offset + at, &bits, elementBytes); // little-endian
+  }
 
   bool anyKernel = llvm::any_of(p.computeSets, [](const ComputeSet &cs) {
     return !cs.kernels.empty();

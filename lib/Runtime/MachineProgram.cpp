@@ -350,20 +350,125 @@ std::string MachineProgram::stepLocation(size_t step) const {
                                        : copies[s.index].location;
 }
 
+namespace {
+
+/// Walks a storage variable's elements in row-major order from flat index
+/// `s`, `count` of them, as runs within its pieces (the regionOffsets
+/// starting at `regionOffset`).
+class StorageWalker {
+public:
+  explicit StorageWalker(const Variable &base)
+      : m(base.mapping), shape(base.shape), strides(rowMajorStrides(base.shape)),
+        ppd(m.piecesPerDim()), idx(shape.size()), lo(shape.size()), end(shape.size()) {}
+
+  void walk(int64_t s, int64_t count, int64_t regionOffset,
+            llvm::function_ref<void(const Run &)> fn) {
+    int64_t rank = shape.size();
+    if (rank == 0) {
+      fn(Run{m.firstTile, 0, regionOffset, 1});
+      return;
+    }
+    while (count > 0) {
+      // Unflatten s, find its piece.
+      int64_t rem = s;
+      for (int64_t d = 0; d < rank; ++d) {
+        idx[d] = rem / strides[d];
+        rem -= idx[d] * strides[d];
+      }
+      int64_t tile = m.firstTile, pieceOffset = 0, pieceStride = 1;
+      for (int64_t d = rank - 1; d >= 0; --d) {
+        int64_t p = std::min(idx[d] / m.chunks[d], ppd[d] - 1);
+        tile += p * m.tileStrides[d];
+        lo[d] = p * m.chunks[d];
+        end[d] = std::min(lo[d] + m.chunks[d], shape[d]);
+        pieceOffset += (idx[d] - lo[d]) * pieceStride;
+        pieceStride *= end[d] - lo[d];
+      }
+      // k0: the outermost dimension after which the piece spans the base
+      // whole; from idx, the piece continues in flat order to the end of
+      // its extent in k0.
+      int64_t k0 = rank - 1;
+      while (k0 > 0 && lo[k0] == 0 && end[k0] == shape[k0])
+        --k0;
+      int64_t innerOffset = 0;
+      for (int64_t d = k0 + 1; d < rank; ++d)
+        innerOffset += idx[d] * strides[d];
+      int64_t extent = (end[k0] - idx[k0]) * strides[k0] - innerOffset;
+      int64_t n = std::min(extent, count);
+      fn(Run{tile, pieceOffset, regionOffset, n});
+      s += n;
+      regionOffset += n;
+      count -= n;
+    }
+  }
+
+private:
+  const TileMapping &m;
+  const std::vector<int64_t> &shape;
+  std::vector<int64_t> strides, ppd, idx, lo, end;
+};
+
+/// forEachRun for a padded view: row by row (the last dimension), the
+/// padding before the interior, the interior's runs, the padding after.
+void forEachPaddedRun(const MachineProgram &program, int64_t var, const Box &region,
+                      llvm::function_ref<void(const Run &)> fn) {
+  const Variable &v = program.variables[var];
+  StorageWalker walker(program.storage(var));
+  std::vector<int64_t> interior = v.interiorShape();
+  std::vector<int64_t> istrides = rowMajorStrides(interior);
+  int64_t rank = v.shape.size(), last = rank - 1;
+  int64_t width = region.sizes[last];
+  int64_t c0 = std::clamp<int64_t>(v.padLow[last] - region.offsets[last], 0, width);
+  int64_t c1 = std::clamp<int64_t>(v.padLow[last] + interior[last] - region.offsets[last],
+                                   c0, width);
+  int64_t rows = product(llvm::ArrayRef(region.sizes).take_front(last));
+  std::vector<int64_t> outer(last, 0);
+  for (int64_t row = 0, at = 0; row < rows; ++row, at += width) {
+    bool inside = c1 > c0;
+    int64_t s = region.offsets[last] + c0 - v.padLow[last];
+    for (int64_t d = 0; d < last && inside; ++d) {
+      int64_t i = region.offsets[d] + outer[d] - v.padLow[d];
+      inside = i >= 0 && i < interior[d];
+      s += i * istrides[d];
+    }
+    if (!inside) {
+      fn(Run{kPaddingTile, 0, at, width});
+    } else {
+      if (c0 > 0)
+        fn(Run{kPaddingTile, 0, at, c0});
+      // The interior's flat order is the base's (a unit-dimension reshape).
+      walker.walk(s, c1 - c0, at + c0, fn);
+      if (c1 < width)
+        fn(Run{kPaddingTile, 0, at + c1, width - c1});
+    }
+    for (int64_t d = last - 1; d >= 0; --d) {
+      if (++outer[d] < region.sizes[d])
+        break;
+      outer[d] = 0;
+    }
+  }
+}
+
+} // namespace
+
+std::vector<int64_t> Variable::interiorShape() const {
+  std::vector<int64_t> interior = shape;
+  for (size_t d = 0; d < padLow.size() && d < interior.size(); ++d)
+    interior[d] -= padLow[d] + (d < padHigh.size() ? padHigh[d] : 0);
+  return interior;
+}
+
 void forEachRun(const MachineProgram &program, int64_t var, const Box &region,
                 llvm::function_ref<void(const Run &)> fn) {
   const Variable &v = program.variables[var];
-  const Variable &base = program.storage(var);
-  const TileMapping &m = base.mapping;
   if (region.numElements() == 0)
     return;
+  if (v.isPadded())
+    return forEachPaddedRun(program, var, region, fn);
   int64_t rank = v.shape.size();
-  const std::vector<int64_t> &bshape = base.shape;
-  int64_t brank = bshape.size();
-  if (brank == 0) {
-    fn(Run{m.firstTile, 0, 0, 1});
-    return;
-  }
+  StorageWalker walker(program.storage(var));
+  if (program.storage(var).shape.empty())
+    return walker.walk(0, 1, 0, fn);
 
   // The region as rows: dimensions m.. merged into one run of `rowLength`
   // elements, where every dimension after `mergeDim` is covered whole.
@@ -374,11 +479,7 @@ void forEachRun(const MachineProgram &program, int64_t var, const Box &region,
   std::vector<int64_t> vstrides = rowMajorStrides(v.shape);
   int64_t rowLength = rank == 0 ? 1 : region.sizes[mergeDim] * vstrides[mergeDim];
   int64_t rows = product(llvm::ArrayRef(region.sizes).take_front(std::max<int64_t>(mergeDim, 0)));
-
-  std::vector<int64_t> bstrides = rowMajorStrides(bshape);
-  std::vector<int64_t> ppd = m.piecesPerDim();
-  std::vector<int64_t> outer(std::max<int64_t>(mergeDim, 0), 0), idx(brank);
-  std::vector<int64_t> lo(brank), end(brank);
+  std::vector<int64_t> outer(std::max<int64_t>(mergeDim, 0), 0);
   int64_t regionOffset = 0;
   for (int64_t row = 0; row < rows; ++row) {
     // Flat start of this row in the view = flat start in the base (views
@@ -388,39 +489,8 @@ void forEachRun(const MachineProgram &program, int64_t var, const Box &region,
       s += (region.offsets[d] + outer[d]) * vstrides[d];
     if (rank > 0)
       s += region.offsets[mergeDim] * vstrides[mergeDim];
-    int64_t left = rowLength;
-    while (left > 0) {
-      // Unflatten s in the base, find its piece.
-      int64_t rem = s;
-      for (int64_t d = 0; d < brank; ++d) {
-        idx[d] = rem / bstrides[d];
-        rem -= idx[d] * bstrides[d];
-      }
-      int64_t tile = m.firstTile, pieceOffset = 0, pieceStride = 1;
-      for (int64_t d = brank - 1; d >= 0; --d) {
-        int64_t p = std::min(idx[d] / m.chunks[d], ppd[d] - 1);
-        tile += p * m.tileStrides[d];
-        lo[d] = p * m.chunks[d];
-        end[d] = std::min(lo[d] + m.chunks[d], bshape[d]);
-        pieceOffset += (idx[d] - lo[d]) * pieceStride;
-        pieceStride *= end[d] - lo[d];
-      }
-      // k0: the outermost dimension after which the piece spans the base
-      // whole; from idx, the piece continues in base flat order to the end
-      // of its extent in k0.
-      int64_t k0 = brank - 1;
-      while (k0 > 0 && lo[k0] == 0 && end[k0] == bshape[k0])
-        --k0;
-      int64_t innerOffset = 0;
-      for (int64_t d = k0 + 1; d < brank; ++d)
-        innerOffset += idx[d] * bstrides[d];
-      int64_t extent = (end[k0] - idx[k0]) * bstrides[k0] - innerOffset;
-      int64_t count = std::min(extent, left);
-      fn(Run{tile, pieceOffset, regionOffset, count});
-      s += count;
-      regionOffset += count;
-      left -= count;
-    }
+    walker.walk(s, rowLength, regionOffset, fn);
+    regionOffset += rowLength;
     for (int64_t d = mergeDim - 1; d >= 0; --d) {
       if (++outer[d] < region.sizes[d])
         break;
@@ -431,24 +501,21 @@ void forEachRun(const MachineProgram &program, int64_t var, const Box &region,
 
 namespace {
 
-/// For a view that only inserts or drops unit dimensions of its base (a
-/// convolution's group dimension), the region of the base it reads; nullopt
-/// for any other view. Lets the hot queries below skip the run walk.
-std::optional<Box> baseRegionOfUnitDimView(const MachineProgram &program, int64_t var,
-                                           const Box &region) {
-  const Variable &v = program.variables[var];
-  const Variable &base = program.storage(var);
+/// The region of the base that `region` of a shape differing from it only
+/// by unit dimensions reads, or nullopt when the shapes differ otherwise.
+std::optional<Box> unitDimRegionInBase(llvm::ArrayRef<int64_t> shape, const Variable &base,
+                                       const Box &region) {
   Box out;
   size_t b = 0;
-  for (size_t d = 0; d < v.shape.size(); ++d) {
-    if (v.shape[d] == 1)
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1)
       continue;
     while (b < base.shape.size() && base.shape[b] == 1) {
       out.offsets.push_back(0);
       out.sizes.push_back(1);
       ++b;
     }
-    if (b == base.shape.size() || base.shape[b] != v.shape[d])
+    if (b == base.shape.size() || base.shape[b] != shape[d])
       return std::nullopt;
     out.offsets.push_back(region.offsets[d]);
     out.sizes.push_back(region.sizes[d]);
@@ -463,7 +530,111 @@ std::optional<Box> baseRegionOfUnitDimView(const MachineProgram &program, int64_
   return out;
 }
 
+/// For a view that only inserts or drops unit dimensions of its base (a
+/// convolution's group dimension), the region of the base it reads; nullopt
+/// for any other view. Lets the hot queries below skip the run walk.
+std::optional<Box> baseRegionOfUnitDimView(const MachineProgram &program, int64_t var,
+                                           const Box &region) {
+  const Variable &v = program.variables[var];
+  if (v.isPadded())
+    return std::nullopt;
+  return unitDimRegionInBase(v.shape, program.storage(var), region);
+}
+
+/// For a padded view: the part of `region` inside the interior, as a region
+/// of the base (sizes 0 when the region is all padding).
+Box interiorRegionInBase(const MachineProgram &program, int64_t var, const Box &region) {
+  const Variable &v = program.variables[var];
+  std::vector<int64_t> interior = v.interiorShape();
+  Box inInterior;
+  bool empty = false;
+  for (size_t d = 0; d < interior.size(); ++d) {
+    int64_t lo = std::clamp<int64_t>(region.offsets[d] - v.padLow[d], 0, interior[d]);
+    int64_t hi = std::clamp<int64_t>(region.offsets[d] + region.sizes[d] - v.padLow[d], lo,
+                                     interior[d]);
+    inInterior.offsets.push_back(lo);
+    inInterior.sizes.push_back(hi - lo);
+    empty |= hi == lo;
+  }
+  const Variable &base = program.storage(var);
+  if (empty) {
+    Box none;
+    none.offsets.assign(base.shape.size(), 0);
+    none.sizes.assign(base.shape.size(), 0);
+    return none;
+  }
+  // makePaddedView and verify() keep the interior a unit-dimension reshape.
+  return *unitDimRegionInBase(interior, base, inInterior);
+}
+
 } // namespace
+
+Expected<Variable> makeView(const MachineProgram &program, int64_t source,
+                            llvm::ArrayRef<int64_t> shape) {
+  const Variable &src = program.variables[source];
+  Variable view;
+  view.name = src.name;
+  view.dtype = src.dtype;
+  view.kind = src.kind;
+  view.shape.assign(shape.begin(), shape.end());
+  view.base = program.storageIndex(source);
+  if (!src.isPadded()) {
+    if (product(shape) != product(src.shape))
+      return fail("a view of " + shapeString(src.shape) + " as " + shapeString(shape) +
+                  " changes the element count");
+    return view;
+  }
+  // Padded: the same non-unit dimensions, each with its padding.
+  view.padLow.assign(shape.size(), 0);
+  view.padHigh.assign(shape.size(), 0);
+  size_t s = 0;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1)
+      continue;
+    while (s < src.shape.size() && src.shape[s] == 1)
+      ++s;
+    if (s == src.shape.size() || src.shape[s] != shape[d])
+      return fail("a padded view of " + shapeString(src.shape) + " can only be seen as " +
+                  "a shape differing from it by unit dimensions, not " + shapeString(shape));
+    view.padLow[d] = src.padLow[s];
+    view.padHigh[d] = src.padHigh[s];
+    ++s;
+  }
+  for (; s < src.shape.size(); ++s)
+    if (src.shape[s] != 1)
+      return fail("a padded view of " + shapeString(src.shape) + " can only be seen as " +
+                  "a shape differing from it by unit dimensions, not " + shapeString(shape));
+  view.padBits = src.padBits;
+  return view;
+}
+
+Expected<Variable> makePaddedView(const MachineProgram &program, int64_t source,
+                                  llvm::ArrayRef<int64_t> low, llvm::ArrayRef<int64_t> high,
+                                  uint64_t padBits) {
+  const Variable &src = program.variables[source];
+  const Variable &base = program.storage(source);
+  if (src.isPadded() || low.size() != src.shape.size() || high.size() != src.shape.size())
+    return fail("padding " + shapeString(src.shape) + ": needs an unpadded variable and " +
+                "one low and one high count per dimension");
+  Box all(std::vector<int64_t>(src.shape.size(), 0), src.shape);
+  if (src.base >= 0 && !unitDimRegionInBase(src.shape, base, all))
+    return fail("padding " + shapeString(src.shape) + ": a view that reshapes its base " +
+                "other than by unit dimensions cannot be padded in place");
+  Variable view;
+  view.name = src.name;
+  view.dtype = src.dtype;
+  view.kind = src.kind;
+  view.base = program.storageIndex(source);
+  view.padLow.assign(low.begin(), low.end());
+  view.padHigh.assign(high.begin(), high.end());
+  view.padBits = padBits;
+  for (size_t d = 0; d < src.shape.size(); ++d) {
+    if (low[d] < 0 || high[d] < 0)
+      return fail("padding " + shapeString(src.shape) + ": negative padding");
+    view.shape.push_back(src.shape[d] + low[d] + high[d]);
+  }
+  return view;
+}
 
 bool forEachOverlap(const MachineProgram &program, int64_t var, const Box &region,
                     Box &regionInStorage, llvm::function_ref<void(const Overlap &)> fn) {
@@ -615,6 +786,11 @@ bool isLocalPiece(const MachineProgram &program, int64_t var, const Box &region,
   std::optional<Box> piece = base.mapping.pieceOnTile(tile);
   if (!piece || piece->numElements() != region.numElements())
     return false;
+  if (v.isPadded()) {
+    // Read in place only if the region is all interior and the piece.
+    Box inBase = interiorRegionInBase(program, var, region);
+    return inBase.numElements() == region.numElements() && *piece == inBase;
+  }
   if (v.base < 0)
     return *piece == region;
   if (std::optional<Box> inBase = baseRegionOfUnitDimView(program, var, region))
@@ -632,8 +808,11 @@ bool isLocalPiece(const MachineProgram &program, int64_t var, const Box &region,
 int64_t remoteBytes(const MachineProgram &program, int64_t var, const Box &region,
                     int64_t tile) {
   const Variable &v = program.variables[var];
+  // A padded view's padding is no one's data: only its interior moves.
   std::optional<Box> inBase =
-      v.base < 0 ? std::optional<Box>(region) : baseRegionOfUnitDimView(program, var, region);
+      v.base < 0     ? std::optional<Box>(region)
+      : v.isPadded() ? std::optional<Box>(interiorRegionInBase(program, var, region))
+                     : baseRegionOfUnitDimView(program, var, region);
   if (inBase) {
     // A tile holds at most one piece, so what is local is the region's
     // intersection with that piece: O(rank), where the planner asks this
@@ -648,7 +827,7 @@ int64_t remoteBytes(const MachineProgram &program, int64_t var, const Box &regio
         local *= std::max<int64_t>(0, hi - lo);
       }
     }
-    return (region.numElements() - local) * v.elementBytes();
+    return (inBase->numElements() - local) * v.elementBytes();
   }
   int64_t elements = 0;
   forEachRun(program, var, region, [&](const Run &r) {
@@ -664,7 +843,11 @@ int64_t remoteRegions(const MachineProgram &program, int64_t var, const Box &reg
     return 0;
   const Variable &v = program.variables[var];
   std::optional<Box> inBase =
-      v.base < 0 ? std::optional<Box>(region) : baseRegionOfUnitDimView(program, var, region);
+      v.base < 0     ? std::optional<Box>(region)
+      : v.isPadded() ? std::optional<Box>(interiorRegionInBase(program, var, region))
+                     : baseRegionOfUnitDimView(program, var, region);
+  if (inBase && inBase->numElements() == 0)
+    return 0;
   if (!inBase) {
     int64_t regions = 0;
     forEachRun(program, var, region, [&](const Run &r) { regions += r.tile != tile; });
@@ -765,6 +948,26 @@ llvm::Error verifyProgram(const MachineProgram &p, std::optional<int64_t> numTil
       if (b.base >= 0)
         return fail("program: " + varName(i) + " is a view of " + varName(v.base) +
                     ", itself a view; views must name the storage variable");
+      if (v.isPadded()) {
+        bool ok = v.padLow.size() == v.shape.size() && v.padHigh.size() == v.shape.size() &&
+                  b.dtype == v.dtype;
+        for (size_t d = 0; ok && d < v.shape.size(); ++d)
+          ok = v.padLow[d] >= 0 && v.padHigh[d] >= 0 &&
+               v.padLow[d] + v.padHigh[d] <= v.shape[d];
+        if (ok) {
+          std::vector<int64_t> interior = v.interiorShape();
+          Box all(std::vector<int64_t>(interior.size(), 0), interior);
+          ok = unitDimRegionInBase(interior, b, all).has_value();
+        }
+        if (!ok)
+          return fail("program: " + varName(i) + " (" + typeString(v.shape, v.dtype) +
+                      ") pads " + varName(v.base) + " (" + typeString(b.shape, b.dtype) +
+                      "): its padding needs one low and one high count per dimension, "
+                      "and what it leaves must be the base but for unit dimensions");
+        continue;
+      }
+      if (!v.padHigh.empty())
+        return fail("program: " + varName(i) + " has high padding but no low padding");
       if (product(b.shape) != elements || b.dtype != v.dtype)
         return fail("program: " + varName(i) + " (" + typeString(v.shape, v.dtype) +
                     ") is a view of " + varName(v.base) + " (" +
@@ -774,6 +977,8 @@ llvm::Error verifyProgram(const MachineProgram &p, std::optional<int64_t> numTil
     if (v.base != -1)
       return fail("program: " + varName(i) + " has base " + llvm::Twine(v.base) +
                   "; use -1 for a variable with its own storage");
+    if (v.isPadded() || !v.padHigh.empty())
+      return fail("program: " + varName(i) + " has padding but no base; only views pad");
     if (v.mapping.shape != v.shape)
       return fail("program: " + varName(i) + " is " + shapeString(v.shape) +
                   " but its mapping is for " + shapeString(v.mapping.shape));
@@ -798,11 +1003,21 @@ llvm::Error verifyProgram(const MachineProgram &p, std::optional<int64_t> numTil
                   "; there are " + llvm::Twine(numVars));
     return llvm::Error::success();
   };
+  // Padded views are read by vertices only: streams and copies move stored
+  // elements.
+  auto checkStored = [&](int64_t var, const llvm::Twine &where) -> llvm::Error {
+    if (auto err = checkVar(var, where))
+      return err;
+    if (p.variables[var].isPadded())
+      return fail("program: " + where + " is " + varName(var) +
+                  ", a padded view; only compute sets read those");
+    return llvm::Error::success();
+  };
   for (size_t i = 0; i < p.inputs.size(); ++i)
-    if (auto err = checkVar(p.inputs[i], "input " + llvm::Twine(i)))
+    if (auto err = checkStored(p.inputs[i], "input " + llvm::Twine(i)))
       return err;
   for (size_t i = 0; i < p.outputs.size(); ++i)
-    if (auto err = checkVar(p.outputs[i], "output " + llvm::Twine(i)))
+    if (auto err = checkStored(p.outputs[i], "output " + llvm::Twine(i)))
       return err;
 
   for (size_t c = 0; c < p.computeSets.size(); ++c) {
@@ -886,9 +1101,9 @@ llvm::Error verifyProgram(const MachineProgram &p, std::optional<int64_t> numTil
   for (size_t c = 0; c < p.copies.size(); ++c) {
     const Copy &cp = p.copies[c];
     std::string where = "copy " + std::to_string(c);
-    if (auto err = checkVar(cp.src, where + " source"))
+    if (auto err = checkStored(cp.src, where + " source"))
       return err;
-    if (auto err = checkVar(cp.dst, where + " destination"))
+    if (auto err = checkStored(cp.dst, where + " destination"))
       return err;
     const Variable &src = p.variables[cp.src], &dst = p.variables[cp.dst];
     if (src.dtype != dst.dtype)
@@ -1032,6 +1247,11 @@ json::Value MachineProgram::toJSON() const {
                    {"dtype", dtypeName(v.dtype)},
                    {"shape", ints(v.shape)},
                    {"kind", varKindName(v.kind)}};
+    if (v.isPadded()) {
+      o["pad_low"] = ints(v.padLow);
+      o["pad_high"] = ints(v.padHigh);
+      o["pad_bits"] = static_cast<int64_t>(v.padBits);
+    }
     if (v.base >= 0)
       o["base"] = v.base;
     else
@@ -1131,6 +1351,11 @@ Expected<MachineProgram> MachineProgram::fromJSON(const json::Value &value) {
         r.problem(path + ".kind", "must be input, weight, activation or constant");
       v.base = r.integer(*o, "base", path, -1);
       v.weight = r.integer(*o, "weight", path, -1);
+      if (o->get("pad_low")) {
+        v.padLow = r.integers(*o, "pad_low", path);
+        v.padHigh = r.integers(*o, "pad_high", path);
+        v.padBits = static_cast<uint64_t>(r.integer(*o, "pad_bits", path, 0));
+      }
       if (v.base < 0) {
         const json::Object *m = r.object(o->get("mapping"), path + ".mapping");
         if (!m)

@@ -408,6 +408,79 @@ TEST(IPUModel, VerticesSharingReceivedRegionsGetTheRightOnes) {
   }
 }
 
+TEST(IPUModel, VerticesReadPaddedViewsWithTheirPadding) {
+  // x [4,6] in row pairs on tiles 0-1, read padded by a row above and below
+  // and two columns on the left with 2.0 (a padded view: nothing stored),
+  // seen with a leading unit dimension; y [6,8] = mul_rows(x padded, w) in
+  // row pairs on tiles 2-4. The vertices receive x's rows and the padding.
+  std::string object = compileIR(kKernelIR);
+  ASSERT_FALSE(object.empty());
+  ExecutableMetadata meta;
+  meta.target = "ipu2";
+  meta.tilesPerIPU = 8;
+  meta.inputs = {{"x", DType::F32, {4, 6}}, {"w", DType::F32, {8}}};
+  meta.outputs = {{"y", DType::F32, {6, 8}}};
+  MachineProgram &p = meta.program.emplace();
+  p.variables.push_back(variable("x", {4, 6}, VarKind::Input, grid({4, 6}, {2, 6}, {1, 0}, 0)));
+  p.variables.push_back(variable("w", {8}, VarKind::Input, TileMapping::singleTile({8}, 6)));
+  float two = 2.0f;
+  uint32_t bits;
+  std::memcpy(&bits, &two, 4);
+  auto padded = makePaddedView(p, 0, {1, 2}, {1, 0}, bits);
+  ASSERT_TRUE(static_cast<bool>(padded));
+  p.variables.push_back(*padded); // 2: [6, 8]
+  auto outer = makeView(p, 2, {6, 8, 1});
+  ASSERT_TRUE(static_cast<bool>(outer));
+  p.variables.push_back(*outer); // 3: [6, 8, 1]
+  p.variables.push_back(variable("y", {6, 8}, VarKind::Activation, grid({6, 8}, {2, 8}, {1, 0}, 2)));
+  ComputeSet cs;
+  cs.name = "cs0";
+  cs.loopRanges = {6, 8};
+  cs.outputLoops = {0, 1};
+  AccessMap padRows, cols;
+  padRows.coeffs = {{1, 0}, {0, 1}, {0, 0}};
+  padRows.consts = {0, 0, 0};
+  cols.coeffs = {{0, 1}};
+  cols.consts = {0};
+  cs.inputs = {{3, padRows}, {1, cols}};
+  cs.outputs = {4};
+  cs.kernels = {{"mul_rows", {2, 8}, 100, 300}};
+  p.computeSets.push_back(cs);
+  p.steps = {{Step::Kind::Compute, 0}};
+  p.inputs = {0, 1};
+  p.outputs = {4};
+  std::string path = tempPath();
+  ASSERT_FALSE(static_cast<bool>(writeExecutable(path, meta, object, {})));
+  auto exe = Executable::load(path);
+  llvm::sys::fs::remove(path);
+  ASSERT_TRUE(static_cast<bool>(exe)) << llvm::toString(exe.takeError());
+
+  std::vector<float> x(24), w = {1, -1, 2, 0.5, 3, -2, 0.25, 4};
+  for (int i = 0; i < 24; ++i)
+    x[i] = i - 5.5f;
+  std::vector<float> y;
+  for (int i = 0; i < 6; ++i)
+    for (int j = 0; j < 8; ++j) {
+      bool inside = i >= 1 && i < 5 && j >= 2;
+      float xp = inside ? x[(i - 1) * 6 + (j - 2)] : 2.0f;
+      // mul_rows adds its vertex's first row (loop offset 0) plus the row.
+      y.push_back(xp * w[j] + i);
+    }
+  for (unsigned threads : {1u, 4u}) {
+    auto model = IPUModel::create(**exe, threads);
+    ASSERT_TRUE(static_cast<bool>(model)) << llvm::toString(model.takeError());
+    for (int repeat = 0; repeat < 2; ++repeat) {
+      auto out = (*model)->run({tensor({4, 6}, x), tensor({8}, w)});
+      ASSERT_TRUE(static_cast<bool>(out)) << llvm::toString(out.takeError());
+      EXPECT_EQ(values((*out)[0]), y) << "threads " << threads;
+    }
+    // Only x's rows move: tile 2 receives padding and x row 0 (6 elements),
+    // tiles 3 and 4 two rows and one row of x; w moves to each. Padding is
+    // the receiving tile's, not exchanged.
+    EXPECT_EQ((*model)->cost().steps[1].exchangeBytes, (6 + 12 + 6) * 4 + 3 * 32);
+  }
+}
+
 TEST(IPUModel, RunsCopyOnlyProgramsWithoutCode) {
   // No kernels: no object code is needed at all.
   ExecutableMetadata meta;

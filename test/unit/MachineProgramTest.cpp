@@ -513,3 +513,131 @@ TEST(MachineProgram, VerifyReportsMissingKernelsAndBadCopies) {
 }
 
 } // namespace
+
+TEST(MachineProgram, PaddedViewRunsAreTheInteriorsAndPaddingOverRandomGridsAndRegions) {
+  std::mt19937 rng(4321);
+  for (int trial = 0; trial < 2000; ++trial) {
+    MachineProgram p;
+    Variable base;
+    base.name = "base";
+    base.shape = randomShape(rng, 1 + rng() % 4, 7);
+    int64_t tiles = 0;
+    base.mapping = randomMapping(rng, base.shape, tiles);
+    p.variables.push_back(base);
+    int64_t source = 0;
+    if (trial % 2) {
+      // Padding a view that inserts a unit dimension (a convolution's
+      // output seen without its group dimension, or with one).
+      auto view = makeView(p, 0, [&] {
+        std::vector<int64_t> s = base.shape;
+        s.insert(s.begin() + rng() % (s.size() + 1), 1);
+        return s;
+      }());
+      ASSERT_TRUE(static_cast<bool>(view));
+      p.variables.push_back(*view);
+      source = 1;
+    }
+    std::vector<int64_t> low, high;
+    for (size_t d = 0; d < p.variables[source].shape.size(); ++d) {
+      low.push_back(rng() % 3);
+      high.push_back(rng() % 3);
+    }
+    auto padded = makePaddedView(p, source, low, high, 0x40000000);
+    ASSERT_TRUE(static_cast<bool>(padded)) << llvm::toString(padded.takeError());
+    int64_t var = p.variables.size();
+    p.variables.push_back(*padded);
+    // And seen with one more unit dimension in front.
+    std::vector<int64_t> outer = p.variables[var].shape;
+    outer.insert(outer.begin(), 1);
+    auto view = makeView(p, var, outer);
+    ASSERT_TRUE(static_cast<bool>(view)) << llvm::toString(view.takeError());
+    p.variables.push_back(*view);
+    ASSERT_FALSE(static_cast<bool>(p.verify(tiles + 1))) << "trial " << trial;
+
+    for (int64_t v : {var, var + 1}) {
+      const Variable &pv = p.variables[v];
+      std::vector<int64_t> interior = pv.interiorShape();
+      Box region = randomRegion(rng, pv.shape);
+      // Brute force: padding, or the base element of the interior's flat index.
+      std::vector<std::pair<int64_t, int64_t>> want;
+      for (int64_t i = 0; i < region.numElements(); ++i) {
+        std::vector<int64_t> r = unflatten(i, region.sizes);
+        bool inside = true;
+        for (size_t d = 0; d < r.size(); ++d) {
+          r[d] += region.offsets[d] - pv.padLow[d];
+          inside &= r[d] >= 0 && r[d] < interior[d];
+        }
+        want.push_back(inside ? locate(base.mapping,
+                                       unflatten(flatten(r, interior), base.shape))
+                              : std::make_pair(kPaddingTile, int64_t(0)));
+      }
+      int64_t runs = 0;
+      std::vector<std::pair<int64_t, int64_t>> got;
+      forEachRun(p, v, region, [&](const tessera::runtime::Run &r) {
+        ++runs;
+        EXPECT_EQ(r.regionOffset, static_cast<int64_t>(got.size()));
+        for (int64_t k = 0; k < r.count; ++k)
+          got.emplace_back(r.tile, r.tile == kPaddingTile ? 0 : r.pieceOffset + k);
+      });
+      ASSERT_EQ(got, want) << "trial " << trial;
+      Box inStorage;
+      EXPECT_FALSE(forEachOverlap(p, v, region, inStorage, [](const Overlap &) {}));
+      for (int64_t tile = 0; tile <= tiles; ++tile) {
+        // Padding is never received: only the interior's remote elements are.
+        int64_t remote = 0;
+        for (auto [t, off] : want)
+          remote += t != tile && t != kPaddingTile;
+        EXPECT_EQ(remoteBytes(p, v, region, tile), remote * 4) << "trial " << trial;
+        EXPECT_LE(remoteRegions(p, v, region, tile), remote) << "trial " << trial;
+        EXPECT_EQ(remoteRegions(p, v, region, tile) > 0, remote > 0) << "trial " << trial;
+        auto piece = base.mapping.pieceOnTile(tile);
+        bool local = piece && piece->numElements() == region.numElements();
+        for (size_t i = 0; local && i < want.size(); ++i)
+          local = want[i].first == tile && want[i].second == static_cast<int64_t>(i);
+        EXPECT_EQ(isLocalPiece(p, v, region, tile), local) << "trial " << trial;
+      }
+    }
+  }
+}
+
+TEST(MachineProgram, PaddedViewsRoundTripAndAreOnlyRead) {
+  MachineProgram p;
+  Variable x;
+  x.name = "x";
+  x.shape = {4, 6};
+  x.mapping = TileMapping::linear(x.shape, 4, 2);
+  p.variables.push_back(x);
+  auto padded = makePaddedView(p, 0, {1, 2}, {1, 0}, 0xff800000); // -inf
+  ASSERT_TRUE(static_cast<bool>(padded));
+  EXPECT_EQ(padded->shape, (std::vector<int64_t>{6, 8}));
+  EXPECT_EQ(padded->interiorShape(), (std::vector<int64_t>{4, 6}));
+  p.variables.push_back(*padded);
+  // A general reshape of a padded view is not a view of anything stored.
+  EXPECT_FALSE(static_cast<bool>(makeView(p, 1, {48})));
+  // Nor can padding pad again, or a general reshape be padded in place.
+  EXPECT_FALSE(static_cast<bool>(makePaddedView(p, 1, {0, 0}, {0, 0}, 0)));
+  auto flat = makeView(p, 0, {24});
+  ASSERT_TRUE(static_cast<bool>(flat));
+  p.variables.push_back(*flat);
+  EXPECT_FALSE(static_cast<bool>(makePaddedView(p, 2, {1}, {1}, 0)));
+
+  ASSERT_FALSE(static_cast<bool>(p.verify(2)));
+  auto back = MachineProgram::fromJSON(p.toJSON());
+  ASSERT_TRUE(static_cast<bool>(back)) << llvm::toString(back.takeError());
+  EXPECT_EQ(back->variables[1].padLow, (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(back->variables[1].padHigh, (std::vector<int64_t>{1, 0}));
+  EXPECT_EQ(back->variables[1].padBits, 0xff800000u);
+  EXPECT_EQ(back->variables[1].base, 0);
+
+  // Streams and copies move stored elements: a padded view is neither.
+  p.outputs = {1};
+  llvm::Error err = p.verify(2);
+  ASSERT_TRUE(static_cast<bool>(err));
+  EXPECT_NE(llvm::toString(std::move(err)).find("padded view"), std::string::npos);
+  p.outputs = {};
+  // Padding that leaves no interior of the base's shape is refused.
+  p.variables[1].padHigh = {1, 1};
+  err = p.verify(2);
+  ASSERT_TRUE(static_cast<bool>(err));
+  EXPECT_NE(llvm::toString(std::move(err)).find("pads"), std::string::npos);
+}

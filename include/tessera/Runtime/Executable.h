@@ -30,7 +30,7 @@
 namespace tessera::runtime {
 
 /// 2: metadata may carry the tile-mapped program ("program").
-constexpr uint32_t kExecutableFormatVersion = 3;
+constexpr uint32_t kExecutableFormatVersion = 4;
 
 struct TensorInfo {
   std::string name;

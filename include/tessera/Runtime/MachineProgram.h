@@ -107,6 +107,17 @@ struct Variable {
   int64_t base = -1;
   TileMapping mapping; ///< unused for views
   int64_t weight = -1; ///< Weight/Constant: index into the executable's weights
+  /// A padded view (virtual padding: a convolution reads its input without
+  /// a padded copy of it): `padLow[d]` elements before and `padHigh[d]`
+  /// after the interior in every dimension d read as the element whose
+  /// bytes are `padBits` (little-endian); the interior, `shape` less the
+  /// padding, is its base reshaped, differing only by unit dimensions.
+  /// Empty for every other variable.
+  std::vector<int64_t> padLow, padHigh;
+  uint64_t padBits = 0;
+  bool isPadded() const { return !padLow.empty(); }
+  /// `shape` less the padding (`shape` itself when not padded).
+  std::vector<int64_t> interiorShape() const;
   int64_t elementBytes() const { return dtypeSize(dtype); }
 };
 
@@ -179,10 +190,25 @@ struct MachineProgram {
 
 /// One contiguous run of a region of a variable as stored: `count` elements
 /// starting at element `pieceOffset` of the piece on `tile`, which land at
-/// element `regionOffset` of the region's dense row-major buffer.
+/// element `regionOffset` of the region's dense row-major buffer. A padded
+/// view's padding has no storage: its runs have tile kPaddingTile and are
+/// `count` copies of the view's padding element.
 struct Run {
   int64_t tile, pieceOffset, regionOffset, count;
 };
+constexpr int64_t kPaddingTile = -1;
+
+/// A view of `source` (a variable or a view) in `shape`: a row-major reshape
+/// of its storage, or, for a padded source, that padding seen through a
+/// reshape that only inserts or drops unit dimensions.
+llvm::Expected<Variable> makeView(const MachineProgram &program, int64_t source,
+                                  llvm::ArrayRef<int64_t> shape);
+/// `source` (a variable, or a view of one that only inserts or drops unit
+/// dimensions) padded with `low` and `high` elements of `padBits` per
+/// dimension.
+llvm::Expected<Variable> makePaddedView(const MachineProgram &program, int64_t source,
+                                        llvm::ArrayRef<int64_t> low,
+                                        llvm::ArrayRef<int64_t> high, uint64_t padBits);
 
 /// Calls fn for every run of `region` of variable `var` (a view or not), in
 /// the region's row-major order.

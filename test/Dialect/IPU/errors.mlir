@@ -61,3 +61,19 @@ func.func @view_elements(%x: tensor<8x4xf32>) -> tensor<3x10xf32> {
   %v = ipu.view %x : tensor<8x4xf32> to tensor<3x10xf32>
   return %v : tensor<3x10xf32>
 }
+
+// -----
+
+func.func @pad_view_shape(%x: tensor<8x4xf32>) -> tensor<10x7xf32> {
+  // expected-error @below {{dimension 1: 4 padded by 1 and 1 is not 7}}
+  %v = ipu.pad_view %x low [1, 1] high [1, 1] padding 0.0 : f32 : tensor<8x4xf32> to tensor<10x7xf32>
+  return %v : tensor<10x7xf32>
+}
+
+// -----
+
+func.func @pad_view_value(%x: tensor<8x4xf32>) -> tensor<10x6xf32> {
+  // expected-error @below {{padding 0 : i32 is not a 'f32'}}
+  %v = ipu.pad_view %x low [1, 1] high [1, 1] padding 0 : i32 : tensor<8x4xf32> to tensor<10x6xf32>
+  return %v : tensor<10x6xf32>
+}

@@ -142,6 +142,28 @@ LogicalResult AllocOp::verify() {
   return verifyMapping(*this, getMapping(), getType());
 }
 
+LogicalResult PadViewOp::verify() {
+  auto src = cast<RankedTensorType>(getSource().getType());
+  auto dst = cast<RankedTensorType>(getType());
+  if (!src.hasStaticShape() || !dst.hasStaticShape() ||
+      src.getElementType() != dst.getElementType())
+    return emitOpError("needs static shapes of the same element type, got ")
+           << src << " and " << dst;
+  if (getPadding().getType() != src.getElementType())
+    return emitOpError("padding ") << getPadding() << " is not a " << src.getElementType();
+  int64_t rank = src.getRank();
+  if (dst.getRank() != rank || static_cast<int64_t>(getLow().size()) != rank ||
+      static_cast<int64_t>(getHigh().size()) != rank)
+    return emitOpError("needs one low and one high count per dimension of ") << src;
+  for (int64_t d = 0; d < rank; ++d)
+    if (getLow()[d] < 0 || getHigh()[d] < 0 ||
+        src.getDimSize(d) + getLow()[d] + getHigh()[d] != dst.getDimSize(d))
+      return emitOpError("dimension ") << d << ": " << src.getDimSize(d) << " padded by "
+                                       << getLow()[d] << " and " << getHigh()[d]
+                                       << " is not " << dst.getDimSize(d);
+  return success();
+}
+
 LogicalResult ViewOp::verify() {
   auto src = cast<RankedTensorType>(getSource().getType());
   auto dst = cast<RankedTensorType>(getType());

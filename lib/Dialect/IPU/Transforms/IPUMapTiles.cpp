@@ -148,6 +148,45 @@ bool differsByUnitDims(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
   return nonUnit(a) == nonUnit(b);
 }
 
+/// The insert that pads a value with `fill`'s constant, when it can be a
+/// padded view (virtual padding): `fill` fills the insert's destination and
+/// nothing else, the insert writes its whole source at static offsets, and
+/// only generics read the padded result, as inputs.
+tensor::InsertSliceOp paddingInsertOf(linalg::GenericOp fill) {
+  if (!constantFillValue(fill) || !fill->hasOneUse())
+    return {};
+  auto insert = dyn_cast<tensor::InsertSliceOp>(*fill->getUsers().begin());
+  if (!insert || insert.getDest() != fill->getResult(0) ||
+      insert.getSourceType().getRank() != insert.getDestType().getRank() ||
+      !insert.getSourceType().hasStaticShape() || !insert.getDestType().hasStaticShape() ||
+      llvm::any_of(insert.getStaticOffsets(), ShapedType::isDynamic) ||
+      !llvm::all_of(insert.getStaticStrides(), [](int64_t s) { return s == 1; }) ||
+      llvm::ArrayRef(insert.getStaticSizes()) != insert.getSourceType().getShape())
+    return {};
+  // Readers: generics, as inputs, directly or through reshapes that only
+  // insert or drop unit dimensions (a convolution's group dimension).
+  std::function<bool(Value)> readByGenericsOnly = [&](Value v) {
+    if (v.use_empty())
+      return false;
+    for (OpOperand &use : v.getUses()) {
+      Operation *user = use.getOwner();
+      if (auto reader = dyn_cast<linalg::GenericOp>(user)) {
+        if (reader.isDpsInit(&use))
+          return false;
+        continue;
+      }
+      if (!isa<tensor::ReshapeOp, tensor::CollapseShapeOp, tensor::ExpandShapeOp>(user) ||
+          !differsByUnitDims(cast<RankedTensorType>(v.getType()).getShape(),
+                             cast<RankedTensorType>(user->getResult(0).getType()).getShape()) ||
+          !readByGenericsOnly(user->getResult(0)))
+        return false;
+    }
+    return true;
+  };
+  return readByGenericsOnly(insert.getResult()) ? insert : tensor::InsertSliceOp();
+}
+
+
 /// The op `reduction`'s result's only reader, when it can run as an
 /// epilogue of the vertices computing that result: an all-parallel generic
 /// reading that result element for element (identity maps, the result's
@@ -385,6 +424,11 @@ private:
   LogicalResult planOp(linalg::GenericOp op, linalg::GenericOp resultOf = {});
   /// Epilogues planned with their producers (not ops of their own).
   DenseSet<Operation *> absorbed_;
+  /// Fills whose insert became a padded view: no step, no memory.
+  DenseSet<Operation *> paddingFills_;
+  /// Makes the padded view of `insert` (see paddingInsertOf); fails when its
+  /// source cannot be padded in place (a general reshape).
+  LogicalResult addPaddedView(tensor::InsertSliceOp insert);
   /// Makes the epilogue's operands other than `resultOf`'s result inputs of
   /// `plan`, read at the output's indices; fails (no epilogue) when one is
   /// not placed before `generic`, where the compute set goes.
@@ -484,14 +528,41 @@ int64_t Planner::addVariable(Value v, TileMapping mapping) {
 
 int64_t Planner::addView(Value v, Value source) {
   int64_t src = variableOf(source);
-  runtime::Variable var;
   auto type = cast<RankedTensorType>(v.getType());
-  var.shape.assign(type.getShape().begin(), type.getShape().end());
-  var.base = prog_.variables[src].base >= 0 ? prog_.variables[src].base : src;
+  llvm::Expected<runtime::Variable> var = runtime::makeView(prog_, src, type.getShape());
+  if (!var) {
+    // A general reshape of a padded view: plan() materializes those first.
+    llvm::consumeError(var.takeError());
+    return -1;
+  }
   int64_t id = prog_.variables.size();
-  prog_.variables.push_back(std::move(var));
+  prog_.variables.push_back(std::move(*var));
   vars_[v] = id;
   return id;
+}
+
+LogicalResult Planner::addPaddedView(tensor::InsertSliceOp insert) {
+  int64_t src = variableOf(insert.getSource());
+  auto fill = insert.getDest().getDefiningOp<linalg::GenericOp>();
+  TypedAttr value = cast<TypedAttr>(constantFillValue(fill)->getValue());
+  uint64_t bits = 0;
+  if (auto f = dyn_cast<FloatAttr>(value))
+    bits = f.getValue().bitcastToAPInt().getZExtValue();
+  else if (auto i = dyn_cast<IntegerAttr>(value))
+    bits = i.getValue().getZExtValue();
+  else
+    return failure();
+  SmallVector<int64_t> low(insert.getStaticOffsets()), high;
+  for (auto [d, size] : llvm::enumerate(insert.getSourceType().getShape()))
+    high.push_back(insert.getDestType().getDimSize(d) - low[d] - size);
+  llvm::Expected<runtime::Variable> var = runtime::makePaddedView(prog_, src, low, high, bits);
+  if (!var) {
+    llvm::consumeError(var.takeError());
+    return failure();
+  }
+  vars_[insert.getResult()] = prog_.variables.size();
+  prog_.variables.push_back(std::move(*var));
+  return success();
 }
 
 void Planner::placeDeferredView(Value view, const std::optional<TileMapping> &mapping) {
@@ -1228,12 +1299,27 @@ LogicalResult Planner::plan() {
     if (absorbed_.contains(&op))
       continue;
     if (auto generic = dyn_cast<linalg::GenericOp>(op)) {
+      // A padding fill waits for its insert, which may make it a padded
+      // view and the fill nothing.
+      if (paddingInsertOf(generic)) {
+        paddingFills_.insert(generic);
+        continue;
+      }
       if (failed(planOpOrSplit(generic)))
         return failure();
       continue;
     }
     if (auto insert = dyn_cast<tensor::InsertSliceOp>(op)) {
       placeLinear(insert.getSource());
+      if (Operation *fill = insert.getDest().getDefiningOp();
+          fill && paddingFills_.contains(fill)) {
+        if (succeeded(addPaddedView(insert)))
+          continue;
+        // Padded for real: the fill is a step after all.
+        paddingFills_.erase(fill);
+        if (failed(planOpOrSplit(cast<linalg::GenericOp>(fill))))
+          return failure();
+      }
       Value dest = insert.getDest();
       if (!dest.hasOneUse())
         return insert.emitError(
@@ -1269,7 +1355,10 @@ LogicalResult Planner::plan() {
         continue;
       }
       placeLinear(source);
-      addView(view, source);
+      if (addView(view, source) < 0)
+        return op.emitError("ipu-map-tiles: a reshape of a padded value other than by "
+                            "unit dimensions (internal error: padded views are only "
+                            "made for values generics read)");
       continue;
     }
     bool onTensors = llvm::any_of(op.getResultTypes(),
@@ -1690,6 +1779,8 @@ LogicalResult Planner::rewrite() {
         load->setAttr(ipu::kMappingAttrName, mappingOf(load.getResult()));
       continue;
     }
+    if (paddingFills_.contains(op))
+      continue; // erased with its insert
     if (auto generic = dyn_cast<linalg::GenericOp>(op)) {
       // A fill its user's vertices do (Plan::fillsInit) is only memory.
       bool filledByUser = false;
@@ -1724,6 +1815,24 @@ LogicalResult Planner::rewrite() {
     }
     if (auto insert = dyn_cast<tensor::InsertSliceOp>(op)) {
       b.setInsertionPoint(insert);
+      if (Operation *fill = insert.getDest().getDefiningOp();
+          fill && paddingFills_.contains(fill)) {
+        // Virtual padding: a view of the source, the fill gone.
+        SmallVector<int64_t> low(insert.getStaticOffsets()), high;
+        for (auto [d, size] : llvm::enumerate(insert.getSourceType().getShape()))
+          high.push_back(insert.getDestType().getDimSize(d) - low[d] - size);
+        auto value = cast<TypedAttr>(
+            constantFillValue(cast<linalg::GenericOp>(fill))->getValue());
+        auto view = ipu::PadViewOp::create(b, insert.getLoc(), insert.getType(),
+                                           insert.getSource(), low, high, value);
+        replace(insert, view->getResults());
+        insert.erase();
+        Value init = cast<linalg::GenericOp>(fill).getDpsInitOperand(0)->get();
+        fill->erase();
+        if (Operation *empty = init.getDefiningOp<tensor::EmptyOp>(); empty && empty->use_empty())
+          empty->erase();
+        continue;
+      }
       int64_t rank = insert.getSourceType().getRank();
       if (insert.getSourceType().getRank() != insert.getDestType().getRank())
         return insert.emitError("ipu-map-tiles: rank-reducing inserts are not "

@@ -56,6 +56,15 @@ FailureOr<runtime::DType> dtypeOf(Value v) {
 }
 } // namespace
 
+/// The padding element's bytes, little-endian, as the runtime stores them.
+static uint64_t paddingBits(TypedAttr padding) {
+  if (auto f = dyn_cast<FloatAttr>(padding))
+    return f.getValue().bitcastToAPInt().getZExtValue();
+  if (auto i = dyn_cast<IntegerAttr>(padding))
+    return i.getValue().getZExtValue();
+  return 0;
+}
+
 FailureOr<runtime::MachineProgram> exportMachineProgram(ModuleOp module) {
   auto main = module.lookupSymbol<func::FuncOp>("main");
   if (!main)
@@ -133,19 +142,21 @@ FailureOr<runtime::MachineProgram> exportMachineProgram(ModuleOp module) {
         return failure();
       continue;
     }
-    if (auto view = dyn_cast<ViewOp>(op)) {
-      FailureOr<int64_t> src = lookup(view.getSource());
+    if (isa<ViewOp, PadViewOp>(op)) {
+      FailureOr<int64_t> src = lookup(op.getOperand(0));
       if (failed(src))
         return failure();
-      runtime::Variable var;
-      var.name = program.variables[*src].name;
-      var.dtype = program.variables[*src].dtype;
-      var.kind = program.variables[*src].kind;
-      auto type = cast<RankedTensorType>(view.getType());
-      var.shape.assign(type.getShape().begin(), type.getShape().end());
-      var.base = program.variables[*src].base >= 0 ? program.variables[*src].base : *src;
-      vars[view.getResult()] = program.variables.size();
-      program.variables.push_back(std::move(var));
+      auto type = cast<RankedTensorType>(op.getResult(0).getType());
+      llvm::Expected<runtime::Variable> var =
+          isa<ViewOp>(op)
+              ? runtime::makeView(program, *src, type.getShape())
+              : runtime::makePaddedView(program, *src, cast<PadViewOp>(op).getLow(),
+                                        cast<PadViewOp>(op).getHigh(),
+                                        paddingBits(cast<PadViewOp>(op).getPadding()));
+      if (!var)
+        return op.emitOpError(llvm::toString(var.takeError()));
+      vars[op.getResult(0)] = program.variables.size();
+      program.variables.push_back(std::move(*var));
       continue;
     }
     if (auto copy = dyn_cast<CopyOp>(op)) {

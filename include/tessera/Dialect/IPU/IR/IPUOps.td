@@ -25,8 +25,9 @@ def IPU_Dialect : Dialect {
     holds which piece. `ipu.compute_set` runs a vertex kernel (a `func.func`
     on memrefs marked `ipu.vertex`) per output piece; `ipu.copy` moves a
     region between variables in an exchange-only step; `ipu.view` reshapes
-    without moving data. The module's `ipu.target` attribute names the
-    machine the program was planned for.
+    without moving data and `ipu.pad_view` pads without storing the
+    padding. The module's `ipu.target` attribute names the machine the
+    program was planned for.
   }];
   let useDefaultAttributePrinterParser = 1;
 }
@@ -146,6 +147,26 @@ def IPU_ViewOp : IPU_Op<"view", [Pure]> {
   let arguments = (ins AnyRankedTensor:$source);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "$source attr-dict `:` type($source) `to` type($result)";
+  let hasVerifier = 1;
+}
+
+def IPU_PadViewOp : IPU_Op<"pad_view", [Pure]> {
+  let summary = "A variable seen with constant padding around it, no copy";
+  let description = [{
+    Virtual padding: the result is `source` with `low[d]` elements before
+    and `high[d]` after it in every dimension d, all equal to `padding`, but
+    nothing is stored for it. A vertex reading a region of it receives the
+    source's elements there and the padding value around them (as poplibs'
+    convolutions read unpadded inputs), so a padded convolution input needs
+    neither a zero-filled copy nor a step to fill it.
+  }];
+  let arguments = (ins AnyRankedTensor:$source, DenseI64ArrayAttr:$low,
+                       DenseI64ArrayAttr:$high, TypedAttrInterface:$padding);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $source `low` $low `high` $high `padding` $padding attr-dict `:`
+    type($source) `to` type($result)
+  }];
   let hasVerifier = 1;
 }
 

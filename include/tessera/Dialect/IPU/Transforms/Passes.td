@@ -87,6 +87,18 @@ def IPUMapTiles : Pass<"ipu-map-tiles", "::mlir::ModuleOp"> {
     Kernels that are identical (the same code on the same shapes, as in a
     network's repeated blocks) are outlined once and shared.
 
+    A value padded with a constant (an insert into a fill, as a padded
+    convolution or pooling input) that only generics read, directly or
+    through unit-dimension reshapes, is an `ipu.pad_view` of the unpadded
+    value: no fill step, no copy step, no tile memory; each vertex receives
+    the interior's part of its region and the padding around it.
+
+    Weights are placed by their first reader's plan, also through a view
+    that only adds a unit dimension (a convolution's group dimension), so
+    that they sit on the tiles that read them. Chunk candidates include
+    piece counts that divide the tile count (1472 = 64 x 23), and a plan is
+    costed at its first, a central and its last piece.
+
     Each planned op becomes an `ipu.compute_set` whose kernels (one per
     distinct piece shape) are outlined as `func.func`s on memrefs marked
     `ipu.vertex`, taking the piece's loop offsets and its operand regions.
