@@ -186,7 +186,6 @@ tensor::InsertSliceOp paddingInsertOf(linalg::GenericOp fill) {
   return readByGenericsOnly(insert.getResult()) ? insert : tensor::InsertSliceOp();
 }
 
-
 /// The op `reduction`'s result's only reader, when it can run as an
 /// epilogue of the vertices computing that result: an all-parallel generic
 /// reading that result element for element (identity maps, the result's
@@ -544,18 +543,14 @@ int64_t Planner::addView(Value v, Value source) {
 LogicalResult Planner::addPaddedView(tensor::InsertSliceOp insert) {
   int64_t src = variableOf(insert.getSource());
   auto fill = insert.getDest().getDefiningOp<linalg::GenericOp>();
-  TypedAttr value = cast<TypedAttr>(constantFillValue(fill)->getValue());
-  uint64_t bits = 0;
-  if (auto f = dyn_cast<FloatAttr>(value))
-    bits = f.getValue().bitcastToAPInt().getZExtValue();
-  else if (auto i = dyn_cast<IntegerAttr>(value))
-    bits = i.getValue().getZExtValue();
-  else
+  std::optional<uint64_t> bits =
+      ipu::paddingBits(cast<TypedAttr>(constantFillValue(fill)->getValue()));
+  if (!bits)
     return failure();
   SmallVector<int64_t> low(insert.getStaticOffsets()), high;
   for (auto [d, size] : llvm::enumerate(insert.getSourceType().getShape()))
     high.push_back(insert.getDestType().getDimSize(d) - low[d] - size);
-  llvm::Expected<runtime::Variable> var = runtime::makePaddedView(prog_, src, low, high, bits);
+  llvm::Expected<runtime::Variable> var = runtime::makePaddedView(prog_, src, low, high, *bits);
   if (!var) {
     llvm::consumeError(var.takeError());
     return failure();
@@ -1815,19 +1810,21 @@ LogicalResult Planner::rewrite() {
     }
     if (auto insert = dyn_cast<tensor::InsertSliceOp>(op)) {
       b.setInsertionPoint(insert);
-      if (Operation *fill = insert.getDest().getDefiningOp();
-          fill && paddingFills_.contains(fill)) {
-        // Virtual padding: a view of the source, the fill gone.
-        SmallVector<int64_t> low(insert.getStaticOffsets()), high;
-        for (auto [d, size] : llvm::enumerate(insert.getSourceType().getShape()))
-          high.push_back(insert.getDestType().getDimSize(d) - low[d] - size);
-        auto value = cast<TypedAttr>(
-            constantFillValue(cast<linalg::GenericOp>(fill))->getValue());
+      if (int64_t var = variableOf(insert.getResult());
+          var >= 0 && prog_.variables[var].isPadded()) {
+        // Virtual padding: a view of the source (as addPaddedView made
+        // it), the fill gone. (Forgotten as it goes: ops made here may
+        // reuse its address.)
+        const runtime::Variable &padded = prog_.variables[var];
+        auto fill = insert.getDest().getDefiningOp<linalg::GenericOp>();
+        auto value = cast<TypedAttr>(constantFillValue(fill)->getValue());
         auto view = ipu::PadViewOp::create(b, insert.getLoc(), insert.getType(),
-                                           insert.getSource(), low, high, value);
+                                           insert.getSource(), padded.padLow,
+                                           padded.padHigh, value);
         replace(insert, view->getResults());
         insert.erase();
-        Value init = cast<linalg::GenericOp>(fill).getDpsInitOperand(0)->get();
+        Value init = fill.getDpsInitOperand(0)->get();
+        paddingFills_.erase(fill);
         fill->erase();
         if (Operation *empty = init.getDefiningOp<tensor::EmptyOp>(); empty && empty->use_empty())
           empty->erase();

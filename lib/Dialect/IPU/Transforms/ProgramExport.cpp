@@ -56,13 +56,12 @@ FailureOr<runtime::DType> dtypeOf(Value v) {
 }
 } // namespace
 
-/// The padding element's bytes, little-endian, as the runtime stores them.
-static uint64_t paddingBits(TypedAttr padding) {
+std::optional<uint64_t> paddingBits(TypedAttr padding) {
   if (auto f = dyn_cast<FloatAttr>(padding))
     return f.getValue().bitcastToAPInt().getZExtValue();
   if (auto i = dyn_cast<IntegerAttr>(padding))
     return i.getValue().getZExtValue();
-  return 0;
+  return std::nullopt;
 }
 
 FailureOr<runtime::MachineProgram> exportMachineProgram(ModuleOp module) {
@@ -147,12 +146,14 @@ FailureOr<runtime::MachineProgram> exportMachineProgram(ModuleOp module) {
       if (failed(src))
         return failure();
       auto type = cast<RankedTensorType>(op.getResult(0).getType());
+      auto pad = dyn_cast<PadViewOp>(op);
+      std::optional<uint64_t> bits = pad ? paddingBits(pad.getPadding()) : std::nullopt;
+      if (pad && !bits)
+        return op.emitOpError("pads with ") << pad.getPadding()
+                                            << ", not a float or an integer";
       llvm::Expected<runtime::Variable> var =
-          isa<ViewOp>(op)
-              ? runtime::makeView(program, *src, type.getShape())
-              : runtime::makePaddedView(program, *src, cast<PadViewOp>(op).getLow(),
-                                        cast<PadViewOp>(op).getHigh(),
-                                        paddingBits(cast<PadViewOp>(op).getPadding()));
+          pad ? runtime::makePaddedView(program, *src, pad.getLow(), pad.getHigh(), *bits)
+              : runtime::makeView(program, *src, type.getShape());
       if (!var)
         return op.emitOpError(llvm::toString(var.takeError()));
       vars[op.getResult(0)] = program.variables.size();

@@ -44,6 +44,10 @@ void setTarget(mlir::ModuleOp module, const target::IPUTarget &target);
 /// numbers them). Errors are diagnostics.
 mlir::FailureOr<runtime::MachineProgram> exportMachineProgram(mlir::ModuleOp module);
 
+/// A padding element's bytes, little-endian (runtime::Variable::padBits);
+/// nullopt for an attribute that is not a float or an integer.
+std::optional<uint64_t> paddingBits(mlir::TypedAttr padding);
+
 } // namespace tessera::ipu
 
 #endif // TESSERA_DIALECT_IPU_TRANSFORMS_PASSES_H
