@@ -569,15 +569,24 @@ Box interiorRegionInBase(const MachineProgram &program, int64_t var, const Box &
 
 } // namespace
 
-Expected<Variable> makeView(const MachineProgram &program, int64_t source,
-                            llvm::ArrayRef<int64_t> shape) {
+namespace {
+/// A view of `source`'s storage with its name, type and kind, shapeless.
+Variable viewOf(const MachineProgram &program, int64_t source) {
   const Variable &src = program.variables[source];
   Variable view;
   view.name = src.name;
   view.dtype = src.dtype;
   view.kind = src.kind;
-  view.shape.assign(shape.begin(), shape.end());
   view.base = program.storageIndex(source);
+  return view;
+}
+} // namespace
+
+Expected<Variable> makeView(const MachineProgram &program, int64_t source,
+                            llvm::ArrayRef<int64_t> shape) {
+  const Variable &src = program.variables[source];
+  Variable view = viewOf(program, source);
+  view.shape.assign(shape.begin(), shape.end());
   if (!src.isPadded()) {
     if (product(shape) != product(src.shape))
       return fail("a view of " + shapeString(src.shape) + " as " + shapeString(shape) +
@@ -620,11 +629,7 @@ Expected<Variable> makePaddedView(const MachineProgram &program, int64_t source,
   if (src.base >= 0 && !unitDimRegionInBase(src.shape, base, all))
     return fail("padding " + shapeString(src.shape) + ": a view that reshapes its base " +
                 "other than by unit dimensions cannot be padded in place");
-  Variable view;
-  view.name = src.name;
-  view.dtype = src.dtype;
-  view.kind = src.kind;
-  view.base = program.storageIndex(source);
+  Variable view = viewOf(program, source);
   view.padLow.assign(low.begin(), low.end());
   view.padHigh.assign(high.begin(), high.end());
   view.padBits = padBits;
