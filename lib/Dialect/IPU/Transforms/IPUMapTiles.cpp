@@ -530,7 +530,8 @@ int64_t Planner::addView(Value v, Value source) {
   auto type = cast<RankedTensorType>(v.getType());
   llvm::Expected<runtime::Variable> var = runtime::makeView(prog_, src, type.getShape());
   if (!var) {
-    // A general reshape of a padded view: plan() materializes those first.
+    // A reshape of a padded view other than by unit dimensions: never made
+    // (paddingInsertOf admits only those), so the caller reports it.
     llvm::consumeError(var.takeError());
     return -1;
   }
