@@ -174,10 +174,10 @@ llvm::Expected<HostCPU> resolveHostCPU(llvm::StringRef name) {
                 ": use native (this machine), generic (any " + triple +
                 " host) or an LLVM CPU name such as x86-64-v3");
   // What the code may use: every feature the CPU (and, for native, this
-  // machine) enables.
+  // machine) enables; the rest is turned off explicitly when generating code.
   for (const llvm::SubtargetFeatureKV &kv : subtarget->getAllProcessorFeatures())
-    if (subtarget->getFeatureBits().test(kv.Value))
-      cpu.features.push_back(kv.Key);
+    (subtarget->getFeatureBits().test(kv.Value) ? cpu.features : cpu.disabled)
+        .push_back(kv.Key);
   return cpu;
 }
 
@@ -234,12 +234,15 @@ llvm::Expected<std::string> compileLLVMModule(llvm::Module &llvmModule,
       llvm::TargetRegistry::lookupTarget(llvm::Triple(triple), error);
   if (!target)
     return fail("no LLVM target for the host (" + triple + "): " + error);
-  // The CPU's features, plus full-width vectors: vertex kernels' register
+  // Exactly the resolved features (the CPU name alone would also enable those
+  // this machine lacks), plus full-width vectors: vertex kernels' register
   // tiles are 512-bit vectors, which CPUs tuned to prefer 256-bit ones
   // would split in two.
   std::string features;
   for (const std::string &f : cpu.features)
     features += "+" + f + ",";
+  for (const std::string &f : cpu.disabled)
+    features += "-" + f + ",";
   features += "-prefer-256-bit";
   llvm::TargetOptions options;
   std::unique_ptr<llvm::TargetMachine> machine(target->createTargetMachine(

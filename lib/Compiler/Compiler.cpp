@@ -307,7 +307,7 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options,
 }
 
 LogicalResult writeExecutableFile(ModuleOp llvmModule, const CompiledModel &model,
-                                  runtime::ExecutableMetadata metadata,
+                                  const HostCPU &cpu, runtime::ExecutableMetadata metadata,
                                   StringRef path) {
   if (metadata.deviceIterations > 1)
     for (const runtime::TensorInfo &in : model.inputs)
@@ -316,10 +316,7 @@ LogicalResult writeExecutableFile(ModuleOp llvmModule, const CompiledModel &mode
                << "--device-iterations " << metadata.deviceIterations
                << " needs a batch dimension (dimension 0) on every input; input '"
                << in.name << "' is a scalar (compile with --device-iterations 1)";
-  auto cpu = resolveHostCPU(metadata.hostCPU.empty() ? "native" : metadata.hostCPU);
-  if (!cpu)
-    return emitError(llvmModule.getLoc()) << llvm::toString(cpu.takeError());
-  FailureOr<std::vector<std::string>> objects = emitHostObjects(llvmModule, *cpu);
+  FailureOr<std::vector<std::string>> objects = emitHostObjects(llvmModule, cpu);
   if (failed(objects))
     return failure();
   std::string code;
@@ -332,8 +329,8 @@ LogicalResult writeExecutableFile(ModuleOp llvmModule, const CompiledModel &mode
   metadata.weights = model.weights;
   metadata.program = model.program;
   metadata.hostTriple = llvm::sys::getProcessTriple();
-  metadata.hostCPU = cpu->name;
-  metadata.hostFeatures = cpu->features;
+  metadata.hostCPU = cpu.name;
+  metadata.hostFeatures = cpu.features;
   if (llvm::Error err = runtime::writeExecutable(path, std::move(metadata), code,
                                                  model.weightData))
     return emitError(llvmModule.getLoc()) << llvm::toString(std::move(err));

@@ -1,5 +1,6 @@
 //===- RuntimeTest.cpp - executable container and NumPy files ------------===//
 
+#include "tessera/Codegen/HostCodegen.h"
 #include "tessera/Runtime/Executable.h"
 #include "tessera/Runtime/JIT.h"
 #include "tessera/Runtime/Tensor.h"
@@ -213,6 +214,34 @@ TEST(Executable, HostWithoutACodeFeatureIsRefused) {
   EXPECT_NE(message.find("'some-cpu'"), std::string::npos) << message;
   EXPECT_NE(message.find(lacking), std::string::npos) << message;
   EXPECT_NE(message.find("--host-cpu=generic"), std::string::npos) << message;
+}
+
+// Code for --host-cpu=native loads on the machine that compiled it, even
+// where the machine lacks features its CPU model has (virtual machines hide
+// some): those are turned off, not implied by the CPU's name.
+TEST(Executable, NativeCodeRunsOnThisHost) {
+  llvm::Expected<tessera::HostCPU> cpu = tessera::resolveHostCPU("native");
+  ASSERT_TRUE(static_cast<bool>(cpu)) << llvm::toString(cpu.takeError());
+  ExecutableMetadata m = metadataWithWeights();
+  m.hostTriple = llvm::sys::getProcessTriple();
+  m.hostCPU = cpu->name;
+  m.hostFeatures = cpu->features;
+  EXPECT_FALSE(llvm::errorToBool(checkHostCPU(m)));
+  llvm::StringMap<bool> host = llvm::sys::getHostCPUFeatures();
+  for (const std::string &f : cpu->disabled)
+    EXPECT_TRUE(llvm::find(cpu->features, f) == cpu->features.end()) << f;
+  for (const std::string &f : cpu->features) {
+    auto it = host.find(f);
+    EXPECT_TRUE(it == host.end() || it->second) << f << " is not on this host";
+  }
+
+  // A named CPU disables what it lacks: x86-64-v2 has no AVX.
+  if (llvm::StringRef(m.hostTriple).starts_with("x86_64")) {
+    llvm::Expected<tessera::HostCPU> v2 = tessera::resolveHostCPU("x86-64-v2");
+    ASSERT_TRUE(static_cast<bool>(v2)) << llvm::toString(v2.takeError());
+    EXPECT_TRUE(llvm::is_contained(v2->disabled, "avx"));
+    EXPECT_FALSE(llvm::is_contained(v2->features, "avx"));
+  }
 }
 
 } // namespace

@@ -476,8 +476,7 @@ int main(int argc, char **argv) {
     metadata.tilesPerIPU = target->tilesPerIPU;
     metadata.deviceIterations = deviceIterations;
     metadata.cacheKey = cacheKey;
-    metadata.hostCPU = cpu->name;
-    if (failed(tessera::writeExecutableFile(*module, compiled, std::move(metadata),
+    if (failed(tessera::writeExecutableFile(*module, compiled, *cpu, std::move(metadata),
                                             path)))
       return fail();
     if (!cacheKey.empty())

@@ -41,6 +41,10 @@ void buildHostLoweringPipeline(mlir::OpPassManager &pm);
 struct HostCPU {
   std::string name;
   std::vector<std::string> features;
+  /// The CPU name's features the code must not use: for "native", those this
+  /// machine lacks although its CPU model has them (a virtual machine often
+  /// hides some). Naming the CPU alone would enable them.
+  std::vector<std::string> disabled;
 };
 
 /// Resolves tessera-compile's --host-cpu: "native" (this machine's CPU and

@@ -26,6 +26,8 @@ class PassManager;
 
 namespace tessera {
 
+struct HostCPU;
+
 enum class InputFormat { ONNX, TorchScript, MLIR };
 
 /// Decides the format from the extension (.onnx; .pt, .pth, .torchscript;
@@ -76,11 +78,10 @@ mlir::LogicalResult compileModule(mlir::ModuleOp module,
                                   const CompileOptions &options,
                                   CompiledModel *model = nullptr);
 
-/// Emits the native code of an llvm-phase module and writes the .tess.
-/// `metadata.hostCPU` names the CPU to generate code for, as --host-cpu does
-/// (empty: "native"); the file records the resolved CPU and its features.
+/// Emits the native code of an llvm-phase module for `cpu` (resolveHostCPU's
+/// answer) and writes the .tess, which records the CPU and its features.
 mlir::LogicalResult writeExecutableFile(mlir::ModuleOp llvmModule,
-                                        const CompiledModel &model,
+                                        const CompiledModel &model, const HostCPU &cpu,
                                         runtime::ExecutableMetadata metadata,
                                         llvm::StringRef path);
 
