@@ -41,6 +41,11 @@ struct IPUTarget {
   // for the fixed costs of each phase.
   int64_t vectorBytesPerCycle = 8;   ///< 64-bit SIMD: 2 fp32 or 4 fp16 lanes
   int64_t vertexOverheadCycles = 60; ///< launch + loop setup per vertex
+  /// Per row of a vertex's output (each run of its innermost dimension):
+  /// the inner loop's set-up -- the row's addresses and repeat count -- as
+  /// poplibs' two-dimensional vertices charge it. A piece cut into short
+  /// rows pays it often.
+  int64_t vertexCyclesPerRow = 4;
   int64_t exchangeOverheadCycles = 30; ///< per exchange phase, once synced
   /// Per contiguous region a tile sends or receives in an exchange: its
   /// exchange code sets a new address for each (an element-by-element

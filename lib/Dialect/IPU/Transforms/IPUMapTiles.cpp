@@ -759,6 +759,12 @@ static int64_t bodyOps(linalg::GenericOp op) {
 
 int64_t Planner::vertexCycles(const Plan &plan, const Box &loops) const {
   int64_t volume = loops.numElements();
+  // Rows of the output piece: the vertex's inner loop runs along the
+  // output's last dimension, set up again for each row.
+  int64_t rows = 1;
+  for (size_t k = 0; k + 1 < plan.outputLoops.size(); ++k)
+    rows *= loops.sizes[plan.outputLoops[k]];
+  int64_t fixed = target_.vertexOverheadCycles + rows * target_.vertexCyclesPerRow;
   Type elem = getElementTypeOrSelf(plan.op->getResult(0).getType());
   int64_t lanes =
       std::max<int64_t>(1, target_.vectorBytesPerCycle / elementBytes(elem));
@@ -772,10 +778,10 @@ int64_t Planner::vertexCycles(const Plan &plan, const Box &loops) const {
   if (plan.macs > 0) {
     int64_t rate = elem.isF16() || elem.isBF16() ? target_.f16MacsPerCycle
                                                  : target_.f32MacsPerCycle;
-    return target_.vertexOverheadCycles + (volume + rate - 1) / rate + epilogue;
+    return fixed + (volume + rate - 1) / rate + epilogue;
   }
   int64_t work = volume * bodyOps(plan.op);
-  return target_.vertexOverheadCycles + (work + lanes - 1) / lanes + epilogue;
+  return fixed + (work + lanes - 1) / lanes + epilogue;
 }
 
 int64_t Planner::codeBytes(const Plan &plan) const {

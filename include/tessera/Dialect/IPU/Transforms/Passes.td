@@ -53,7 +53,8 @@ def IPUMapTiles : Pass<"ipu-map-tiles", "::mlir::ModuleOp"> {
     operand regions not already on the vertex's tile -- bytes at the
     exchange rate plus a set-up per contiguous region, so a layout that
     makes a vertex gather element by element pays per element -- compute
-    cycles of the piece, sync) and must keep the vertex's output and receive buffers under
+    cycles of the piece, with a set-up per row of it so that short rows
+    cost what they do on the tile, sync) and must keep the vertex's output and receive buffers under
     `available-memory-proportion` of the tile's bytes (the bound is relaxed
     when nothing fits). Elementwise ops therefore follow their input's
     mapping, and matmuls and convolutions pick between output rows, columns,
