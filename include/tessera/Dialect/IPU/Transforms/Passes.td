@@ -72,9 +72,12 @@ def IPUMapTiles : Pass<"ipu-map-tiles", "::mlir::ModuleOp"> {
     results from the identity (the slice index becomes an output
     dimension, so the partials spread over tiles next to their slices of
     the operands) and a second one combines them into the op's own init (a
-    bias, or zeros). The split with the fewest cycles (the two steps and a
-    sync) replaces the op when it beats the op as it is, or when only it
-    fits. Partial sums change the order of floating-point additions.
+    bias, or zeros). Of the options that fit (the op as it is, and each
+    split: its two steps and a sync), the one with the fewest slices
+    within 3% of the fewest cycles is taken: the estimate samples a few
+    pieces, so smaller differences are noise, and each slice is an
+    output-sized partial sum written, exchanged and added. Partial sums
+    change the order of floating-point additions.
 
     A reduction's result read only by an elementwise op, element for
     element (the Relu after a convolution, a residual Add and Relu, a bias
