@@ -650,8 +650,9 @@ void IPUModel::Impl::runExchange(const StepTable &t) {
 /// the host's caches: the row this many ahead is prefetched while copying.
 constexpr size_t kPrefetchRowsAhead = 8;
 
-/// Starts loading the source bytes of `r` (its first rows, up to 512 bytes
-/// of each) into the host's caches.
+/// Starts loading the source bytes of `r` into the host's caches: up to 8
+/// of its rows, up to 512 bytes of each (a receive's rows are mostly short;
+/// a long one is a stream the hardware prefetcher follows).
 static void prefetchSource(const char *memory, const RowCopy &r) {
   const char *row = memory + r.from;
   for (int64_t i = 0; i < std::min<int64_t>(r.rows, 8); ++i, row += r.fromStride)
