@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Export a torchvision classification model or a TransformerEncoder to ONNX.
 
-Weights are random with a fixed seed: nothing is downloaded.
+Weights are random with a fixed seed, normalization statistics included
+(see randomize_norms): nothing is downloaded.
 
     export_model.py resnet18 resnet18.onnx [--opset 17]
     export_model.py transformer_encoder enc.onnx --opset 13
@@ -30,15 +31,39 @@ class TransformerEncoderModel(torch.nn.Module):
         return self.encoder(src)
 
 
+def randomize_norms(model, seed=1):
+    """Gives normalization layers trained-like statistics and affine terms.
+
+    Freshly built layers normalize with mean 0 and variance 1 and scale by 1
+    and shift by 0, so exported (folded) biases are all zeros and every
+    convolution's bias is the same constant: a model no one trains, which
+    hides how biases are lowered and lets CSE merge what real models keep
+    apart.
+    """
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and \
+                    m.running_mean is not None:
+                n = m.num_features
+                m.running_mean.copy_(torch.randn(n, generator=g) * 0.1)
+                m.running_var.copy_(torch.rand(n, generator=g) + 0.5)
+            if isinstance(m, (torch.nn.modules.batchnorm._BatchNorm, torch.nn.LayerNorm,
+                              torch.nn.GroupNorm)) and getattr(m, "weight", None) is not None:
+                m.weight.copy_(torch.rand(m.weight.shape, generator=g) + 0.5)
+                m.bias.copy_(torch.randn(m.bias.shape, generator=g) * 0.1)
+    return model
+
+
 def build(name):
     """Returns (model, example input, dynamic axes) for `name`."""
     torch.manual_seed(0)
     if name == "transformer_encoder":
-        model = TransformerEncoderModel().eval()
+        model = randomize_norms(TransformerEncoderModel().eval())
         # Batch and sequence are symbolic, as exported for serving; the
         # compiler fixes them with --input-shape.
         return model, torch.randn(2, 16, 128), {"input": {0: "batch", 1: "seq"}}
-    model = getattr(torchvision.models, name)(weights=None).eval()
+    model = randomize_norms(getattr(torchvision.models, name)(weights=None).eval())
     size = INPUT_SIZE.get(name, 224)
     return model, torch.randn(1, 3, size, size), None
 

@@ -86,7 +86,8 @@ def VectorizeContractions : Pass<"codegen-vectorize-contractions", "::mlir::Modu
     (the op writes every output element, and reads no other copy of it) is
     folded in: the accumulators start as the fill's value, or are loaded
     from the copy's source, instead of a pass over the output of its own
-    (a vertex zeroing its partial sums, a split convolution's bias).
+    (a vertex zeroing its output piece or its partial sums; a reduction
+    accumulating onto another op's values).
 
     Numerics: each output element still adds its terms in the reduction
     loops' order, but each term is a fused multiply-add (one rounding), as on

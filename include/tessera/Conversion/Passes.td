@@ -13,7 +13,10 @@ def ConvertGraphToLinalg : Pass<"convert-graph-to-linalg", "::mlir::ModuleOp"> {
     broadcasting; matmul, convolution and pooling are `linalg.generic`
     contractions over their full iteration space (batch, groups, output
     channels, output pixels, reduction over input channels and the window),
-    so the tile mapper partitions one uniform form; reductions are
+    so the tile mapper partitions one uniform form. They accumulate from
+    zero; a convolution's bias is an elementwise add after it, which joins
+    the elementwise chain that follows (BatchNorm, Relu) and runs in the
+    convolution's own vertices (see `ipu-map-tiles`); reductions are
     `linalg.reduce`; data movement is `linalg.transpose`, `tensor.reshape`,
     `tensor.pad`, `tensor.extract_slice`, `tensor.insert_slice` or a
     `linalg.generic` with `tensor.extract` (gather, reflect/edge padding,

@@ -610,25 +610,15 @@ struct ConvPattern : OpConversionPattern<g::ConvOp> {
     for (unsigned i = 3 + k; i < loops; ++i)
       iters[i] = IteratorType::reduction;
     auto outType = RankedTensorType::get(og, elem);
-    // The bias initialises the accumulator, broadcast along the channel dims.
-    Value init;
-    if (Value bias = adaptor.getBias()) {
-      Value bg = reshapeTo(rewriter, l, bias, {groups, fg});
-      SmallVector<AffineExpr> be = {dim(1), dim(2)};
-      unsigned r = og.size();
-      init = linalg::GenericOp::create(
-                 rewriter, l, TypeRange{outType}, ValueRange{bg},
-                 ValueRange{empty(rewriter, l, outType)},
-                 {AffineMap::get(r, 0, {getAffineDimExpr(1, ctx), getAffineDimExpr(2, ctx)}, ctx),
-                  AffineMap::getMultiDimIdentityMap(r, ctx)},
-                 SmallVector<IteratorType>(r, IteratorType::parallel),
-                 [](OpBuilder &b, Location nl, ValueRange a) {
-                   linalg::YieldOp::create(b, nl, a[0]);
-                 })
-                 .getResult(0);
-    } else {
-      init = filled(rewriter, l, outType, scalar(rewriter, l, elem, 0));
-    }
+    // The accumulator starts at zero and the bias is added afterwards, as an
+    // elementwise op. Starting it at the broadcast bias instead would need a
+    // pass writing the whole output before the convolution -- on the IPU a
+    // compute set and a sync of its own per convolution -- where an add
+    // joins the elementwise chain after it (BatchNorm, Relu, a residual Add)
+    // that ipu-map-tiles runs in the convolution's compute set, or in the
+    // combining step of a split reduction, whose accumulator then also
+    // starts at zero.
+    Value init = filled(rewriter, l, outType, scalar(rewriter, l, elem, 0));
     Value result =
         linalg::GenericOp::create(
             rewriter, l, TypeRange{outType}, ValueRange{x, wv}, ValueRange{init}, maps,
@@ -638,7 +628,24 @@ struct ConvPattern : OpConversionPattern<g::ConvOp> {
               linalg::YieldOp::create(b, nl, r);
             })
             .getResult(0);
-    rewriter.replaceOp(op, reshapeTo(rewriter, l, result, out));
+    result = reshapeTo(rewriter, l, result, out);
+    if (Value bias = adaptor.getBias()) {
+      // Read at the channel index (d1), not broadcast from C x 1 x 1: a map
+      // of dims only is what ipu-map-tiles fuses into the reduction.
+      unsigned r = out.size();
+      AffineMap identity = AffineMap::getMultiDimIdentityMap(r, ctx);
+      auto resultType = tensorType(result);
+      result = linalg::GenericOp::create(
+                   rewriter, l, TypeRange{resultType}, ValueRange{result, bias},
+                   ValueRange{empty(rewriter, l, resultType)},
+                   {identity, AffineMap::get(r, 0, {dim(1)}, ctx), identity},
+                   SmallVector<IteratorType>(r, IteratorType::parallel),
+                   [](OpBuilder &b, Location nl, ValueRange a) {
+                     linalg::YieldOp::create(b, nl, addS(b, nl, a[0], a[1]));
+                   })
+                   .getResult(0);
+    }
+    rewriter.replaceOp(op, result);
     return success();
   }
 };

@@ -17,14 +17,21 @@ func.func @broadcast_add(%a: tensor<4x3xf32>, %b: tensor<1x3xf32>) -> tensor<4x3
 // -----
 
 // Convolution: one generic over n, g, f, oh, ow (parallel) and c, kh, kw
-// (reduction), strides and dilations in the input map, bias as the init.
+// (reduction), strides and dilations in the input map, accumulating from
+// zero; the bias is added after it, read at the channel index (the form
+// ipu-map-tiles runs in the convolution's own compute set).
 // CHECK-DAG: #[[$IN:.*]] = affine_map<(d0, d1, d2, d3, d4, d5, d6, d7) -> (d0, d1, d5, d3 * 2 + d6 * 2, d4 * 2 + d7 * 2)>
 // CHECK-DAG: #[[$W:.*]] = affine_map<(d0, d1, d2, d3, d4, d5, d6, d7) -> (d1, d2, d5, d6, d7)>
+// CHECK-DAG: #[[$ID4:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+// CHECK-DAG: #[[$CH:.*]] = affine_map<(d0, d1, d2, d3) -> (d1)>
 // CHECK-LABEL: func.func @conv
 // CHECK: tensor.pad
-// CHECK: %[[BIAS:.*]] = linalg.generic {{.*}} ins(%{{.*}} : tensor<2x3xf32>) outs(%{{.*}} : tensor<1x2x3x4x4xf32>)
-// CHECK: linalg.generic {indexing_maps = [#[[$IN]], #[[$W]], {{.*}}], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "reduction", "reduction", "reduction"]} ins({{.*}} : tensor<1x2x2x11x11xf32>, tensor<2x3x2x3x3xf32>) outs(%[[BIAS]] : tensor<1x2x3x4x4xf32>)
+// CHECK: %[[ZERO:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<1x2x3x4x4xf32>)
+// CHECK: %[[SUM:.*]] = linalg.generic {indexing_maps = [#[[$IN]], #[[$W]], {{.*}}], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "reduction", "reduction", "reduction"]} ins({{.*}} : tensor<1x2x2x11x11xf32>, tensor<2x3x2x3x3xf32>) outs(%[[ZERO]] : tensor<1x2x3x4x4xf32>)
 // CHECK: arith.mulf
+// CHECK: arith.addf
+// CHECK: %[[NCHW:.*]] = tensor.reshape %[[SUM]]
+// CHECK: linalg.generic {indexing_maps = [#[[$ID4]], #[[$CH]], #[[$ID4]]], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%[[NCHW]], %arg2 : tensor<1x6x4x4xf32>, tensor<6xf32>)
 // CHECK: arith.addf
 func.func @conv(%x: tensor<1x4x9x9xf32>, %w: tensor<6x2x3x3xf32>, %b: tensor<6xf32>) -> tensor<1x6x4x4xf32> {
   %0 = graph.conv %x, %w, %b {strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 2, 2>, groups = 2} : (tensor<1x4x9x9xf32>, tensor<6x2x3x3xf32>, tensor<6xf32>) -> tensor<1x6x4x4xf32>

@@ -37,7 +37,7 @@ module attributes {ipu.target = #ipu.target<"ipu2", ipus = 1, tiles_per_ipu = 16
 // CHECK-LABEL: func.func @main
 // CHECK: %[[W:.*]] = ml_program.global_load_const @w : tensor<32x64xf32> {ipu.mapping = #ipu.mapping<chunks = [32, 4], tile_strides = [0, 1], first_tile = 0>}
 // CHECK: %[[V:.*]] = ipu.view %[[W]]
-// CHECK-COUNT-2: ipu.compute_set "{{cs[0-9]+}}" ins(%{{[a-z0-9]+}}, %[[V]], %{{[0-9]+}} :
+// CHECK-COUNT-2: ipu.compute_set "{{cs[0-9]+}}" ins(%{{[a-z0-9]+}}, %[[V]] : {{.*}}) inits(
 // CHECK-NOT: global_load_const
 module attributes {ipu.target = #ipu.target<"ipu2", ipus = 1, tiles_per_ipu = 16, bytes_per_tile = 638976>} {
   ml_program.global private @w(dense<1.0> : tensor<32x64xf32>) : tensor<32x64xf32>

@@ -1302,6 +1302,25 @@ LogicalResult Planner::plan() {
     OpBuilder b(insert);
     insert.getDestMutable().assign(b.clone(*def)->getResult(0));
   }
+  // Likewise a reduction accumulates into its init: a fill shared by several
+  // (CSE merges the zero fills of convolutions and matmuls) is made again
+  // for each, so that each folds its own into its vertices instead of
+  // reading a fill materialized by a step of its own.
+  for (auto generic : llvm::to_vector(body.getOps<linalg::GenericOp>())) {
+    if (generic.getNumDpsInits() != 1 || generic.getNumReductionLoops() == 0)
+      continue;
+    OpOperand *init = generic.getDpsInitOperand(0);
+    Operation *fill = init->get().getDefiningOp();
+    auto fillGeneric = dyn_cast_or_null<linalg::GenericOp>(fill);
+    if (!(isa_and_nonnull<linalg::FillOp>(fill) ||
+          (fillGeneric && llvm::none_of(fillGeneric.getDpsInputs(), [](Value v) {
+             return isa<ShapedType>(v.getType());
+           }))) ||
+        init->get().hasOneUse() || fill->getNumResults() != 1 || !isPure(fill))
+      continue;
+    OpBuilder b(generic);
+    init->assign(b.clone(*fill)->getResult(0));
+  }
   // Over a copy of the op list: splitting a reduction inserts ops before
   // the one being planned (planned on the spot) and erases it.
   SmallVector<Operation *> ops;

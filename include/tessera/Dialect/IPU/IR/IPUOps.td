@@ -80,7 +80,7 @@ def IPU_ComputeSetOp : IPU_Op<"compute_set", [Pure, AttrSizedOperandSegments]> {
     `i`, the region `access_maps[i]` reads over the piece's loop box (the
     whole input when `i` is listed in `full_inputs`). With `inits`, result
     `k` is `inits[k]` updated in place (the vertex reads and writes the
-    piece it holds; a contraction accumulating onto its bias); an init must
+    piece it holds; a contraction accumulating onto a value computed before it); an init must
     have no other use. `kernel_cycles` are the
     estimated cycles of each kernel on one tile; `macs` counts the
     multiply-accumulates of the whole op (0 when it is not a contraction).

@@ -62,7 +62,9 @@ def IPUMapTiles : Pass<"ipu-map-tiles", "::mlir::ModuleOp"> {
     only initializes a contraction takes the contraction's mapping and is
     updated in place; a constant fill (zeros, a split's identity) is then no
     compute set at all but an `ipu.alloc`, and each vertex of the
-    contraction fills its piece first. Weights, constants and inputs are
+    contraction fills its piece first; a constant fill that several
+    reductions accumulate into (CSE merges identical zero fills) is made
+    again for each, so none is materialized. Weights, constants and inputs are
     placed where their first reader wants them.
 
     A reduction that accumulates (`out = add/max(out, f(ins))`) is also
@@ -71,8 +73,9 @@ def IPUMapTiles : Pass<"ipu-map-tiles", "::mlir::ModuleOp"> {
     into 2, 4, 8, ... slices; a compute set computes the slices' partial
     results from the identity (the slice index becomes an output
     dimension, so the partials spread over tiles next to their slices of
-    the operands) and a second one combines them into the op's own init (a
-    bias, or zeros). Of the options that fit (the op as it is, and each
+    the operands) and a second one combines them into the op's own init
+    (usually zeros: a convolution's bias is added after it, as an
+    epilogue). Of the options that fit (the op as it is, and each
     split: its two steps and a sync), the one with the fewest slices
     within 3% of the fewest cycles is taken: the estimate samples a few
     pieces, so smaller differences are noise, and each slice is an
