@@ -1309,14 +1309,10 @@ LogicalResult Planner::plan() {
   for (auto generic : llvm::to_vector(body.getOps<linalg::GenericOp>())) {
     if (generic.getNumDpsInits() != 1 || generic.getNumReductionLoops() == 0)
       continue;
+    // Fills are generalized by ipu-prepare-for-mapping.
     OpOperand *init = generic.getDpsInitOperand(0);
-    Operation *fill = init->get().getDefiningOp();
-    auto fillGeneric = dyn_cast_or_null<linalg::GenericOp>(fill);
-    if (!(isa_and_nonnull<linalg::FillOp>(fill) ||
-          (fillGeneric && llvm::none_of(fillGeneric.getDpsInputs(), [](Value v) {
-             return isa<ShapedType>(v.getType());
-           }))) ||
-        init->get().hasOneUse() || fill->getNumResults() != 1 || !isPure(fill))
+    auto fill = init->get().getDefiningOp<linalg::GenericOp>();
+    if (!fill || init->get().hasOneUse() || !constantFillValue(fill))
       continue;
     OpBuilder b(generic);
     init->assign(b.clone(*fill)->getResult(0));
