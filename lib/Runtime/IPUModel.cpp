@@ -244,6 +244,11 @@ struct VertexTable {
   std::vector<uint32_t> layoutOf;
   std::vector<PackedEntry> entries;
   std::vector<int64_t> data;
+  /// Per vertex v and operand k (inputs, then outputs), at
+  /// [v * descriptorAt.size() + k]: the bytes of the operand's region, read
+  /// or written from the address in `data` (see prefetchOperands); a
+  /// region fits in a tile, so 32 bits hold it.
+  std::vector<uint32_t> operandBytes;
   std::vector<size_t> chunks;
 };
 
@@ -556,6 +561,8 @@ StepTable IPUModel::Impl::computeTable(int64_t c) {
         gatherRows(in.var, region, offset, t.exchange, 0);
       }
       vt.data.push_back(offset);
+      vt.operandBytes.push_back(region.numElements() *
+                                program.variables[in.var].elementBytes());
       shapes.insert(shapes.end(), region.sizes.begin(), region.sizes.end());
       if (vt.fused) {
         vt.receiveEnds.push_back(t.exchange.size());
@@ -564,6 +571,8 @@ StepTable IPUModel::Impl::computeTable(int64_t c) {
     }
     for (int64_t out : cs.outputs) {
       vt.data.push_back(element(out, vx.tile, 0) - memory);
+      vt.operandBytes.push_back(vx.piece.numElements() *
+                                program.variables[out].elementBytes());
       shapes.insert(shapes.end(), vx.piece.sizes.begin(), vx.piece.sizes.end());
     }
     auto [layout, added] = layoutIndex.try_emplace(shapes, vt.layouts.size());
@@ -660,6 +669,36 @@ static void prefetchSource(const char *memory, const RowCopy &r) {
       __builtin_prefetch(row + b, /*rw=*/0, /*locality=*/3);
 }
 
+/// Bytes of one vertex's operands prefetched at most: a host core's L2
+/// holds them next to the running vertex's.
+constexpr int64_t kMaxPrefetchBytes = 256 * 1024;
+
+/// Starts loading into the host's L2 the operands vertex `v` of `t` reads
+/// and writes in its tile's memory (its weights and other resident inputs,
+/// its output piece; not what it receives, which lands in the thread's
+/// scratch). Each tile's memory is touched once per step, so without this
+/// a vertex waits on a cache miss at every line of them: measured on
+/// ResNet-50, the kernels ran at about half their in-cache rate. Called
+/// before the previous vertex runs, the loads overlap its compute.
+static void prefetchOperands(const char *memory, const VertexTable &t, size_t v) {
+  size_t numOperands = t.descriptorAt.size();
+  const int64_t *address = &t.data[v * t.words + t.numLoops];
+  int64_t budget = kMaxPrefetchBytes;
+  for (size_t k = 0; k < numOperands && budget > 0; ++k) {
+    if (address[k] < 0)
+      continue; // in the scratch
+    const char *data = memory + address[k];
+    int64_t bytes = std::min<int64_t>(t.operandBytes[v * numOperands + k], budget);
+    budget -= bytes;
+    if (k < t.numInputs)
+      for (int64_t b = 0; b < bytes; b += 64)
+        __builtin_prefetch(data + b, /*rw=*/0, /*locality=*/2);
+    else
+      for (int64_t b = 0; b < bytes; b += 64)
+        __builtin_prefetch(data + b, /*rw=*/1, /*locality=*/2);
+  }
+}
+
 /// The calling host thread's scratch buffer for what fused vertices
 /// receive, at least `bytes` long, 64-byte aligned.
 static char *threadScratch(int64_t bytes) {
@@ -710,6 +749,8 @@ void IPUModel::Impl::runVertices(const VertexTable &t,
         descriptors[t.descriptorAt[k]] = descriptors[t.descriptorAt[k] + 1] =
             reinterpret_cast<int64_t>(data);
       }
+      if (v + 1 < t.chunks[chunk])
+        prefetchOperands(memory, t, v + 1);
       t.entries[v](args.data());
     }
   });
