@@ -785,11 +785,13 @@ void IPUModel::Impl::computeCost() {
       std::vector<std::set<std::vector<int64_t>>> linkedRegions(cs.inputs.size());
       for (const Vertex &vx : vertices(cs)) {
         Box loops = cs.loopBox(vx.piece);
+        int64_t padding = 0; // bytes the vertex writes into its receive buffers
         for (size_t i = 0; i < cs.inputs.size(); ++i) {
           const auto &in = cs.inputs[i];
           Box region = in.map.region(loops, program.variables[in.var].shape);
           if (isLocalPiece(program, in.var, region, vx.tile))
             continue;
+          padding += paddingBytes(program, in.var, region);
           std::vector<int64_t> key(region.offsets.begin(), region.offsets.end());
           key.insert(key.end(), region.sizes.begin(), region.sizes.end());
           bool send = sentRegions[i].insert(key).second;
@@ -807,7 +809,8 @@ void IPUModel::Impl::computeCost() {
             });
         }
         if (const Kernel *k = cs.kernelFor(vx.piece.sizes))
-          s.computeCycles = std::max(s.computeCycles, k->cycles);
+          s.computeCycles =
+              std::max(s.computeCycles, k->cycles + target.fillCycles(padding));
         ++s.tilesUsed;
       }
       s.macs = cs.macs;

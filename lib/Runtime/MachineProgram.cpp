@@ -842,6 +842,14 @@ int64_t remoteBytes(const MachineProgram &program, int64_t var, const Box &regio
   return elements * program.variables[var].elementBytes();
 }
 
+int64_t paddingBytes(const MachineProgram &program, int64_t var, const Box &region) {
+  const Variable &v = program.variables[var];
+  if (!v.isPadded())
+    return 0;
+  int64_t interior = interiorRegionInBase(program, var, region).numElements();
+  return (region.numElements() - interior) * v.elementBytes();
+}
+
 int64_t remoteRegions(const MachineProgram &program, int64_t var, const Box &region,
                       int64_t tile) {
   if (region.numElements() == 0)

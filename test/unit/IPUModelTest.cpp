@@ -478,6 +478,10 @@ TEST(IPUModel, VerticesReadPaddedViewsWithTheirPadding) {
     // tiles 3 and 4 two rows and one row of x; w moves to each. Padding is
     // the receiving tile's, not exchanged.
     EXPECT_EQ((*model)->cost().steps[1].exchangeBytes, (6 + 12 + 6) * 4 + 3 * 32);
+    // The vertex writes the padding it reads: tiles 2 and 4 read 10
+    // elements of it, tile 3 four; the step takes as long as the slowest.
+    const tessera::target::IPUTarget &target = (*model)->target();
+    EXPECT_EQ((*model)->cost().steps[1].computeCycles, 100 + target.fillCycles(10 * 4));
   }
 }
 

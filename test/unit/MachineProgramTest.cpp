@@ -582,6 +582,8 @@ TEST(MachineProgram, PaddedViewRunsAreTheInteriorsAndPaddingOverRandomGridsAndRe
       ASSERT_EQ(got, want) << "trial " << trial;
       Box inStorage;
       EXPECT_FALSE(forEachOverlap(p, v, region, inStorage, [](const Overlap &) {}));
+      int64_t padding = llvm::count_if(want, [](auto w) { return w.first == kPaddingTile; });
+      EXPECT_EQ(paddingBytes(p, v, region), padding * 4) << "trial " << trial;
       for (int64_t tile = 0; tile <= tiles; ++tile) {
         // Padding is never received: only the interior's remote elements are.
         int64_t remote = 0;

@@ -324,6 +324,11 @@ bool isLocalPiece(const MachineProgram &program, int64_t var, const Box &region,
 int64_t remoteBytes(const MachineProgram &program, int64_t var, const Box &region,
                     int64_t tile);
 
+/// Bytes of `region` of `var` in a padded view's padding: no tile holds
+/// them, so no exchange brings them; the vertex reading the region writes
+/// them into its receive buffer itself (0 for any other variable).
+int64_t paddingBytes(const MachineProgram &program, int64_t var, const Box &region);
+
 /// The contiguous regions (of the source's storage and of the row-major
 /// buffer receiving `region`) in which `tile` receives the part of `region`
 /// of `var` that other tiles hold: the exchange's per-region cost.

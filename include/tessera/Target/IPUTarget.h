@@ -52,6 +52,13 @@ struct IPUTarget {
   /// gather costs this per element, a long row once).
   int64_t exchangeCyclesPerRegion = 1;
 
+  /// Cycles a vertex takes to write `bytes` of a constant into its own
+  /// memory (a padded input's padding, into its receive buffer): vector
+  /// stores.
+  int64_t fillCycles(int64_t bytes) const {
+    return (bytes + vectorBytesPerCycle - 1) / vectorBytesPerCycle;
+  }
+
   int64_t totalTiles() const { return numIPUs * tilesPerIPU; }
   int64_t memoryPerIPU() const { return tilesPerIPU * bytesPerTile; }
   /// Peak FLOPs per second of all IPUs (a MAC is two FLOPs).

@@ -932,7 +932,7 @@ LogicalResult Planner::planGeneric(Plan &plan) {
           loops.offsets[plan.outputLoops[j]] = piece.offsets[j];
           loops.sizes[plan.outputLoops[j]] = piece.sizes[j];
         }
-        int64_t received = 0, regions = 0,
+        int64_t received = 0, regions = 0, padding = 0,
                 memory = piece.numElements() * outBytes;
         for (auto [in, var] : llvm::zip(plan.inputs, inVars)) {
           const runtime::Variable &v = prog_.variables[var];
@@ -941,6 +941,7 @@ LogicalResult Planner::planGeneric(Plan &plan) {
           if (!runtime::isLocalPiece(prog_, var, region, tile)) {
             received += runtime::remoteBytes(prog_, var, region, tile);
             regions += runtime::remoteRegions(prog_, var, region, tile);
+            padding += runtime::paddingBytes(prog_, var, region);
             memory += region.numElements() * bytes;
           }
         }
@@ -950,8 +951,9 @@ LogicalResult Planner::planGeneric(Plan &plan) {
                            regions * target_.exchangeCyclesPerRegion +
                            target_.exchangeOverheadCycles
                      : 0;
-        worstCycles =
-            std::max(worstCycles, exchange + vertexCycles(plan, loops));
+        // The vertex writes the padding it reads itself.
+        worstCycles = std::max(worstCycles, exchange + vertexCycles(plan, loops) +
+                                                target_.fillCycles(padding));
         worstMemory = std::max(worstMemory, memory);
       }
       prog_.variables.resize(tentative);
