@@ -842,6 +842,34 @@ int64_t remoteBytes(const MachineProgram &program, int64_t var, const Box &regio
   return elements * program.variables[var].elementBytes();
 }
 
+std::optional<PiecePart> denseRegionOnOneTile(const MachineProgram &program, int64_t var,
+                                              const Box &region) {
+  if (region.numElements() == 0 || program.variables[var].isPadded())
+    return std::nullopt;
+  std::optional<PiecePart> found;
+  int64_t overlaps = 0;
+  Box inStorage;
+  bool boxed = forEachOverlap(program, var, region, inStorage, [&](const Overlap &o) {
+    if (++overlaps > 1)
+      return;
+    // Dense within the piece: every dimension after the part's outermost
+    // one of extent > 1 is whole.
+    int64_t rank = o.part.sizes.size(), d = 0;
+    while (d < rank && o.part.sizes[d] == 1)
+      ++d;
+    for (int64_t e = d + 1; e < rank; ++e)
+      if (o.part.sizes[e] != o.piece.sizes[e])
+        return;
+    int64_t offset = 0;
+    for (int64_t e = 0; e < rank; ++e)
+      offset = offset * o.piece.sizes[e] + (o.part.offsets[e] - o.piece.offsets[e]);
+    found = PiecePart{o.tile, offset};
+  });
+  if (!boxed || overlaps != 1)
+    return std::nullopt;
+  return found;
+}
+
 int64_t paddingBytes(const MachineProgram &program, int64_t var, const Box &region) {
   const Variable &v = program.variables[var];
   if (!v.isPadded())

@@ -298,6 +298,22 @@ TEST(MachineProgram, RunsMatchABruteForceWalkOverRandomGridsRegionsAndViews) {
           << "trial " << trial << " tile " << tile;
     }
 
+    // denseRegionOnOneTile agrees with "one tile holds the region's
+    // elements one after another" (exactly, where the region is a box of
+    // the storage; never wrongly otherwise).
+    bool dense = !want.empty();
+    for (size_t i = 1; dense && i < want.size(); ++i)
+      dense = want[i].first == want[0].first &&
+              want[i].second == want[0].second + static_cast<int64_t>(i);
+    std::optional<PiecePart> part = denseRegionOnOneTile(p, var, region);
+    if (part) {
+      ASSERT_TRUE(dense) << "trial " << trial;
+      EXPECT_EQ(part->tile, want[0].first) << "trial " << trial;
+      EXPECT_EQ(part->pieceOffset, want[0].second) << "trial " << trial;
+    } else if (boxed) {
+      ASSERT_FALSE(dense) << "trial " << trial;
+    }
+
     // isLocalPiece agrees with "the region is the piece, element for element".
     for (int64_t tile = 0; tile <= tiles; ++tile) {
       auto piece = base.mapping.pieceOnTile(tile);

@@ -320,6 +320,19 @@ void copyBox(const char *from, const Box &fromBox, char *to, const Box &toBox,
 bool isLocalPiece(const MachineProgram &program, int64_t var, const Box &region,
                   int64_t tile);
 
+/// Where `region` of `var` lies when one tile holds all of it, dense and
+/// row-major (it is a piece, or a block of rows of one): that tile and the
+/// region's first element's offset in the tile's piece (in elements), so a
+/// vertex on another tile may read it where it is, as a vertex reads its
+/// own piece. std::nullopt otherwise (several tiles hold it, it is strided
+/// within the piece, it has padding, or `var` is a view other than one
+/// inserting or dropping unit dimensions).
+struct PiecePart {
+  int64_t tile, pieceOffset;
+};
+std::optional<PiecePart> denseRegionOnOneTile(const MachineProgram &program, int64_t var,
+                                              const Box &region);
+
 /// Bytes of `region` of `var` held by tiles other than `tile`.
 int64_t remoteBytes(const MachineProgram &program, int64_t var, const Box &region,
                     int64_t tile);
