@@ -689,10 +689,11 @@ constexpr int64_t kMaxPrefetchBytes = 256 * 1024;
 /// Starts loading into the host's L2 the operands vertex `v` of `t` reads
 /// and writes in tile memory (its weights and other resident inputs, the
 /// regions it reads in place from other tiles, its output piece; not what
-/// it receives, which lands in the thread's scratch). Each tile's memory is touched once per step, so without this
-/// a vertex waits on a cache miss at every line of them: measured on
-/// ResNet-50, the kernels ran at about half their in-cache rate. Called
-/// before the previous vertex runs, the loads overlap its compute.
+/// it receives, which lands in the thread's scratch). Each tile's memory
+/// is touched once per step, so without this a vertex waits on a cache
+/// miss at every line of them: measured on ResNet-50, the kernels ran at
+/// about half their in-cache rate. Called before the previous vertex runs,
+/// the loads overlap its compute.
 static void prefetchOperands(const char *memory, const VertexTable &t, size_t v) {
   size_t numOperands = t.descriptorAt.size();
   const int64_t *address = &t.data[v * t.words + t.numLoops];
