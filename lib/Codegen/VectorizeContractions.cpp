@@ -24,6 +24,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 
 #include "llvm/ADT/DenseMap.h"
 
@@ -105,12 +106,35 @@ enum class Access {
 /// its lanes; beyond it a gather is cheaper.
 constexpr int64_t kMaxStridedLoad = 64;
 
+/// An input read with stride s along the tile's row, through a copy split
+/// into phases: each row of its last dimension (W elements) becomes s runs,
+/// elements p, p + s, p + 2s, ... for phase p, each H = ceil(W / s) long. A
+/// stride-s convolution's row of outputs then reads one run contiguously:
+/// x = s * w + r lands at (r mod s) * H + r floordiv s + w. The copy costs
+/// one pass over the input; the shuffles it saves are one per vector load.
+struct PhaseSplit {
+  int64_t stride = 0;     ///< s
+  int64_t width = 0;      ///< W, the buffer's last dimension
+  int64_t phaseWidth = 0; ///< H
+  int64_t rows = 0;       ///< the buffer's elements / W
+  /// r: the position in the row, less the row loop's s * w (reduction
+  /// loops only: a convolution's window column).
+  LinearExpr within;
+};
+
 /// A buffer addressed linearly: element sum_l coeffs[l] * loop_l + constant
 /// of its storage from its offset (every dimension's stride folded in).
 struct Operand {
   Value buffer;
   LinearExpr address;
   int64_t span = 0; ///< elements from the first to one past the last
+  /// The last dimension's index (its stride is 1), and whether the storage
+  /// is dense row-major: what splitting into phases needs.
+  LinearExpr last;
+  bool rowMajor = false;
+  /// Set when the operand is read through a copy split into phases; then
+  /// `address` and `span` are the copy's, plus the phase term of `within`.
+  std::optional<PhaseSplit> phases;
 };
 
 struct Input : Operand {
@@ -150,6 +174,7 @@ struct Plan {
   Operation *initializer = nullptr;
   Value initValue;   ///< a fill's scalar
   Operand initFrom;  ///< a copy's source, addressed like the output
+  int64_t stackBytes = 0; ///< what the phase-split copies take
 };
 
 /// Fills `o` for the buffer `v` read through `map`: needs static strides
@@ -175,6 +200,14 @@ bool addressLinearly(Value v, AffineMap map, unsigned numLoops, Operand &o) {
       o.address.coeffs[l] += lin->coeffs[l] * strides[d];
     o.address.constant += lin->constant * strides[d];
     o.span += (type.getDimSize(d) - 1) * strides[d];
+    if (d + 1 == map.getNumResults())
+      o.last = *lin;
+  }
+  int64_t dense = 1;
+  o.rowMajor = type.getRank() > 0;
+  for (int64_t d = type.getRank() - 1; d >= 0; --d) {
+    o.rowMajor &= strides[d] == dense;
+    dense *= type.getDimSize(d);
   }
   return true;
 }
@@ -319,10 +352,72 @@ void findInitializer(Plan &p) {
   p.initFrom.buffer = source;
 }
 
+/// An input's elements each take part in at least this many of the op's
+/// iterations for its phase-split copy to pay: the copy is ~0.1 vector
+/// instructions per element, each shuffle it saves serves a tile row.
+constexpr int64_t kMinPhaseSplitReuse = 16;
+/// The largest phase-split copy (bytes, on the stack) and stride, and the
+/// most stack one function's copies take (the host reference code runs
+/// every op of a model in one function, on the caller's stack).
+constexpr int64_t kMaxPhaseSplitBytes = 64 * 1024;
+constexpr int64_t kMaxPhaseSplitStride = 4;
+constexpr int64_t kMaxPhaseSplitBytesPerFunction = 256 * 1024;
+
+/// Reads input `in`, strided along the tile's row, through a copy split into
+/// phases (see PhaseSplit) when its storage is dense row-major, only
+/// reduction loops join the row loop in placing an element within its row,
+/// and the op reuses each element enough to pay for the copy. `ranges` are
+/// the loop ranges before collapseLoops: a merged loop cannot take part.
+/// `stackLeft`: the bytes the function's copies may still take.
+void splitPhases(Plan &p, Input &in, ArrayRef<utils::IteratorType> iterators,
+                 ArrayRef<int64_t> ranges, int64_t stackLeft) {
+  int64_t s = in.address.coeffs[p.colLoop];
+  if ((in.access != Access::Strided && in.access != Access::Gather) || !in.rowMajor ||
+      s > kMaxPhaseSplitStride || in.last.coeffs[p.colLoop] != s)
+    return;
+  auto type = cast<MemRefType>(in.buffer.getType());
+  int64_t width = type.getShape().back();
+  unsigned numLoops = p.ranges.size();
+  int64_t iterations = 1;
+  for (unsigned l = 0; l < numLoops; ++l) {
+    iterations *= p.ranges[l];
+    bool placesInRow = in.last.coeffs[l] != 0;
+    if (placesInRow && (p.ranges[l] != ranges[l] ||
+                        (l != p.colLoop && iterators[l] != utils::IteratorType::reduction)))
+      return;
+    if ((in.address.coeffs[l] - in.last.coeffs[l]) % width != 0)
+      return;
+  }
+  if ((in.address.constant - in.last.constant) % width != 0)
+    return;
+  PhaseSplit split;
+  split.stride = s;
+  split.width = width;
+  split.phaseWidth = llvm::divideCeil(width, s);
+  split.rows = type.getNumElements() / width;
+  int64_t rowLength = s * split.phaseWidth;
+  int64_t bytes = split.rows * rowLength * type.getElementTypeBitWidth() / 8;
+  if (bytes > kMaxPhaseSplitBytes || p.stackBytes + bytes > stackLeft ||
+      iterations < kMinPhaseSplitReuse * split.rows * width)
+    return;
+  p.stackBytes += bytes;
+  split.within = in.last;
+  split.within.coeffs[p.colLoop] = 0;
+  // Whole rows move from W to s x H elements apart; the row loop steps one
+  // element of its phase.
+  for (unsigned l = 0; l < numLoops; ++l)
+    in.address.coeffs[l] =
+        l == p.colLoop ? 1 : (in.address.coeffs[l] - in.last.coeffs[l]) / width * rowLength;
+  in.address.constant = (in.address.constant - in.last.constant) / width * rowLength;
+  in.span = split.rows * rowLength;
+  in.access = Access::Contiguous;
+  in.phases = std::move(split);
+}
+
 /// Recognizes `out = combine(out, a [* b])` reductions on static buffers of
 /// f32/f64 (matmuls, convolutions, partial-sum combines, max pooling) and
 /// plans their tiles.
-std::optional<Plan> planContraction(linalg::GenericOp op) {
+std::optional<Plan> planContraction(linalg::GenericOp op, int64_t stackLeft) {
   if (!op.hasPureBufferSemantics() || op.getNumDpsInits() != 1 ||
       op.getNumReductionLoops() == 0)
     return std::nullopt;
@@ -402,6 +497,7 @@ std::optional<Plan> planContraction(linalg::GenericOp op) {
                  : stride == 1                         ? Access::Contiguous
                  : stride * p.lanes <= kMaxStridedLoad ? Access::Strided
                                                        : Access::Gather;
+    splitPhases(p, *in, iterators, op.getStaticLoopRanges(), stackLeft);
   }
 
   p.vectorType = VectorType::get({p.lanes}, element);
@@ -482,8 +578,12 @@ public:
     if (p.initFrom.buffer)
       initFrom = flatten(p.initFrom);
     out = flatten(p.out);
-    lhs = flatten(p.lhs);
-    rhs = p.rhs.buffer == p.lhs.buffer ? lhs : flatten(p.rhs);
+    lhs = p.lhs.phases ? splitCopy(p.lhs) : flatten(p.lhs);
+    // One copy serves both operands of `x * x`, split alike or not at all.
+    bool same = p.rhs.buffer == p.lhs.buffer &&
+                (p.rhs.phases ? p.rhs.phases->stride : 0) ==
+                    (p.lhs.phases ? p.lhs.phases->stride : 0);
+    rhs = same ? lhs : p.rhs.phases ? splitCopy(p.rhs) : flatten(p.rhs);
     outer(0);
   }
 
@@ -496,21 +596,85 @@ private:
   /// The operands' storage as 1-D buffers, addressed by Operand::address.
   Value out, lhs, rhs, initFrom;
 
-  Value flatten(const Operand &o) {
-    auto type = cast<MemRefType>(o.buffer.getType());
+  Value flatten(const Operand &o) { return flatten(o.buffer, o.span); }
+
+  /// `buffer`'s storage as a 1-D buffer of `span` elements.
+  Value flatten(Value buffer, int64_t span) {
+    auto type = cast<MemRefType>(buffer.getType());
     SmallVector<int64_t> strides;
     int64_t staticOffset;
     (void)type.getStridesAndOffset(strides, staticOffset);
     OpFoldResult offset = b.getIndexAttr(staticOffset);
     if (ShapedType::isDynamic(staticOffset))
-      offset = memref::ExtractStridedMetadataOp::create(b, loc, o.buffer)
+      offset = memref::ExtractStridedMetadataOp::create(b, loc, buffer)
                    .getOffset();
     auto layout = StridedLayoutAttr::get(b.getContext(), staticOffset, {1});
-    auto flatType = MemRefType::get({o.span}, type.getElementType(), layout);
+    auto flatType = MemRefType::get({span}, type.getElementType(), layout);
     return memref::ReinterpretCastOp::create(
-        b, loc, flatType, o.buffer, offset,
-        ArrayRef<OpFoldResult>{b.getIndexAttr(o.span)},
+        b, loc, flatType, buffer, offset,
+        ArrayRef<OpFoldResult>{b.getIndexAttr(span)},
         ArrayRef<OpFoldResult>{b.getIndexAttr(1)});
+  }
+
+  /// Input `o`'s phase-split copy (see PhaseSplit), in a stack buffer: per
+  /// row, a masked load of s x L elements, then each phase's L lanes
+  /// shuffled out and stored (L: a full vector, or the phase's length if
+  /// shorter).
+  Value splitCopy(const Operand &o) {
+    const PhaseSplit &split = *o.phases;
+    int64_t s = split.stride, width = split.width, h = split.phaseWidth;
+    Type element = p.vectorType.getElementType();
+    Value source = flatten(o.buffer, split.rows * width);
+    Value copy;
+    {
+      // At the function's entry, so that an op in a loop does not grow the
+      // stack per iteration; the pass bounds each function's copies.
+      OpBuilder::InsertionGuard guard(b);
+      Region *body = p.op->getParentOfType<FunctionOpInterface>().getCallableRegion();
+      b.setInsertionPointToStart(&body->front());
+      copy = memref::AllocaOp::create(b, loc,
+                                      MemRefType::get({split.rows * s * h}, element));
+    }
+    int64_t lanes = std::min<int64_t>(kVectorBits / element.getIntOrFloatBitWidth(),
+                                      llvm::PowerOf2Ceil(h));
+    auto narrow = VectorType::get({lanes}, element);
+    auto wide = VectorType::get({s * lanes}, element);
+    Value zero = arith::ConstantOp::create(b, loc, wide, DenseElementsAttr::get(wide, 0.0));
+    auto at = [&](Value row, int64_t rowLength, int64_t k) {
+      AffineExpr q = b.getAffineDimExpr(0);
+      return getValueOrCreateConstantIndexOp(
+          b, loc,
+          affine::makeComposedFoldedAffineApply(
+              b, loc, AffineMap::get(1, 0, q * rowLength + k), {OpFoldResult(row)}));
+    };
+    auto maskOf = [&](VectorType type, int64_t n) {
+      return vector::ConstantMaskOp::create(
+          b, loc, VectorType::get(type.getShape(), b.getI1Type()), ArrayRef<int64_t>{n});
+    };
+    forRange(0, split.rows, 1, [&](Value row) {
+      for (int64_t j0 = 0; j0 < h; j0 += lanes) {
+        int64_t n = std::min(width - s * j0, s * lanes);
+        Value loaded = vector::MaskedLoadOp::create(
+            b, loc, wide, source, ValueRange{at(row, width, s * j0)}, maskOf(wide, n), zero);
+        for (int64_t phase = 0; phase < s; ++phase) {
+          int64_t count = std::clamp<int64_t>(
+              llvm::divideCeil(width - phase, s) - j0, 0, lanes);
+          if (count == 0)
+            continue;
+          SmallVector<int64_t> pick;
+          for (int64_t i = 0; i < lanes; ++i)
+            pick.push_back(i * s + phase);
+          Value run = vector::ShuffleOp::create(b, loc, loaded, loaded, pick);
+          Value to = at(row, s * h, phase * h + j0);
+          if (count == lanes)
+            vector::StoreOp::create(b, loc, run, copy, ValueRange{to});
+          else
+            vector::MaskedStoreOp::create(b, loc, copy, ValueRange{to},
+                                          maskOf(narrow, count), run);
+        }
+      }
+    });
+    return copy;
   }
 
   /// The element of `o` at the current loop values.
@@ -519,6 +683,15 @@ private:
     for (auto [l, c] : llvm::enumerate(o.address.coeffs))
       if (c != 0)
         e = e + b.getAffineDimExpr(l) * c;
+    if (o.phases) {
+      // Position r in the source row: phase r mod s, r floordiv s into it.
+      const PhaseSplit &split = *o.phases;
+      AffineExpr r = b.getAffineConstantExpr(split.within.constant);
+      for (auto [l, c] : llvm::enumerate(split.within.coeffs))
+        if (c != 0)
+          r = r + b.getAffineDimExpr(l) * c;
+      e = e + (r % split.stride) * split.phaseWidth + r.floorDiv(split.stride);
+    }
     OpFoldResult v = affine::makeComposedFoldedAffineApply(
         b, loc, AffineMap::get(loops.size(), 0, e), loops);
     return {getValueOrCreateConstantIndexOp(b, loc, v)};
@@ -803,10 +976,18 @@ struct VectorizeContractions
     SmallVector<linalg::GenericOp> ops;
     getOperation().walk([&](linalg::GenericOp op) { ops.push_back(op); });
     OpBuilder b(&getContext());
+    llvm::DenseMap<Operation *, int64_t> stackUsed; // per function
     for (linalg::GenericOp op : ops) {
-      std::optional<Plan> plan = planContraction(op);
+      // No stack for copies outside a function.
+      Operation *function = op->getParentOfType<FunctionOpInterface>();
+      int64_t &used = function ? stackUsed[function] : stackUsed[nullptr];
+      if (!function)
+        used = kMaxPhaseSplitBytesPerFunction;
+      std::optional<Plan> plan =
+          planContraction(op, kMaxPhaseSplitBytesPerFunction - used);
       if (!plan)
         continue;
+      used += plan->stackBytes;
       b.setInsertionPoint(op);
       Emitter(b, *plan).emit();
       op.erase();

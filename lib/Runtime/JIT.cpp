@@ -9,9 +9,15 @@
 #include "llvm/ExecutionEngine/Orc/Mangling.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Object/ELFObjectFile.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/Process.h"
 #include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
 #include "llvm/TargetParser/Host.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -55,6 +61,51 @@ extern "C" void tesseraMemrefCopy(int64_t elementSize, UnrankedDescriptor *src,
       index[d] = 0;
     }
   }
+}
+
+/// Writes perf's map of JIT-compiled code, /tmp/perf-<pid>.map: one line
+/// "address size name" per function the objects define, so that `perf
+/// report` names the vertex kernels instead of showing bare addresses.
+/// Best effort: a developer's aid, enabled by TESSERA_PERF_MAP=1.
+void writePerfMap(llvm::orc::LLJIT &jit, llvm::ArrayRef<llvm::StringRef> objects) {
+  std::vector<std::pair<uint64_t, std::pair<uint64_t, std::string>>> functions;
+  for (llvm::StringRef bytes : objects) {
+    auto object = llvm::object::ObjectFile::createObjectFile(
+        llvm::MemoryBufferRef(bytes, "tessera-code"));
+    if (!object) {
+      llvm::consumeError(object.takeError());
+      continue;
+    }
+    for (const llvm::object::SymbolRef &symbol : (*object)->symbols()) {
+      auto type = symbol.getType();
+      auto name = symbol.getName();
+      auto flags = symbol.getFlags();
+      if (!type || !name || !flags || *type != llvm::object::SymbolRef::ST_Function ||
+          !(*flags & llvm::object::SymbolRef::SF_Global) ||
+          (*flags & llvm::object::SymbolRef::SF_Undefined)) {
+        if (!type) llvm::consumeError(type.takeError());
+        if (!name) llvm::consumeError(name.takeError());
+        if (!flags) llvm::consumeError(flags.takeError());
+        continue;
+      }
+      uint64_t size = llvm::object::ELFSymbolRef(symbol).getSize();
+      auto address = jit.lookup(*name);
+      if (!address) {
+        llvm::consumeError(address.takeError());
+        continue;
+      }
+      functions.push_back({address->getValue(), {size, name->str()}});
+    }
+  }
+  std::sort(functions.begin(), functions.end());
+  std::string path = "/tmp/perf-" + std::to_string(llvm::sys::Process::getProcessId()) + ".map";
+  std::error_code ec;
+  llvm::raw_fd_ostream out(path, ec);
+  if (ec)
+    return;
+  for (const auto &[address, f] : functions)
+    out << llvm::format_hex_no_prefix(address, 1) << ' '
+        << llvm::format_hex_no_prefix(f.first, 1) << ' ' << f.second << '\n';
 }
 
 } // namespace
@@ -108,6 +159,8 @@ createCodeJIT(llvm::ArrayRef<llvm::StringRef> objects) {
     if (auto err = (*jit)->addObjectFile(
             llvm::MemoryBuffer::getMemBufferCopy(object, "tessera-code")))
       return std::move(err);
+  if (const char *map = std::getenv("TESSERA_PERF_MAP"); map && *map && *map != '0')
+    writePerfMap(**jit, objects);
   return std::move(*jit);
 }
 

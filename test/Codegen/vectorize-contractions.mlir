@@ -21,7 +21,8 @@ func.func @matmul(%a: memref<4x8xf32>, %b: memref<8x20xf32>, %c: memref<4x20xf32
 
 // A stride-2 convolution: its input rows are every other element of a load
 // of 8 (masked to the 7 that reach the last lane), shuffled out; the weights
-// broadcast; one accumulator per output channel (4 rows).
+// broadcast; one accumulator per output channel (4 rows). Each input element
+// takes part in only ~7 products: too few to pay for a phase-split copy.
 // CHECK-LABEL: func.func @conv_stride2
 // CHECK-NOT: linalg.generic
 // CHECK: %[[MASK:.*]] = vector.constant_mask [7] : vector<8xi1>
@@ -31,6 +32,34 @@ func.func @matmul(%a: memref<4x8xf32>, %b: memref<8x20xf32>, %c: memref<4x20xf32
 func.func @conv_stride2(%x: memref<1x3x9x9xf32>, %w: memref<4x3x3x3xf32>, %y: memref<1x4x4x4xf32>) {
   linalg.conv_2d_nchw_fchw {strides = dense<2> : tensor<2xi64>, dilations = dense<1> : tensor<2xi64>}
     ins(%x, %w : memref<1x3x9x9xf32>, memref<4x3x3x3xf32>) outs(%y : memref<1x4x4x4xf32>)
+  return
+}
+
+// -----
+
+// A stride-2 convolution that reuses each input element enough (16 output
+// channels x 9 window positions over 8 x 15 x 15 inputs) reads its input
+// through a copy split into phases, made once: per row of 15, a masked load
+// of 16, the even elements stored at 16 * row and the odd ones (7 of them)
+// at 16 * row + 8. Each output row is then a contiguous (masked) load of
+// the copy: no shuffle in the FMA loop.
+// CHECK-LABEL: func.func @conv_stride2_phase_split
+// CHECK: %[[COPY:.*]] = memref.alloca() : memref<1920xf32>
+// CHECK: scf.for {{.*}} to %c120
+// CHECK: %[[ROW:.*]] = vector.maskedload {{.*}} into vector<16xf32>
+// CHECK: %[[EVEN:.*]] = vector.shuffle %[[ROW]], %[[ROW]] [0, 2, 4, 6, 8, 10, 12, 14]
+// CHECK: vector.store %[[EVEN]], %[[COPY]]
+// CHECK: %[[ODD:.*]] = vector.shuffle %[[ROW]], %[[ROW]] [1, 3, 5, 7, 9, 11, 13, 15]
+// CHECK: vector.maskedstore %[[COPY]][{{.*}}], {{.*}}, %[[ODD]]
+// CHECK-NOT: vector.shuffle
+// CHECK: vector.maskedload %[[COPY]]
+// CHECK-NOT: vector.shuffle
+// CHECK: vector.fma
+// CHECK-NOT: vector.shuffle
+// CHECK: return
+func.func @conv_stride2_phase_split(%x: memref<1x8x15x15xf32>, %w: memref<16x8x3x3xf32>, %y: memref<1x16x7x7xf32>) {
+  linalg.conv_2d_nchw_fchw {strides = dense<2> : tensor<2xi64>, dilations = dense<1> : tensor<2xi64>}
+    ins(%x, %w : memref<1x8x15x15xf32>, memref<16x8x3x3xf32>) outs(%y : memref<1x16x7x7xf32>)
   return
 }
 

@@ -4,7 +4,7 @@ codegen-vectorize-contractions turns every matmul and convolution (whole ops
 on the host reference path, per-tile pieces in the IPU model's vertices) into
 register tiles of vector FMAs. These shapes exercise its edge cases: rows left
 over after blocks of 8, masked last vectors, gathered rows of strided
-convolutions, an output whose last dimension is 1, output rows and columns
+convolutions, strided inputs read through a copy split into phases, an output whose last dimension is 1, output rows and columns
 merged into one vector dimension (1x1 convolutions), grouped and dilated
 windows, a long reduction, and the reductions that are not products (max
 pooling, sums). Both paths must match PyTorch (fp32, 1e-5 relative to the
@@ -31,6 +31,8 @@ def r(*shape, seed=0):
 CASES = {
     "matmul_row_and_column_tails": (MatMul(), [r(2, 11, 7), r(7, 37, seed=1)]),
     "conv_stride2_gathered_rows": (torch.nn.Conv2d(5, 11, 3, stride=2), [r(1, 5, 23, 21)]),
+    # Rows of 19 split into 3 phases of 7, 6 and 6 elements.
+    "conv_stride3_phase_split": (torch.nn.Conv2d(12, 24, 5, stride=3), [r(1, 12, 23, 19)]),
     "conv_unit_last_dim": (torch.nn.Conv2d(6, 10, (3, 1), padding=(1, 0)), [r(1, 6, 19, 1)]),
     "conv_depthwise_dilated": (torch.nn.Conv2d(8, 8, 3, groups=8, dilation=2, padding=2),
                                [r(1, 8, 17, 17)]),

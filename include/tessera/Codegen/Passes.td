@@ -82,6 +82,14 @@ def VectorizeContractions : Pass<"codegen-vectorize-contractions", "::mlir::Modu
     rows), so each broadcast scalar serves several FMAs and the FMAs in
     flight hide their latency: 6 x 2 x 1 accumulators.
 
+    A strided input (a stride-s convolution's) whose storage is dense and
+    whose elements each take part in >= 16 of the op's iterations is read
+    through a copy split into phases, made once at the start (a stack
+    buffer of <= 64 KiB, s <= 4): each row of its last dimension becomes s
+    runs (elements p, p + s, p + 2s, ...), so the row a tile reads is one
+    contiguous run instead of a wider load and a shuffle per vector. The
+    copy is a masked load, s shuffles and s stores per s vectors of input.
+
     A `linalg.fill` or copy right before the op that only sets its output
     (the op writes every output element, and reads no other copy of it) is
     folded in: the accumulators start as the fill's value, or are loaded
