@@ -71,3 +71,34 @@ def test_contraction_on_ipu_model_and_reference(name, tmp_path):
         assert result.returncode == 0, result.stderr
         np.testing.assert_allclose(np.load(out)["y"], expected, rtol=1e-5,
                                    atol=1e-5 * scale, err_msg=" ".join(flags) or "IPU model")
+
+
+def test_perf_map_names_the_vertex_kernels(tmp_path):
+    """TESSERA_PERF_MAP=1: the runtime writes perf's /tmp/perf-<pid>.map,
+    one "address size name" line per function of the linked code."""
+    import os
+    import subprocess
+    module, inputs = CASES["conv_stride3_phase_split"]
+    onnx_path, tess = tmp_path / "m.onnx", tmp_path / "m.tess"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module.eval(), tuple(inputs), str(onnx_path), input_names=["x0"],
+                          output_names=["y"], opset_version=17)
+    assert run([tool("tessera-compile"), str(onnx_path), "-o", str(tess)]).returncode == 0
+    np.save(tmp_path / "x0.npy", inputs[0].numpy())
+    process = subprocess.Popen([tool("tessera-run"), str(tess), "--input", f"x0={tmp_path / 'x0.npy'}"],
+                               env={**os.environ, "TESSERA_PERF_MAP": "1"},
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    _, stderr = process.communicate()
+    path = f"/tmp/perf-{process.pid}.map"
+    try:
+        assert process.returncode == 0, stderr
+        lines = [line.split() for line in open(path)]
+    finally:
+        if os.path.exists(path):
+            os.remove(path)
+    names = {name for _, _, name in lines}
+    assert any(n.startswith("vertex_cs") for n in names), names
+    assert "main" in names
+    for address, size, _ in lines:
+        assert int(address, 16) > 0 and int(size, 16) > 0
