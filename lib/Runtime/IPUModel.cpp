@@ -352,6 +352,8 @@ struct IPUModel::Impl {
   void runExchange(const StepTable &t);
   void runVertices(const VertexTable &t, llvm::ArrayRef<RowCopy> exchange);
   void computeCost();
+  /// Step t's estimated cost (computeCost; reads only the program).
+  StepCost stepCost(size_t t) const;
 };
 
 void IPUModel::Impl::gatherRows(int64_t var, const Box &region, int64_t toOffset,
@@ -772,7 +774,6 @@ void IPUModel::Impl::runVertices(const VertexTable &t,
 
 void IPUModel::Impl::computeCost() {
   const ExecutableMetadata &meta = executable.metadata();
-  int64_t sync = target.numIPUs > 1 ? target.globalSyncCycles : target.syncCycles;
   double hostBytesPerCycle = target.hostLinkBytesPerSecond / target.clockHz;
   auto stream = [&](const char *name, const std::vector<TensorInfo> &tensors) {
     StepCost s;
@@ -784,64 +785,71 @@ void IPUModel::Impl::computeCost() {
     return s;
   };
   cost.steps.push_back(stream("stream-in", meta.inputs));
-  for (size_t t = 0; t < program.steps.size(); ++t) {
-    const Step &step = program.steps[t];
-    StepCost s;
-    s.name = program.stepName(t);
-    s.location = program.stepLocation(t);
-    ExchangeCounter exchange(target);
-    if (step.kind == Step::Kind::Compute) {
-      const ComputeSet &cs = program.computeSets[step.index];
-      // Per input, the regions already sent (to any tile, and to each IPU):
-      // vertices reading the same region (a weight block several tiles
-      // share) receive one broadcast of it.
-      std::vector<std::set<std::vector<int64_t>>> sentRegions(cs.inputs.size());
-      std::vector<std::set<std::vector<int64_t>>> linkedRegions(cs.inputs.size());
-      for (const Vertex &vx : vertices(cs)) {
-        Box loops = cs.loopBox(vx.piece);
-        int64_t padding = 0; // bytes the vertex writes into its receive buffers
-        for (size_t i = 0; i < cs.inputs.size(); ++i) {
-          const auto &in = cs.inputs[i];
-          Box region = in.map.region(loops, program.variables[in.var].shape);
-          if (isLocalPiece(program, in.var, region, vx.tile))
-            continue;
-          padding += paddingBytes(program, in.var, region);
-          std::vector<int64_t> key(region.offsets.begin(), region.offsets.end());
-          key.insert(key.end(), region.sizes.begin(), region.sizes.end());
-          bool send = sentRegions[i].insert(key).second;
-          key.push_back(vx.tile / target.tilesPerIPU);
-          bool link = linkedRegions[i].insert(std::move(key)).second;
-          int64_t eb = program.variables[in.var].elementBytes();
-          Box inStorage;
-          if (!forEachOverlap(program, in.var, region, inStorage, [&](const Overlap &o) {
-                exchange.move(o.tile, vx.tile, o.part.numElements() * eb,
-                              rowCount(o.piece, inStorage, o.part), send, link);
-              }))
-            forEachRun(program, in.var, region, [&](const Run &r) {
-              if (r.tile != kPaddingTile) // padding is the vertex's, not sent
-                exchange.move(r.tile, vx.tile, r.count * eb, 1, send, link);
-            });
-        }
-        if (const Kernel *k = cs.kernelFor(vx.piece.sizes))
-          s.computeCycles =
-              std::max(s.computeCycles, k->cycles + target.fillCycles(padding));
-        ++s.tilesUsed;
-      }
-      s.macs = cs.macs;
-    } else {
-      const Copy &copy = program.copies[step.index];
-      int64_t eb = program.variables[copy.src].elementBytes();
-      for (const Segment &seg : copySegments(program, copy))
-        exchange.move(seg.srcTile, seg.dstTile, seg.count * eb, 1);
-    }
-    s.exchangeCycles = exchange.cycles();
-    s.exchangeBytes = exchange.total;
-    s.syncCycles = sync;
+  // Steps are costed independently: on the host's threads.
+  std::vector<StepCost> steps(program.steps.size());
+  pool->run(steps.size(), [&](size_t t) { steps[t] = stepCost(t); });
+  for (StepCost &s : steps)
     cost.steps.push_back(std::move(s));
-  }
   cost.steps.push_back(stream("stream-out", meta.outputs));
   for (const StepCost &s : cost.steps)
     cost.totalCycles += s.total();
+}
+
+StepCost IPUModel::Impl::stepCost(size_t t) const {
+  int64_t sync = target.numIPUs > 1 ? target.globalSyncCycles : target.syncCycles;
+  const Step &step = program.steps[t];
+  StepCost s;
+  s.name = program.stepName(t);
+  s.location = program.stepLocation(t);
+  ExchangeCounter exchange(target);
+  if (step.kind == Step::Kind::Compute) {
+    const ComputeSet &cs = program.computeSets[step.index];
+    // Per input, the regions already sent (to any tile, and to each IPU):
+    // vertices reading the same region (a weight block several tiles
+    // share) receive one broadcast of it.
+    std::vector<std::set<std::vector<int64_t>>> sentRegions(cs.inputs.size());
+    std::vector<std::set<std::vector<int64_t>>> linkedRegions(cs.inputs.size());
+    for (const Vertex &vx : vertices(cs)) {
+      Box loops = cs.loopBox(vx.piece);
+      int64_t padding = 0; // bytes the vertex writes into its receive buffers
+      for (size_t i = 0; i < cs.inputs.size(); ++i) {
+        const auto &in = cs.inputs[i];
+        Box region = in.map.region(loops, program.variables[in.var].shape);
+        if (isLocalPiece(program, in.var, region, vx.tile))
+          continue;
+        padding += paddingBytes(program, in.var, region);
+        std::vector<int64_t> key(region.offsets.begin(), region.offsets.end());
+        key.insert(key.end(), region.sizes.begin(), region.sizes.end());
+        bool send = sentRegions[i].insert(key).second;
+        key.push_back(vx.tile / target.tilesPerIPU);
+        bool link = linkedRegions[i].insert(std::move(key)).second;
+        int64_t eb = program.variables[in.var].elementBytes();
+        Box inStorage;
+        if (!forEachOverlap(program, in.var, region, inStorage, [&](const Overlap &o) {
+              exchange.move(o.tile, vx.tile, o.part.numElements() * eb,
+                            rowCount(o.piece, inStorage, o.part), send, link);
+            }))
+          forEachRun(program, in.var, region, [&](const Run &r) {
+            if (r.tile != kPaddingTile) // padding is the vertex's, not sent
+              exchange.move(r.tile, vx.tile, r.count * eb, 1, send, link);
+          });
+      }
+      if (const Kernel *k = cs.kernelFor(vx.piece.sizes))
+        s.computeCycles =
+            std::max(s.computeCycles, k->cycles + target.fillCycles(padding));
+      ++s.tilesUsed;
+    }
+    s.macs = cs.macs;
+  } else {
+    const Copy &copy = program.copies[step.index];
+    int64_t eb = program.variables[copy.src].elementBytes();
+    for (const Segment &seg : copySegments(program, copy))
+      exchange.move(seg.srcTile, seg.dstTile, seg.count * eb, 1);
+  }
+  s.exchangeCycles = exchange.cycles();
+  s.exchangeBytes = exchange.total;
+  s.syncCycles = sync;
+  return s;
 }
 
 IPUModel::IPUModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -960,10 +968,14 @@ Expected<std::unique_ptr<IPUModel>> IPUModel::create(const Executable &executabl
 
   impl->pool = std::make_unique<PhasePool>(
       llvm::hardware_concurrency(threads).compute_thread_count());
-  for (const Step &step : p.steps)
-    impl->tables.push_back(step.kind == Step::Kind::Compute
-                               ? impl->computeTable(step.index)
-                               : impl->copyTable(p.copies[step.index]));
+  // Each step's table depends only on the program and the plan: the steps
+  // are resolved on the host's threads (most of the load time).
+  impl->tables.resize(p.steps.size());
+  impl->pool->run(p.steps.size(), [&](size_t s) {
+    const Step &step = p.steps[s];
+    impl->tables[s] = step.kind == Step::Kind::Compute ? impl->computeTable(step.index)
+                                                       : impl->copyTable(p.copies[step.index]);
+  });
   impl->computeCost();
   return std::unique_ptr<IPUModel>(new IPUModel(std::move(impl)));
 }
