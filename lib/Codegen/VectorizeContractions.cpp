@@ -980,14 +980,13 @@ struct VectorizeContractions
     for (linalg::GenericOp op : ops) {
       // No stack for copies outside a function.
       Operation *function = op->getParentOfType<FunctionOpInterface>();
-      int64_t &used = function ? stackUsed[function] : stackUsed[nullptr];
-      if (!function)
-        used = kMaxPhaseSplitBytesPerFunction;
-      std::optional<Plan> plan =
-          planContraction(op, kMaxPhaseSplitBytesPerFunction - used);
+      int64_t stackLeft =
+          function ? kMaxPhaseSplitBytesPerFunction - stackUsed[function] : 0;
+      std::optional<Plan> plan = planContraction(op, stackLeft);
       if (!plan)
         continue;
-      used += plan->stackBytes;
+      if (function)
+        stackUsed[function] += plan->stackBytes;
       b.setInsertionPoint(op);
       Emitter(b, *plan).emit();
       op.erase();

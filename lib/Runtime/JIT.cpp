@@ -80,12 +80,13 @@ void writePerfMap(llvm::orc::LLJIT &jit, llvm::ArrayRef<llvm::StringRef> objects
       auto type = symbol.getType();
       auto name = symbol.getName();
       auto flags = symbol.getFlags();
-      if (!type || !name || !flags || *type != llvm::object::SymbolRef::ST_Function ||
-          !(*flags & llvm::object::SymbolRef::SF_Global) ||
-          (*flags & llvm::object::SymbolRef::SF_Undefined)) {
-        if (!type) llvm::consumeError(type.takeError());
-        if (!name) llvm::consumeError(name.takeError());
-        if (!flags) llvm::consumeError(flags.takeError());
+      bool defined = type && name && flags && *type == llvm::object::SymbolRef::ST_Function &&
+                     (*flags & llvm::object::SymbolRef::SF_Global) &&
+                     !(*flags & llvm::object::SymbolRef::SF_Undefined);
+      if (!defined) {
+        llvm::consumeError(type.takeError()); // success when it was read
+        llvm::consumeError(name.takeError());
+        llvm::consumeError(flags.takeError());
         continue;
       }
       uint64_t size = llvm::object::ELFSymbolRef(symbol).getSize();
