@@ -10,6 +10,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Object/ELFObjectFile.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/TargetSelect.h"
@@ -17,6 +18,7 @@
 #include "llvm/TargetParser/Host.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -100,10 +102,19 @@ void writePerfMap(llvm::orc::LLJIT &jit, llvm::ArrayRef<llvm::StringRef> objects
   }
   std::sort(functions.begin(), functions.end());
   std::string path = "/tmp/perf-" + std::to_string(llvm::sys::Process::getProcessId()) + ".map";
+  // A process may link several executables (a Python session, or the IPU
+  // model next to the host reference): the first map starts the file, the
+  // others add to it.
+  static std::atomic<bool> started{false};
   std::error_code ec;
-  llvm::raw_fd_ostream out(path, ec);
-  if (ec)
+  llvm::raw_fd_ostream out(path, ec,
+                           started.exchange(true) ? llvm::sys::fs::OF_Append
+                                                  : llvm::sys::fs::OF_None);
+  if (ec) {
+    llvm::errs() << "warning: TESSERA_PERF_MAP: cannot write " << path << ": "
+                 << ec.message() << "; perf will show the kernels as bare addresses\n";
     return;
+  }
   for (const auto &[address, f] : functions)
     out << llvm::format_hex_no_prefix(address, 1) << ' '
         << llvm::format_hex_no_prefix(f.first, 1) << ' ' << f.second << '\n';
