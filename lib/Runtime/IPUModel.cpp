@@ -4,7 +4,10 @@
 // (reserved, not committed: pages are touched only where the plan places
 // data). Every address a step touches comes from the memory plan and the
 // pieces' run decomposition (forEachRun), the same functions the compiler
-// planned with.
+// planned with -- but for activations that live only within a run: on the
+// host those sit in a compact staging area past the tiles (planStaging),
+// which stays in the host's caches; the plan still gives them their bytes
+// in the tiles' memory, so what fits and what a run computes are the same.
 //
 // A compute step is the exchange phase (each vertex gathers the operand
 // regions it cannot read in place into its receive buffer), a barrier, and
@@ -289,14 +292,25 @@ struct IPUModel::Impl {
       munmap(memory, memoryBytes);
   }
 
+  /// Where a staged variable lives on the host (see planStaging): its piece
+  /// on tile t at `at` + (t - firstTile) * pieceStride bytes from `memory`.
+  struct Staged {
+    int64_t at = -1; ///< -1: in its tiles' memory
+    int64_t firstTile = 0, pieceStride = 0;
+  };
+  std::vector<Staged> staged; ///< per variable (those with storage)
+  int64_t stagingBytes = 0;
+
   char *address(int64_t tile, int64_t offset) {
     return memory + tile * plan.bytesPerTile + offset;
   }
   /// Where element `pieceOffset` of `var`'s piece on `tile` is stored.
   char *element(int64_t var, int64_t tile, int64_t pieceOffset) {
     int64_t s = program.storageIndex(var);
-    return address(tile, plan.variableOffset[s]) +
-           pieceOffset * program.variables[var].elementBytes();
+    int64_t bytes = pieceOffset * program.variables[var].elementBytes();
+    if (const Staged &st = staged[s]; st.at >= 0)
+      return memory + st.at + (tile - st.firstTile) * st.pieceStride + bytes;
+    return address(tile, plan.variableOffset[s]) + bytes;
   }
   /// Host buffer (region row-major) -> tiles.
   void scatter(int64_t var, const Box &region, const char *from) {
@@ -347,6 +361,9 @@ struct IPUModel::Impl {
   /// step), row-major, merging only with rows from `mergeFrom` on.
   void gatherRows(int64_t var, const Box &region, int64_t toOffset,
                   std::vector<RowCopy> &rows, size_t mergeFrom);
+  /// Which variables live in the staging area (sets `staged`, offsets from
+  /// the area's start); returns the area's bytes.
+  int64_t planStaging();
   StepTable computeTable(int64_t c);
   StepTable copyTable(const Copy &copy);
   void runExchange(const StepTable &t);
@@ -393,6 +410,100 @@ void IPUModel::Impl::gatherRows(int64_t var, const Box &region, int64_t toOffset
                        toOffset + r.regionOffset * eb, r.count * eb, 1, 0, 0},
                mergeFrom);
   });
+}
+
+namespace {
+/// Variables larger than this stay in their tiles' memory: the staging
+/// area is there to be reused while it is in the host's caches.
+constexpr int64_t kMaxStagedBytes = 16 << 20;
+} // namespace
+
+int64_t IPUModel::Impl::planStaging() {
+  // Tile memory is large, and a step writes its outputs at their own
+  // offsets on up to every tile, 624 KiB apart: on the host, most of those
+  // writes miss the caches, so each line is read from DRAM, written, and
+  // later written back. Yet an activation defined and used within one run
+  // (written first, by a step that does not read it) is seen by no one but
+  // the steps that access it. On the host, such a variable lives in a
+  // staging area instead: its pieces side by side, at a place no variable
+  // live at any of the same steps takes -- the lowest such place, so that
+  // the area's first bytes are reused by step after step and stay in the
+  // host's caches. The memory plan still places every variable in its
+  // tiles' memory, as on the chip; what a run computes is the same.
+  size_t n = program.variables.size();
+  staged.assign(n, Staged{});
+  if (const char *off = std::getenv("TESSERA_NO_STAGING"); off && *off && *off != '0')
+    return 0; // every variable in its tiles' memory (to rule staging out)
+  std::vector<int64_t> first(n, -1), last(n, -1);
+  std::vector<bool> eligible(n, true);
+  for (int64_t v : program.inputs)
+    eligible[program.storageIndex(v)] = false;
+  for (int64_t v : program.outputs)
+    eligible[program.storageIndex(v)] = false;
+  auto access = [&](int64_t var, int64_t step, bool write) {
+    int64_t s = program.storageIndex(var);
+    if (first[s] < 0) {
+      first[s] = step;
+      eligible[s] = eligible[s] && write; // read before written: a value from before
+    } else if (first[s] == step && !write) {
+      eligible[s] = false; // read where first written: updated in place
+    }
+    last[s] = step;
+  };
+  for (size_t t = 0; t < program.steps.size(); ++t) {
+    const Step &step = program.steps[t];
+    if (step.kind == Step::Kind::Compute) {
+      const ComputeSet &cs = program.computeSets[step.index];
+      for (int64_t out : cs.outputs)
+        access(out, t, /*write=*/true);
+      for (const auto &in : cs.inputs)
+        access(in.var, t, /*write=*/false);
+    } else {
+      const Copy &copy = program.copies[step.index];
+      access(copy.dst, t, /*write=*/true);
+      access(copy.src, t, /*write=*/false);
+    }
+  }
+  std::vector<int64_t> order;
+  for (size_t v = 0; v < n; ++v) {
+    const Variable &var = program.variables[v];
+    if (var.base < 0 && var.kind == VarKind::Activation && eligible[v] && first[v] >= 0)
+      order.push_back(v);
+  }
+  llvm::stable_sort(order, [&](int64_t a, int64_t b) { return first[a] < first[b]; });
+  struct Placed {
+    int64_t first, last, at, end;
+  };
+  std::vector<Placed> placed;
+  int64_t areaBytes = 0;
+  for (int64_t v : order) {
+    const Variable &var = program.variables[v];
+    int64_t lowest = std::numeric_limits<int64_t>::max(), highest = -1;
+    var.mapping.forEachPiece([&](int64_t tile, const Box &) {
+      lowest = std::min(lowest, tile);
+      highest = std::max(highest, tile);
+    });
+    int64_t stride = (var.mapping.maxPieceElements() * var.elementBytes() + 63) / 64 * 64;
+    int64_t bytes = (highest - lowest + 1) * stride;
+    if (highest < 0 || bytes > kMaxStagedBytes)
+      continue;
+    // The lowest offset clear of every placed variable live at once.
+    std::vector<std::pair<int64_t, int64_t>> taken;
+    for (const Placed &p : placed)
+      if (p.first <= last[v] && first[v] <= p.last)
+        taken.emplace_back(p.at, p.end);
+    llvm::sort(taken);
+    int64_t at = 0;
+    for (auto [lo, hi] : taken) {
+      if (at + bytes <= lo)
+        break;
+      at = std::max(at, hi);
+    }
+    placed.push_back({first[v], last[v], at, at + bytes});
+    staged[v] = Staged{at, lowest, stride};
+    areaBytes = std::max(areaBytes, at + bytes);
+  }
+  return areaBytes;
 }
 
 namespace {
@@ -924,7 +1035,13 @@ Expected<std::unique_ptr<IPUModel>> IPUModel::create(const Executable &executabl
     offset = areaAt;
     areaAt += kPaddingAreaBytes;
   }
-  impl->memoryBytes = impl->paddingAreas.empty() ? tileBytes : areaAt;
+  // Then, from a page boundary, the staging area.
+  int64_t stagingAt = (areaAt + 4095) / 4096 * 4096;
+  impl->stagingBytes = impl->planStaging();
+  for (Impl::Staged &st : impl->staged)
+    if (st.at >= 0)
+      st.at += stagingAt;
+  impl->memoryBytes = stagingAt + impl->stagingBytes;
   void *memory = mmap(nullptr, impl->memoryBytes, PROT_READ | PROT_WRITE,
                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (memory == MAP_FAILED)
@@ -1080,6 +1197,7 @@ json::Value IPUModel::profileJSON() const {
       {"compute_cycles", compute},
       {"host_exchange_ms", hostExchange},
       {"host_compute_ms", hostCompute},
+      {"host_staging_bytes", m.stagingBytes},
       {"steps", std::move(steps)},
       {"memory", memoryReportJSON(m.program, m.plan)}};
 }

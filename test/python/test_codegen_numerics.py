@@ -102,3 +102,46 @@ def test_perf_map_names_the_vertex_kernels(tmp_path):
     assert "main" in names
     for address, size, _ in lines:
         assert int(address, 16) > 0 and int(size, 16) > 0
+
+
+class Residual(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(16, 32, 3, padding=1)
+        self.conv2 = torch.nn.Conv2d(32, 16, 3, padding=1)
+
+    def forward(self, x):
+        return torch.relu(x + self.conv2(torch.relu(self.conv1(x))))
+
+
+def test_staging_area_changes_no_result(tmp_path):
+    """Activations that live only within a run sit, on the host, in a
+    compact staging area rather than in their tiles' memory; with
+    TESSERA_NO_STAGING=1 everything stays in tile memory. The outputs are
+    bit for bit the same, and only the profile's host_staging_bytes tells
+    the two apart."""
+    import json
+    import os
+    torch.manual_seed(0)
+    module, x = Residual().eval(), r(1, 16, 24, 24)
+    onnx_path, tess = tmp_path / "m.onnx", tmp_path / "m.tess"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module, (x,), str(onnx_path), input_names=["x0"],
+                          output_names=["y"], opset_version=17)
+    assert run([tool("tessera-compile"), str(onnx_path), "-o", str(tess)]).returncode == 0
+    np.save(tmp_path / "x0.npy", x.numpy())
+    outputs, staged = {}, {}
+    for setting in ["0", "1"]:
+        out, profile = tmp_path / f"out{setting}.npz", tmp_path / f"profile{setting}"
+        result = run([tool("tessera-run"), str(tess), "--input", f"x0={tmp_path / 'x0.npy'}",
+                      "--output", str(out), "--profile", str(profile)],
+                     env={**os.environ, "TESSERA_NO_STAGING": setting})
+        assert result.returncode == 0, result.stderr
+        outputs[setting] = np.load(out)["y"]
+        staged[setting] = json.load(open(profile / "profile.json"))["host_staging_bytes"]
+    assert staged["0"] > 0 and staged["1"] == 0, staged
+    assert np.array_equal(outputs["0"], outputs["1"])
+    with torch.no_grad():
+        expected = module(x).numpy()
+    np.testing.assert_allclose(outputs["0"], expected, rtol=1e-5, atol=1e-5 * np.abs(expected).max())

@@ -323,6 +323,9 @@ TEST(IPUModel, ComputesExchangesAndCopiesLikeTheProgramSays) {
   const llvm::json::Array &steps = *o->getArray("steps");
   EXPECT_EQ(steps[1].getAsObject()->getBoolean("host_fused"), true);
   EXPECT_EQ(steps[2].getAsObject()->getBoolean("host_fused"), false);
+  // y, written by cs0 and read only by the copies, lives in the host's
+  // staging area: its pieces on tiles 2..4, 72 bytes each, 64-byte aligned.
+  EXPECT_EQ(o->getInteger("host_staging_bytes"), 3 * 128);
   EXPECT_TRUE(o->getObject("memory"));
   llvm::json::Value trace = (*model)->traceJSON();
   const llvm::json::Array *events = trace.getAsObject()->getArray("traceEvents");
@@ -523,6 +526,65 @@ TEST(IPUModel, RunsCopyOnlyProgramsWithoutCode) {
   auto wrong = (*model)->run({tensor({4, 3}, std::vector<float>(12))});
   ASSERT_FALSE(static_cast<bool>(wrong));
   EXPECT_EQ(llvm::toString(wrong.takeError()), "input 'a' must be 4x4xf32, got 4x3xf32");
+}
+
+TEST(IPUModel, StagedActivationsKeepTheirBytesWhileLive) {
+  // x -> a (step 0); a's rows 2-3 -> b (1), rows 0-1 -> c (2); b -> d (3),
+  // c -> e (4). a, b and c live only within a run, all three at step 2:
+  // on the host they share the staging area without sharing bytes (were
+  // b placed over a, c would read b's rows instead of a's).
+  ExecutableMetadata meta;
+  meta.target = "ipu2";
+  meta.tilesPerIPU = 8;
+  meta.inputs = {{"x", DType::F32, {4, 4}}};
+  meta.outputs = {{"d", DType::F32, {2, 4}}, {"e", DType::F32, {2, 4}}};
+  MachineProgram &p = meta.program.emplace();
+  auto single = [](const char *name, std::vector<int64_t> shape, VarKind kind, int64_t tile) {
+    return variable(name, shape, kind, TileMapping::singleTile(shape, tile));
+  };
+  p.variables.push_back(single("x", {4, 4}, VarKind::Input, 0));
+  p.variables.push_back(single("a", {4, 4}, VarKind::Activation, 1));
+  p.variables.push_back(single("b", {2, 4}, VarKind::Activation, 2));
+  p.variables.push_back(single("c", {2, 4}, VarKind::Activation, 3));
+  p.variables.push_back(single("d", {2, 4}, VarKind::Activation, 4));
+  p.variables.push_back(single("e", {2, 4}, VarKind::Activation, 5));
+  p.copies.push_back({0, 1, Box{{0, 0}, {4, 4}}, {0, 0}, ""});
+  p.copies.push_back({1, 2, Box{{2, 0}, {2, 4}}, {0, 0}, ""});
+  p.copies.push_back({1, 3, Box{{0, 0}, {2, 4}}, {0, 0}, ""});
+  p.copies.push_back({2, 4, Box{{0, 0}, {2, 4}}, {0, 0}, ""});
+  p.copies.push_back({3, 5, Box{{0, 0}, {2, 4}}, {0, 0}, ""});
+  for (int64_t i = 0; i < 5; ++i)
+    p.steps.push_back({Step::Kind::Copy, i});
+  p.inputs = {0};
+  p.outputs = {4, 5};
+  std::string path = tempPath();
+  ASSERT_FALSE(static_cast<bool>(writeExecutable(path, meta, "", {})));
+  auto exe = Executable::load(path);
+  llvm::sys::fs::remove(path);
+  ASSERT_TRUE(static_cast<bool>(exe)) << llvm::toString(exe.takeError());
+  std::vector<float> x(16);
+  for (int i = 0; i < 16; ++i)
+    x[i] = i;
+  std::vector<float> rows01(x.begin(), x.begin() + 8), rows23(x.begin() + 8, x.end());
+  // TESSERA_NO_STAGING=1 keeps everything in tile memory, with the same
+  // results.
+  for (bool staging : {true, false}) {
+    if (!staging)
+      setenv("TESSERA_NO_STAGING", "1", 1);
+    auto model = IPUModel::create(**exe);
+    unsetenv("TESSERA_NO_STAGING");
+    ASSERT_TRUE(static_cast<bool>(model)) << llvm::toString(model.takeError());
+    for (int repeat = 0; repeat < 2; ++repeat) {
+      auto out = (*model)->run({tensor({4, 4}, x)});
+      ASSERT_TRUE(static_cast<bool>(out)) << llvm::toString(out.takeError());
+      EXPECT_EQ(values((*out)[0]), rows23);
+      EXPECT_EQ(values((*out)[1]), rows01);
+    }
+    // a takes 64 bytes, b and c 32 each, 64-byte aligned; d and e are the
+    // program's outputs, read after the run, so they stay in tile memory.
+    llvm::json::Value profile = (*model)->profileJSON();
+    EXPECT_EQ(profile.getAsObject()->getInteger("host_staging_bytes"), staging ? 192 : 0);
+  }
 }
 
 TEST(IPUModel, ReportsWhatCannotRun) {
