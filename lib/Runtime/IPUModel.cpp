@@ -293,10 +293,12 @@ struct IPUModel::Impl {
   }
 
   /// Where a staged variable lives on the host (see planStaging): its piece
-  /// on tile t at `at` + (t - firstTile) * pieceStride bytes from `memory`.
+  /// on tile t at `at` + slot[t - firstTile] * pieceStride bytes from
+  /// `memory` (the pieces in tile order).
   struct Staged {
     int64_t at = -1; ///< -1: in its tiles' memory
     int64_t firstTile = 0, pieceStride = 0;
+    std::vector<uint32_t> slot;
   };
   std::vector<Staged> staged; ///< per variable (those with storage)
   int64_t stagingBytes = 0;
@@ -309,7 +311,7 @@ struct IPUModel::Impl {
     int64_t s = program.storageIndex(var);
     int64_t bytes = pieceOffset * program.variables[var].elementBytes();
     if (const Staged &st = staged[s]; st.at >= 0)
-      return memory + st.at + (tile - st.firstTile) * st.pieceStride + bytes;
+      return memory + st.at + st.slot[tile - st.firstTile] * st.pieceStride + bytes;
     return address(tile, plan.variableOffset[s]) + bytes;
   }
   /// Host buffer (region row-major) -> tiles.
@@ -428,8 +430,9 @@ int64_t IPUModel::Impl::planStaging() {
   // staging area instead: its pieces side by side, at a place no variable
   // live at any of the same steps takes -- the lowest such place, so that
   // the area's first bytes are reused by step after step and stay in the
-  // host's caches. The memory plan still places every variable in its
-  // tiles' memory, as on the chip; what a run computes is the same.
+  // host's caches. Weights and constants follow, each one's pieces side by
+  // side. The memory plan still places every variable in its tiles'
+  // memory, as on the chip; what a run computes is the same.
   size_t n = program.variables.size();
   staged.assign(n, Staged{});
   if (const char *off = std::getenv("TESSERA_NO_STAGING"); off && *off && *off != '0')
@@ -471,21 +474,33 @@ int64_t IPUModel::Impl::planStaging() {
       order.push_back(v);
   }
   llvm::stable_sort(order, [&](int64_t a, int64_t b) { return first[a] < first[b]; });
+  // A variable's pieces side by side, in tile order, 64-byte aligned.
+  auto layout = [&](const Variable &var) {
+    std::vector<int64_t> tiles;
+    var.mapping.forEachPiece([&](int64_t tile, const Box &piece) {
+      if (piece.numElements() > 0)
+        tiles.push_back(tile);
+    });
+    llvm::sort(tiles);
+    Staged st;
+    st.pieceStride = (var.mapping.maxPieceElements() * var.elementBytes() + 63) / 64 * 64;
+    if (!tiles.empty()) {
+      st.firstTile = tiles.front();
+      st.slot.assign(tiles.back() - tiles.front() + 1, 0);
+      for (size_t k = 0; k < tiles.size(); ++k)
+        st.slot[tiles[k] - st.firstTile] = k;
+    }
+    int64_t bytes = static_cast<int64_t>(tiles.size()) * st.pieceStride;
+    return std::make_pair(std::move(st), bytes);
+  };
   struct Placed {
     int64_t first, last, at, end;
   };
   std::vector<Placed> placed;
   int64_t areaBytes = 0;
   for (int64_t v : order) {
-    const Variable &var = program.variables[v];
-    int64_t lowest = std::numeric_limits<int64_t>::max(), highest = -1;
-    var.mapping.forEachPiece([&](int64_t tile, const Box &) {
-      lowest = std::min(lowest, tile);
-      highest = std::max(highest, tile);
-    });
-    int64_t stride = (var.mapping.maxPieceElements() * var.elementBytes() + 63) / 64 * 64;
-    int64_t bytes = (highest - lowest + 1) * stride;
-    if (highest < 0 || bytes > kMaxStagedBytes)
+    auto [st, bytes] = layout(program.variables[v]);
+    if (bytes == 0 || bytes > kMaxStagedBytes)
       continue;
     // The lowest offset clear of every placed variable live at once.
     std::vector<std::pair<int64_t, int64_t>> taken;
@@ -500,8 +515,22 @@ int64_t IPUModel::Impl::planStaging() {
       at = std::max(at, hi);
     }
     placed.push_back({first[v], last[v], at, at + bytes});
-    staged[v] = Staged{at, lowest, stride};
+    st.at = at;
+    staged[v] = std::move(st);
     areaBytes = std::max(areaBytes, at + bytes);
+  }
+  // Then the weights and constants, one after another: a step reads its
+  // weights as one stream instead of pieces 624 KiB apart.
+  for (size_t v = 0; v < n; ++v) {
+    const Variable &var = program.variables[v];
+    if (var.base >= 0 || (var.kind != VarKind::Weight && var.kind != VarKind::Constant))
+      continue;
+    auto [st, bytes] = layout(var);
+    if (bytes == 0)
+      continue;
+    st.at = areaBytes;
+    staged[v] = std::move(st);
+    areaBytes += bytes;
   }
   return areaBytes;
 }
@@ -1035,8 +1064,9 @@ Expected<std::unique_ptr<IPUModel>> IPUModel::create(const Executable &executabl
     offset = areaAt;
     areaAt += kPaddingAreaBytes;
   }
-  // Then, from a page boundary, the staging area.
-  int64_t stagingAt = (areaAt + 4095) / 4096 * 4096;
+  // Then, from a huge page's boundary, the staging area.
+  constexpr int64_t kHugePage = 2 << 20;
+  int64_t stagingAt = (areaAt + kHugePage - 1) / kHugePage * kHugePage;
   impl->stagingBytes = impl->planStaging();
   for (Impl::Staged &st : impl->staged)
     if (st.at >= 0)
@@ -1048,6 +1078,11 @@ Expected<std::unique_ptr<IPUModel>> IPUModel::create(const Executable &executabl
     return fail("cannot reserve " + llvm::Twine(impl->memoryBytes) +
                 " bytes of tile memory for the IPU model: " + llvm::sys::StrError());
   impl->memory = static_cast<char *>(memory);
+  // The staging area is dense (unlike tile memory, mostly untouched): huge
+  // pages save the host's TLB a miss per 4 KiB of the weights' stream
+  // (a hint; the kernel backs the 2 MiB-aligned stretches of the range).
+  if (impl->stagingBytes > 0)
+    madvise(impl->memory + stagingAt, impl->stagingBytes, MADV_HUGEPAGE);
   for (auto &[key, offset] : impl->paddingAreas) {
     auto [elementBytes, bits] = key;
     for (int64_t at = 0; at + elementBytes <= kPaddingAreaBytes; at += elementBytes)
