@@ -4,10 +4,11 @@
 // (reserved, not committed: pages are touched only where the plan places
 // data). Every address a step touches comes from the memory plan and the
 // pieces' run decomposition (forEachRun), the same functions the compiler
-// planned with -- but for activations that live only within a run: on the
-// host those sit in a compact staging area past the tiles (planStaging),
-// which stays in the host's caches; the plan still gives them their bytes
-// in the tiles' memory, so what fits and what a run computes are the same.
+// planned with -- but for weights, constants and the activations that live
+// only within a run: on the host those sit in a compact staging area past
+// the tiles (planStaging), where they stay in the host's caches or stream
+// through them; the plan still gives them their bytes in the tiles' memory,
+// so what fits and what a run computes are the same.
 //
 // A compute step is the exchange phase (each vertex gathers the operand
 // regions it cannot read in place into its receive buffer), a barrier, and
