@@ -438,43 +438,26 @@ int64_t IPUModel::Impl::planStaging() {
   staged.assign(n, Staged{});
   if (const char *off = std::getenv("TESSERA_NO_STAGING"); off && *off && *off != '0')
     return 0; // every variable in its tiles' memory (to rule staging out)
-  std::vector<int64_t> first(n, -1), last(n, -1);
-  std::vector<bool> eligible(n, true);
+  // Eligible: written before it is read (not read where first written: an
+  // update in place), and not the program's input or output.
+  std::vector<VariableUses> uses = variableUses(program);
+  std::vector<bool> eligible(n);
+  for (size_t v = 0; v < n; ++v)
+    eligible[v] = uses[v].firstWrite >= 0 &&
+                  (uses[v].firstRead < 0 || uses[v].firstRead > uses[v].firstWrite);
   for (int64_t v : program.inputs)
     eligible[program.storageIndex(v)] = false;
   for (int64_t v : program.outputs)
     eligible[program.storageIndex(v)] = false;
-  auto access = [&](int64_t var, int64_t step, bool write) {
-    int64_t s = program.storageIndex(var);
-    if (first[s] < 0) {
-      first[s] = step;
-      eligible[s] = eligible[s] && write; // read before written: a value from before
-    } else if (first[s] == step && !write) {
-      eligible[s] = false; // read where first written: updated in place
-    }
-    last[s] = step;
-  };
-  for (size_t t = 0; t < program.steps.size(); ++t) {
-    const Step &step = program.steps[t];
-    if (step.kind == Step::Kind::Compute) {
-      const ComputeSet &cs = program.computeSets[step.index];
-      for (int64_t out : cs.outputs)
-        access(out, t, /*write=*/true);
-      for (const auto &in : cs.inputs)
-        access(in.var, t, /*write=*/false);
-    } else {
-      const Copy &copy = program.copies[step.index];
-      access(copy.dst, t, /*write=*/true);
-      access(copy.src, t, /*write=*/false);
-    }
-  }
+  auto first = [&](int64_t v) { return uses[v].firstWrite; };
+  auto last = [&](int64_t v) { return uses[v].lastUse; };
   std::vector<int64_t> order;
   for (size_t v = 0; v < n; ++v) {
     const Variable &var = program.variables[v];
-    if (var.base < 0 && var.kind == VarKind::Activation && eligible[v] && first[v] >= 0)
+    if (var.base < 0 && var.kind == VarKind::Activation && eligible[v])
       order.push_back(v);
   }
-  llvm::stable_sort(order, [&](int64_t a, int64_t b) { return first[a] < first[b]; });
+  llvm::stable_sort(order, [&](int64_t a, int64_t b) { return first(a) < first(b); });
   // A variable's pieces side by side, in tile order, 64-byte aligned.
   auto layout = [&](const Variable &var) {
     std::vector<int64_t> tiles;
@@ -506,7 +489,7 @@ int64_t IPUModel::Impl::planStaging() {
     // The lowest offset clear of every placed variable live at once.
     std::vector<std::pair<int64_t, int64_t>> taken;
     for (const Placed &p : placed)
-      if (p.first <= last[v] && first[v] <= p.last)
+      if (p.first <= last(v) && first(v) <= p.last)
         taken.emplace_back(p.at, p.end);
     llvm::sort(taken);
     int64_t at = 0;
@@ -515,7 +498,7 @@ int64_t IPUModel::Impl::planStaging() {
         break;
       at = std::max(at, hi);
     }
-    placed.push_back({first[v], last[v], at, at + bytes});
+    placed.push_back({first(v), last(v), at, at + bytes});
     st.at = at;
     staged[v] = std::move(st);
     areaBytes = std::max(areaBytes, at + bytes);

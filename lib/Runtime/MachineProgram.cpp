@@ -782,6 +782,31 @@ void copyBox(const char *from, const Box &fromBox, char *to, const Box &toBox,
                  [&](const RowCopy &r) { copyRows(from, to, r); });
 }
 
+std::vector<VariableUses> variableUses(const MachineProgram &program) {
+  std::vector<VariableUses> uses(program.variables.size());
+  auto use = [&](int64_t var, int64_t step, bool write) {
+    VariableUses &u = uses[program.storageIndex(var)];
+    int64_t &first = write ? u.firstWrite : u.firstRead;
+    if (first < 0)
+      first = step;
+    u.lastUse = std::max(u.lastUse, step);
+  };
+  for (size_t t = 0; t < program.steps.size(); ++t) {
+    const Step &step = program.steps[t];
+    if (step.kind == Step::Kind::Compute) {
+      const ComputeSet &cs = program.computeSets[step.index];
+      for (const auto &in : cs.inputs)
+        use(in.var, t, /*write=*/false);
+      for (int64_t out : cs.outputs)
+        use(out, t, /*write=*/true);
+    } else {
+      use(program.copies[step.index].src, t, /*write=*/false);
+      use(program.copies[step.index].dst, t, /*write=*/true);
+    }
+  }
+  return uses;
+}
+
 bool isLocalPiece(const MachineProgram &program, int64_t var, const Box &region,
                   int64_t tile) {
   if (region.numElements() == 0)

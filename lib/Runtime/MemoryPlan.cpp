@@ -156,35 +156,16 @@ Expected<MemoryPlan> planMemory(const MachineProgram &program, int64_t numTiles,
   const size_t numVars = program.variables.size();
 
   // Liveness of storage variables, from their uses through any view.
-  std::vector<int64_t> firstWrite(numVars, -1), lastUse(numVars, -1);
+  std::vector<VariableUses> uses = variableUses(program);
   std::vector<int64_t> firstRun(program.computeSets.size(), -1),
       lastRun(program.computeSets.size(), -1);
-  auto write = [&](int64_t var, int64_t step) {
-    int64_t s = program.storageIndex(var);
-    if (firstWrite[s] < 0)
-      firstWrite[s] = step;
-    lastUse[s] = std::max(lastUse[s], step);
-  };
-  auto read = [&](int64_t var, int64_t step) {
-    int64_t s = program.storageIndex(var);
-    lastUse[s] = std::max(lastUse[s], step);
-  };
   for (int64_t t = 0; t < numSteps; ++t) {
     const Step &step = program.steps[t];
-    if (step.kind == Step::Kind::Compute) {
-      const ComputeSet &cs = program.computeSets[step.index];
-      if (firstRun[step.index] < 0)
-        firstRun[step.index] = t;
-      lastRun[step.index] = t;
-      for (const auto &in : cs.inputs)
-        read(in.var, t);
-      for (int64_t out : cs.outputs)
-        write(out, t);
-    } else {
-      const Copy &c = program.copies[step.index];
-      read(c.src, t);
-      write(c.dst, t);
-    }
+    if (step.kind != Step::Kind::Compute)
+      continue;
+    if (firstRun[step.index] < 0)
+      firstRun[step.index] = t;
+    lastRun[step.index] = t;
   }
   std::vector<bool> isOutput(numVars, false), isInput(numVars, false);
   for (int64_t v : program.outputs)
@@ -206,8 +187,8 @@ Expected<MemoryPlan> planMemory(const MachineProgram &program, int64_t numTiles,
     a.category = constant ? Weights : Activations;
     bool fromHost = constant || var.kind == VarKind::Input || isInput[v];
     a.order = fromHost ? 0 : 2;
-    a.birth = fromHost || firstWrite[v] < 0 ? 0 : firstWrite[v];
-    a.death = constant || isOutput[v] ? lastStep : std::max(lastUse[v], a.birth);
+    a.birth = fromHost || uses[v].firstWrite < 0 ? 0 : uses[v].firstWrite;
+    a.death = constant || isOutput[v] ? lastStep : std::max(uses[v].lastUse, a.birth);
     int64_t elementBytes = var.elementBytes();
     var.mapping.forEachPiece([&](int64_t tile, const Box &box) {
       if (int64_t bytes = box.numElements() * elementBytes)

@@ -315,6 +315,15 @@ int64_t rowCount(const Box &fromBox, const Box &toBox, const Box &part);
 void copyBox(const char *from, const Box &fromBox, char *to, const Box &toBox,
              const Box &part, int64_t elementBytes);
 
+/// When the program's steps access a storage variable (through any view):
+/// the first step that writes it, the first that reads it, and the last
+/// that does either; -1 where none does.
+struct VariableUses {
+  int64_t firstWrite = -1, firstRead = -1, lastUse = -1;
+};
+/// Per variable (views' entries stay -1: their uses count for their base).
+std::vector<VariableUses> variableUses(const MachineProgram &program);
+
 /// Whether `region` of `var` is exactly the piece `tile` holds (same
 /// elements in the same order), so a vertex on `tile` reads it in place.
 bool isLocalPiece(const MachineProgram &program, int64_t var, const Box &region,
