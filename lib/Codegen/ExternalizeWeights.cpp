@@ -42,6 +42,12 @@ struct ExternalizeWeights
       load.replaceAllUsesWith(entry.getArgument(it->second));
       load.erase();
     }
+    // State arguments and updates (training) name the globals that held
+    // their initial values; the executable has those now.
+    for (unsigned i = 0; i < main.getNumArguments(); ++i)
+      main.removeArgAttr(i, "graph.state");
+    for (unsigned i = 0; i < main.getNumResults(); ++i)
+      main.removeResultAttr(i, StringAttr::get(&getContext(), "graph.state_update"));
     for (auto global : llvm::make_early_inc_range(module.getOps<ml_program::GlobalOp>())) {
       if (!SymbolTable::symbolKnownUseEmpty(global, module)) {
         global.emitError("weight global is read outside @main");

@@ -123,39 +123,104 @@ FailureOr<runtime::TensorInfo> tensorInfo(Type t, StringAttr name, Location loc,
   return info;
 }
 
-/// The signature and weights of @main, in the order codegen passes them.
+/// The bytes of `global`'s initial value (`bytes` long), appended to the
+/// model's weight data; false if the payload cannot be packaged.
+bool appendPayload(ml_program::GlobalOp global, size_t bytes, CompiledModel &model) {
+  Attribute value = global.getValue().value_or(Attribute());
+  if (auto resource = dyn_cast_if_present<DenseResourceElementsAttr>(value);
+      resource && resource.getRawHandle().getBlob() &&
+      resource.getRawHandle().getBlob()->getData().size() == bytes) {
+    model.weightData.push_back(resource.getRawHandle().getBlob()->getData());
+    return true;
+  }
+  auto dense = dyn_cast_if_present<DenseElementsAttr>(value);
+  if (!dense || dense.getElementType().isInteger(1))
+    return false;
+  // Splats store one element: expand them.
+  ArrayRef<char> raw = dense.getRawData();
+  std::vector<char> full;
+  for (size_t at = 0; at < bytes; at += raw.size())
+    full.insert(full.end(), raw.begin(), raw.end());
+  full.resize(bytes);
+  model.owned.push_back(std::move(full));
+  model.weightData.push_back(model.owned.back());
+  return true;
+}
+
+/// The signature, state and weights of @main, in the order codegen passes
+/// them: inputs, state, weights; outputs, then state updates.
 LogicalResult describeModel(ModuleOp module, CompiledModel &model) {
   auto main = module.lookupSymbol<func::FuncOp>("main");
   if (!main)
     return module.emitError("the model has no @main function");
-  // Inputs and outputs by their graph.name (or input<i> / output<i>).
-  auto describe = [&](TypeRange types, auto attrOf, StringRef fallback,
-                      std::vector<runtime::TensorInfo> &into) {
-    for (auto [i, type] : llvm::enumerate(types)) {
-      auto info = tensorInfo(type, attrOf(i, StringAttr(), "graph.name"), main.getLoc(),
-                             attrOf(i, TypeAttr(), "graph.element_type"));
-      if (failed(info))
-        return failure();
-      if (info->name.empty())
-        info->name = fallback.str() + std::to_string(i);
-      into.push_back(*info);
-    }
-    return success();
+  auto infoOf = [&](Type type, StringAttr name, TypeAttr elementType, StringRef fallback,
+                    size_t i) -> FailureOr<runtime::TensorInfo> {
+    auto info = tensorInfo(type, name, main.getLoc(), elementType);
+    if (succeeded(info) && info->name.empty())
+      info->name = fallback.str() + std::to_string(i);
+    return info;
   };
-  if (failed(describe(
-          main.getArgumentTypes(),
-          [&](unsigned i, auto kind, StringRef attr) {
-            return main.getArgAttrOfType<decltype(kind)>(i, attr);
-          },
-          "input", model.inputs)) ||
-      failed(describe(
-          main.getResultTypes(),
-          [&](unsigned i, auto kind, StringRef attr) {
-            return main.getResultAttrOfType<decltype(kind)>(i, attr);
-          },
-          "output", model.outputs)))
-    return failure();
-  // Same order as codegen-externalize-weights: first use in @main.
+  // Inputs by their graph.name (or input<i>); state after them.
+  for (auto [i, type] : llvm::enumerate(main.getArgumentTypes())) {
+    auto info = infoOf(type, main.getArgAttrOfType<StringAttr>(i, "graph.name"),
+                       main.getArgAttrOfType<TypeAttr>(i, "graph.element_type"),
+                       "input", i);
+    if (failed(info))
+      return failure();
+    auto stateRef = main.getArgAttrOfType<FlatSymbolRefAttr>(i, "graph.state");
+    if (!stateRef) {
+      if (!model.state.empty())
+        return main.emitError("input ") << info->name << " follows the state arguments";
+      model.inputs.push_back(*info);
+      continue;
+    }
+    auto global = module.lookupSymbol<ml_program::GlobalOp>(stateRef.getAttr());
+    runtime::StateInfo state;
+    static_cast<runtime::TensorInfo &>(state) = *info;
+    state.name = stateRef.getValue().str();
+    state.role = !global ? runtime::StateInfo::Role::Parameter
+                 : global->hasAttr("graph.hyperparameter")
+                     ? runtime::StateInfo::Role::Hyperparameter
+                 : global->hasAttr("graph.optimizer_state")
+                     ? runtime::StateInfo::Role::OptimizerState
+                     : runtime::StateInfo::Role::Parameter;
+    size_t bytes = state.numElements() * runtime::dtypeSize(state.dtype);
+    if (!global || !appendPayload(global, bytes, model))
+      return main.emitError("the initial value of state '")
+             << state.name << "' cannot be packaged";
+    runtime::WeightInfo w;
+    static_cast<runtime::TensorInfo &>(w) = state;
+    w.reference = false;
+    state.weight = model.weights.size();
+    model.weights.push_back(w);
+    model.state.push_back(state);
+  }
+  // Outputs by their graph.name (or output<i>); state updates after them.
+  for (auto [i, type] : llvm::enumerate(main.getResultTypes())) {
+    auto info = infoOf(type, main.getResultAttrOfType<StringAttr>(i, "graph.name"),
+                       main.getResultAttrOfType<TypeAttr>(i, "graph.element_type"),
+                       "output", i);
+    if (failed(info))
+      return failure();
+    if (main.getResultAttr(i, "graph.loss"))
+      model.loss = info->name;
+    auto updateRef = main.getResultAttrOfType<FlatSymbolRefAttr>(i, "graph.state_update");
+    if (!updateRef) {
+      if (model.outputs.size() != i)
+        return main.emitError("output ") << info->name << " follows the state updates";
+      model.outputs.push_back(*info);
+      continue;
+    }
+    auto it = llvm::find_if(model.state, [&](const runtime::StateInfo &s) {
+      return s.name == updateRef.getValue();
+    });
+    if (it == model.state.end() || it->update >= 0)
+      return main.emitError("state update of ") << updateRef << " has no state argument";
+    it->update = i;
+  }
+  if (auto optimizer = main->getAttrOfType<StringAttr>("graph.optimizer"))
+    model.optimizer = optimizer.str();
+  // Weights in the order of codegen-externalize-weights: first use in @main.
   llvm::StringSet<> seen;
   WalkResult walk = main.walk([&](ml_program::GlobalLoadConstOp load) {
     StringRef name = load.getGlobal().getLeafReference();
@@ -169,22 +234,7 @@ LogicalResult describeModel(ModuleOp module, CompiledModel &model) {
     runtime::WeightInfo w;
     static_cast<runtime::TensorInfo &>(w) = *info;
     size_t bytes = w.numElements() * runtime::dtypeSize(w.dtype);
-    Attribute value = global.getValue().value_or(Attribute());
-    if (auto resource = dyn_cast_if_present<DenseResourceElementsAttr>(value);
-        resource && resource.getRawHandle().getBlob() &&
-        resource.getRawHandle().getBlob()->getData().size() == bytes) {
-      model.weightData.push_back(resource.getRawHandle().getBlob()->getData());
-    } else if (auto dense = dyn_cast_if_present<DenseElementsAttr>(value);
-               dense && !dense.getElementType().isInteger(1)) {
-      // Splats store one element: expand them.
-      ArrayRef<char> raw = dense.getRawData();
-      std::vector<char> full;
-      for (size_t at = 0; at < bytes; at += raw.size())
-        full.insert(full.end(), raw.begin(), raw.end());
-      full.resize(bytes);
-      model.owned.push_back(std::move(full));
-      model.weightData.push_back(model.owned.back());
-    } else {
+    if (!appendPayload(global, bytes, model)) {
       global.emitError("weight payload cannot be packaged (expected a dense or "
                        "dense_resource value of ")
           << bytes << " bytes)";
@@ -261,15 +311,30 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options,
       return failure();
     return pm.run(module);
   };
+  if (options.compileTo == Phase::Training && !options.training.enabled)
+    return emitError(module.getLoc())
+           << "--compile-to=training builds a training step: add --train (and "
+              "--loss, --optimizer)";
+  GraphPipelineOptions graphOptions = options.graph;
+  graphOptions.foldGlobalLayouts &= !options.training.enabled;
   if (failed(runPipeline([&](OpPassManager &pm) {
-        buildGraphPipeline(pm, options.graph);
+        buildGraphPipeline(pm, graphOptions);
       })))
     return failure();
   if (options.afterGraph)
     options.afterGraph(module);
+  if (options.compileTo < Phase::Training)
+    return success();
+  // A training-phase module fed back in already has its optimizer.
+  auto main = module.lookupSymbol<func::FuncOp>("main");
+  if (options.training.enabled && !(main && main->hasAttr("graph.optimizer")) &&
+      failed(runPipeline([&](OpPassManager &pm) {
+        buildTrainingPipeline(pm, options.training);
+      })))
+    return failure();
   if (options.compileTo < Phase::Linalg)
     return success();
-  // Inference models pass through training and partitioning unchanged.
+  // Inference models pass through partitioning unchanged.
   if (failed(runPipeline(buildLinalgPipeline)))
     return failure();
   if (options.compileTo < Phase::Ipu)
@@ -298,12 +363,39 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options,
   FailureOr<runtime::MachineProgram> program = ipu::exportMachineProgram(*mapped);
   if (failed(program) || failed(bindProgramWeights(*mapped, *program, compiled)))
     return failure();
+  program->residentInputs = compiled.state.size();
   compiled.program = std::move(*program);
   OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
   for (auto kernel : mapped->getOps<func::FuncOp>())
     if (kernel->hasAttr(ipu::kVertexAttrName))
       b.clone(*kernel);
   return runPipeline(buildHostLoweringPipeline);
+}
+
+LogicalResult setInputBatch(ModuleOp module, int64_t batch) {
+  auto main = module.lookupSymbol<func::FuncOp>("main");
+  if (!main)
+    return module.emitError("the model has no @main function");
+  SmallVector<Type> types(main.getArgumentTypes());
+  for (auto [i, type] : llvm::enumerate(types)) {
+    auto ranked = dyn_cast<RankedTensorType>(type);
+    if (!ranked || ranked.getRank() == 0 || ranked.getDimSize(0) == batch)
+      continue;
+    auto name = main.getArgAttrOfType<StringAttr>(i, "graph.name");
+    if (!ShapedType::isDynamic(ranked.getDimSize(0)))
+      return main.emitError("micro-batch size ")
+             << batch << ": input '" << (name ? name.getValue() : StringRef("?"))
+             << "' has a fixed batch of " << ranked.getDimSize(0)
+             << "; export the model with a symbolic batch (dynamic_axes) or with "
+                "batch "
+             << batch;
+    SmallVector<int64_t> shape(ranked.getShape());
+    shape[0] = batch;
+    types[i] = ranked.clone(shape);
+    main.getArgument(i).setType(types[i]);
+  }
+  main.setType(FunctionType::get(module.getContext(), types, main.getResultTypes()));
+  return success();
 }
 
 LogicalResult writeExecutableFile(ModuleOp llvmModule, const CompiledModel &model,
@@ -327,6 +419,9 @@ LogicalResult writeExecutableFile(ModuleOp llvmModule, const CompiledModel &mode
   metadata.inputs = model.inputs;
   metadata.outputs = model.outputs;
   metadata.weights = model.weights;
+  metadata.state = model.state;
+  metadata.loss = model.loss;
+  metadata.optimizer = model.optimizer;
   metadata.program = model.program;
   metadata.hostTriple = llvm::sys::getProcessTriple();
   metadata.hostCPU = cpu.name;

@@ -52,8 +52,8 @@ llvm::StringRef phaseName(Phase phase) {
 }
 
 bool isPhaseAvailable(Phase phase) {
-  // Training and partitioning are not built yet.
-  return phase != Phase::Training && phase != Phase::Partitioned;
+  // Partitioning is not built yet.
+  return phase != Phase::Partitioned;
 }
 
 std::string availablePhaseList() {
@@ -73,7 +73,8 @@ void buildGraphPipeline(OpPassManager &pm,
   pm.addNestedPass<func::FuncOp>(graph::createGraphInferShapes());
   pm.addPass(createCanonicalizerPass());
   // Weight layout changes (Gemm's transB) once, at compile time.
-  pm.addPass(graph::createGraphFoldGlobalLayouts());
+  if (options.foldGlobalLayouts)
+    pm.addPass(graph::createGraphFoldGlobalLayouts());
   pm.addPass(createCSEPass());
   // Folding leaves globals and constants without users.
   pm.addPass(createSymbolDCEPass());
@@ -81,7 +82,29 @@ void buildGraphPipeline(OpPassManager &pm,
     pm.addNestedPass<func::FuncOp>(graph::createGraphRequireStaticShapes());
 }
 
+void buildTrainingPipeline(OpPassManager &pm,
+                           const TrainingPipelineOptions &options) {
+  graph::GraphBuildLossOptions loss;
+  loss.loss = options.loss;
+  loss.output = options.lossOutput;
+  loss.labelSmoothing = options.labelSmoothing;
+  loss.ignoreIndex = options.ignoreIndex;
+  loss.reduction = options.reduction;
+  pm.addPass(graph::createGraphBuildLoss(loss));
+  graph::GraphAutodiffOptions autodiff;
+  autodiff.freeze.assign(options.freeze.begin(), options.freeze.end());
+  pm.addPass(graph::createGraphAutodiff(autodiff));
+  graph::GraphOptimizerUpdateOptions optimizer;
+  optimizer.optimizer = options.optimizer;
+  pm.addPass(graph::createGraphOptimizerUpdate(optimizer));
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+}
+
 void buildLinalgPipeline(OpPassManager &pm) {
+  // A training step's state becomes arguments and results (no-op for
+  // inference): everything after sees a pure function.
+  pm.addPass(graph::createGraphExternalizeState());
   pm.addPass(createConvertGraphToLinalg());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

@@ -109,6 +109,14 @@ llvm::Error writeExecutable(StringRef path, ExecutableMetadata metadata,
       v.getAsObject()->try_emplace("reference", false);
     weightList.push_back(std::move(v));
   }
+  json::Array stateList;
+  for (const auto &st : metadata.state) {
+    json::Value v = tensorJson(st);
+    v.getAsObject()->try_emplace("role", stateRoleName(st.role));
+    v.getAsObject()->try_emplace("weight", st.weight);
+    v.getAsObject()->try_emplace("update", st.update);
+    stateList.push_back(std::move(v));
+  }
   json::Object meta{{"compiler", metadata.compilerVersion},
                     {"cache_key", metadata.cacheKey},
                     {"source", metadata.source},
@@ -124,6 +132,11 @@ llvm::Error writeExecutable(StringRef path, ExecutableMetadata metadata,
                     {"inputs", std::move(inputs)},
                     {"outputs", std::move(outputs)},
                     {"weights", std::move(weightList)}};
+  if (!metadata.state.empty()) {
+    meta["state"] = std::move(stateList);
+    meta["loss"] = metadata.loss;
+    meta["optimizer"] = metadata.optimizer;
+  }
   if (metadata.program)
     meta["program"] = metadata.program->toJSON();
   std::string metaText;
@@ -268,6 +281,43 @@ Expected<std::unique_ptr<Executable>> Executable::load(StringRef path) {
     return std::move(err);
   if (auto err = list("weights", m.weights))
     return std::move(err);
+  m.loss = str("loss");
+  m.optimizer = str("optimizer");
+  if (const json::Array *state = o->getArray("state")) {
+    std::vector<bool> updated(m.outputs.size() + state->size(), false);
+    for (const json::Value &v : *state) {
+      StateInfo st;
+      if (auto err = readTensor(v.getAsObject(), st, "state"))
+        return std::move(err);
+      const json::Object *so = v.getAsObject();
+      auto role = so->getString("role");
+      st.weight = so->getInteger("weight").value_or(-1);
+      st.update = so->getInteger("update").value_or(-2);
+      if (role == "parameter")
+        st.role = StateInfo::Role::Parameter;
+      else if (role == "optimizer")
+        st.role = StateInfo::Role::OptimizerState;
+      else if (role == "hyperparameter")
+        st.role = StateInfo::Role::Hyperparameter;
+      else
+        return fail("'" + path + "' has state '" + st.name + "' of unknown role");
+      // The initial value must be a weight of the same type; an update, a
+      // program output past the signature's, used once.
+      bool badWeight = st.weight < 0 || st.weight >= static_cast<int64_t>(m.weights.size()) ||
+                       m.weights[st.weight].shape != st.shape ||
+                       m.weights[st.weight].dtype != st.dtype;
+      bool badUpdate = st.update != -1 &&
+                       (st.update < static_cast<int64_t>(m.outputs.size()) ||
+                        st.update >= static_cast<int64_t>(updated.size()) ||
+                        updated[st.update]);
+      if (badWeight || badUpdate)
+        return fail("'" + path + "' has an inconsistent state entry '" + st.name +
+                    "' (recompile the model)");
+      if (st.update >= 0)
+        updated[st.update] = true;
+      m.state.push_back(std::move(st));
+    }
+  }
   if (const json::Value *program = o->get("program")) {
     auto p = MachineProgram::fromJSON(*program);
     if (!p)
@@ -277,6 +327,18 @@ Expected<std::unique_ptr<Executable>> Executable::load(StringRef path) {
   }
   exe->file_ = std::move(*file);
   return exe;
+}
+
+StringRef stateRoleName(StateInfo::Role role) {
+  switch (role) {
+  case StateInfo::Role::Parameter:
+    return "parameter";
+  case StateInfo::Role::OptimizerState:
+    return "optimizer";
+  case StateInfo::Role::Hyperparameter:
+    return "hyperparameter";
+  }
+  return "parameter";
 }
 
 std::vector<StringRef> Executable::hostObjects() const {

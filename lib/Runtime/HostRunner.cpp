@@ -4,6 +4,7 @@
 
 #include "tessera/Runtime/JIT.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
 
 using llvm::Expected;
@@ -43,6 +44,8 @@ Expected<std::unique_ptr<HostRunner>> HostRunner::create(const Executable &exe) 
   if (!entry)
     return entry.takeError();
   runner->entry_ = *entry;
+  for (size_t i = 0; i < exe.metadata().state.size(); ++i)
+    runner->state_.push_back(initialState(exe, i));
   return runner;
 }
 
@@ -55,18 +58,34 @@ Expected<std::vector<Tensor>> HostRunner::run(llvm::ArrayRef<Tensor> inputs) {
   });
 }
 
+llvm::Error HostRunner::writeState(size_t index, const Tensor &value) {
+  if (auto err = checkState(executable_.metadata(), index, value))
+    return err;
+  state_[index] = value;
+  return llvm::Error::success();
+}
+
 Expected<std::vector<Tensor>> HostRunner::runOnce(llvm::ArrayRef<Tensor> inputs) {
   const ExecutableMetadata &m = executable_.metadata();
-  std::vector<Tensor> outputs;
-  for (const TensorInfo &o : m.outputs) {
-    Tensor t;
+  // The program's outputs: the signature's, then the state's updates (at
+  // the output index each state names).
+  size_t numUpdates = llvm::count_if(m.state, [](const StateInfo &s) { return s.update >= 0; });
+  std::vector<Tensor> outputs(m.outputs.size() + numUpdates);
+  auto allocate = [&](const TensorInfo &o, size_t at) {
+    Tensor &t = outputs[at];
     t.dtype = o.dtype;
     t.shape = o.shape;
     t.data.resize(o.numElements() * dtypeSize(o.dtype));
-    outputs.push_back(std::move(t));
-  }
+  };
+  for (size_t i = 0; i < m.outputs.size(); ++i)
+    allocate(m.outputs[i], i);
+  for (const StateInfo &s : m.state)
+    if (s.update >= 0)
+      allocate(s, s.update);
   std::vector<std::vector<int64_t>> descriptors;
   for (const Tensor &t : inputs)
+    descriptors.push_back(descriptor(t.data.data(), t.shape));
+  for (const Tensor &t : state_)
     descriptors.push_back(descriptor(t.data.data(), t.shape));
   for (size_t i = 0; i < m.weights.size(); ++i)
     if (m.weights[i].reference)
@@ -77,6 +96,10 @@ Expected<std::vector<Tensor>> HostRunner::runOnce(llvm::ArrayRef<Tensor> inputs)
   for (auto &d : descriptors)
     args.push_back(d.data());
   entry_(args.data());
+  for (size_t i = 0; i < m.state.size(); ++i)
+    if (m.state[i].update >= 0)
+      state_[i] = std::move(outputs[m.state[i].update]);
+  outputs.resize(m.outputs.size());
   return outputs;
 }
 

@@ -915,6 +915,25 @@ void IPUModel::Impl::computeCost() {
   for (StepCost &s : steps)
     cost.steps.push_back(std::move(s));
   cost.steps.push_back(stream("stream-out", meta.outputs));
+  // State stays on the device: its updates are copied into place, costed
+  // as an exchange of each state's largest piece (an upper bound: most
+  // pieces are already on their tile).
+  StepCost update;
+  update.name = "state-update";
+  for (const StateInfo &s : meta.state) {
+    if (s.update < 0)
+      continue;
+    const Variable &v = program.variables[program.inputs[meta.inputs.size() + (&s - meta.state.data())]];
+    int64_t pieceBytes = v.mapping.maxPieceElements() * v.elementBytes();
+    update.exchangeBytes += s.numElements() * dtypeSize(s.dtype);
+    update.exchangeCycles += (pieceBytes + target.exchangeBytesPerCycle - 1) /
+                             target.exchangeBytesPerCycle;
+  }
+  if (update.exchangeBytes > 0) {
+    update.exchangeCycles += target.exchangeOverheadCycles;
+    update.syncCycles = target.syncCycles;
+    cost.steps.push_back(std::move(update));
+  }
   for (const StepCost &s : cost.steps)
     cost.totalCycles += s.total();
 }
@@ -1017,9 +1036,18 @@ Expected<std::unique_ptr<IPUModel>> IPUModel::create(const Executable &executabl
     }
     return llvm::Error::success();
   };
-  if (auto err = agree("input", p.inputs, meta.inputs))
+  // State follows the signature's inputs; updates its outputs.
+  std::vector<TensorInfo> programInputs(meta.inputs), programOutputs(meta.outputs);
+  for (const StateInfo &s : meta.state) {
+    programInputs.push_back(s);
+    if (s.update >= 0) {
+      programOutputs.resize(std::max<size_t>(programOutputs.size(), s.update + 1));
+      programOutputs[s.update] = s;
+    }
+  }
+  if (auto err = agree("input", p.inputs, programInputs))
     return std::move(err);
-  if (auto err = agree("output", p.outputs, meta.outputs))
+  if (auto err = agree("output", p.outputs, programOutputs))
     return std::move(err);
   for (const Variable &v : p.variables) {
     if (v.base >= 0 || (v.kind != VarKind::Weight && v.kind != VarKind::Constant))
@@ -1101,6 +1129,12 @@ Expected<std::unique_ptr<IPUModel>> IPUModel::create(const Executable &executabl
     if (var.base < 0 && (var.kind == VarKind::Weight || var.kind == VarKind::Constant))
       impl->scatter(v, wholeBox(var.shape), executable.weight(var.weight).data());
   }
+  // So does state, which starts at its initial value.
+  for (size_t i = 0; i < meta.state.size(); ++i) {
+    int64_t v = p.inputs[meta.inputs.size() + i];
+    impl->scatter(v, wholeBox(p.variables[v].shape),
+                  executable.weight(meta.state[i].weight).data());
+  }
 
   impl->pool = std::make_unique<PhasePool>(
       llvm::hardware_concurrency(threads).compute_thread_count());
@@ -1145,6 +1179,15 @@ Expected<std::vector<Tensor>> IPUModel::Impl::runIteration(llvm::ArrayRef<Tensor
     m.hostComputeSeconds[s] += std::chrono::duration<double>(Clock::now() - exchanged).count();
   }
   ++m.iterations;
+  // Updated state moves into its resident variable for the next iteration.
+  for (size_t i = 0; i < meta.state.size(); ++i) {
+    const StateInfo &s = meta.state[i];
+    if (s.update < 0)
+      continue;
+    std::vector<char> value(s.numElements() * dtypeSize(s.dtype));
+    m.gather(p.outputs[s.update], wholeBox(s.shape), value.data());
+    m.scatter(p.inputs[meta.inputs.size() + i], wholeBox(s.shape), value.data());
+  }
   std::vector<Tensor> outputs;
   for (size_t i = 0; i < meta.outputs.size(); ++i) {
     Tensor t;
@@ -1155,6 +1198,31 @@ Expected<std::vector<Tensor>> IPUModel::Impl::runIteration(llvm::ArrayRef<Tensor
     outputs.push_back(std::move(t));
   }
   return outputs;
+}
+
+std::vector<Tensor> IPUModel::readState() {
+  Impl &m = *impl_;
+  const ExecutableMetadata &meta = m.executable.metadata();
+  std::vector<Tensor> state;
+  for (size_t i = 0; i < meta.state.size(); ++i) {
+    Tensor t;
+    t.dtype = meta.state[i].dtype;
+    t.shape = meta.state[i].shape;
+    t.data.resize(t.numElements() * dtypeSize(t.dtype));
+    m.gather(m.program.inputs[meta.inputs.size() + i], wholeBox(t.shape), t.data.data());
+    state.push_back(std::move(t));
+  }
+  return state;
+}
+
+llvm::Error IPUModel::writeState(size_t index, const Tensor &value) {
+  Impl &m = *impl_;
+  const ExecutableMetadata &meta = m.executable.metadata();
+  if (auto err = checkState(meta, index, value))
+    return err;
+  m.scatter(m.program.inputs[meta.inputs.size() + index], wholeBox(value.shape),
+            value.data.data());
+  return llvm::Error::success();
 }
 
 const target::IPUTarget &IPUModel::target() const { return impl_->target; }

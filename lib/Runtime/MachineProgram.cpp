@@ -1375,7 +1375,8 @@ json::Value MachineProgram::toJSON() const {
                       {"copies", std::move(copyList)},
                       {"steps", std::move(stepList)},
                       {"inputs", ints(inputs)},
-                      {"outputs", ints(outputs)}};
+                      {"outputs", ints(outputs)},
+                      {"resident_inputs", residentInputs}};
 }
 
 Expected<MachineProgram> MachineProgram::fromJSON(const json::Value &value) {
@@ -1525,6 +1526,11 @@ Expected<MachineProgram> MachineProgram::fromJSON(const json::Value &value) {
     p.outputs = r.integers(*root, "outputs", "program");
   if (r.failed())
     return r.takeError();
+  p.residentInputs = root->getInteger("resident_inputs").value_or(0);
+  if (p.residentInputs < 0 || p.residentInputs > static_cast<int64_t>(p.inputs.size()))
+    return llvm::createStringError("program: resident_inputs " +
+                                   llvm::Twine(p.residentInputs) + " is not in [0, " +
+                                   llvm::Twine(p.inputs.size()) + "]");
   // Indices and ranks are checked here so that no later use of a parsed
   // program can index out of bounds; tile ranges need the machine (verify).
   if (auto err = verifyProgram(p, std::nullopt))

@@ -167,11 +167,14 @@ Expected<MemoryPlan> planMemory(const MachineProgram &program, int64_t numTiles,
       firstRun[step.index] = t;
     lastRun[step.index] = t;
   }
-  std::vector<bool> isOutput(numVars, false), isInput(numVars, false);
+  std::vector<bool> isOutput(numVars, false), isInput(numVars, false),
+      isResident(numVars, false);
   for (int64_t v : program.outputs)
     isOutput[program.storageIndex(v)] = true;
   for (int64_t v : program.inputs)
     isInput[program.storageIndex(v)] = true;
+  for (size_t i = program.inputs.size() - program.residentInputs; i < program.inputs.size(); ++i)
+    isResident[program.storageIndex(program.inputs[i])] = true;
 
   std::vector<Allocation> allocs;
   std::vector<int64_t> varAlloc(numVars, -1);
@@ -188,7 +191,8 @@ Expected<MemoryPlan> planMemory(const MachineProgram &program, int64_t numTiles,
     bool fromHost = constant || var.kind == VarKind::Input || isInput[v];
     a.order = fromHost ? 0 : 2;
     a.birth = fromHost || uses[v].firstWrite < 0 ? 0 : uses[v].firstWrite;
-    a.death = constant || isOutput[v] ? lastStep : std::max(uses[v].lastUse, a.birth);
+    a.death = constant || isOutput[v] || isResident[v] ? lastStep
+                                                       : std::max(uses[v].lastUse, a.birth);
     int64_t elementBytes = var.elementBytes();
     var.mapping.forEachPiece([&](int64_t tile, const Box &box) {
       if (int64_t bytes = box.numElements() * elementBytes)

@@ -148,10 +148,81 @@ cl::opt<std::string> cacheDir(
              "second compile of the same model with the same options is "
              "copied from it"),
     cl::value_desc("DIR"), cl::cat(category));
+cl::OptionCategory trainingCategory("Training (PopTorch's trainingModel)");
+cl::opt<bool> train("train",
+                    cl::desc("Compile a training step: loss, gradients and an "
+                             "optimizer update of every trainable weight"),
+                    cl::init(false), cl::cat(trainingCategory));
+cl::opt<std::string> lossSpec(
+    "loss",
+    cl::desc("cross-entropy, nll, mse, l1 or bce-with-logits, with options as "
+             "NAME:key=value,... (label-smoothing, ignore-index, reduction=mean|sum); "
+             "or output:NAME for a loss the model computes"),
+    cl::init("cross-entropy"), cl::cat(trainingCategory));
+cl::opt<std::string> lossOutput(
+    "loss-output", cl::desc("The model output the loss reads (default: the first)"),
+    cl::value_desc("NAME"), cl::cat(trainingCategory));
+cl::opt<std::string> optimizerSpec(
+    "optimizer",
+    cl::desc("sgd, adam, adamw or rmsprop, with hyperparameters as NAME:key=value,... "
+             "(lr, momentum, dampening, nesterov, weight-decay, beta1, beta2, eps, "
+             "amsgrad, alpha, centered); defaults are torch.optim's (sgd lr 0.01)"),
+    cl::init("sgd"), cl::cat(trainingCategory));
+cl::opt<int64_t> microBatchSize(
+    "micro-batch-size",
+    cl::desc("Samples per weight update on one replica: dimension 0 of every input "
+             "(PopTorch's batch_size)"),
+    cl::init(0), cl::cat(trainingCategory));
+cl::list<std::string> freezeWeights(
+    "freeze", cl::desc("Weights (initializer or parameter names) that are not trained"),
+    cl::CommaSeparated, cl::value_desc("NAME,..."), cl::cat(trainingCategory));
+
 cl::opt<bool> progress("progress",
                        cl::desc("Show phase and pass progress on stderr "
                                 "(default: when stderr is a terminal)"),
                        cl::init(false), cl::cat(category));
+
+/// --loss NAME:key=value,... and the other training flags.
+LogicalResult parseTrainingOptions(tessera::TrainingPipelineOptions &t) {
+  t.enabled = true;
+  StringRef spec = lossSpec;
+  if (spec.starts_with("output:")) {
+    t.loss = spec.str();
+  } else {
+    auto [name, rest] = spec.split(':');
+    t.loss = name.str();
+    SmallVector<StringRef> items;
+    rest.split(items, ',', -1, /*KeepEmpty=*/false);
+    for (StringRef item : items) {
+      auto [key, value] = item.split('=');
+      bool bad = false;
+      if (key == "label-smoothing")
+        bad = value.getAsDouble(t.labelSmoothing);
+      else if (key == "ignore-index")
+        bad = value.getAsInteger(10, t.ignoreIndex);
+      else if (key == "reduction")
+        t.reduction = value.str();
+      else {
+        llvm::errs() << "error: --loss " << name << " has no option '" << key
+                     << "' (label-smoothing, ignore-index, reduction)\n";
+        return failure();
+      }
+      if (bad) {
+        llvm::errs() << "error: --loss option " << item << " is not a number\n";
+        return failure();
+      }
+    }
+  }
+  t.lossOutput = lossOutput;
+  t.optimizer = optimizerSpec;
+  t.freeze.assign(freezeWeights.begin(), freezeWeights.end());
+  if (microBatchSize.getNumOccurrences() && microBatchSize < 1) {
+    llvm::errs() << "error: --micro-batch-size must be at least 1, got "
+                 << microBatchSize << "\n";
+    return failure();
+  }
+  return success();
+}
 
 /// Prints "phase: pass (n)" on one terminal line, overwritten as passes run.
 class ProgressPrinter : public PassInstrumentation {
@@ -377,6 +448,11 @@ int main(int argc, char **argv) {
         ";available-memory-proportion=" + std::to_string(availableMemoryProportion) +
         ";device-iterations=" + std::to_string(deviceIterations) +
         ";host-cpu=" + cpu->name + ":" + llvm::join(cpu->features, ",");
+    if (train)
+      optionsText += ";train;loss=" + lossSpec + ";loss-output=" + lossOutput +
+                     ";optimizer=" + optimizerSpec +
+                     ";micro-batch-size=" + std::to_string(microBatchSize) +
+                     ";freeze=" + llvm::join(freezeWeights, ",");
     for (const auto &[name, value] : importOptions.constantInputs)
       optionsText += ";constant-input " + name + "=" + value.elementType + ":" +
                      std::to_string(llvm::xxh3_64bits(value.data));
@@ -429,6 +505,8 @@ int main(int argc, char **argv) {
     TimingScope importTimer = rootTimer.nest("import");
     if (showProgress)
       llvm::errs() << "\r\033[K[import] " << inputPath;
+    if (train && microBatchSize > 0)
+      importOptions.batchSize = microBatchSize;
     module = tessera::loadModel(inputPath, &context, importOptions);
     if (showProgress)
       llvm::errs() << "\r\033[K";
@@ -438,6 +516,11 @@ int main(int argc, char **argv) {
 
   TimingScope passTimer = rootTimer.nest("passes");
   tessera::CompileOptions options;
+  if (train) {
+    if (failed(parseTrainingOptions(options.training)) ||
+        (microBatchSize > 0 && failed(tessera::setInputBatch(*module, microBatchSize))))
+      return fail();
+  }
   options.compileTo = *phase;
   options.target = *target;
   options.ipu.availableMemoryProportion = availableMemoryProportion;

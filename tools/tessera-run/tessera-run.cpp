@@ -15,6 +15,7 @@
 #include "tessera/Runtime/HostRunner.h"
 #include "tessera/Runtime/IPUModel.h"
 #include "tessera/Runtime/Tensor.h"
+#include "tessera/Runtime/Training.h"
 #include "tessera/Target/IPUTarget.h"
 
 #include "llvm/Support/CommandLine.h"
@@ -24,6 +25,7 @@
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
 #include "llvm/Support/WithColor.h"
 
 #include <onnx/onnx_pb.h>
@@ -63,6 +65,29 @@ cl::opt<std::string> profileDir(
     cl::desc("Write the IPU model's profile (DIR/profile.json) and timeline "
              "(DIR/trace.json, Chrome trace format for Perfetto)"),
     cl::value_desc("DIR"), cl::cat(category));
+cl::OptionCategory trainingCategory("Training (executables compiled with --train)");
+cl::opt<std::string> trainData(
+    "train-data",
+    cl::desc("Train on this data set: one array per model input, by name, and "
+             "the targets under 'labels'; dimension 0 indexes samples"),
+    cl::value_desc("data.npz"), cl::cat(trainingCategory));
+cl::opt<unsigned> epochs("epochs", cl::desc("Passes over the training data"),
+                         cl::init(0), cl::cat(trainingCategory));
+cl::opt<unsigned> steps("steps",
+                        cl::desc("Weight updates to run (instead of --epochs)"),
+                        cl::init(0), cl::cat(trainingCategory));
+cl::opt<double> learningRate("lr",
+                             cl::desc("Learning rate (no recompile; default: as compiled)"),
+                             cl::init(0), cl::cat(trainingCategory));
+cl::opt<std::string> saveWeights(
+    "save-weights",
+    cl::desc("Write the trained weights and optimizer state here, by parameter name"),
+    cl::value_desc("weights.npz"), cl::cat(trainingCategory));
+cl::opt<std::string> loadWeights(
+    "load-weights",
+    cl::desc("Start from these weights (and optimizer state), e.g. a --save-weights file"),
+    cl::value_desc("weights.npz"), cl::cat(trainingCategory));
+
 cl::opt<unsigned> threads("host-threads",
                           cl::desc("Host threads for the IPU model (0: all)"),
                           cl::init(0), cl::cat(category));
@@ -235,9 +260,114 @@ void writeFailureProfile(const ExecutableMetadata &meta, const std::string &mess
 
 } // namespace
 
+/// --train-data: the training loop over a data set, one line per run.
+int train(const Executable &exe) {
+  const ExecutableMetadata &meta = exe.metadata();
+  if ((epochs == 0) == (steps == 0))
+    return error("give the length of training with --epochs E or --steps S (one of them)");
+  if (!inputSpecs.empty() || !outputPath.empty() || !profileDir.empty())
+    return error("--input, --output and --profile do not go with --train-data");
+  auto arrays = readNpz(trainData);
+  if (!arrays)
+    return error(llvm::toString(arrays.takeError()));
+  auto data = makeTrainingData(meta, std::move(*arrays));
+  if (!data)
+    return error(llvm::toString(data.takeError()));
+  std::unique_ptr<Runner> runner;
+  if (reference) {
+    auto created = HostRunner::create(exe);
+    if (!created)
+      return error(llvm::toString(created.takeError()));
+    runner = std::move(*created);
+  } else {
+    auto created = IPUModel::create(exe, threads);
+    if (!created)
+      return error(llvm::toString(created.takeError()));
+    runner = std::move(*created);
+  }
+  if (!loadWeights.empty())
+    if (auto err = loadState(*runner, meta, loadWeights))
+      return error(llvm::toString(std::move(err)));
+  if (learningRate.getNumOccurrences()) {
+    std::optional<size_t> lr = findState(meta, "optimizer.lr");
+    if (!lr)
+      return error("the executable has no learning rate to set");
+    if (!(learningRate > 0) || !std::isfinite(learningRate))
+      return error("--lr must be a positive number");
+    Tensor t;
+    t.dtype = DType::F32;
+    float value = learningRate;
+    t.data.assign(reinterpret_cast<char *>(&value), reinterpret_cast<char *>(&value) + 4);
+    if (auto err = runner->writeState(*lr, t))
+      return error(llvm::toString(std::move(err)));
+  }
+  int64_t perRun = samplesPerRun(meta);
+  int64_t runsPerEpoch = data->samples / perRun;
+  int64_t micro = perRun / meta.deviceIterations;
+  // Weight updates: one per device iteration.
+  int64_t totalRuns = steps ? (steps + meta.deviceIterations - 1) / meta.deviceIterations
+                            : int64_t(epochs) * runsPerEpoch;
+  llvm::outs() << "training " << meta.optimizer << " on " << data->samples
+               << " samples: micro-batch " << micro << " x device iterations "
+               << meta.deviceIterations << " = " << perRun << " samples per run, "
+               << totalRuns << " runs (" << totalRuns * meta.deviceIterations
+               << " weight updates)" << (reference ? " on the host reference\n" : "\n");
+  bool terminal = llvm::sys::Process::StandardOutIsDisplayed();
+  auto start = std::chrono::steady_clock::now();
+  double epochLoss = 0;
+  int64_t epochCorrect = 0, epochLabelled = 0, epochRuns = 0;
+  for (int64_t run = 0; run < totalRuns; ++run) {
+    auto stats = trainOnRun(*runner, meta, *data, run % runsPerEpoch);
+    if (!stats)
+      return error(llvm::toString(stats.takeError()));
+    if (!std::isfinite(stats->loss))
+      return error("the loss is " + std::to_string(stats->loss) + " at run " +
+                   llvm::Twine(run + 1) + ": training diverged (lower the learning rate)");
+    epochLoss += stats->loss;
+    epochCorrect += stats->correct;
+    epochLabelled += stats->labelled;
+    ++epochRuns;
+    std::string line = llvm::formatv("run {0}/{1}  loss {2:f4}", run + 1, totalRuns,
+                                     stats->loss);
+    if (stats->labelled)
+      line += llvm::formatv("  accuracy {0:f3}", double(stats->correct) / stats->labelled);
+    llvm::outs() << (terminal ? "\r\033[K" : "") << line << (terminal ? "" : "\n");
+    llvm::outs().flush();
+    bool epochEnd = (run + 1) % runsPerEpoch == 0 || run + 1 == totalRuns;
+    if (epochEnd) {
+      std::string summary = llvm::formatv("epoch {0}: mean loss {1:f4}",
+                                          run / runsPerEpoch + 1, epochLoss / epochRuns);
+      if (epochLabelled)
+        summary += llvm::formatv(", training accuracy {0:f3}",
+                                 double(epochCorrect) / epochLabelled);
+      llvm::outs() << (terminal ? "\r\033[K" : "") << summary << "\n";
+      epochLoss = 0;
+      epochCorrect = epochLabelled = epochRuns = 0;
+    }
+  }
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  llvm::outs() << llvm::format("%s: %.3f ms per weight update\n",
+                               reference ? "host reference" : "IPU model on the host",
+                               seconds * 1e3 / std::max<int64_t>(1, totalRuns * meta.deviceIterations));
+  if (auto *model = dynamic_cast<IPUModel *>(runner.get())) {
+    const CostSummary &cost = model->cost();
+    double perSecond = 1.0 / cost.seconds(model->target().clockHz);
+    llvm::outs() << "estimated on " << model->target().name << ": "
+                 << withCommas(cost.totalCycles) << " cycles per weight update, "
+                 << withCommas(std::llround(perSecond * micro)) << " samples/s\n";
+  }
+  if (!saveWeights.empty()) {
+    if (auto err = saveState(*runner, meta, saveWeights))
+      return error(llvm::toString(std::move(err)));
+    llvm::outs() << "weights written to " << saveWeights << "\n";
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
-  cl::HideUnrelatedOptions(category);
+  cl::HideUnrelatedOptions({&category, &trainingCategory});
   cl::ParseCommandLineOptions(argc, argv, "Run a Tessera executable\n");
 
   if (reference && !profileDir.empty())
@@ -249,6 +379,12 @@ int main(int argc, char **argv) {
   if (!exe)
     return error(llvm::toString(exe.takeError()));
   const ExecutableMetadata &meta = (*exe)->metadata();
+  if (!trainData.empty())
+    return train(**exe);
+  if (epochs || steps || learningRate.getNumOccurrences() || !saveWeights.empty() ||
+      !loadWeights.empty())
+    return error("--epochs, --steps, --lr, --save-weights and --load-weights go with "
+                 "--train-data");
 
   std::map<std::string, Tensor> given;
   for (const std::string &spec : inputSpecs) {

@@ -44,6 +44,8 @@ loadModel(llvm::StringRef path, mlir::MLIRContext *context,
 struct CompileOptions {
   Phase compileTo = Phase::Graph;
   GraphPipelineOptions graph;
+  /// A training step instead of inference (--train).
+  TrainingPipelineOptions training;
   /// The machine the ipu, llvm and executable phases plan for.
   target::IPUTarget target;
   IPUPipelineOptions ipu;
@@ -62,12 +64,21 @@ struct CompileOptions {
 struct CompiledModel {
   std::vector<runtime::TensorInfo> inputs, outputs;
   std::vector<runtime::WeightInfo> weights;
+  /// A training step's device-resident state; initial values are weights.
+  std::vector<runtime::StateInfo> state;
+  /// Training: the loss output's name and the optimizer (empty otherwise).
+  std::string loss, optimizer;
   std::vector<llvm::ArrayRef<char>> weightData;
   std::vector<std::vector<char>> owned;
   /// The tile-mapped program (llvm and executable phases); its weight and
   /// constant variables index `weights`.
   std::optional<runtime::MachineProgram> program;
 };
+
+/// Fixes dimension 0 of every input of @main to `batch` (--micro-batch-size):
+/// a symbolic batch takes it; another fixed batch is an error naming the
+/// input and how to export it.
+mlir::LogicalResult setInputBatch(mlir::ModuleOp module, int64_t batch);
 
 /// Runs the phases after `input` up to options.compileTo, filling `model`
 /// (if given) for the llvm and executable phases. From the llvm phase on the

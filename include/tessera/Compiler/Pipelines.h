@@ -11,6 +11,7 @@
 #include "llvm/ADT/StringRef.h"
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace mlir {
 class OpPassManager;
@@ -23,7 +24,7 @@ namespace tessera {
 enum class Phase {
   Input,       ///< as imported: graph ops, no optimisation
   Graph,       ///< shapes inferred, canonicalised, constants folded
-  Training,    ///< autodiff, loss scaling, optimizer (not built yet)
+  Training,    ///< loss, autodiff, optimizer (training models only)
   Partitioned, ///< stages, recomputation, pipelining (not built yet)
   Linalg,      ///< lowered to linalg/tensor/arith/math
   Ipu,         ///< tile-mapped ipu dialect: the machine program
@@ -43,12 +44,39 @@ struct GraphPipelineOptions {
   /// Fail unless every shape is static (the IPU needs them); off only for
   /// experiments on symbolic models.
   bool requireStaticShapes = true;
+  /// Move weights' transposes to compile time. Off when training: a trained
+  /// weight changes every step and is saved in its original layout.
+  bool foldGlobalLayouts = true;
+};
+
+/// What makes a training step (tessera-compile --train): PopTorch's
+/// trainingModel as pass options.
+struct TrainingPipelineOptions {
+  bool enabled = false;
+  /// graph-build-loss: the loss, the output it reads (empty: the first), its
+  /// options.
+  std::string loss = "cross-entropy";
+  std::string lossOutput;
+  double labelSmoothing = 0.0;
+  int64_t ignoreIndex = -100;
+  std::string reduction = "mean";
+  /// graph-optimizer-update's spec, "adamw:lr=1e-3,weight-decay=0.01".
+  std::string optimizer = "sgd";
+  /// Weights (global names) that stay fixed.
+  std::vector<std::string> freeze;
 };
 
 /// input -> graph: shape inference, canonicalisation (folding constant shape
 /// computations), weight layout folding, CSE, and removal of unused globals.
 void buildGraphPipeline(mlir::OpPassManager &pm,
                         const GraphPipelineOptions &options);
+
+/// graph -> training: the loss, its gradients and the optimizer's update of
+/// every trainable weight, as graph ops and ml_program loads and stores. A
+/// module that already has its optimizer (a training-phase file fed back in)
+/// is left as it is.
+void buildTrainingPipeline(mlir::OpPassManager &pm,
+                           const TrainingPipelineOptions &options);
 
 /// graph -> linalg: every graph op to linalg/tensor/arith/math, cleaned up.
 void buildLinalgPipeline(mlir::OpPassManager &pm);

@@ -30,7 +30,8 @@
 namespace tessera::runtime {
 
 /// 2: metadata may carry the tile-mapped program ("program").
-constexpr uint32_t kExecutableFormatVersion = 4;
+/// 5: metadata may carry device-resident state ("state", training).
+constexpr uint32_t kExecutableFormatVersion = 5;
 
 struct TensorInfo {
   std::string name;
@@ -48,6 +49,20 @@ struct WeightInfo : TensorInfo {
   /// weights, which the reference code keeps inline).
   bool reference = true;
 };
+
+/// A tensor that stays on the device between runs (a training step's
+/// weights, optimizer state and hyperparameters). The program reads it as
+/// the input after the signature's inputs (in `state` order) and, when
+/// `update` >= 0, returns its new value as program output `update` (after the
+/// signature's outputs); the runtime copies that back after every iteration.
+struct StateInfo : TensorInfo {
+  enum class Role { Parameter, OptimizerState, Hyperparameter };
+  Role role = Role::Parameter;
+  int64_t weight = -1; ///< the executable's weight holding the initial value
+  int64_t update = -1; ///< program output index, or -1 (never written)
+};
+
+llvm::StringRef stateRoleName(StateInfo::Role role);
 
 struct ExecutableMetadata {
   std::string compilerVersion;
@@ -74,6 +89,9 @@ struct ExecutableMetadata {
   std::string entry = "tessera_main";
   std::vector<TensorInfo> inputs, outputs;
   std::vector<WeightInfo> weights;
+  std::vector<StateInfo> state;
+  /// Training: the loss output's name (empty for inference) and optimizer.
+  std::string loss, optimizer;
   /// The tile-mapped program the IPU model runs; its kernels' entry symbols
   /// are in the same code section as `entry`. Absent in executables built
   /// for the host reference only.

@@ -10,7 +10,7 @@
 #ifndef TESSERA_RUNTIME_HOSTRUNNER_H
 #define TESSERA_RUNTIME_HOSTRUNNER_H
 
-#include "tessera/Runtime/Executable.h"
+#include "tessera/Runtime/Runner.h"
 
 #include <memory>
 
@@ -20,16 +20,15 @@ class LLJIT;
 
 namespace tessera::runtime {
 
-class HostRunner {
+class HostRunner : public Runner {
 public:
   static llvm::Expected<std::unique_ptr<HostRunner>>
   create(const Executable &executable);
-  ~HostRunner();
+  ~HostRunner() override;
 
-  /// Runs once: the executable's device iterations, one after the other.
-  /// `inputs` are in signature order; a wrong count, shape or element type
-  /// is an error naming the input.
-  llvm::Expected<std::vector<Tensor>> run(llvm::ArrayRef<Tensor> inputs);
+  llvm::Expected<std::vector<Tensor>> run(llvm::ArrayRef<Tensor> inputs) override;
+  std::vector<Tensor> readState() override { return state_; }
+  llvm::Error writeState(size_t index, const Tensor &value) override;
 
 private:
   /// One iteration on tensors of the compiled shapes.
@@ -38,6 +37,8 @@ private:
   const Executable &executable_;
   std::unique_ptr<llvm::orc::LLJIT> jit_;
   void (*entry_)(void **) = nullptr;
+  /// The state, on the host: the reference path has no device.
+  std::vector<Tensor> state_;
 };
 
 } // namespace tessera::runtime

@@ -16,7 +16,7 @@
 #ifndef TESSERA_RUNTIME_IPUMODEL_H
 #define TESSERA_RUNTIME_IPUMODEL_H
 
-#include "tessera/Runtime/Executable.h"
+#include "tessera/Runtime/Runner.h"
 #include "tessera/Runtime/MemoryPlan.h"
 #include "tessera/Target/IPUTarget.h"
 
@@ -38,24 +38,28 @@ struct StepCost {
 
 /// The cost of one device iteration (a run is deviceIterations of them).
 struct CostSummary {
-  std::vector<StepCost> steps; ///< stream-in, each program step, stream-out
+  /// stream-in, each program step, stream-out, state-update (training)
+  std::vector<StepCost> steps;
   int64_t totalCycles = 0;
   double seconds(double clockHz) const { return totalCycles / clockHz; }
 };
 
-class IPUModel {
+class IPUModel : public Runner {
 public:
   /// Loads the code, plans memory and fills tile memories with the weights.
   /// `threads` = 0 uses every hardware thread.
   static llvm::Expected<std::unique_ptr<IPUModel>>
   create(const Executable &executable, unsigned threads = 0);
-  ~IPUModel();
+  ~IPUModel() override;
 
   /// Runs the program once: a loop over the executable's device
   /// iterations, each streaming in its batch, running every step and
   /// streaming out. Inputs in signature order (checked like the host
   /// reference path), outputs in signature order.
-  llvm::Expected<std::vector<Tensor>> run(llvm::ArrayRef<Tensor> inputs);
+  llvm::Expected<std::vector<Tensor>> run(llvm::ArrayRef<Tensor> inputs) override;
+  /// State lives in its tiles' memory; these copy it to and from the host.
+  std::vector<Tensor> readState() override;
+  llvm::Error writeState(size_t index, const Tensor &value) override;
   /// Forgets the host times of the runs so far (warm-up runs): the
   /// profile's host_* figures average the runs after.
   void resetHostTimes();

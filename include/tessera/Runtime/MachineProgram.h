@@ -174,6 +174,10 @@ struct MachineProgram {
   std::vector<Step> steps;
   /// Variables bound to the executable's inputs and outputs, in order.
   std::vector<int64_t> inputs, outputs;
+  /// The last `residentInputs` inputs are state that persists on the device
+  /// between runs (a training step's weights): memory keeps them for the
+  /// whole program instead of reusing their bytes after their last read.
+  int64_t residentInputs = 0;
 
   /// The variable holding `var`'s storage (itself unless a view).
   const Variable &storage(int64_t var) const;

@@ -723,24 +723,6 @@ struct MaxPoolPattern : OpConversionPattern<g::MaxPoolOp> {
   }
 };
 
-/// Elements each output position of a 1-D window covers: inside the input
-/// only, or inside the padded input with count_include_pad.
-SmallVector<double> windowCounts(int64_t in, int64_t out, int64_t kernel,
-                                 int64_t stride, int64_t padLow, int64_t padHigh,
-                                 int64_t dilation, bool includePad) {
-  SmallVector<double> counts;
-  int64_t lo = includePad ? -padLow : 0, hi = includePad ? in + padHigh : in;
-  for (int64_t o = 0; o < out; ++o) {
-    int64_t c = 0;
-    for (int64_t r = 0; r < kernel; ++r) {
-      int64_t pos = o * stride - padLow + r * dilation;
-      c += pos >= lo && pos < hi;
-    }
-    counts.push_back(std::max<int64_t>(c, 1));
-  }
-  return counts;
-}
-
 struct AvgPoolPattern : OpConversionPattern<g::AvgPoolOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult
@@ -766,7 +748,7 @@ struct AvgPoolPattern : OpConversionPattern<g::AvgPoolOp> {
     SmallVector<int64_t> spatial(out.drop_front(2));
     SmallVector<SmallVector<double>> perDim;
     for (int64_t i = 0; i < k; ++i)
-      perDim.push_back(windowCounts(in[i + 2], out[i + 2], op.getKernelShape()[i],
+      perDim.push_back(g::windowCounts(in[i + 2], out[i + 2], op.getKernelShape()[i],
                                     op.getStrides()[i], pads[i], pads[i + k],
                                     op.getDilations()[i], op.getCountIncludePad()));
     int64_t n = g::numElements(spatial);

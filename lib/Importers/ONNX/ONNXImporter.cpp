@@ -267,6 +267,9 @@ LogicalResult ModelImporter::buildSignature() {
         shape.push_back(dim.has_dim_value() ? dim.dim_value()
                                             : graph::kDynamicDim);
     }
+    if (given == options_.inputShapes.end() && options_.batchSize > 0 &&
+        !shape.empty() && shape[0] == graph::kDynamicDim)
+      shape[0] = options_.batchSize;
     if (given != options_.inputShapes.end()) {
       const std::vector<int64_t> &g = given->second;
       if (tt.has_shape() && g.size() != shape.size())
@@ -727,6 +730,11 @@ static std::optional<std::string>
 runONNXShapeInference(onnx::ModelProto &model, const ImportOptions &options) {
   for (auto &in : *model.mutable_graph()->mutable_input()) {
     auto it = options.inputShapes.find(in.name());
+    if (it == options.inputShapes.end() && options.batchSize > 0 &&
+        in.type().has_tensor_type() && in.type().tensor_type().shape().dim_size() > 0 &&
+        !in.type().tensor_type().shape().dim(0).has_dim_value())
+      in.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_value(
+          options.batchSize);
     if (it == options.inputShapes.end() || !in.type().has_tensor_type())
       continue;
     auto *shape = in.mutable_type()->mutable_tensor_type()->mutable_shape();

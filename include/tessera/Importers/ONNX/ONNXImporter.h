@@ -45,6 +45,9 @@ struct ConstantInput {
 struct ImportOptions {
   /// Shapes for graph inputs, by name: fixes symbolic dims (`--input-shape`).
   std::map<std::string, std::vector<int64_t>> inputShapes;
+  /// When positive, a symbolic dimension 0 of every graph input (the batch)
+  /// becomes this (--micro-batch-size); inputShapes take precedence.
+  int64_t batchSize = 0;
   /// Element types of inputs, by name, in MLIR's spelling (`--input-type
   /// ids=i64`): TorchScript records none (its tensors default to f32); an
   /// ONNX model declares its own, which must agree.

@@ -90,4 +90,22 @@ std::string formatShape(llvm::ArrayRef<int64_t> shape) {
   return s;
 }
 
+
+llvm::SmallVector<double> windowCounts(int64_t in, int64_t out, int64_t kernel,
+                                       int64_t stride, int64_t padLow,
+                                       int64_t padHigh,
+                                 int64_t dilation, bool includePad) {
+  llvm::SmallVector<double> counts;
+  int64_t lo = includePad ? -padLow : 0, hi = includePad ? in + padHigh : in;
+  for (int64_t o = 0; o < out; ++o) {
+    int64_t c = 0;
+    for (int64_t r = 0; r < kernel; ++r) {
+      int64_t pos = o * stride - padLow + r * dilation;
+      c += pos >= lo && pos < hi;
+    }
+    counts.push_back(std::max<int64_t>(c, 1));
+  }
+  return counts;
+}
+
 } // namespace tessera::graph

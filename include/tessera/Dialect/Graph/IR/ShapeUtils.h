@@ -37,6 +37,15 @@ std::optional<int64_t> windowOutputSize(int64_t input, int64_t kernel,
                                         int64_t padHigh, int64_t dilation,
                                         bool ceilMode);
 
+/// For each output position of a 1-D pooling window, the number of window
+/// elements inside the input (or, with `includePad`, inside the padded
+/// input); at least 1. Average pooling divides by these, and its gradient
+/// too.
+llvm::SmallVector<double> windowCounts(int64_t in, int64_t out, int64_t kernel,
+                                       int64_t stride, int64_t padLow,
+                                       int64_t padHigh, int64_t dilation,
+                                       bool includePad);
+
 /// Number of elements a strided slice (see graph.slice) selects.
 int64_t sliceOutputSize(int64_t start, int64_t limit, int64_t stride);
 

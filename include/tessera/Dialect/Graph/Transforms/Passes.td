@@ -49,4 +49,112 @@ def GraphFoldGlobalLayouts
   let dependentDialects = ["::mlir::ml_program::MLProgramDialect"];
 }
 
+
+//===----------------------------------------------------------------------===//
+// Training
+//===----------------------------------------------------------------------===//
+
+def GraphBuildLoss : Pass<"graph-build-loss", "::mlir::ModuleOp"> {
+  let summary = "Append a scalar training loss to @main";
+  let description = [{
+    Computes a loss from one of @main's outputs (the model's prediction) and
+    a new `labels` argument, and returns it as @main's first result, marked
+    `graph.loss`; the model's outputs follow it. Losses, each the mean over
+    the samples (PyTorch's default reduction) or their sum:
+    `cross-entropy` (from logits; `label-smoothing`, `ignore-index`),
+    `nll` (from log-probabilities), `mse`, `l1`, `bce-with-logits`.
+    `loss=output:NAME` takes a scalar the model computes itself: no label
+    argument is added.
+
+    Assumes: @main returns ranked static tensors; the prediction is
+    N x C (class scores) for cross-entropy and nll, and shaped like the
+    labels otherwise. Guarantees: exactly one result of @main carries
+    `graph.loss` and is a 0-d float tensor. A prediction of the wrong shape,
+    or an unknown output name, is an error naming what is expected.
+  }];
+  let options = [
+    Option<"loss", "loss", "std::string", "\"cross-entropy\"",
+           "cross-entropy, nll, mse, l1, bce-with-logits, or output:NAME">,
+    Option<"output", "output", "std::string", "\"\"",
+           "the output the loss reads (default: the first)">,
+    Option<"labelSmoothing", "label-smoothing", "double", "0.0",
+           "cross-entropy's label smoothing, in [0, 1)">,
+    Option<"ignoreIndex", "ignore-index", "int64_t", "-100",
+           "a class label that contributes no loss (cross-entropy, nll)">,
+    Option<"reduction", "reduction", "std::string", "\"mean\"",
+           "mean or sum over the samples">,
+  ];
+  let dependentDialects = ["::tessera::graph::GraphDialect"];
+}
+
+def GraphAutodiff : Pass<"graph-autodiff", "::mlir::ModuleOp"> {
+  let summary = "Reverse-mode gradients of @main's loss with respect to its weights";
+  let description = [{
+    Builds, in graph ops after the forward ones, the gradient of the result
+    marked `graph.loss` with respect to every trainable weight, and returns
+    each as a new result of @main marked `graph.gradient_of = @global`.
+    Trainable: a float `ml_program.global` read by the forward graph through
+    an operand the loss is differentiable in (a batch norm's running
+    statistics and a gather's indices are not), and not named in `freeze`.
+    Each op's rule is in GradientRules.cpp; an op on a path from a weight to
+    the loss without a rule is an error naming the op and its location,
+    never a silent zero.
+
+    Assumes: @main has one block in program order, exactly one result marked
+    `graph.loss`, static shapes. Guarantees: one gradient result per
+    trainable global, shaped like it; the forward results are unchanged.
+  }];
+  let options = [
+    ListOption<"freeze", "freeze", "std::string",
+               "weights that get no gradient (global names)">,
+  ];
+  let dependentDialects = ["::tessera::graph::GraphDialect",
+                           "::mlir::ml_program::MLProgramDialect"];
+}
+
+def GraphOptimizerUpdate : Pass<"graph-optimizer-update", "::mlir::ModuleOp"> {
+  let summary = "Apply an optimizer step to every weight that has a gradient";
+  let description = [{
+    Consumes @main's results marked `graph.gradient_of`: each weight becomes a
+    mutable global read with `ml_program.global_load` and written with
+    `ml_program.global_store` after the update. Optimizer state (momentum,
+    moments, the step count) lives in new mutable globals named
+    `<weight>/<slot>`, starting at zero. Hyperparameters (learning rate,
+    momentum, weight decay, ...) are mutable globals `optimizer.<name>`
+    marked `graph.hyperparameter`, never stored by the program: the runtime
+    may change them between runs without a recompile. Optimizers follow
+    torch.optim's update rules: `sgd` (momentum, dampening, nesterov,
+    weight-decay), `adam` and `adamw` (bias correction, amsgrad), `rmsprop`
+    (alpha, centered, momentum).
+
+    Assumes: gradients shaped like their weights. Guarantees: no result of
+    @main carries `graph.gradient_of`; every store follows every load of its
+    global.
+  }];
+  let options = [
+    Option<"optimizer", "optimizer", "std::string", "\"sgd\"",
+           "sgd, adam, adamw or rmsprop, with hyperparameters as "
+           "name:key=value,key=value (kebab-case keys)">,
+  ];
+  let dependentDialects = ["::tessera::graph::GraphDialect",
+                           "::mlir::ml_program::MLProgramDialect"];
+}
+
+def GraphExternalizeState : Pass<"graph-externalize-state", "::mlir::ModuleOp"> {
+  let summary = "Thread mutable globals through @main as arguments and results";
+  let description = [{
+    Lowering and the runtime see a pure function: every mutable global read
+    by @main becomes an argument marked `graph.state = "<name>"` (its
+    initial value stays in the global, which the argument names), and the
+    value its last `ml_program.global_store` writes becomes a result marked
+    `graph.state_update = "<name>"`. The runtime keeps such arguments
+    resident on the device between runs and copies each update back into its
+    argument after every run, as XLA aliases a donated input with an output.
+
+    Assumes: at most one store per global, after every load of it.
+    Guarantees: @main reads no mutable global and contains no store.
+  }];
+  let dependentDialects = ["::mlir::ml_program::MLProgramDialect"];
+}
+
 #endif // TESSERA_DIALECT_GRAPH_TRANSFORMS_PASSES_TD

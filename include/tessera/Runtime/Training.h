@@ -1,0 +1,63 @@
+//===- Training.h - feed a training executable from a data set --*- C++ -*-===//
+//
+// The loop tessera-run --train-data and the Python API share: a data set of
+// one array per model input plus `labels`, split along dimension 0 into host
+// calls of (micro-batch x device iterations) samples; each call runs the
+// training step and reports the mean loss and, for class labels, how many
+// predictions were right. Checkpoints are .npz files of the state tensors
+// keyed by the model's own parameter names. No MLIR here.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_RUNTIME_TRAINING_H
+#define TESSERA_RUNTIME_TRAINING_H
+
+#include "tessera/Runtime/Runner.h"
+
+#include <map>
+#include <optional>
+
+namespace tessera::runtime {
+
+/// A data set in the executable's input order, whole (every sample).
+struct TrainingData {
+  std::vector<Tensor> inputs;
+  int64_t samples = 0;
+};
+
+/// Samples one run consumes: the compiled micro-batch times the device
+/// iterations.
+int64_t samplesPerRun(const ExecutableMetadata &metadata);
+
+/// Checks `arrays` (by input name) against a training executable: every
+/// input present with the compiled shape past dimension 0, the same number
+/// of samples in each, and that number a multiple of samplesPerRun (the
+/// error names each factor).
+llvm::Expected<TrainingData> makeTrainingData(const ExecutableMetadata &metadata,
+                                              std::map<std::string, Tensor> arrays);
+
+struct RunStats {
+  double loss = 0;     ///< mean over the run's weight updates
+  int64_t correct = 0; ///< class predictions equal to their label
+  int64_t labelled = 0; ///< samples with a class label (0: not classes)
+};
+
+/// Runs the training step on run `index`'s samples.
+llvm::Expected<RunStats> trainOnRun(Runner &runner, const ExecutableMetadata &metadata,
+                                    const TrainingData &data, int64_t index);
+
+/// The index of the state tensor called `name`, if any.
+std::optional<size_t> findState(const ExecutableMetadata &metadata, llvm::StringRef name);
+
+/// Writes parameters and optimizer state (not hyperparameters) to `path`
+/// (.npz, atomically).
+llvm::Error saveState(Runner &runner, const ExecutableMetadata &metadata,
+                      llvm::StringRef path);
+/// Loads every array of `path` into the state tensor of its name; a name
+/// the executable does not have, or a wrong shape, is an error.
+llvm::Error loadState(Runner &runner, const ExecutableMetadata &metadata,
+                      llvm::StringRef path);
+
+} // namespace tessera::runtime
+
+#endif // TESSERA_RUNTIME_TRAINING_H

@@ -1,0 +1,315 @@
+//===- GraphOptimizerUpdate.cpp - optimizer steps as graph ops -----------===//
+//
+// torch.optim's update rules written in graph ops, one weight at a time, so
+// tile mapping spreads each update over the tiles that hold the weight.
+// Numeric hyperparameters are scalar globals the program only reads: the
+// runtime can change them between runs (setOptimizer never recompiles).
+// Choices that change the program's structure (nesterov, amsgrad, centered,
+// whether there is momentum at all) are fixed at compile time.
+//
+//===----------------------------------------------------------------------===//
+
+#include "GraphEmitter.h"
+
+#include "tessera/Dialect/Graph/IR/Graph.h"
+#include "tessera/Dialect/Graph/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MLProgram/IR/MLProgram.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+
+#include <cmath>
+
+namespace tessera::graph {
+#define GEN_PASS_DEF_GRAPHOPTIMIZERUPDATE
+#include "tessera/Dialect/Graph/Transforms/Passes.h.inc"
+} // namespace tessera::graph
+
+using namespace mlir;
+
+namespace tessera::graph {
+namespace {
+
+/// An optimizer's name and its hyperparameters, defaults filled in.
+struct OptimizerSpec {
+  std::string name;
+  llvm::StringMap<double> values;
+  /// Keys that are structural (compile-time) rather than runtime values.
+  llvm::StringSet<> structural;
+};
+
+/// Parses "adamw:lr=1e-3,weight-decay=0.01" against torch.optim's defaults
+/// (PopTorch's SGD default learning rate, 0.01).
+FailureOr<OptimizerSpec> parseSpec(StringRef text, Location loc) {
+  auto [name, rest] = text.split(':');
+  OptimizerSpec spec;
+  spec.name = name.trim().str();
+  auto &v = spec.values;
+  if (spec.name == "sgd") {
+    v = {{"lr", 0.01}, {"momentum", 0}, {"dampening", 0},
+         {"weight-decay", 0}, {"nesterov", 0}};
+    spec.structural.insert("nesterov");
+  } else if (spec.name == "adam" || spec.name == "adamw") {
+    v = {{"lr", 1e-3}, {"beta1", 0.9}, {"beta2", 0.999}, {"eps", 1e-8},
+         {"weight-decay", spec.name == "adamw" ? 0.01 : 0.0}, {"amsgrad", 0}};
+    spec.structural.insert("amsgrad");
+  } else if (spec.name == "rmsprop") {
+    v = {{"lr", 0.01}, {"alpha", 0.99}, {"eps", 1e-8}, {"weight-decay", 0},
+         {"momentum", 0}, {"centered", 0}};
+    spec.structural.insert("centered");
+  } else {
+    return emitError(loc, "unknown optimizer '")
+           << spec.name << "': use sgd, adam, adamw or rmsprop";
+  }
+  SmallVector<StringRef> items;
+  rest.split(items, ',', -1, /*KeepEmpty=*/false);
+  for (StringRef item : items) {
+    auto [key, value] = item.split('=');
+    key = key.trim();
+    value = value.trim();
+    auto it = v.find(key);
+    if (it == v.end()) {
+      std::string known;
+      for (auto &entry : v)
+        known += (known.empty() ? "" : ", ") + entry.getKey().str();
+      return emitError(loc, "optimizer ")
+             << spec.name << " has no hyperparameter '" << key
+             << "' (it has " << known << ")";
+    }
+    double parsed;
+    if (value == "true" || value == "false")
+      parsed = value == "true";
+    else if (value.getAsDouble(parsed))
+      return emitError(loc, "hyperparameter ")
+             << key << "=" << value << " of " << spec.name
+             << " is not a number";
+    if (parsed < 0 || !std::isfinite(parsed))
+      return emitError(loc, "hyperparameter ")
+             << key << "=" << value << " must be finite and non-negative";
+    it->second = parsed;
+  }
+  if ((v.count("beta1") && v["beta1"] >= 1) || (v.count("beta2") && v["beta2"] >= 1))
+    return emitError(loc, "adam's beta1 and beta2 must be below 1");
+  if (spec.name == "sgd" && v["nesterov"] &&
+      (v["momentum"] <= 0 || v["dampening"] != 0))
+    return emitError(loc, "nesterov momentum needs momentum > 0 and no "
+                          "dampening (as torch.optim.SGD)");
+  return spec;
+}
+
+struct GraphOptimizerUpdate
+    : impl::GraphOptimizerUpdateBase<GraphOptimizerUpdate> {
+  using Base::Base;
+
+  ModuleOp module;
+  OpBuilder *moduleBuilder = nullptr;
+
+  /// A new mutable global of `type`, all `init`, named `name`.
+  ml_program::GlobalOp makeGlobal(StringRef name, RankedTensorType type,
+                                  double init, Location loc) {
+    Attribute element = FloatAttr::get(type.getElementType(), init);
+    auto global = ml_program::GlobalOp::create(
+        *moduleBuilder, loc, name, type, /*is_mutable=*/true,
+        DenseElementsAttr::get(type, element),
+        moduleBuilder->getStringAttr("private"));
+    return global;
+  }
+
+  void runOnOperation() override {
+    module = getOperation();
+    SymbolTable symbols(module);
+    auto main = symbols.lookup<func::FuncOp>("main");
+    if (!main)
+      return;
+    FailureOr<OptimizerSpec> spec = parseSpec(optimizer, main.getLoc());
+    if (failed(spec))
+      return signalPassFailure();
+    auto ret = cast<func::ReturnOp>(main.front().getTerminator());
+
+    SmallVector<unsigned> gradientResults;
+    for (unsigned i = 0; i < main.getNumResults(); ++i)
+      if (main.getResultAttr(i, "graph.gradient_of"))
+        gradientResults.push_back(i);
+    if (gradientResults.empty()) {
+      main.emitError("no gradients to apply: run graph-autodiff first");
+      return signalPassFailure();
+    }
+
+    OpBuilder mb = OpBuilder::atBlockBegin(module.getBody());
+    mb.setInsertionPoint(main);
+    moduleBuilder = &mb;
+    OpBuilder b(ret);
+    Location loc = NameLoc::get(b.getStringAttr("optimizer"), main.getLoc());
+    auto scalarType = RankedTensorType::get({}, b.getF32Type());
+
+    // Runtime hyperparameters: read once, shared by every weight's update.
+    llvm::StringMap<Value> hyper;
+    {
+      OpBuilder hb = OpBuilder::atBlockBegin(&main.front());
+      for (auto &entry : spec->values) {
+        StringRef key = entry.getKey();
+        if (spec->structural.contains(key) ||
+            (key == "momentum" && entry.getValue() == 0))
+          continue;
+        std::string name = ("optimizer." + key).str();
+        if (symbols.lookup(name)) {
+          main.emitError("the model already has a global named ") << name;
+          return signalPassFailure();
+        }
+        auto global = makeGlobal(name, scalarType, entry.getValue(), loc);
+        global->setAttr("graph.hyperparameter", b.getUnitAttr());
+        symbols.insert(global);
+        hyper[key] = ml_program::GlobalLoadOp::create(
+            hb, loc, scalarType, FlatSymbolRefAttr::get(global.getSymNameAttr()));
+      }
+    }
+    auto flag = [&](StringRef key) { return spec->values.lookup(key) != 0; };
+    bool momentum = spec->values.count("momentum") && flag("momentum");
+
+    // The step count (bias correction, SGD's first momentum step).
+    GraphEmitter e(b, loc);
+    Value step, nextStep;
+    if (spec->name != "rmsprop") {
+      auto global = makeGlobal("optimizer.step", scalarType, 0.0, loc);
+      global->setAttr("graph.optimizer_state", b.getUnitAttr());
+      symbols.insert(global);
+      step = ml_program::GlobalLoadOp::create(
+          b, loc, scalarType, FlatSymbolRefAttr::get(global.getSymNameAttr()));
+      nextStep = e.addScalar(step, 1.0);
+      ml_program::GlobalStoreOp::create(
+          b, loc, FlatSymbolRefAttr::get(global.getSymNameAttr()), nextStep);
+    }
+
+    for (unsigned index : gradientResults) {
+      auto ref = main.getResultAttrOfType<FlatSymbolRefAttr>(index,
+                                                             "graph.gradient_of");
+      auto weight = symbols.lookup<ml_program::GlobalOp>(ref.getValue());
+      if (!weight) {
+        main.emitError("gradient of unknown global ") << ref;
+        return signalPassFailure();
+      }
+      Value g = ret.getOperand(index);
+      auto type = cast<RankedTensorType>(g.getType());
+      // The weight becomes state: every read is a mutable load.
+      weight.setIsMutable(true);
+      SmallVector<ml_program::GlobalLoadConstOp> constLoads;
+      main.walk([&](ml_program::GlobalLoadConstOp load) {
+        if (load.getGlobal().getLeafReference() == weight.getSymName())
+          constLoads.push_back(load);
+      });
+      for (auto load : constLoads) {
+        OpBuilder lb(load);
+        Value fresh = ml_program::GlobalLoadOp::create(lb, load.getLoc(),
+                                                       load.getType(),
+                                                       load.getGlobal());
+        load.replaceAllUsesWith(fresh);
+        load.erase();
+      }
+      Value w = ml_program::GlobalLoadOp::create(b, loc, type, ref);
+      auto slot = [&](StringRef name) -> std::pair<ml_program::GlobalOp, Value> {
+        auto global = makeGlobal((weight.getSymName() + "/" + name).str(), type,
+                                 0.0, weight.getLoc());
+        global->setAttr("graph.optimizer_state", b.getUnitAttr());
+        symbols.insert(global);
+        Value current = ml_program::GlobalLoadOp::create(
+            b, loc, type, FlatSymbolRefAttr::get(global.getSymNameAttr()));
+        return {global, current};
+      };
+      auto store = [&](ml_program::GlobalOp global, Value v) {
+        ml_program::GlobalStoreOp::create(
+            b, loc, FlatSymbolRefAttr::get(global.getSymNameAttr()), v);
+      };
+      Value lr = hyper["lr"], wd = hyper["weight-decay"];
+      Value updated;
+      if (spec->name == "sgd") {
+        Value d = e.add(g, e.mul(wd, w));
+        if (momentum) {
+          Value mom = hyper["momentum"];
+          auto [bufGlobal, buf] = slot("momentum_buffer");
+          // torch.optim.SGD starts the buffer at the first step's d.
+          Value later = e.add(e.mul(mom, buf),
+                              e.mul(e.sub(e.scalar(d, 1.0), hyper["dampening"]), d));
+          Value first = e.equal(step, e.scalar(step, 0.0));
+          Value newBuf = e.select(first, d, later);
+          store(bufGlobal, newBuf);
+          d = flag("nesterov") ? e.add(d, e.mul(mom, newBuf)) : newBuf;
+        }
+        updated = e.sub(w, e.mul(lr, d));
+      } else if (spec->name == "adam" || spec->name == "adamw") {
+        Value b1 = hyper["beta1"], b2 = hyper["beta2"], eps = hyper["eps"];
+        Value one = e.scalar(g, 1.0);
+        Value base = w;
+        if (spec->name == "adamw")
+          base = e.mul(w, e.sub(one, e.mul(lr, wd)));
+        else
+          g = e.add(g, e.mul(wd, w));
+        auto [mGlobal, m] = slot("exp_avg");
+        auto [vGlobal, v] = slot("exp_avg_sq");
+        Value newM = e.add(e.mul(b1, m), e.mul(e.sub(one, b1), g));
+        Value newV = e.add(e.mul(b2, v), e.mul(e.sub(one, b2), e.mul(g, g)));
+        store(mGlobal, newM);
+        store(vGlobal, newV);
+        Value bc1 = e.sub(one, e.pow(b1, nextStep));
+        Value bc2 = e.sub(one, e.pow(b2, nextStep));
+        Value second = newV;
+        if (flag("amsgrad")) {
+          auto [maxGlobal, vmax] = slot("max_exp_avg_sq");
+          second = e.max(vmax, newV);
+          store(maxGlobal, second);
+        }
+        Value denom = e.add(e.div(e.sqrt(second), e.sqrt(bc2)), eps);
+        updated = e.sub(base, e.mul(e.div(lr, bc1), e.div(newM, denom)));
+      } else {
+        Value alpha = hyper["alpha"], eps = hyper["eps"];
+        Value one = e.scalar(g, 1.0);
+        g = e.add(g, e.mul(wd, w));
+        auto [sqGlobal, sq] = slot("square_avg");
+        Value newSq = e.add(e.mul(alpha, sq), e.mul(e.sub(one, alpha), e.mul(g, g)));
+        store(sqGlobal, newSq);
+        Value avg = newSq;
+        if (flag("centered")) {
+          auto [gaGlobal, ga] = slot("grad_avg");
+          Value newGa = e.add(e.mul(alpha, ga), e.mul(e.sub(one, alpha), g));
+          store(gaGlobal, newGa);
+          avg = e.sub(avg, e.mul(newGa, newGa));
+        }
+        avg = e.add(e.sqrt(avg), eps);
+        if (momentum) {
+          auto [bufGlobal, buf] = slot("momentum_buffer");
+          Value newBuf = e.add(e.mul(hyper["momentum"], buf), e.div(g, avg));
+          store(bufGlobal, newBuf);
+          updated = e.sub(w, e.mul(lr, newBuf));
+        } else {
+          updated = e.sub(w, e.mul(lr, e.div(g, avg)));
+        }
+      }
+      if (e.failed()) {
+        main.emitError("could not build the ")
+            << spec->name << " update of " << weight.getSymName();
+        return signalPassFailure();
+      }
+      store(weight, updated);
+    }
+
+    // The gradients are consumed: drop their results.
+    SmallVector<Value> results;
+    SmallVector<Attribute> attrs;
+    for (unsigned i = 0; i < main.getNumResults(); ++i) {
+      if (llvm::is_contained(gradientResults, i))
+        continue;
+      results.push_back(ret.getOperand(i));
+      attrs.push_back(main.getResultAttrDict(i)
+                          ? Attribute(main.getResultAttrDict(i))
+                          : Attribute(b.getDictionaryAttr({})));
+    }
+    ret->setOperands(results);
+    main.setType(FunctionType::get(&getContext(), main.getArgumentTypes(),
+                                   ValueRange(results).getTypes()));
+    main.setAllResultAttrs(attrs);
+    main->setAttr("graph.optimizer", b.getStringAttr(spec->name));
+  }
+};
+
+} // namespace
+} // namespace tessera::graph
