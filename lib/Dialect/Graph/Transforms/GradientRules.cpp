@@ -49,6 +49,7 @@ SmallVector<int64_t> inversePermutation(ArrayRef<int64_t> perm) {
 // Convolution
 //===----------------------------------------------------------------------===//
 
+/// Views of a window op's attributes (the caller keeps them alive).
 struct ConvGeometry {
   ArrayRef<int64_t> strides, pads, dilations;
   int64_t groups;
@@ -354,10 +355,9 @@ LogicalResult avgPoolGradient(GraphEmitter &e, AvgPoolOp op, Value g,
   Value scaled = e.mul(g, e.constant(elem, spatial, inverse));
   SmallVector<int64_t> wshape{channels, 1};
   wshape.append(kernel.begin(), kernel.end());
-  ConvGeometry c{op.getStrides(),
-                 windowPads(in, out, kernel, op.getStrides(), pads,
-                            op.getDilations()),
-                 op.getDilations(), channels};
+  SmallVector<int64_t> windowed =
+      windowPads(in, out, kernel, op.getStrides(), pads, op.getDilations());
+  ConvGeometry c{op.getStrides(), windowed, op.getDilations(), channels};
   grads[0] = convInputGradient(e, scaled, e.splat(elem, wshape, 1.0), in, c);
   return success(!e.failed());
 }
@@ -370,10 +370,9 @@ LogicalResult maxPoolGradient(GraphEmitter &e, MaxPoolOp op, Value g,
   int64_t n = kernel.size(), batch = in[0], channels = in[1];
   int64_t r = numElements(kernel);
   Type elem = elementOf(g);
-  ConvGeometry c{op.getStrides(),
-                 windowPads(in, out, kernel, op.getStrides(), op.getPads(),
-                            op.getDilations()),
-                 op.getDilations(), channels};
+  SmallVector<int64_t> windowed = windowPads(in, out, kernel, op.getStrides(),
+                                             op.getPads(), op.getDilations());
+  ConvGeometry c{op.getStrides(), windowed, op.getDilations(), channels};
   // Every window laid out along a new axis: N x C x R x O...
   Value picker = windowPicker(e, elem, channels, kernel);
   Value windows = e.conv(x, picker, c.strides, c.pads, c.dilations, channels);

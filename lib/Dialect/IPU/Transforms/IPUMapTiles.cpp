@@ -349,9 +349,11 @@ SplitOps splitReduction(linalg::GenericOp op, const Accumulation &acc,
   auto combine = linalg::GenericOp::create(
       b, loc, TypeRange{outType}, ValueRange{partial.getResult(0)},
       ValueRange{op.getDpsInitOperand(0)->get()},
+      // The init is read at the first `rank` loops; built explicitly because
+      // getMajorSubMap(0) of a scalar's map is null.
       ArrayRef<AffineMap>{AffineMap::get(rank + 1, 0, read, ctx),
-                          AffineMap::getMultiDimIdentityMap(rank + 1, ctx)
-                              .getMajorSubMap(rank)},
+                          AffineMap::get(rank + 1, 0, ArrayRef(read).drop_front(),
+                                         ctx)},
       combineIterators, [&](OpBuilder &nb, Location l, ValueRange args) {
         OperationState state(l, acc.combine);
         state.addOperands({args[1], args[0]});
