@@ -1,0 +1,39 @@
+// RUN: tessera-opt %s --split-input-file --graph-autodiff | FileCheck %s --enable-var-scope
+//
+// graph-autodiff returns one gradient per trainable global, marked
+// graph.gradient_of; a matmul's weight gradient is lhs^T @ grad, a bias's
+// the sum over the broadcast dimension.
+
+// CHECK-LABEL: func.func @main
+// CHECK-SAME: -> (tensor<f32> {graph.loss}, tensor<3x2xf32> {graph.gradient_of = @w, graph.name = "w.grad"}, tensor<2xf32> {graph.gradient_of = @b, graph.name = "b.grad"})
+// CHECK-DAG: %[[XT:.*]] = graph.transpose %arg0 {perm = array<i64: 1, 0>}
+// CHECK-DAG: %[[GW:.*]] = graph.matmul %[[XT]], %{{.*}} : (tensor<3x4xf32>, tensor<4x2xf32>) -> tensor<3x2xf32>
+// CHECK-DAG: %[[GB0:.*]] = graph.reduce_sum %{{.*}} {axes = array<i64: 0>, keepdims = true} : (tensor<4x2xf32>) -> tensor<1x2xf32>
+// CHECK-DAG: %[[GB:.*]] = graph.reshape %[[GB0]] : tensor<1x2xf32> -> tensor<2xf32>
+// CHECK: return %{{.*}}, %[[GW]], %[[GB]]
+ml_program.global private @w(dense<1.0> : tensor<3x2xf32>) : tensor<3x2xf32>
+ml_program.global private @b(dense<0.5> : tensor<2xf32>) : tensor<2xf32>
+func.func @main(%x: tensor<4x3xf32>) -> (tensor<f32> {graph.loss}) {
+  %w = ml_program.global_load_const @w : tensor<3x2xf32>
+  %b = ml_program.global_load_const @b : tensor<2xf32>
+  %0 = graph.matmul %x, %w : (tensor<4x3xf32>, tensor<3x2xf32>) -> tensor<4x2xf32>
+  %1 = graph.add %0, %b : (tensor<4x2xf32>, tensor<2xf32>) -> tensor<4x2xf32>
+  %2 = graph.reduce_sum %1 {axes = array<i64: 0, 1>, keepdims = false} : (tensor<4x2xf32>) -> tensor<f32>
+  return %2 : tensor<f32>
+}
+
+// -----
+
+// A frozen weight gets no gradient; the relu's gradient selects on x > 0.
+// CHECK-LABEL: func.func @main
+// CHECK-SAME: -> (tensor<f32> {graph.loss}, tensor<2xf32> {graph.gradient_of = @v, graph.name = "v.grad"})
+// CHECK: graph.greater
+// CHECK: graph.select
+ml_program.global private @v(dense<1.0> : tensor<2xf32>) : tensor<2xf32>
+func.func @main(%x: tensor<2xf32>) -> (tensor<f32> {graph.loss}) {
+  %v = ml_program.global_load_const @v : tensor<2xf32>
+  %0 = graph.mul %x, %v : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  %1 = graph.relu %0 : tensor<2xf32>
+  %2 = graph.reduce_sum %1 {axes = array<i64: 0>, keepdims = false} : (tensor<2xf32>) -> tensor<f32>
+  return %2 : tensor<f32>
+}
