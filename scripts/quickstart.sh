@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The main job: install, build, export a torchvision model to ONNX (random
-# weights, fixed seed, nothing downloaded), compile it with tessera-compile
+# The main job: install, build, train a small CNN on the 8x8 digits through
+# tessera-compile --train and tessera-run --train-data; then export a
+# torchvision model to ONNX (random weights, fixed seed, nothing
+# downloaded), compile it with tessera-compile
 # (printing what it contains) for an ipu2, run it on the IPU model with
 # tessera-run (estimated cycles and images/s on the chip), run the same
 # executable's host reference code, and check both against PyTorch.
@@ -14,6 +16,11 @@ scripts/build.sh
 OUT=build/quickstart
 mkdir -p "$OUT"
 PY=/usr/bin/python3
+
+# Training: a small CNN on scikit-learn's digits, on the IPU model; only the
+# per-epoch lines are shown (tessera-run prints one line per run).
+$PY scripts/train_digits.py "$OUT" | grep -v '^run '
+echo
 $PY scripts/export_model.py "$MODEL" "$OUT/$MODEL.onnx"
 
 echo

@@ -67,7 +67,7 @@ np.save(os.path.join(out, "x.npy"), np.ones((2, 3, 4), np.float32))
 # IPUPHASE: ipu.target = #ipu.target<"ipu2"
 # IPUPHASE: ipu.compute_set
 # IPUPHASE: func.func @vertex_
-# TRAINING: error: --compile-to=training is not implemented
+# TRAINING: error: --compile-to=training builds a training step: add --train (and --loss, --optimizer)
 # UNKNOWN: error: unknown phase 'banana' for --compile-to
 # BOW: compiled for bow: 2 IPUs x 64 tiles x 624 KiB, 1.85 GHz
 # BADTARGET: error: unknown target 'ipu9'; targets are ipu1, ipu2, bow
