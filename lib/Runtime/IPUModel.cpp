@@ -920,10 +920,11 @@ void IPUModel::Impl::computeCost() {
   // pieces are already on their tile).
   StepCost update;
   update.name = "state-update";
-  for (const StateInfo &s : meta.state) {
+  for (size_t i = 0; i < meta.state.size(); ++i) {
+    const StateInfo &s = meta.state[i];
     if (s.update < 0)
       continue;
-    const Variable &v = program.variables[program.inputs[meta.inputs.size() + (&s - meta.state.data())]];
+    const Variable &v = program.variables[program.inputs[meta.inputs.size() + i]];
     int64_t pieceBytes = v.mapping.maxPieceElements() * v.elementBytes();
     update.exchangeBytes += s.numElements() * dtypeSize(s.dtype);
     update.exchangeCycles += (pieceBytes + target.exchangeBytesPerCycle - 1) /

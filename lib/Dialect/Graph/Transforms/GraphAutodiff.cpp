@@ -11,6 +11,7 @@
 
 #include "GradientRules.h"
 
+#include "FuncResults.h"
 #include "tessera/Dialect/Graph/IR/Graph.h"
 #include "tessera/Dialect/Graph/Transforms/Passes.h"
 
@@ -168,11 +169,7 @@ struct GraphAutodiff : impl::GraphAutodiffBase<GraphAutodiff> {
 
     // One gradient result per weight: the sum over its loads.
     SmallVector<Value> results(ret.getOperands());
-    SmallVector<Attribute> resultAttrs;
-    for (unsigned i = 0; i < main.getNumResults(); ++i)
-      resultAttrs.push_back(main.getResultAttrDict(i)
-                                ? Attribute(main.getResultAttrDict(i))
-                                : Attribute(builder.getDictionaryAttr({})));
+    SmallVector<Attribute> resultAttrs = resultAttrDicts(main);
     int64_t count = 0;
     for (auto &[global, loads] : weightLoads) {
       Value total;
@@ -195,10 +192,7 @@ struct GraphAutodiff : impl::GraphAutodiffBase<GraphAutodiff> {
     LLVM_DEBUG(llvm::dbgs() << "graph-autodiff: " << count
                             << " gradients, " << grads.size()
                             << " values with a gradient\n");
-    ret->setOperands(results);
-    main.setType(FunctionType::get(&getContext(), main.getArgumentTypes(),
-                                   ValueRange(results).getTypes()));
-    main.setAllResultAttrs(resultAttrs);
+    setResults(main, results, resultAttrs);
   }
 };
 

@@ -10,6 +10,7 @@
 
 #include "GraphEmitter.h"
 
+#include "FuncResults.h"
 #include "tessera/Dialect/Graph/IR/Graph.h"
 #include "tessera/Dialect/Graph/IR/ShapeUtils.h"
 #include "tessera/Dialect/Graph/Transforms/Passes.h"
@@ -194,14 +195,8 @@ struct GraphBuildLoss : impl::GraphBuildLossBase<GraphBuildLoss> {
     SmallVector<Attribute> attrs{b.getDictionaryAttr(
         {b.getNamedAttr("graph.loss", b.getUnitAttr()),
          b.getNamedAttr("graph.name", b.getStringAttr("loss"))})};
-    for (unsigned i = 0; i < main.getNumResults(); ++i)
-      attrs.push_back(main.getResultAttrDict(i)
-                          ? Attribute(main.getResultAttrDict(i))
-                          : Attribute(b.getDictionaryAttr({})));
-    ret->setOperands(results);
-    main.setType(FunctionType::get(&getContext(), main.getArgumentTypes(),
-                                   ValueRange(results).getTypes()));
-    main.setAllResultAttrs(attrs);
+    attrs.append(resultAttrDicts(main));
+    setResults(main, results, attrs);
   }
 };
 

@@ -34,7 +34,10 @@ bool GraphEmitter::skip(std::initializer_list<Value> operands) {
 }
 
 Value GraphEmitter::finish(Operation *op) {
-  FailureOr<Value> v = finishCreatedOp(b, op);
+  return unwrap(finishCreatedOp(b, op));
+}
+
+Value GraphEmitter::unwrap(FailureOr<Value> v) {
   if (mlir::failed(v)) {
     hasFailed = true;
     return {};
@@ -129,19 +132,13 @@ Value GraphEmitter::select(Value cond, Value onTrue, Value onFalse) {
 Value GraphEmitter::cast(Value x, Type elementType) {
   if (skip({x}))
     return {};
-  FailureOr<Value> v = createCast(b, loc, x, elementType);
-  if (mlir::failed(v))
-    hasFailed = true;
-  return mlir::failed(v) ? Value() : *v;
+  return unwrap(createCast(b, loc, x, elementType));
 }
 
 Value GraphEmitter::reshape(Value x, ArrayRef<int64_t> shape) {
   if (skip({x}))
     return {};
-  FailureOr<Value> v = createReshape(b, loc, x, shape);
-  if (mlir::failed(v))
-    hasFailed = true;
-  return mlir::failed(v) ? Value() : *v;
+  return unwrap(createReshape(b, loc, x, shape));
 }
 
 Value GraphEmitter::transpose(Value x, ArrayRef<int64_t> perm) {
@@ -149,19 +146,13 @@ Value GraphEmitter::transpose(Value x, ArrayRef<int64_t> perm) {
     return {};
   if (llvm::equal(perm, llvm::seq<int64_t>(0, perm.size())))
     return x;
-  FailureOr<Value> v = createTranspose(b, loc, x, perm);
-  if (mlir::failed(v))
-    hasFailed = true;
-  return mlir::failed(v) ? Value() : *v;
+  return unwrap(createTranspose(b, loc, x, perm));
 }
 
 Value GraphEmitter::expand(Value x, ArrayRef<int64_t> shape) {
   if (skip({x}))
     return {};
-  FailureOr<Value> v = createExpand(b, loc, x, shape);
-  if (mlir::failed(v))
-    hasFailed = true;
-  return mlir::failed(v) ? Value() : *v;
+  return unwrap(createExpand(b, loc, x, shape));
 }
 
 Value GraphEmitter::slice(Value x, ArrayRef<int64_t> starts,

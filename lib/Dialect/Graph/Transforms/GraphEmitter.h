@@ -104,6 +104,8 @@ public:
   bool skip(std::initializer_list<mlir::Value> operands);
 
 private:
+  /// The value, or null after latching the failure.
+  mlir::Value unwrap(mlir::FailureOr<mlir::Value> v);
   mlir::OpBuilder &b;
   mlir::Location loc;
   bool hasFailed = false;

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "FuncResults.h"
 #include "tessera/Dialect/Graph/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -83,21 +84,14 @@ struct GraphExternalizeState
       return signalPassFailure();
 
     SmallVector<Value> results(ret.getOperands());
-    SmallVector<Attribute> attrs;
-    for (unsigned i = 0; i < main.getNumResults(); ++i)
-      attrs.push_back(main.getResultAttrDict(i)
-                          ? Attribute(main.getResultAttrDict(i))
-                          : Attribute(b.getDictionaryAttr({})));
+    SmallVector<Attribute> attrs = resultAttrDicts(main);
     for (auto &[name, value] : updates) {
       results.push_back(value);
       attrs.push_back(b.getDictionaryAttr(
           {b.getNamedAttr("graph.name", b.getStringAttr(name.str() + ".update")),
            b.getNamedAttr("graph.state_update", FlatSymbolRefAttr::get(name))}));
     }
-    ret->setOperands(results);
-    main.setType(FunctionType::get(&getContext(), main.getArgumentTypes(),
-                                   ValueRange(results).getTypes()));
-    main.setAllResultAttrs(attrs);
+    setResults(main, results, attrs);
   }
 };
 

@@ -11,6 +11,7 @@
 
 #include "GraphEmitter.h"
 
+#include "FuncResults.h"
 #include "tessera/Dialect/Graph/IR/Graph.h"
 #include "tessera/Dialect/Graph/Transforms/Passes.h"
 
@@ -294,19 +295,14 @@ struct GraphOptimizerUpdate
 
     // The gradients are consumed: drop their results.
     SmallVector<Value> results;
-    SmallVector<Attribute> attrs;
+    SmallVector<Attribute> attrs, all = resultAttrDicts(main);
     for (unsigned i = 0; i < main.getNumResults(); ++i) {
       if (llvm::is_contained(gradientResults, i))
         continue;
       results.push_back(ret.getOperand(i));
-      attrs.push_back(main.getResultAttrDict(i)
-                          ? Attribute(main.getResultAttrDict(i))
-                          : Attribute(b.getDictionaryAttr({})));
+      attrs.push_back(all[i]);
     }
-    ret->setOperands(results);
-    main.setType(FunctionType::get(&getContext(), main.getArgumentTypes(),
-                                   ValueRange(results).getTypes()));
-    main.setAllResultAttrs(attrs);
+    setResults(main, results, attrs);
     main->setAttr("graph.optimizer", b.getStringAttr(spec->name));
   }
 };
