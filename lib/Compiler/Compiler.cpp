@@ -183,6 +183,8 @@ LogicalResult describeModel(ModuleOp module, CompiledModel &model) {
                      ? runtime::StateInfo::Role::Hyperparameter
                  : global->hasAttr("graph.optimizer_state")
                      ? runtime::StateInfo::Role::OptimizerState
+                 : global->hasAttr("graph.buffer")
+                     ? runtime::StateInfo::Role::Buffer
                      : runtime::StateInfo::Role::Parameter;
     size_t bytes = state.numElements() * runtime::dtypeSize(state.dtype);
     if (!global || !appendPayload(global, bytes, model))

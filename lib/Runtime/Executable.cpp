@@ -299,6 +299,8 @@ Expected<std::unique_ptr<Executable>> Executable::load(StringRef path) {
         st.role = StateInfo::Role::OptimizerState;
       else if (role == "hyperparameter")
         st.role = StateInfo::Role::Hyperparameter;
+      else if (role == "buffer")
+        st.role = StateInfo::Role::Buffer;
       else
         return fail("'" + path + "' has state '" + st.name + "' of unknown role");
       // The initial value must be a weight of the same type; an update, a
@@ -337,6 +339,8 @@ StringRef stateRoleName(StateInfo::Role role) {
     return "optimizer";
   case StateInfo::Role::Hyperparameter:
     return "hyperparameter";
+  case StateInfo::Role::Buffer:
+    return "buffer";
   }
   return "parameter";
 }

@@ -36,6 +36,22 @@ class SmallCNN(torch.nn.Module):
         return self.fc(torch.flatten(x, 1))
 
 
+class BatchNormCNN(torch.nn.Module):
+    """The issue's small CNN: convolution, batch norm, pooling, linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(1, 6, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(6, momentum=0.2)
+        self.pool = torch.nn.MaxPool2d(2)
+        self.fc = torch.nn.Linear(6 * 4 * 4, 10)
+        self.bn1d = torch.nn.BatchNorm1d(10)
+
+    def forward(self, x):
+        x = self.pool(torch.relu(self.bn(self.conv(x))))
+        return self.bn1d(self.fc(torch.flatten(x, 1)))
+
+
 class MLP(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -99,6 +115,8 @@ def train_with_tessera(tmp_path, onnx_path, optimizer, xs, ys, batch, extra=(),
 
 def check_weights(model, saved):
     for name, p in model.state_dict().items():
+        if name.endswith("num_batches_tracked"):
+            continue  # not in the ONNX export, and unused with a momentum
         assert name in saved.files, (name, saved.files)
         want = p.detach().numpy()
         scale = max(np.abs(want).max(), 1e-3)
@@ -118,6 +136,30 @@ def test_cnn_matches_torch_optim(name, tmp_path):
     want = torch_training(model, make(model.parameters()), xs, ys, 4,
                           torch.nn.functional.cross_entropy)
     np.testing.assert_allclose(losses, want, rtol=1e-3)
+    check_weights(model, saved)
+
+
+@pytest.mark.parametrize("reference", [False, True], ids=["ipu-model", "host"])
+def test_batch_norm_in_training_mode_matches_torch(reference, tmp_path):
+    # Batch statistics in the forward and the gradient; running mean and
+    # (unbiased) variance updated as buffers and saved with the weights.
+    torch.manual_seed(5)
+    model = BatchNormCNN()
+    xs = torch.randn(16, 1, 8, 8) * 2 + 0.5
+    ys = torch.randint(0, 10, (16,))
+    model.train()
+    torch.onnx.export(model, xs[:4], str(tmp_path / "bn.onnx"), input_names=["x"],
+                      output_names=["logits"], opset_version=17,
+                      training=torch.onnx.TrainingMode.TRAINING,
+                      do_constant_folding=False)
+    saved, losses, _ = train_with_tessera(tmp_path, tmp_path / "bn.onnx",
+                                          "sgd:lr=0.1,momentum=0.9", xs, ys, 4,
+                                          reference=reference)
+    want = torch_training(model, torch.optim.SGD(model.parameters(), lr=0.1,
+                                                 momentum=0.9),
+                          xs, ys, 4, torch.nn.functional.cross_entropy)
+    np.testing.assert_allclose(losses, want, rtol=1e-3)
+    assert "bn.running_var" in saved.files
     check_weights(model, saved)
 
 

@@ -51,12 +51,13 @@ struct WeightInfo : TensorInfo {
 };
 
 /// A tensor that stays on the device between runs (a training step's
-/// weights, optimizer state and hyperparameters). The program reads it as
+/// weights, optimizer state and hyperparameters, and buffers such as batch
+/// norm's running statistics, which are updated but not trained). The program reads it as
 /// the input after the signature's inputs (in `state` order) and, when
 /// `update` >= 0, returns its new value as program output `update` (after the
 /// signature's outputs); the runtime copies that back after every iteration.
 struct StateInfo : TensorInfo {
-  enum class Role { Parameter, OptimizerState, Hyperparameter };
+  enum class Role { Parameter, OptimizerState, Hyperparameter, Buffer };
   Role role = Role::Parameter;
   int64_t weight = -1; ///< the executable's weight holding the initial value
   int64_t update = -1; ///< program output index, or -1 (never written)

@@ -53,6 +53,8 @@ public:
   /// first use) or an earlier node's output. Null if none.
   mlir::Value lookup(llvm::StringRef name);
   void define(llvm::StringRef name, mlir::Value value);
+  /// Every name bound to `from` is bound to `to` (a load that was replaced).
+  void rebind(mlir::Value from, mlir::Value to);
   /// ONNX sequences exist only at import time: a list of tensor values,
   /// fixed when the model is compiled (null if `name` is not a sequence).
   const llvm::SmallVector<mlir::Value> *lookupSequence(llvm::StringRef name) const;
@@ -116,6 +118,7 @@ public:
   mlir::OpBuilder &builder();
   mlir::MLIRContext *context() { return builder().getContext(); }
   mlir::Location loc() const { return loc_; }
+  ModelImporter &model() { return model_; }
 
   //===--- Inputs ---------------------------------------------------------===//
   size_t numInputs() const { return node_.input_size(); }

@@ -358,6 +358,14 @@ void ModelImporter::define(StringRef name, Value value) {
   values_[name] = value;
 }
 
+void ModelImporter::rebind(Value from, Value to) {
+  if (lastInitializer_ == from.getDefiningOp())
+    lastInitializer_ = to.getDefiningOp();
+  for (auto &entry : values_)
+    if (entry.second == from)
+      entry.second = to;
+}
+
 const SmallVector<Value> *ModelImporter::lookupSequence(StringRef name) const {
   auto it = sequences_.find(name);
   return it == sequences_.end() ? nullptr : &it->second;

@@ -676,39 +676,27 @@ template <typename ReduceOp> LogicalResult globalPool(NodeImporter &n) {
   return n.setOutput(v);
 }
 
-/// Training mode normalises with the batch's statistics (population
-/// variance) and outputs the updated running mean and variance.
+/// Training mode normalises with the batch's statistics and outputs the
+/// running mean and variance moved towards them, with the population
+/// variance as ONNX specifies. The running-statistics initializers are also
+/// updated in place the way PyTorch's train() updates its buffers (with the
+/// unbiased variance), since torch.onnx.export leaves those outputs unused
+/// and ONNX has no state of its own.
 LogicalResult batchNormTraining(NodeImporter &n) {
-  Value x = n.input(0);
-  int64_t rank = rankOf(x);
-  if (rank < 2)
-    return n.error() << "input must be N x C x ..., got " << g::formatShape(shapeOf(x));
-  Type elem = elementTypeOf(x);
+  // ONNX's momentum weighs the old value; PyTorch's the batch's.
   double momentum = n.floatAttr("momentum", 0.9);
-  auto &b = n.builder();
-  Ints axes{0}, keptShape(rank, 1);
-  for (int64_t d = 2; d < rank; ++d)
-    axes.push_back(d);
-  keptShape[1] = shapeOf(x)[1];
-  auto mean = [&](Value v) {
-    return n.infer<g::ReduceMeanOp>(v, b.getDenseI64ArrayAttr(axes), b.getBoolAttr(false));
-  };
-  TESSERA_ASSIGN_OR_FAIL(batchMean, mean(x));
-  TESSERA_ASSIGN_OR_FAIL(meanKept, n.reshape(batchMean, keptShape));
-  TESSERA_ASSIGN_OR_FAIL(centered, n.infer<g::SubOp>(x, meanKept));
-  TESSERA_ASSIGN_OR_FAIL(sq, n.infer<g::MulOp>(centered, centered));
-  TESSERA_ASSIGN_OR_FAIL(batchVar, mean(sq));
   TESSERA_ASSIGN_OR_FAIL(
-      y, n.infer<g::BatchNormOp>(x, n.input(1), n.input(2), batchMean, batchVar,
-                                 b.getF64FloatAttr(n.floatAttr("epsilon", 1e-5))));
-  auto running = [&](Value old, Value batch) -> FailureOr<Value> {
-    TESSERA_ASSIGN_OR_FAIL(kept, n.infer<g::MulOp>(old, n.scalar(elem, momentum)));
-    TESSERA_ASSIGN_OR_FAIL(added, n.infer<g::MulOp>(batch, n.scalar(elem, 1 - momentum)));
-    return n.infer<g::AddOp>(kept, added);
-  };
-  TESSERA_ASSIGN_OR_FAIL(runningMean, running(n.input(3), batchMean));
-  TESSERA_ASSIGN_OR_FAIL(runningVar, running(n.input(4), batchVar));
-  return n.setOutputs({y, runningMean, runningVar});
+      bn, g::createTrainingBatchNorm(n.builder(), n.loc(), n.input(0), n.input(1),
+                                     n.input(2), n.input(3), n.input(4), 1 - momentum,
+                                     n.floatAttr("epsilon", 1e-5)));
+  auto rebind = [&](Value from, Value to) { n.model().rebind(from, to); };
+  g::storeBackToGlobal(n.builder(), n.loc(), n.input(3), bn.runningMean, rebind);
+  g::storeBackToGlobal(n.builder(), n.loc(), n.input(4), bn.runningVar, rebind);
+  Type elem = elementTypeOf(n.input(0));
+  TESSERA_ASSIGN_OR_FAIL(kept, n.infer<g::MulOp>(n.input(4), n.scalar(elem, momentum)));
+  TESSERA_ASSIGN_OR_FAIL(added, n.infer<g::MulOp>(bn.batchVar, n.scalar(elem, 1 - momentum)));
+  TESSERA_ASSIGN_OR_FAIL(populationVar, n.infer<g::AddOp>(kept, added));
+  return n.setOutputs({bn.output, bn.runningMean, populationVar});
 }
 
 LogicalResult batchNorm(NodeImporter &n) {

@@ -37,3 +37,33 @@ func.func @main(%x: tensor<2xf32>) -> (tensor<f32> {graph.loss}) {
   %2 = graph.reduce_sum %1 {axes = array<i64: 0>, keepdims = false} : (tensor<2xf32>) -> tensor<f32>
   return %2 : tensor<f32>
 }
+
+// -----
+
+// Batch norm with the batch's statistics (training mode): the gradient also
+// flows through the mean (negated, summed per channel) and the variance
+// (-rstd^3 / 2) into the ops that computed them, so x's gradient reaches w
+// three ways. Running statistics read from a global are constants instead.
+// CHECK-LABEL: func.func @main
+// CHECK-SAME: tensor<2xf32> {graph.gradient_of = @w, graph.name = "w.grad"}
+// CHECK-NOT: gradient_of = @running
+// CHECK-DAG: graph.neg %{{.*}} : tensor<1x2xf32>
+// CHECK-DAG: graph.constant dense<-5.000000e-01>
+ml_program.global private @w(dense<1.5> : tensor<2xf32>) : tensor<2xf32>
+ml_program.global private @running(dense<0.0> : tensor<2xf32>) : tensor<2xf32>
+func.func @main(%x: tensor<3x2xf32>) -> (tensor<f32> {graph.loss}) {
+  %w = ml_program.global_load_const @w : tensor<2xf32>
+  %r = ml_program.global_load_const @running : tensor<2xf32>
+  %one = graph.constant dense<1.0> : tensor<2xf32>
+  %zero = graph.constant dense<0.0> : tensor<2xf32>
+  %0 = graph.mul %x, %w : (tensor<3x2xf32>, tensor<2xf32>) -> tensor<3x2xf32>
+  %m = graph.reduce_mean %0 {axes = array<i64: 0>, keepdims = false} : (tensor<3x2xf32>) -> tensor<2xf32>
+  %c = graph.sub %0, %m : (tensor<3x2xf32>, tensor<2xf32>) -> tensor<3x2xf32>
+  %s = graph.mul %c, %c : (tensor<3x2xf32>, tensor<3x2xf32>) -> tensor<3x2xf32>
+  %v = graph.reduce_mean %s {axes = array<i64: 0>, keepdims = false} : (tensor<3x2xf32>) -> tensor<2xf32>
+  %1 = graph.batch_norm %0, %one, %zero, %m, %v {epsilon = 1.0e-5 : f64} : (tensor<3x2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>) -> tensor<3x2xf32>
+  %2 = graph.batch_norm %1, %one, %zero, %r, %one {epsilon = 1.0e-5 : f64} : (tensor<3x2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>) -> tensor<3x2xf32>
+  %3 = graph.mul %2, %x : (tensor<3x2xf32>, tensor<3x2xf32>) -> tensor<3x2xf32>
+  %4 = graph.reduce_sum %3 {axes = array<i64: 0, 1>, keepdims = false} : (tensor<3x2xf32>) -> tensor<f32>
+  return %4 : tensor<f32>
+}

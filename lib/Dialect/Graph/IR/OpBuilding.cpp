@@ -2,8 +2,11 @@
 
 #include "tessera/Dialect/Graph/IR/OpBuilding.h"
 #include "tessera/Dialect/Graph/IR/Graph.h"
+#include "tessera/Dialect/Graph/IR/ShapeUtils.h"
 
+#include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/SymbolTable.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 
@@ -89,6 +92,107 @@ FailureOr<Value> createExpand(OpBuilder &builder, Location loc, Value v,
     return v;
   return finishCreatedOp(
       builder, ExpandOp::create(builder, loc, type.clone(shape), v));
+}
+
+namespace {
+/// Creates OpT with an inferred result type; see finishCreatedOp.
+template <typename OpT, typename... Args>
+FailureOr<Value> createInferred(OpBuilder &builder, Location loc,
+                                Args &&...args) {
+  return finishCreatedOp(
+      builder, OpT::create(builder, loc, placeholderResultType(builder.getContext()),
+                           std::forward<Args>(args)...));
+}
+} // namespace
+
+FailureOr<TrainingBatchNorm>
+createTrainingBatchNorm(OpBuilder &builder, Location loc, Value input,
+                        Value scale, Value bias, Value runningMean,
+                        Value runningVar, double momentum, double epsilon) {
+  auto type = cast<RankedTensorType>(input.getType());
+  int64_t rank = type.getRank();
+  if (rank < 2) {
+    emitError(loc) << "batch norm input must be N x C x ..., got "
+                   << formatShape(type.getShape());
+    return failure();
+  }
+  SmallVector<int64_t> axes{0}, keptShape(rank, 1);
+  int64_t count = type.getDimSize(0);
+  for (int64_t d = 2; d < rank; ++d) {
+    axes.push_back(d);
+    count *= type.getDimSize(d);
+  }
+  keptShape[1] = type.getDimSize(1);
+  if (count <= 1) {
+    emitError(loc) << "batch norm in training mode needs more than one value "
+                      "per channel, got input "
+                   << formatShape(type.getShape())
+                   << " (use a micro-batch larger than 1)";
+    return failure();
+  }
+  Type elem = type.getElementType();
+  auto scalar = [&](double v) { return createSplatConstant(builder, loc, elem, {}, v); };
+  auto mean = [&](Value v) {
+    return createInferred<ReduceMeanOp>(builder, loc, v,
+                                        builder.getDenseI64ArrayAttr(axes),
+                                        builder.getBoolAttr(false));
+  };
+  TESSERA_ASSIGN_OR_FAIL(batchMean, mean(input));
+  TESSERA_ASSIGN_OR_FAIL(meanKept, createReshape(builder, loc, batchMean, keptShape));
+  TESSERA_ASSIGN_OR_FAIL(centered, createInferred<SubOp>(builder, loc, input, meanKept));
+  TESSERA_ASSIGN_OR_FAIL(squared, createInferred<MulOp>(builder, loc, centered, centered));
+  TESSERA_ASSIGN_OR_FAIL(batchVar, mean(squared));
+  TESSERA_ASSIGN_OR_FAIL(
+      output, createInferred<BatchNormOp>(builder, loc, input, scale, bias,
+                                          batchMean, batchVar,
+                                          builder.getF64FloatAttr(epsilon)));
+  auto moveTowards = [&](Value old, Value batch) -> FailureOr<Value> {
+    TESSERA_ASSIGN_OR_FAIL(kept, createInferred<MulOp>(builder, loc, old, scalar(1 - momentum)));
+    TESSERA_ASSIGN_OR_FAIL(added, createInferred<MulOp>(builder, loc, batch, scalar(momentum)));
+    return createInferred<AddOp>(builder, loc, kept, added);
+  };
+  TESSERA_ASSIGN_OR_FAIL(unbiasedVar,
+                         createInferred<MulOp>(builder, loc, batchVar,
+                                               scalar(double(count) / double(count - 1))));
+  TESSERA_ASSIGN_OR_FAIL(newMean, moveTowards(runningMean, batchMean));
+  TESSERA_ASSIGN_OR_FAIL(newVar, moveTowards(runningVar, unbiasedVar));
+  return TrainingBatchNorm{output, batchMean, batchVar, newMean, newVar};
+}
+
+bool storeBackToGlobal(OpBuilder &builder, Location loc, Value loaded,
+                       Value value,
+                       function_ref<void(Value from, Value to)> replaced) {
+  Operation *load = loaded.getDefiningOp();
+  if (!load || !isa<ml_program::GlobalLoadConstOp, ml_program::GlobalLoadOp>(load))
+    return false;
+  auto symbol = isa<ml_program::GlobalLoadConstOp>(load)
+                    ? cast<ml_program::GlobalLoadConstOp>(load).getGlobalAttr()
+                    : cast<ml_program::GlobalLoadOp>(load).getGlobalAttr();
+  auto global =
+      SymbolTable::lookupNearestSymbolFrom<ml_program::GlobalOp>(load, symbol);
+  if (!global || global.getType() != value.getType())
+    return false;
+  if (!global.getIsMutable()) {
+    global.setIsMutable(true);
+    global->setAttr("graph.buffer", builder.getUnitAttr());
+    // Constant loads of an immutable global become loads of the variable.
+    Operation *scope = SymbolTable::getNearestSymbolTable(global);
+    SmallVector<ml_program::GlobalLoadConstOp> constLoads;
+    scope->walk([&](ml_program::GlobalLoadConstOp l) {
+      if (l.getGlobalAttr().getLeafReference() == global.getSymNameAttr())
+        constLoads.push_back(l);
+    });
+    for (auto l : constLoads) {
+      OpBuilder b(l);
+      auto replacement = ml_program::GlobalLoadOp::create(
+          b, l.getLoc(), l.getType(), l.getGlobalAttr());
+      l.getResult().replaceAllUsesWith(replacement.getResult());
+      replaced(l.getResult(), replacement.getResult());
+      l.erase();
+    }
+  }
+  ml_program::GlobalStoreOp::create(builder, loc, symbol, value);
+  return true;
 }
 
 } // namespace tessera::graph

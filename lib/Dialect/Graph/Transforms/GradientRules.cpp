@@ -18,6 +18,7 @@
 #include "tessera/Dialect/Graph/IR/Graph.h"
 #include "tessera/Dialect/Graph/IR/ShapeUtils.h"
 
+#include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <cmath>
@@ -457,7 +458,10 @@ LogicalResult layerNormGradient(GraphEmitter &e, LayerNormOp op, Value g,
 
 LogicalResult batchNormGradient(GraphEmitter &e, BatchNormOp op, Value g,
                                 MutableArrayRef<Value> grads) {
-  // The inference form: running statistics are constants of the step.
+  // y = (x - mean) * rstd * scale + bias, rstd = (var + eps)^-1/2. The
+  // statistics are the batch's in training mode (computed from x by the ops
+  // before, which carry their gradients on to x) and constants of the step
+  // in the inference form (see isDifferentiableOperand).
   ArrayRef<int64_t> in = shapeOf(op.getInput());
   SmallVector<int64_t> channel(in.size(), 1);
   channel[1] = in[1];
@@ -465,11 +469,23 @@ LogicalResult batchNormGradient(GraphEmitter &e, BatchNormOp op, Value g,
   Value var = e.reshape(op.getVariance(), channel);
   Value rstd = e.div(e.scalar(var, 1.0), e.sqrt(e.addScalar(var, eps)));
   Value scale = e.reshape(op.getScale(), channel);
-  Value xhat = e.mul(e.sub(op.getInput(), e.reshape(op.getMean(), channel)), rstd);
-  grads[0] = e.mul(g, e.mul(scale, rstd));
+  Value centered = e.sub(op.getInput(), e.reshape(op.getMean(), channel));
+  Value xhat = e.mul(centered, rstd);
+  Value gScaled = e.mul(g, scale);
+  grads[0] = e.mul(gScaled, rstd);
   grads[1] = e.reshape(e.sumToShape(e.mul(g, xhat), channel),
                        shapeOf(op.getScale()));
   grads[2] = e.reshape(e.sumToShape(g, channel), shapeOf(op.getBias()));
+  if (isDifferentiableOperand(op, 3))
+    grads[3] = e.reshape(e.neg(e.sumToShape(grads[0], channel)),
+                         shapeOf(op.getMean()));
+  if (isDifferentiableOperand(op, 4)) {
+    // d rstd / d var = -rstd^3 / 2.
+    Value rstd3 = e.mul(rstd, e.mul(rstd, rstd));
+    Value perChannel = e.sumToShape(e.mul(gScaled, centered), channel);
+    grads[4] = e.reshape(e.mul(perChannel, e.mul(rstd3, e.scalar(var, -0.5))),
+                         shapeOf(op.getVariance()));
+  }
   return success(!e.failed());
 }
 
@@ -528,7 +544,11 @@ bool isDifferentiableOperand(Operation *op, unsigned index) {
         return isa<RankedTensorType>(r.getType()) && isFloat(r);
       }))
     return false;
-  if (isa<BatchNormOp>(op) && index >= 3)
+  // Running statistics read from a global are constants of the step (the
+  // inference form); the batch's statistics depend on the input.
+  if (isa<BatchNormOp>(op) && index >= 3 &&
+      isa_and_present<ml_program::GlobalLoadConstOp, ml_program::GlobalLoadOp>(
+          operand.getDefiningOp()))
     return false;
   if (auto select = dyn_cast<SelectOp>(op))
     return index != 0;

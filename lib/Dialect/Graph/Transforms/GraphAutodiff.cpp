@@ -85,8 +85,11 @@ struct GraphAutodiff : impl::GraphAutodiffBase<GraphAutodiff> {
           frozenSeen.insert(global.getSymName());
           continue;
         }
+        // Buffers (running statistics) and hyperparameters are state that
+        // is not trained.
         if (!type || !isa<FloatType>(type.getElementType()) ||
-            global->hasAttr("graph.hyperparameter"))
+            global->hasAttr("graph.hyperparameter") ||
+            global->hasAttr("graph.buffer"))
           continue;
         weightLoads[global].push_back(op.getResult(0));
         active.insert(op.getResult(0));

@@ -60,6 +60,35 @@ mlir::FailureOr<mlir::Value> createEinsum(mlir::OpBuilder &builder,
                                           llvm::StringRef equation,
                                           mlir::ValueRange operands);
 
+/// Batch normalisation as PyTorch's train() runs it: `output` normalised with
+/// the batch's statistics over every dim but 1 (population variance), and
+/// the running statistics moved towards the batch's with PyTorch's
+/// `momentum` (new = (1 - momentum) * old + momentum * batch) and the
+/// unbiased variance. An N x C x ... input with one value per channel is an
+/// error at `loc` (no variance to estimate), as in PyTorch.
+struct TrainingBatchNorm {
+  mlir::Value output;
+  mlir::Value batchMean, batchVar; ///< per channel; the variance biased
+  mlir::Value runningMean, runningVar;
+};
+mlir::FailureOr<TrainingBatchNorm>
+createTrainingBatchNorm(mlir::OpBuilder &builder, mlir::Location loc,
+                        mlir::Value input, mlir::Value scale, mlir::Value bias,
+                        mlir::Value runningMean, mlir::Value runningVar,
+                        double momentum, double epsilon);
+
+/// Makes `value` the new content of the global that `loaded` was read from
+/// (a running statistic updated in place): the global becomes a mutable
+/// buffer (marked graph.buffer: state that is not trained), its loads read
+/// the current value, and an ml_program.global_store at the builder's point
+/// writes `value`. Returns false (and changes nothing) when `loaded` is not a
+/// load of a global. Constant loads are replaced by loads; `replaced` is
+/// told of each, so that an importer can update the values it has cached.
+bool storeBackToGlobal(
+    mlir::OpBuilder &builder, mlir::Location loc, mlir::Value loaded,
+    mlir::Value value,
+    llvm::function_ref<void(mlir::Value from, mlir::Value to)> replaced);
+
 } // namespace tessera::graph
 
 #endif // TESSERA_DIALECT_GRAPH_IR_OPBUILDING_H
