@@ -66,6 +66,7 @@ loadModel(StringRef path, MLIRContext *context,
     options.inputShapes = importOptions.inputShapes;
     options.inputTypes = importOptions.inputTypes;
     options.modelName = path.str();
+    options.training = importOptions.training;
     return torchscript_importer::importTorchScriptModule(contents, context,
                                                         options);
   }

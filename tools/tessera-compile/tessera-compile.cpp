@@ -507,6 +507,7 @@ int main(int argc, char **argv) {
       llvm::errs() << "\r\033[K[import] " << inputPath;
     if (train && microBatchSize > 0)
       importOptions.batchSize = microBatchSize;
+    importOptions.training = train;
     module = tessera::loadModel(inputPath, &context, importOptions);
     if (showProgress)
       llvm::errs() << "\r\033[K";

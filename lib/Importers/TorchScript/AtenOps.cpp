@@ -717,9 +717,14 @@ FailureOr<Value> parameterOr(OpContext &c, size_t i, Type elem,
 LogicalResult batchNorm(OpContext &c) {
   TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
   TESSERA_ASSIGN_OR_FAIL(training, c.getBool(5));
-  if (training || c.isNone(3) || c.isNone(4))
+  if (training && !c.training())
     return c.unsupported("batch_norm with batch statistics (training mode, "
-                         "or track_running_stats=False)");
+                         "or track_running_stats=False) in an inference "
+                         "model (call model.eval() before saving, or compile "
+                         "with --train)");
+  if (c.isNone(3) || c.isNone(4))
+    return c.unsupported("batch_norm without running statistics "
+                         "(track_running_stats=False)");
   if (rankOf(x) < 2)
     return c.error() << "input must be N x C x ..., got "
                      << g::formatShape(shapeOf(x));
@@ -730,6 +735,17 @@ LogicalResult batchNorm(OpContext &c) {
   TESSERA_ASSIGN_OR_FAIL(mean, c.tensor(3));
   TESSERA_ASSIGN_OR_FAIL(var, c.tensor(4));
   TESSERA_ASSIGN_OR_FAIL(eps, c.getDouble(7));
+  if (training) {
+    TESSERA_ASSIGN_OR_FAIL(momentum, c.getDouble(6));
+    TESSERA_ASSIGN_OR_FAIL(bn, g::createTrainingBatchNorm(c.builder(), c.loc(), x,
+                                                          scale, bias, mean, var,
+                                                          momentum, eps));
+    // The running statistics are module buffers, updated in place.
+    auto rebind = [&](Value from, Value to) { c.rebind(from, to); };
+    g::storeBackToGlobal(c.builder(), c.loc(), mean, bn.runningMean, rebind);
+    g::storeBackToGlobal(c.builder(), c.loc(), var, bn.runningVar, rebind);
+    return c.setResult(bn.output);
+  }
   TESSERA_ASSIGN_OR_FAIL(v, c.infer<g::BatchNormOp>(
                                    x, scale, bias, mean, var,
                                    c.builder().getF64FloatAttr(eps)));

@@ -80,6 +80,11 @@ public:
   mlir::OpBuilder &builder();
   mlir::MLIRContext *context() { return builder().getContext(); }
   mlir::Location loc() const { return loc_; }
+  /// True when importing for a training step (ImportOptions::training).
+  bool training() const;
+  /// Every value the importer has cached as `from` becomes `to` (a load
+  /// that storeBackToGlobal replaced).
+  void rebind(mlir::Value from, mlir::Value to);
 
   //===--- Inputs ---------------------------------------------------------===//
   size_t numInputs() const { return node_->inputs().size(); }
@@ -90,6 +95,9 @@ public:
   /// attribute path for a frozen parameter ("layer1.0.conv1.weight"), else
   /// the module path and argument name.
   std::string constantName(size_t i) const;
+  /// True if input `i` is a parameter or buffer of the module and the import
+  /// is for training: it stays a global, to be trained or updated.
+  bool isModuleState(size_t i) const;
   bool isNone(size_t i) const { return i >= numInputs() || input(i).isNone(); }
   bool isTensor(size_t i) const;
   /// Input `i` as a device tensor; constant tensors and Python scalars are

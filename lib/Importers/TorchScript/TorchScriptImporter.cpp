@@ -22,6 +22,8 @@
 #include <ATen/ops/scalar_tensor.h>
 #include <torch/csrc/jit/api/module.h>
 #include <torch/csrc/jit/ir/constants.h>
+#include <torch/csrc/jit/passes/dead_code_elimination.h>
+#include <torch/csrc/jit/passes/freeze_module.h>
 #include <torch/csrc/jit/passes/remove_mutation.h>
 #include <torch/csrc/jit/serialization/import.h>
 
@@ -148,10 +150,24 @@ public:
   void bind(const jit::Value *v, ImportedValue value) {
     values_[v] = std::move(value);
   }
+  /// Every cached reference to `from` now names `to` (a load replaced).
+  void rebind(Value from, Value to) {
+    for (auto &entry : materialized_)
+      if (entry.second == from)
+        entry.second = to;
+    for (auto &entry : values_)
+      if (entry.second.kind == ImportedValue::Kind::Tensor &&
+          entry.second.tensor == from)
+        entry.second.tensor = to;
+  }
+  bool training() const { return options_.training; }
   /// A constant tensor as a value: inline if small, else a global named
-  /// `name` (made unique).
+  /// `name` (made unique). `moduleState` (a parameter or buffer when
+  /// training) is a global whatever its size, so that it can be trained or
+  /// updated.
   FailureOr<Value> materialize(const at::Tensor &tensor, Location loc,
-                               const std::string &name);
+                               const std::string &name,
+                               bool moduleState = false);
   /// The module path ("layer1.0.conv1") of the module a node came from.
   std::string modulePath(jit::Node *n) const;
   Location locOf(jit::Node *n);
@@ -226,7 +242,8 @@ Location GraphEvaluator::locOf(jit::Node *n) {
 
 FailureOr<Value> GraphEvaluator::materialize(const at::Tensor &tensor,
                                              Location loc,
-                                             const std::string &name) {
+                                             const std::string &name,
+                                             bool moduleState) {
   auto cached = materialized_.find(tensor.unsafeGetTensorImpl());
   if (cached != materialized_.end())
     return cached->second;
@@ -243,7 +260,9 @@ FailureOr<Value> GraphEvaluator::materialize(const at::Tensor &tensor,
       SmallVector<int64_t>(data.sizes().begin(), data.sizes().end()), elem);
   ArrayRef<char> raw(static_cast<const char *>(data.data_ptr()), data.nbytes());
   Value result;
-  if (data.numel() <= options_.inlineLimit || elem.isInteger(1)) {
+  bool inlineIt = data.numel() <= options_.inlineLimit &&
+                  !(moduleState && isa<FloatType>(elem));
+  if (inlineIt || elem.isInteger(1)) {
     DenseElementsAttr attr;
     if (elem.isInteger(1)) {
       SmallVector<bool> bits(raw.begin(), raw.end());
@@ -893,6 +912,10 @@ OpContext::OpContext(GraphEvaluator &evaluator, jit::Node *node, Location loc)
 
 OpBuilder &OpContext::builder() { return evaluator_.builder(); }
 
+bool OpContext::training() const { return evaluator_.training(); }
+
+void OpContext::rebind(Value from, Value to) { evaluator_.rebind(from, to); }
+
 const ImportedValue &OpContext::input(size_t i) const {
   return evaluator_.lookup(node_->input(i));
 }
@@ -916,6 +939,12 @@ std::string OpContext::constantName(size_t i) const {
   return path.empty() ? argName(i) : path + "." + argName(i);
 }
 
+bool OpContext::isModuleState(size_t i) const {
+  const jit::Value *v = node_->input(i);
+  return evaluator_.training() && v->hasDebugName() &&
+         StringRef(v->debugName()).starts_with("self.");
+}
+
 bool OpContext::isTensor(size_t i) const {
   if (i >= numInputs())
     return false;
@@ -933,7 +962,8 @@ FailureOr<Value> OpContext::tensor(size_t i, Type scalarType) {
   if (v.kind == ImportedValue::Kind::Constant) {
     const c10::IValue &c = v.constant;
     if (c.isTensor())
-      return evaluator_.materialize(c.toTensor(), loc_, constantName(i));
+      return evaluator_.materialize(c.toTensor(), loc_, constantName(i),
+                                    isModuleState(i));
     if (c.isDouble() || c.isInt() || c.isBool()) {
       Type type = scalarType;
       if (!type)
@@ -1036,7 +1066,8 @@ FailureOr<SmallVector<Value>> OpContext::tensorList(size_t i) {
     if (e.kind != ImportedValue::Kind::Constant || !e.constant.isTensor())
       return error() << "argument '" << argName(i) << "' must be a list of tensors";
     TESSERA_ASSIGN_OR_FAIL(
-        t, evaluator_.materialize(e.constant.toTensor(), loc_, constantName(i)));
+        t, evaluator_.materialize(e.constant.toTensor(), loc_, constantName(i),
+                                  isModuleState(i)));
     out.push_back(t);
   }
   return out;
@@ -1094,6 +1125,58 @@ LogicalResult OpContext::unsupported(const Twine &what) {
 // Entry points
 //===----------------------------------------------------------------------===//
 
+/// Replaces every prim::GetAttr chain from `self` that ends in a tensor (a
+/// parameter or buffer) by a constant named "self.<path>", as jit::freeze
+/// names the constants it folds. In training mode jit::freeze_module keeps
+/// the modules whose attributes forward() mutates (batch norm's
+/// num_batches_tracked), and with them the reads of their parameters.
+static void foldAttributeReads(jit::Graph &graph, const jit::Module &module) {
+  struct Object {
+    c10::IValue value;
+    std::string path;
+  };
+  std::unordered_map<const jit::Value *, Object> objects;
+  // Parameters require grad, which constants may not: one detached view per
+  // tensor, so that a tensor read twice stays one global.
+  std::unordered_map<const c10::TensorImpl *, at::Tensor> detached;
+  objects[graph.inputs()[0]] = Object{module._ivalue(), ""};
+  std::function<void(jit::Block *)> visit = [&](jit::Block *block) {
+    for (jit::Node *node : block->nodes()) {
+      for (jit::Block *inner : node->blocks())
+        visit(inner);
+      if (node->kind() != c10::prim::GetAttr)
+        continue;
+      auto parent = objects.find(node->input(0));
+      if (parent == objects.end() || !parent->second.value.isObject())
+        continue;
+      const std::string &name = node->s(c10::attr::name);
+      auto object = parent->second.value.toObject();
+      if (!object->type()->hasAttribute(name))
+        continue;
+      c10::IValue value = object->getAttr(name);
+      std::string path = parent->second.path.empty()
+                             ? name
+                             : parent->second.path + "." + name;
+      if (value.isObject()) {
+        objects[node->output()] = Object{value, path};
+        continue;
+      }
+      if (!value.isTensor())
+        continue;
+      const at::Tensor &tensor = value.toTensor();
+      auto [it, inserted] = detached.try_emplace(tensor.unsafeGetTensorImpl());
+      if (inserted)
+        it->second = tensor.detach();
+      jit::WithInsertPoint guard(node);
+      jit::Value *constant = graph.insertConstant(it->second);
+      constant->setDebugName("self." + path);
+      node->output()->replaceAllUsesWith(constant);
+    }
+  };
+  visit(graph.block());
+  jit::EliminateDeadCode(graph.block());
+}
+
 static OwningOpRef<ModuleOp> importModule(StringRef bytes,
                                           MLIRContext *context,
                                           const ImportOptions &options) {
@@ -1109,13 +1192,17 @@ static OwningOpRef<ModuleOp> importModule(StringRef bytes,
   try {
     std::istringstream stream(std::string(bytes.data(), bytes.size()));
     jit::Module module = jit::load(stream);
-    module.eval();
+    module.train(options.training);
     if (!module.find_method("forward")) {
       emitError(loc) << "the TorchScript module has no forward() method";
       return nullptr;
     }
-    frozen = jit::freeze(module);
+    // jit::freeze adds inference rewrites (batch norm folded into the
+    // convolution before it) that a training step must not see.
+    frozen = options.training ? jit::freeze_module(module) : jit::freeze(module);
     std::shared_ptr<jit::Graph> graph = frozen.get_method("forward").graph();
+    if (options.training)
+      foldAttributeReads(*graph, frozen);
     // x.relu_() -> x.relu() wherever no alias can observe the difference;
     // the remaining in-place ops are rebound by the evaluator.
     jit::RemoveTensorMutation(graph);

@@ -48,6 +48,11 @@ struct ImportOptions {
   /// When positive, a symbolic dimension 0 of every graph input (the batch)
   /// becomes this (--micro-batch-size); inputShapes take precedence.
   int64_t batchSize = 0;
+  /// Importing for a training step (tessera-compile --train). A TorchScript
+  /// module then runs as model.train() does; an ONNX model states its own
+  /// mode (BatchNormalization's training_mode, as torch.onnx.export writes
+  /// it with TrainingMode.TRAINING), so the ONNX importer ignores this.
+  bool training = false;
   /// Element types of inputs, by name, in MLIR's spelling (`--input-type
   /// ids=i64`): TorchScript records none (its tensors default to f32); an
   /// ONNX model declares its own, which must agree.

@@ -53,6 +53,12 @@ struct ImportOptions {
   /// Tensors up to this many elements stay inline as graph.constant; larger
   /// ones (weights) become ml_program globals.
   int64_t inlineLimit = 16;
+  /// Import forward() as model.train() runs it, for a training step: the
+  /// module is frozen without inference rewrites (batch norm stays apart
+  /// from its convolution), branches on self.training take the training
+  /// side, and batch norm uses the batch's statistics and updates its
+  /// running-statistics buffers in place.
+  bool training = false;
 };
 
 /// True if `contents` looks like a TorchScript archive (a zip file).
