@@ -404,13 +404,14 @@ LogicalResult setInputBatch(ModuleOp module, int64_t batch) {
 LogicalResult writeExecutableFile(ModuleOp llvmModule, const CompiledModel &model,
                                   const HostCPU &cpu, runtime::ExecutableMetadata metadata,
                                   StringRef path) {
-  if (metadata.deviceIterations > 1)
+  if (runtime::iterationsPerRun(metadata) > 1)
     for (const runtime::TensorInfo &in : model.inputs)
       if (in.shape.empty())
         return emitError(llvmModule.getLoc())
                << "--device-iterations " << metadata.deviceIterations
-               << " needs a batch dimension (dimension 0) on every input; input '"
-               << in.name << "' is a scalar (compile with --device-iterations 1)";
+               << " and --gradient-accumulation " << metadata.gradientAccumulation
+               << " need a batch dimension (dimension 0) on every input; input '"
+               << in.name << "' is a scalar (compile with both at 1)";
   FailureOr<std::vector<std::string>> objects = emitHostObjects(llvmModule, cpu);
   if (failed(objects))
     return failure();

@@ -96,6 +96,8 @@ void buildTrainingPipeline(OpPassManager &pm,
   pm.addPass(graph::createGraphAutodiff(autodiff));
   graph::GraphOptimizerUpdateOptions optimizer;
   optimizer.optimizer = options.optimizer;
+  optimizer.accumulate = options.gradientAccumulation;
+  optimizer.accumulationReduction = options.accumulationReduction;
   pm.addPass(graph::createGraphOptimizerUpdate(optimizer));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

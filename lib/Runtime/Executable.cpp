@@ -124,6 +124,7 @@ llvm::Error writeExecutable(StringRef path, ExecutableMetadata metadata,
                     {"num_ipus", metadata.numIPUs},
                     {"tiles_per_ipu", metadata.tilesPerIPU},
                     {"device_iterations", metadata.deviceIterations},
+                    {"gradient_accumulation", metadata.gradientAccumulation},
                     {"host_triple", metadata.hostTriple},
                     {"host_cpu", metadata.hostCPU},
                     {"host_features", json::Array(metadata.hostFeatures)},
@@ -231,6 +232,13 @@ Expected<std::unique_ptr<Executable>> Executable::load(StringRef path) {
   if (m.deviceIterations < 1)
     return fail("'" + path + "' has device_iterations " +
                 llvm::Twine(m.deviceIterations) + " (must be at least 1); recompile the model");
+  m.gradientAccumulation = o->getInteger("gradient_accumulation").value_or(1);
+  if (m.gradientAccumulation < 1 || m.gradientAccumulation > (int64_t(1) << 24) ||
+      m.deviceIterations > (int64_t(1) << 40) / m.gradientAccumulation)
+    return fail("'" + path + "' has gradient_accumulation " +
+                llvm::Twine(m.gradientAccumulation) +
+                " (must be 1 to 2^24, and times the device iterations fit); "
+                "recompile the model");
   m.hostTriple = str("host_triple");
   m.hostCPU = str("host_cpu");
   if (const json::Array *features = o->getArray("host_features"))
@@ -361,18 +369,26 @@ llvm::Error checkInputs(const ExecutableMetadata &m, llvm::ArrayRef<Tensor> inpu
   if (inputs.size() != m.inputs.size())
     return fail("the model takes " + llvm::Twine(m.inputs.size()) +
                 " input(s), got " + llvm::Twine(inputs.size()));
+  int64_t iterations = iterationsPerRun(m);
   for (auto [given, want] : llvm::zip(inputs, m.inputs)) {
-    std::vector<int64_t> shape = hostShape(want, m.deviceIterations);
+    std::vector<int64_t> shape = hostShape(want, iterations);
     if (given.dtype != want.dtype || given.shape != shape)
       return fail("input '" + want.name + "' must be " + typeString(shape, want.dtype) +
                   ", got " + given.typeString() +
-                  (m.deviceIterations > 1
-                       ? " (" + llvm::Twine(m.deviceIterations) +
-                             " device iterations of batch " +
-                             llvm::Twine(want.shape.empty() ? 1 : want.shape[0]) + ")"
+                  (iterations > 1
+                       ? " (" + llvm::Twine(iterations) +
+                             " iterations of batch " +
+                             llvm::Twine(want.shape.empty() ? 1 : want.shape[0]) +
+                             ": device iterations " + llvm::Twine(m.deviceIterations) +
+                             " x gradient accumulation " +
+                             llvm::Twine(m.gradientAccumulation) + ")"
                        : llvm::Twine()));
   }
   return llvm::Error::success();
+}
+
+int64_t iterationsPerRun(const ExecutableMetadata &m) {
+  return m.deviceIterations * m.gradientAccumulation;
 }
 
 std::vector<int64_t> hostShape(const TensorInfo &t, int64_t deviceIterations) {
@@ -388,7 +404,7 @@ std::vector<int64_t> hostShape(const TensorInfo &t, int64_t deviceIterations) {
 Expected<std::vector<Tensor>> runDeviceIterations(
     const ExecutableMetadata &m, llvm::ArrayRef<Tensor> inputs,
     llvm::function_ref<Expected<std::vector<Tensor>>(llvm::ArrayRef<Tensor>)> once) {
-  int64_t n = m.deviceIterations;
+  int64_t n = iterationsPerRun(m);
   if (n == 1)
     return once(inputs);
   std::vector<Tensor> outputs;

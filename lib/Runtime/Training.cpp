@@ -58,7 +58,14 @@ int64_t samplesPerRun(const ExecutableMetadata &metadata) {
   int64_t batch = metadata.inputs.empty() || metadata.inputs[0].shape.empty()
                       ? 1
                       : metadata.inputs[0].shape[0];
-  return batch * metadata.deviceIterations;
+  return batch * iterationsPerRun(metadata);
+}
+
+std::string describeBatch(const ExecutableMetadata &metadata) {
+  int64_t micro = samplesPerRun(metadata) / iterationsPerRun(metadata);
+  return "micro-batch " + std::to_string(micro) + " x gradient accumulation " +
+         std::to_string(metadata.gradientAccumulation) + " x device iterations " +
+         std::to_string(metadata.deviceIterations);
 }
 
 llvm::Expected<TrainingData> makeTrainingData(const ExecutableMetadata &metadata,
@@ -91,14 +98,12 @@ llvm::Expected<TrainingData> makeTrainingData(const ExecutableMetadata &metadata
   for (const auto &[name, t] : arrays)
     return fail("the training data's array '" + name + "' is not an input of the model");
   int64_t perRun = samplesPerRun(metadata);
-  int64_t micro = perRun / metadata.deviceIterations;
   if (data.samples <= 0 || data.samples % perRun != 0)
     return fail("the training data has " + llvm::Twine(data.samples) +
                 " samples, not a multiple of the " + llvm::Twine(perRun) +
-                " each run takes (micro-batch " + llvm::Twine(micro) +
-                " x device iterations " + llvm::Twine(metadata.deviceIterations) +
-                "); drop the remainder or change --micro-batch-size or "
-                "--device-iterations");
+                " each run takes (" + describeBatch(metadata) +
+                "); drop the remainder or change --micro-batch-size, "
+                "--gradient-accumulation or --device-iterations");
   return data;
 }
 

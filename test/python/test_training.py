@@ -85,12 +85,14 @@ OPTIMIZERS = {
 }
 
 
-def torch_training(model, optimizer, xs, ys, batch, loss_fn):
+def torch_training(model, optimizer, xs, ys, batch, loss_fn, max_grad_norm=None):
     losses = []
     for i in range(0, len(xs), batch):
         optimizer.zero_grad()
         loss = loss_fn(model(xs[i:i + batch]), ys[i:i + batch])
         loss.backward()
+        if max_grad_norm is not None:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
         optimizer.step()
         losses.append(loss.item())
     return losses
@@ -188,6 +190,81 @@ def test_torchscript_module_in_training_mode_matches_torch(tmp_path):
     check_weights(model, saved)
 
 
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_gradient_accumulation_matches_a_larger_batch(reduction, tmp_path):
+    # Micro-batch 4, 2 accumulated, 2 device iterations: 16 samples per run
+    # and 2 updates, each as torch's on a batch of 8 (mean) or on the sum of
+    # the two micro-batches' mean losses (sum).
+    torch.manual_seed(7)
+    model = MLP()
+    xs = torch.randn(32, 12)
+    ys = torch.randint(0, 5, (32,))
+    export(model, xs[:4], tmp_path / "mlp.onnx")
+    saved, losses, out = train_with_tessera(
+        tmp_path, tmp_path / "mlp.onnx", "adam:lr=0.01", xs, ys, 4,
+        compile_extra=["--gradient-accumulation", "2", "--accumulation-reduction",
+                       reduction, "--device-iterations", "2"])
+    assert "micro-batch 4 x gradient accumulation 2 x device iterations 2 = 16 " \
+        "samples per run, 2 runs (4 weight updates of 8 samples)" in out
+    scale = 1.0 if reduction == "mean" else 2.0
+    want = torch_training(model, torch.optim.Adam(model.parameters(), lr=0.01), xs, ys,
+                          8, lambda out, y: scale * torch.nn.functional.cross_entropy(out, y))
+    # A run's loss is the mean of its micro-batches' losses.
+    np.testing.assert_allclose(losses, np.array(want).reshape(2, 2).mean(1) / scale,
+                               rtol=1e-3)
+    check_weights(model, saved)
+    assert saved["optimizer.micro_step"] == 0 and "fc1.weight/grad_accum" in saved.files
+
+
+def lamb_reference(params, grads, state, step, lr=1e-3, beta1=0.9, beta2=0.999,
+                   eps=1e-8, weight_decay=0.01):
+    """PopTorch's LAMB (bias correction on), one step, in float64."""
+    for name, w in params.items():
+        g = grads[name]
+        m, v = state.setdefault(name, (np.zeros_like(w), np.zeros_like(w)))
+        m = beta1 * m + (1 - beta1) * g
+        v = beta2 * v + (1 - beta2) * g * g
+        state[name] = (m, v)
+        direction = (m / (1 - beta1 ** step)) / (np.sqrt(v / (1 - beta2 ** step)) + eps) \
+            + weight_decay * w
+        r1, r2 = np.linalg.norm(w), np.linalg.norm(direction)
+        trust = r1 / r2 if r1 > 0 and r2 > 0 else 1.0
+        params[name] = w - lr * trust * direction
+
+
+def test_lamb_and_gradient_clipping_match_their_definitions(tmp_path):
+    torch.manual_seed(8)
+    model = MLP()
+    xs = torch.randn(24, 12)
+    ys = torch.randint(0, 5, (24,))
+    export(model, xs[:8], tmp_path / "mlp.onnx")
+    saved, _, _ = train_with_tessera(tmp_path, tmp_path / "mlp.onnx",
+                                     "lamb:lr=0.02,weight-decay=0.05", xs, ys, 8)
+    params = {k: v.detach().double().numpy() for k, v in model.named_parameters()}
+    state = {}
+    for step, i in enumerate(range(0, 24, 8), start=1):
+        for name, p in model.named_parameters():
+            p.data = torch.from_numpy(params[name]).float()
+        model.zero_grad()
+        torch.nn.functional.cross_entropy(model(xs[i:i + 8]), ys[i:i + 8]).backward()
+        grads = {k: p.grad.double().numpy() for k, p in model.named_parameters()}
+        lamb_reference(params, grads, state, step, lr=0.02, weight_decay=0.05)
+    for name, want in params.items():
+        np.testing.assert_allclose(saved[name], want, rtol=1e-4,
+                                   atol=1e-4 * np.abs(want).max(), err_msg=name)
+
+    # Clipping by the global norm (0.05 is well below this model's gradient
+    # norms, so every step clips).
+    torch.manual_seed(8)
+    model = MLP()
+    export(model, xs[:8], tmp_path / "mlp.onnx")
+    saved, _, _ = train_with_tessera(tmp_path, tmp_path / "mlp.onnx",
+                                     "sgd:lr=0.5,momentum=0.9,max-grad-norm=0.05", xs, ys, 8)
+    torch_training(model, torch.optim.SGD(model.parameters(), lr=0.5, momentum=0.9),
+                   xs, ys, 8, torch.nn.functional.cross_entropy, max_grad_norm=0.05)
+    check_weights(model, saved)
+
+
 def test_mlp_layer_norm_gelu_on_the_host_reference(tmp_path):
     torch.manual_seed(2)
     model = MLP()
@@ -256,6 +333,14 @@ def test_errors(tmp_path):
     result = run([tool("tessera-compile"), str(tmp_path / "mlp.onnx"), "--train",
                   "--loss", "hinge", "--micro-batch-size", "8", "-o", str(tess)])
     assert result.returncode != 0 and "unknown loss 'hinge'" in result.stderr
+    result = run([tool("tessera-compile"), str(tmp_path / "mlp.onnx"),
+                  "--gradient-accumulation", "4", "-o", str(tess)])
+    assert result.returncode != 0
+    assert "--gradient-accumulation applies to a training step: add --train" in result.stderr
+    result = run([tool("tessera-compile"), str(tmp_path / "mlp.onnx"), "--train",
+                  "--gradient-accumulation", "0", "-o", str(tess)])
+    assert result.returncode != 0
+    assert "--gradient-accumulation must be 1 to 16777216, got 0" in result.stderr
     result = run([tool("tessera-compile"), str(tmp_path / "mlp.onnx"), "--train",
                   "--micro-batch-size", "8", "-o", str(tess)])
     assert result.returncode == 0, result.stderr
@@ -265,7 +350,7 @@ def test_errors(tmp_path):
                   "--epochs", "1"])
     assert result.returncode != 0
     assert "12 samples, not a multiple of the 8 each run takes (micro-batch 8 x " \
-        "device iterations 1)" in result.stderr
+        "gradient accumulation 1 x device iterations 1)" in result.stderr
     np.savez(data, x=np.zeros((8, 12), np.float32))
     result = run([tool("tessera-run"), str(tess), "--train-data", str(data),
                   "--epochs", "1"])

@@ -164,15 +164,26 @@ cl::opt<std::string> lossOutput(
     cl::value_desc("NAME"), cl::cat(trainingCategory));
 cl::opt<std::string> optimizerSpec(
     "optimizer",
-    cl::desc("sgd, adam, adamw or rmsprop, with hyperparameters as NAME:key=value,... "
-             "(lr, momentum, dampening, nesterov, weight-decay, beta1, beta2, eps, "
-             "amsgrad, alpha, centered); defaults are torch.optim's (sgd lr 0.01)"),
+    cl::desc("sgd, adam, adamw, rmsprop or lamb, with hyperparameters as "
+             "NAME:key=value,... (lr, momentum, dampening, nesterov, weight-decay, beta1, "
+             "beta2, eps, amsgrad, alpha, centered, bias-correction, max-weight-norm, "
+             "max-grad-norm); defaults are torch.optim's and PopTorch's LAMB's (sgd lr 0.01)"),
     cl::init("sgd"), cl::cat(trainingCategory));
 cl::opt<int64_t> microBatchSize(
     "micro-batch-size",
     cl::desc("Samples per weight update on one replica: dimension 0 of every input "
              "(PopTorch's batch_size)"),
     cl::init(0), cl::cat(trainingCategory));
+cl::opt<int64_t> gradientAccumulation(
+    "gradient-accumulation",
+    cl::desc("Micro-batches whose gradients make one weight update (PopTorch's "
+             "gradientAccumulation); the program runs once per micro-batch"),
+    cl::init(1), cl::cat(trainingCategory));
+cl::opt<std::string> accumulationReduction(
+    "accumulation-reduction",
+    cl::desc("mean (default: as one batch G times larger) or sum of the accumulated "
+             "gradients (PopTorch's accumulationAndReplicationReductionType)"),
+    cl::init("mean"), cl::cat(trainingCategory));
 cl::list<std::string> freezeWeights(
     "freeze", cl::desc("Weights (initializer or parameter names) that are not trained"),
     cl::CommaSeparated, cl::value_desc("NAME,..."), cl::cat(trainingCategory));
@@ -216,6 +227,18 @@ LogicalResult parseTrainingOptions(tessera::TrainingPipelineOptions &t) {
   t.lossOutput = lossOutput;
   t.optimizer = optimizerSpec;
   t.freeze.assign(freezeWeights.begin(), freezeWeights.end());
+  if (gradientAccumulation < 1 || gradientAccumulation > (1 << 24)) {
+    llvm::errs() << "error: --gradient-accumulation must be 1 to 16777216, got "
+                 << gradientAccumulation << "\n";
+    return failure();
+  }
+  if (accumulationReduction != "mean" && accumulationReduction != "sum") {
+    llvm::errs() << "error: --accumulation-reduction must be mean or sum, got '"
+                 << accumulationReduction << "'\n";
+    return failure();
+  }
+  t.gradientAccumulation = gradientAccumulation;
+  t.accumulationReduction = accumulationReduction;
   if (microBatchSize.getNumOccurrences() && microBatchSize < 1) {
     llvm::errs() << "error: --micro-batch-size must be at least 1, got "
                  << microBatchSize << "\n";
@@ -366,6 +389,22 @@ int main(int argc, char **argv) {
                  << deviceIterations << "\n";
     return fail();
   }
+  if (!train) {
+    // Training flags without --train would silently compile inference.
+    const cl::Option *trainingFlags[] = {&lossSpec, &lossOutput, &optimizerSpec,
+                                         &microBatchSize, &gradientAccumulation,
+                                         &accumulationReduction,
+                                         std::addressof(freezeWeights)};
+    for (const cl::Option *flag : trainingFlags)
+      if (flag->getNumOccurrences()) {
+        llvm::errs() << "error: --" << flag->ArgStr
+                     << " applies to a training step: add --train\n";
+        return fail();
+      }
+  }
+  tessera::TrainingPipelineOptions trainingOptions;
+  if (train && failed(parseTrainingOptions(trainingOptions)))
+    return fail();
   if (!(availableMemoryProportion > 0 && availableMemoryProportion <= 1)) {
     llvm::errs() << "error: --available-memory-proportion must be in (0, 1], got "
                  << availableMemoryProportion << "\n";
@@ -452,6 +491,8 @@ int main(int argc, char **argv) {
       optionsText += ";train;loss=" + lossSpec + ";loss-output=" + lossOutput +
                      ";optimizer=" + optimizerSpec +
                      ";micro-batch-size=" + std::to_string(microBatchSize) +
+                     ";gradient-accumulation=" + std::to_string(gradientAccumulation) +
+                     ";accumulation-reduction=" + accumulationReduction +
                      ";freeze=" + llvm::join(freezeWeights, ",");
     for (const auto &[name, value] : importOptions.constantInputs)
       optionsText += ";constant-input " + name + "=" + value.elementType + ":" +
@@ -518,8 +559,8 @@ int main(int argc, char **argv) {
   TimingScope passTimer = rootTimer.nest("passes");
   tessera::CompileOptions options;
   if (train) {
-    if (failed(parseTrainingOptions(options.training)) ||
-        (microBatchSize > 0 && failed(tessera::setInputBatch(*module, microBatchSize))))
+    options.training = trainingOptions;
+    if (microBatchSize > 0 && failed(tessera::setInputBatch(*module, microBatchSize)))
       return fail();
   }
   options.compileTo = *phase;
@@ -559,6 +600,7 @@ int main(int argc, char **argv) {
     metadata.numIPUs = target->numIPUs;
     metadata.tilesPerIPU = target->tilesPerIPU;
     metadata.deviceIterations = deviceIterations;
+    metadata.gradientAccumulation = train ? int64_t(gradientAccumulation) : 1;
     metadata.cacheKey = cacheKey;
     if (failed(tessera::writeExecutableFile(*module, compiled, *cpu, std::move(metadata),
                                             path)))

@@ -303,15 +303,16 @@ int train(const Executable &exe) {
   }
   int64_t perRun = samplesPerRun(meta);
   int64_t runsPerEpoch = data->samples / perRun;
-  int64_t micro = perRun / meta.deviceIterations;
+  int64_t micro = perRun / iterationsPerRun(meta);
   // Weight updates: one per device iteration.
   int64_t totalRuns = steps ? (steps + meta.deviceIterations - 1) / meta.deviceIterations
                             : int64_t(epochs) * runsPerEpoch;
   llvm::outs() << "training " << meta.optimizer << " on " << data->samples
-               << " samples: micro-batch " << micro << " x device iterations "
-               << meta.deviceIterations << " = " << perRun << " samples per run, "
-               << totalRuns << " runs (" << totalRuns * meta.deviceIterations
-               << " weight updates)" << (reference ? " on the host reference\n" : "\n");
+               << " samples: " << describeBatch(meta) << " = " << perRun
+               << " samples per run, " << totalRuns << " runs ("
+               << totalRuns * meta.deviceIterations << " weight updates of "
+               << micro * meta.gradientAccumulation << " samples)"
+               << (reference ? " on the host reference\n" : "\n");
   bool terminal = llvm::sys::Process::StandardOutIsDisplayed();
   auto start = std::chrono::steady_clock::now();
   double epochLoss = 0;
@@ -351,10 +352,12 @@ int train(const Executable &exe) {
                                reference ? "host reference" : "IPU model on the host",
                                seconds * 1e3 / std::max<int64_t>(1, totalRuns * meta.deviceIterations));
   if (auto *model = dynamic_cast<IPUModel *>(runner.get())) {
+    // The program runs once per micro-batch; an update takes G of them.
     const CostSummary &cost = model->cost();
     double perSecond = 1.0 / cost.seconds(model->target().clockHz);
     llvm::outs() << "estimated on " << model->target().name << ": "
-                 << withCommas(cost.totalCycles) << " cycles per weight update, "
+                 << withCommas(cost.totalCycles * meta.gradientAccumulation)
+                 << " cycles per weight update, "
                  << withCommas(std::llround(perSecond * micro)) << " samples/s\n";
   }
   if (!saveWeights.empty()) {
@@ -421,7 +424,7 @@ int main(int argc, char **argv) {
     auto it = given.find(in.name);
     if (it == given.end())
       return error("missing input '" + in.name + "' (" +
-                   typeString(hostShape(in, meta.deviceIterations), in.dtype) +
+                   typeString(hostShape(in, iterationsPerRun(meta)), in.dtype) +
                    "); give it with --input " + in.name + "=file.npy");
     inputs.push_back(std::move(it->second));
     given.erase(it);
@@ -490,9 +493,9 @@ int main(int argc, char **argv) {
                    << withCommas(std::llround(perSecond * meta.inputs[0].shape[0]))
                    << " samples/s";
     llvm::outs() << "\n";
-    if (meta.deviceIterations > 1)
-      llvm::outs() << meta.deviceIterations << " device iterations per run: "
-                   << withCommas(cost.totalCycles * meta.deviceIterations)
+    if (iterationsPerRun(meta) > 1)
+      llvm::outs() << iterationsPerRun(meta) << " iterations per run: "
+                   << withCommas(cost.totalCycles * iterationsPerRun(meta))
                    << " cycles on the device per run\n";
   }
   llvm::outs() << llvm::format("%s: %.3f ms per run (%u run%s)\n",

@@ -62,6 +62,10 @@ struct TrainingPipelineOptions {
   std::string reduction = "mean";
   /// graph-optimizer-update's spec, "adamw:lr=1e-3,weight-decay=0.01".
   std::string optimizer = "sgd";
+  /// Micro-batches per weight update, and how their gradients combine
+  /// ("mean": as one batch G times larger; "sum").
+  int64_t gradientAccumulation = 1;
+  std::string accumulationReduction = "mean";
   /// Weights (global names) that stay fixed.
   std::vector<std::string> freeze;
 };

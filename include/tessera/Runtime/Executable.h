@@ -77,6 +77,10 @@ struct ExecutableMetadata {
   /// compiled batch and gets the outputs concatenated along dimension 0
   /// (a scalar output becomes a vector, one element per iteration).
   int64_t deviceIterations = 1;
+  /// Training: micro-batches whose gradients make one weight update
+  /// (PopTorch's gradientAccumulation). The program runs once per
+  /// micro-batch, so a run executes it deviceIterations x this many times.
+  int64_t gradientAccumulation = 1;
   std::string hostTriple;
   /// The CPU the native code was generated for (an LLVM CPU name) and the
   /// features it may use; a host without one of them cannot run it.
@@ -105,9 +109,14 @@ struct ExecutableMetadata {
 llvm::Error checkInputs(const ExecutableMetadata &metadata,
                         llvm::ArrayRef<Tensor> inputs);
 
+/// Executions of the compiled program per host call: the device iterations
+/// times the gradient accumulation.
+int64_t iterationsPerRun(const ExecutableMetadata &metadata);
+
 /// The shape the host passes (inputs) or receives (outputs) for a tensor
-/// of the compiled program: dimension 0 times the device iterations.
-std::vector<int64_t> hostShape(const TensorInfo &t, int64_t deviceIterations);
+/// of the compiled program: dimension 0 times `iterations` (the
+/// iterationsPerRun).
+std::vector<int64_t> hostShape(const TensorInfo &t, int64_t iterations);
 
 /// Runs `once` (one iteration of the compiled program, on tensors of the
 /// compiled shapes) for each device iteration: slices every input along

@@ -2,7 +2,7 @@
 //
 // The loop tessera-run --train-data and the Python API share: a data set of
 // one array per model input plus `labels`, split along dimension 0 into host
-// calls of (micro-batch x device iterations) samples; each call runs the
+// calls of (micro-batch x gradient accumulation x device iterations) samples; each call runs the
 // training step and reports the mean loss and, for class labels, how many
 // predictions were right. Checkpoints are .npz files of the state tensors
 // keyed by the model's own parameter names. No MLIR here.
@@ -25,9 +25,13 @@ struct TrainingData {
   int64_t samples = 0;
 };
 
-/// Samples one run consumes: the compiled micro-batch times the device
-/// iterations.
+/// Samples one run consumes: the compiled micro-batch times the gradient
+/// accumulation times the device iterations.
 int64_t samplesPerRun(const ExecutableMetadata &metadata);
+
+/// "micro-batch 8 x gradient accumulation 4 x device iterations 2": the
+/// factors of samplesPerRun, as PopTorch prints its combined batch.
+std::string describeBatch(const ExecutableMetadata &metadata);
 
 /// Checks `arrays` (by input name) against a training executable: every
 /// input present with the compiled shape past dimension 0, the same number

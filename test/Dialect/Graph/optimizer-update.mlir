@@ -1,4 +1,5 @@
 // RUN: tessera-opt %s --graph-optimizer-update="optimizer=sgd:lr=0.5,momentum=0.9" | FileCheck %s --enable-var-scope
+// RUN: tessera-opt %s --graph-optimizer-update="optimizer=lamb:max-grad-norm=2 accumulate=4" | FileCheck %s --check-prefix=ACC
 //
 // graph-optimizer-update turns the weight into a mutable global stored after
 // its update, adds the momentum buffer and hyperparameters as globals (the
@@ -13,6 +14,28 @@
 // CHECK: ml_program.global_store @"w/momentum_buffer"
 // CHECK: ml_program.global_store @w
 // CHECK: return %{{.*}} : tensor<f32>
+
+// LAMB with clipping and 4 micro-batches per update: the micro-batch count
+// and the gradient sum are optimizer state; the accumulator restarts at 0
+// and every other store keeps the old value until the 4th micro-batch.
+// ACC-DAG: ml_program.global private mutable @optimizer.micro_step(dense<0.000000e+00> : tensor<f32>) : tensor<f32> {graph.optimizer_state}
+// ACC-DAG: ml_program.global private mutable @"w/grad_accum"(dense<0.000000e+00> : tensor<2xf32>) : tensor<2xf32> {graph.optimizer_state}
+// ACC-DAG: ml_program.global private mutable @"optimizer.max-grad-norm"(dense<2.000000e+00> : tensor<f32>) : tensor<f32> {graph.hyperparameter}
+// ACC-DAG: ml_program.global private mutable @"w/exp_avg_sq"(
+// ACC-NOT: max-weight-norm
+// ACC-LABEL: func.func @main
+// ACC: %[[MICRO:.*]] = ml_program.global_load @optimizer.micro_step
+// ACC: %[[NEXT:.*]] = graph.add %[[MICRO]]
+// ACC: %[[COMMIT:.*]] = graph.equal %[[NEXT]]
+// ACC: ml_program.global_store @optimizer.micro_step
+// ACC: %[[SUM:.*]] = graph.add %{{.*}}, %arg0
+// ACC: %[[RESTART:.*]] = graph.select %[[COMMIT]], %{{.*}}, %[[SUM]]
+// ACC: ml_program.global_store @"w/grad_accum" = %[[RESTART]]
+// ACC: graph.reduce_sum
+// ACC: graph.sqrt
+// ACC: ml_program.global_store @"w/exp_avg_sq"
+// ACC: %[[KEEP:.*]] = graph.select %[[COMMIT]], %{{.*}}, %{{.*}} : (tensor<i1>, tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+// ACC-NEXT: ml_program.global_store @w = %[[KEEP]]
 ml_program.global private @w(dense<1.0> : tensor<2xf32>) : tensor<2xf32>
 func.func @main(%x: tensor<2xf32>) -> (tensor<f32> {graph.loss}, tensor<2xf32> {graph.gradient_of = @w}) {
   %w = ml_program.global_load_const @w : tensor<2xf32>

@@ -5,7 +5,11 @@
 // Numeric hyperparameters are scalar globals the program only reads: the
 // runtime can change them between runs (setOptimizer never recompiles).
 // Choices that change the program's structure (nesterov, amsgrad, centered,
-// whether there is momentum at all) are fixed at compile time.
+// whether there is momentum or clipping at all) are fixed at compile time.
+// Gradient accumulation computes the update every run and commits it on the
+// last micro-batch of G: a select per store instead of control flow, so the
+// program stays one straight-line step (its cycles include the uncommitted
+// updates).
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,6 +21,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
+#include "llvm/ADT/Sequence.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 
@@ -31,6 +36,12 @@ using namespace mlir;
 
 namespace tessera::graph {
 namespace {
+
+/// Hyperparameters whose zero means "no such term": the term is left out of
+/// the program, and the value is a runtime hyperparameter only when set.
+bool isPresenceKey(StringRef key) {
+  return key == "momentum" || key == "max-grad-norm" || key == "max-weight-norm";
+}
 
 /// An optimizer's name and its hyperparameters, defaults filled in.
 struct OptimizerSpec {
@@ -59,10 +70,18 @@ FailureOr<OptimizerSpec> parseSpec(StringRef text, Location loc) {
     v = {{"lr", 0.01}, {"alpha", 0.99}, {"eps", 1e-8}, {"weight-decay", 0},
          {"momentum", 0}, {"centered", 0}};
     spec.structural.insert("centered");
+  } else if (spec.name == "lamb") {
+    // PopTorch's poptorch.optim.LAMB.
+    v = {{"lr", 1e-3}, {"beta1", 0.9}, {"beta2", 0.999}, {"eps", 1e-8},
+         {"weight-decay", 0.01}, {"bias-correction", 1}, {"max-weight-norm", 0}};
+    spec.structural.insert("bias-correction");
   } else {
     return emitError(loc, "unknown optimizer '")
-           << spec.name << "': use sgd, adam, adamw or rmsprop";
+           << spec.name << "': use sgd, adam, adamw, rmsprop or lamb";
   }
+  // Clipping by the global norm of all gradients (PopTorch's max_grad_norm,
+  // torch.nn.utils.clip_grad_norm_); 0 is none.
+  v["max-grad-norm"] = 0;
   SmallVector<StringRef> items;
   rest.split(items, ',', -1, /*KeepEmpty=*/false);
   for (StringRef item : items) {
@@ -126,6 +145,12 @@ struct GraphOptimizerUpdate
     FailureOr<OptimizerSpec> spec = parseSpec(optimizer, main.getLoc());
     if (failed(spec))
       return signalPassFailure();
+    if (accumulate < 1 || (accumulationReduction != "mean" && accumulationReduction != "sum")) {
+      main.emitError("gradient accumulation must be at least 1 with reduction "
+                     "mean or sum, got ")
+          << accumulate << " (" << accumulationReduction << ")";
+      return signalPassFailure();
+    }
     auto ret = cast<func::ReturnOp>(main.front().getTerminator());
 
     SmallVector<unsigned> gradientResults;
@@ -151,7 +176,7 @@ struct GraphOptimizerUpdate
       for (auto &entry : spec->values) {
         StringRef key = entry.getKey();
         if (spec->structural.contains(key) ||
-            (key == "momentum" && entry.getValue() == 0))
+            (isPresenceKey(key) && entry.getValue() == 0))
           continue;
         std::string name = ("optimizer." + key).str();
         if (symbols.lookup(name)) {
@@ -166,22 +191,53 @@ struct GraphOptimizerUpdate
       }
     }
     auto flag = [&](StringRef key) { return spec->values.lookup(key) != 0; };
-    bool momentum = spec->values.count("momentum") && flag("momentum");
+    bool momentum = flag("momentum");
 
-    // The step count (bias correction, SGD's first momentum step).
     GraphEmitter e(b, loc);
-    Value step, nextStep;
-    if (spec->name != "rmsprop") {
-      auto global = makeGlobal("optimizer.step", scalarType, 0.0, loc);
+    auto makeState = [&](StringRef name, RankedTensorType type, Location at)
+        -> std::pair<ml_program::GlobalOp, Value> {
+      auto global = makeGlobal(name, type, 0.0, at);
       global->setAttr("graph.optimizer_state", b.getUnitAttr());
       symbols.insert(global);
-      step = ml_program::GlobalLoadOp::create(
-          b, loc, scalarType, FlatSymbolRefAttr::get(global.getSymNameAttr()));
-      nextStep = e.addScalar(step, 1.0);
+      Value current = ml_program::GlobalLoadOp::create(
+          b, loc, type, FlatSymbolRefAttr::get(global.getSymNameAttr()));
+      return {global, current};
+    };
+
+    // Gradient accumulation: the last of G micro-batches commits the update.
+    Value commit;
+    if (accumulate > 1) {
+      auto [microGlobal, micro] = makeState("optimizer.micro_step", scalarType, loc);
+      Value nextMicro = e.addScalar(micro, 1.0);
+      commit = e.equal(nextMicro, e.scalar(micro, double(accumulate)));
       ml_program::GlobalStoreOp::create(
-          b, loc, FlatSymbolRefAttr::get(global.getSymNameAttr()), nextStep);
+          b, loc, FlatSymbolRefAttr::get(microGlobal.getSymNameAttr()),
+          e.select(commit, e.scalar(micro, 0.0), nextMicro));
+    }
+    // Every store but the accumulator's: the new value, or with accumulation
+    // the old one until the update is committed.
+    auto store = [&](ml_program::GlobalOp global, Value v, Value old) {
+      if (commit)
+        v = e.select(commit, v, old);
+      ml_program::GlobalStoreOp::create(
+          b, loc, FlatSymbolRefAttr::get(global.getSymNameAttr()), v);
+    };
+
+    // The step count (bias correction, SGD's first momentum step).
+    Value step, nextStep;
+    if (spec->name != "rmsprop") {
+      auto [stepGlobal, current] = makeState("optimizer.step", scalarType, loc);
+      step = current;
+      nextStep = e.addScalar(step, 1.0);
+      store(stepGlobal, nextStep, step);
     }
 
+    // Each weight's gradient for this update: accumulated, then reduced.
+    struct Trained {
+      ml_program::GlobalOp weight;
+      Value w, g;
+    };
+    SmallVector<Trained> trained;
     for (unsigned index : gradientResults) {
       auto ref = main.getResultAttrOfType<FlatSymbolRefAttr>(index,
                                                              "graph.gradient_of");
@@ -208,18 +264,47 @@ struct GraphOptimizerUpdate
         load.erase();
       }
       Value w = ml_program::GlobalLoadOp::create(b, loc, type, ref);
-      auto slot = [&](StringRef name) -> std::pair<ml_program::GlobalOp, Value> {
-        auto global = makeGlobal((weight.getSymName() + "/" + name).str(), type,
-                                 0.0, weight.getLoc());
-        global->setAttr("graph.optimizer_state", b.getUnitAttr());
-        symbols.insert(global);
-        Value current = ml_program::GlobalLoadOp::create(
-            b, loc, type, FlatSymbolRefAttr::get(global.getSymNameAttr()));
-        return {global, current};
-      };
-      auto store = [&](ml_program::GlobalOp global, Value v) {
+      if (commit) {
+        auto [accGlobal, acc] =
+            makeState((weight.getSymName() + "/grad_accum").str(), type, weight.getLoc());
+        Value total = e.add(acc, g);
         ml_program::GlobalStoreOp::create(
-            b, loc, FlatSymbolRefAttr::get(global.getSymNameAttr()), v);
+            b, loc, FlatSymbolRefAttr::get(accGlobal.getSymNameAttr()),
+            e.select(commit, e.scalar(total, 0.0), total));
+        g = accumulationReduction == "mean" ? e.mulScalar(total, 1.0 / accumulate)
+                                            : total;
+      }
+      trained.push_back({weight, w, g});
+    }
+
+    // Clipping by the global norm, as torch.nn.utils.clip_grad_norm_.
+    auto sumOfSquares = [&](Value v) {
+      auto rank = cast<RankedTensorType>(v.getType()).getRank();
+      Value sq = e.mul(v, v);
+      return rank == 0 ? sq
+                       : e.reduceSum(sq, llvm::to_vector(llvm::seq<int64_t>(0, rank)),
+                                     /*keepdims=*/false);
+    };
+    if (flag("max-grad-norm")) {
+      Value total;
+      for (Trained &t : trained) {
+        Value part = sumOfSquares(t.g);
+        total = total ? e.add(total, part) : part;
+      }
+      Value coef = e.div(hyper["max-grad-norm"], e.addScalar(e.sqrt(total), 1e-6));
+      Value one = e.scalar(coef, 1.0);
+      coef = e.select(e.less(coef, one), coef, one);
+      for (Trained &t : trained)
+        t.g = e.mul(t.g, coef);
+    }
+
+    for (Trained &t : trained) {
+      ml_program::GlobalOp weight = t.weight;
+      Value w = t.w, g = t.g;
+      auto type = cast<RankedTensorType>(g.getType());
+      auto slot = [&](StringRef name) {
+        return makeState((weight.getSymName() + "/" + name).str(), type,
+                         weight.getLoc());
       };
       Value lr = hyper["lr"], wd = hyper["weight-decay"];
       Value updated;
@@ -233,53 +318,75 @@ struct GraphOptimizerUpdate
                               e.mul(e.sub(e.scalar(d, 1.0), hyper["dampening"]), d));
           Value first = e.equal(step, e.scalar(step, 0.0));
           Value newBuf = e.select(first, d, later);
-          store(bufGlobal, newBuf);
+          store(bufGlobal, newBuf, buf);
           d = flag("nesterov") ? e.add(d, e.mul(mom, newBuf)) : newBuf;
         }
         updated = e.sub(w, e.mul(lr, d));
-      } else if (spec->name == "adam" || spec->name == "adamw") {
+      } else if (spec->name == "adam" || spec->name == "adamw" ||
+                 spec->name == "lamb") {
         Value b1 = hyper["beta1"], b2 = hyper["beta2"], eps = hyper["eps"];
         Value one = e.scalar(g, 1.0);
         Value base = w;
         if (spec->name == "adamw")
           base = e.mul(w, e.sub(one, e.mul(lr, wd)));
-        else
+        else if (spec->name == "adam")
           g = e.add(g, e.mul(wd, w));
         auto [mGlobal, m] = slot("exp_avg");
         auto [vGlobal, v] = slot("exp_avg_sq");
         Value newM = e.add(e.mul(b1, m), e.mul(e.sub(one, b1), g));
         Value newV = e.add(e.mul(b2, v), e.mul(e.sub(one, b2), e.mul(g, g)));
-        store(mGlobal, newM);
-        store(vGlobal, newV);
-        Value bc1 = e.sub(one, e.pow(b1, nextStep));
-        Value bc2 = e.sub(one, e.pow(b2, nextStep));
-        Value second = newV;
-        if (flag("amsgrad")) {
-          auto [maxGlobal, vmax] = slot("max_exp_avg_sq");
-          second = e.max(vmax, newV);
-          store(maxGlobal, second);
+        store(mGlobal, newM, m);
+        store(vGlobal, newV, v);
+        if (spec->name == "lamb") {
+          // PopTorch's LAMB: the Adam direction plus weight decay, scaled by
+          // the trust ratio ||w|| / ||direction|| (1 when either is zero).
+          Value mHat = newM, vHat = newV;
+          if (flag("bias-correction")) {
+            mHat = e.div(newM, e.sub(one, e.pow(b1, nextStep)));
+            vHat = e.div(newV, e.sub(one, e.pow(b2, nextStep)));
+          }
+          Value dir = e.add(e.div(mHat, e.add(e.sqrt(vHat), eps)), e.mul(wd, w));
+          Value r1 = e.sqrt(sumOfSquares(w));
+          if (flag("max-weight-norm")) {
+            Value cap = hyper["max-weight-norm"];
+            r1 = e.select(e.less(r1, cap), r1, cap);
+          }
+          Value r2 = e.sqrt(sumOfSquares(dir));
+          Value zero = e.scalar(r1, 0.0);
+          Value trust = e.select(e.logicalAnd(e.greater(r1, zero), e.greater(r2, zero)),
+                                 e.div(r1, r2), e.scalar(r1, 1.0));
+          updated = e.sub(w, e.mul(e.mul(lr, trust), dir));
+        } else {
+          Value bc1 = e.sub(one, e.pow(b1, nextStep));
+          Value bc2 = e.sub(one, e.pow(b2, nextStep));
+          Value second = newV;
+          if (flag("amsgrad")) {
+            auto [maxGlobal, vmax] = slot("max_exp_avg_sq");
+            second = e.max(vmax, newV);
+            store(maxGlobal, second, vmax);
+          }
+          Value denom = e.add(e.div(e.sqrt(second), e.sqrt(bc2)), eps);
+          updated = e.sub(base, e.mul(e.div(lr, bc1), e.div(newM, denom)));
         }
-        Value denom = e.add(e.div(e.sqrt(second), e.sqrt(bc2)), eps);
-        updated = e.sub(base, e.mul(e.div(lr, bc1), e.div(newM, denom)));
       } else {
         Value alpha = hyper["alpha"], eps = hyper["eps"];
         Value one = e.scalar(g, 1.0);
         g = e.add(g, e.mul(wd, w));
         auto [sqGlobal, sq] = slot("square_avg");
         Value newSq = e.add(e.mul(alpha, sq), e.mul(e.sub(one, alpha), e.mul(g, g)));
-        store(sqGlobal, newSq);
+        store(sqGlobal, newSq, sq);
         Value avg = newSq;
         if (flag("centered")) {
           auto [gaGlobal, ga] = slot("grad_avg");
           Value newGa = e.add(e.mul(alpha, ga), e.mul(e.sub(one, alpha), g));
-          store(gaGlobal, newGa);
+          store(gaGlobal, newGa, ga);
           avg = e.sub(avg, e.mul(newGa, newGa));
         }
         avg = e.add(e.sqrt(avg), eps);
         if (momentum) {
           auto [bufGlobal, buf] = slot("momentum_buffer");
           Value newBuf = e.add(e.mul(hyper["momentum"], buf), e.div(g, avg));
-          store(bufGlobal, newBuf);
+          store(bufGlobal, newBuf, buf);
           updated = e.sub(w, e.mul(lr, newBuf));
         } else {
           updated = e.sub(w, e.mul(lr, e.div(g, avg)));
@@ -290,7 +397,7 @@ struct GraphOptimizerUpdate
             << spec->name << " update of " << weight.getSymName();
         return signalPassFailure();
       }
-      store(weight, updated);
+      store(weight, updated, w);
     }
 
     // The gradients are consumed: drop their results.

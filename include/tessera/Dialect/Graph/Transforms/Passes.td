@@ -125,7 +125,17 @@ def GraphOptimizerUpdate : Pass<"graph-optimizer-update", "::mlir::ModuleOp"> {
     may change them between runs without a recompile. Optimizers follow
     torch.optim's update rules: `sgd` (momentum, dampening, nesterov,
     weight-decay), `adam` and `adamw` (bias correction, amsgrad), `rmsprop`
-    (alpha, centered, momentum).
+    (alpha, centered, momentum); `lamb` follows PopTorch's LAMB (bias
+    correction, max-weight-norm, the trust ratio ||w|| / ||update||). Every
+    optimizer takes `max-grad-norm`: the gradients are first scaled down so
+    that their global norm is at most that (torch.nn.utils.clip_grad_norm_).
+
+    With `accumulate=G` > 1 (gradient accumulation, PopTorch's
+    gradientAccumulation) every run adds its gradient to a `<weight>/grad_accum`
+    slot and counts micro-batches in `optimizer.micro_step`; the update is
+    computed every run and committed (every store selects between the new and
+    the old value) on the G-th, from the accumulated gradient divided by G
+    (`accumulation-reduction=mean`, as a batch G times larger) or not (`sum`).
 
     Assumes: gradients shaped like their weights. Guarantees: no result of
     @main carries `graph.gradient_of`; every store follows every load of its
@@ -133,8 +143,12 @@ def GraphOptimizerUpdate : Pass<"graph-optimizer-update", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"optimizer", "optimizer", "std::string", "\"sgd\"",
-           "sgd, adam, adamw or rmsprop, with hyperparameters as "
+           "sgd, adam, adamw, rmsprop or lamb, with hyperparameters as "
            "name:key=value,key=value (kebab-case keys)">,
+    Option<"accumulate", "accumulate", "int64_t", "1",
+           "micro-batches whose gradients make one weight update">,
+    Option<"accumulationReduction", "accumulation-reduction", "std::string",
+           "\"mean\"", "mean or sum of the accumulated gradients">,
   ];
   let dependentDialects = ["::tessera::graph::GraphDialect",
                            "::mlir::ml_program::MLProgramDialect"];
