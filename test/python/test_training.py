@@ -265,6 +265,35 @@ def test_lamb_and_gradient_clipping_match_their_definitions(tmp_path):
     check_weights(model, saved)
 
 
+class WideConvs(torch.nn.Module):
+    """Two 3x3 convolutions with 2.4 MB weights: the input gradient of the
+    second reverses a weight larger than a tile's memory."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(8, 256, 3, padding=1)
+        self.conv2 = torch.nn.Conv2d(256, 256, 3, padding=1)
+        self.fc = torch.nn.Linear(256, 10)
+
+    def forward(self, x):
+        x = torch.relu(self.conv2(torch.relu(self.conv1(x))))
+        return self.fc(x.mean((2, 3)))
+
+
+def test_convolution_weights_larger_than_a_tile_train(tmp_path):
+    torch.manual_seed(9)
+    model = WideConvs()
+    xs = torch.randn(4, 8, 4, 4)
+    ys = torch.randint(0, 10, (4,))
+    export(model, xs[:2], tmp_path / "wide.onnx")
+    saved, losses, _ = train_with_tessera(tmp_path, tmp_path / "wide.onnx",
+                                          "sgd:lr=0.1", xs, ys, 2)
+    want = torch_training(model, torch.optim.SGD(model.parameters(), lr=0.1), xs, ys, 2,
+                          torch.nn.functional.cross_entropy)
+    np.testing.assert_allclose(losses, want, rtol=1e-3)
+    check_weights(model, saved)
+
+
 def test_mlp_layer_norm_gelu_on_the_host_reference(tmp_path):
     torch.manual_seed(2)
     model = MLP()

@@ -61,6 +61,38 @@ struct ConvGeometry {
 /// between its elements (stride), padded so every input position sees the
 /// window positions that read it, correlated with the weight flipped and
 /// with input and output channels swapped within each group.
+/// `w` (C x M x k1 x ... x kn) with every window dimension reversed. A
+/// small window is reversed by a matmul with a permutation matrix, not by
+/// reversing slices: tile mapping reads a reversed operand whole (its access
+/// is not a box), which for a large weight (512 x 512 x 3 x 3, 9.4 MB) does
+/// not fit on a tile, while the matmul splits over the weight's rows. The
+/// product is exact: each element is 1 x w plus zeros.
+Value flipWindow(GraphEmitter &e, Value w) {
+  if (e.skip({w}))
+    return {};
+  ArrayRef<int64_t> shape = shapeOf(w);
+  ArrayRef<int64_t> window = shape.drop_front(2);
+  int64_t size = std::accumulate(window.begin(), window.end(), int64_t(1),
+                                 std::multiplies<int64_t>());
+  if (size <= 1)
+    return w;
+  constexpr int64_t kMaxPermutedWindow = 64;
+  if (size > kMaxPermutedWindow) {
+    for (int64_t i = 0; i < static_cast<int64_t>(window.size()); ++i)
+      w = e.flip(w, i + 2);
+    return w;
+  }
+  // Reversing every dimension of a row-major window reverses its
+  // flattened index: P[size - 1 - i][i] = 1.
+  SmallVector<double> permutation(size * size, 0.0);
+  for (int64_t i = 0; i < size; ++i)
+    permutation[(size - 1 - i) * size + i] = 1.0;
+  Type elem = cast<RankedTensorType>(w.getType()).getElementType();
+  Value flat = e.reshape(w, {shape[0] * shape[1], size});
+  Value reversed = e.matmul(flat, e.constant(elem, {size, size}, permutation));
+  return e.reshape(reversed, shape);
+}
+
 Value convInputGradient(GraphEmitter &e, Value grad, Value weight,
                         ArrayRef<int64_t> inputShape, const ConvGeometry &c) {
   int64_t n = c.spatialRank();
@@ -85,8 +117,7 @@ Value convInputGradient(GraphEmitter &e, Value grad, Value weight,
   SmallVector<int64_t> swapped{groups * cg, mg};
   swapped.append(w.begin() + 2, w.end());
   Value wt = e.reshape(e.transpose(e.reshape(weight, grouped), perm), swapped);
-  for (int64_t i = 0; i < n; ++i)
-    wt = e.flip(wt, i + 2);
+  wt = flipWindow(e, wt);
   return e.conv(padded, wt, SmallVector<int64_t>(n, 1),
                 SmallVector<int64_t>(2 * n, 0), c.dilations, groups);
 }
