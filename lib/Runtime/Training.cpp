@@ -159,6 +159,18 @@ std::optional<size_t> findState(const ExecutableMetadata &metadata, llvm::String
   return std::nullopt;
 }
 
+llvm::Error setRandomSeed(Runner &runner, const ExecutableMetadata &metadata,
+                          int64_t seed) {
+  std::optional<size_t> index = findState(metadata, "rng.seed");
+  if (!index)
+    return llvm::Error::success();
+  Tensor t;
+  t.dtype = DType::I64;
+  t.data.assign(reinterpret_cast<const char *>(&seed),
+                reinterpret_cast<const char *>(&seed) + sizeof(seed));
+  return runner.writeState(*index, t);
+}
+
 llvm::Error saveState(Runner &runner, const ExecutableMetadata &metadata,
                       llvm::StringRef path) {
   std::vector<Tensor> state = runner.readState();

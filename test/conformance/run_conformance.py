@@ -225,8 +225,9 @@ DECISIONS = [
      "string tensors: the IPU has no string type; text belongs in the host's input pipeline"),
     (r"NonMaxSuppression|Unique|NonZero",
      "the output's shape depends on the input's values; static-shape compilation cannot place it"),
-    (r"Bernoulli|RandomUniformLike|Dropout in training",
-     "random numbers: the expected outputs come from NumPy's generator, which no device reproduces"),
+    (r"Bernoulli|RandomUniformLike|Dropout in training|training_dropout",
+     "random numbers: the expected outputs come from NumPy's generator, which no device "
+     "reproduces (training-mode Dropout draws from Tessera's own counter-based generator)"),
     (r"operator (Loop|If|Scan|SequenceMap)\b",
      "data-dependent control flow: not imported yet (structured control flow is future work)"),
     (r"Optional|not a tensor",
@@ -277,16 +278,20 @@ def write_doc(path, results, statuses):
              if st == "pass" and d.startswith("with --constant-input")]
     lines += ["", f"{len(bound)} of the passes bind inputs at compile time "
               "(`--constant-input`)."]
+    # Grouped by status, reason and decision: one message (a wrong output)
+    # can have different causes.
     reasons = collections.defaultdict(list)
     for s, n, st, d in results:
         if st != "pass":
-            reasons[(st, reason_of(d))].append(f"{s}/{n}")
+            model, reason = f"{s}/{n}", reason_of(d)
+            reasons[(st, reason, decision_of([model], reason))].append(model)
     lines += ["", "## Why models do not pass", "",
               "| models | status | reason | why | examples |", "|---|---|---|---|---|"]
-    for (st, why), models in sorted(reasons.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+    for (st, why, decision), models in sorted(reasons.items(),
+                                              key=lambda kv: (-len(kv[1]), kv[0])):
         examples = ", ".join(sorted(models)[:3]) + (", ..." if len(models) > 3 else "")
         lines.append(f"| {len(models)} | {st} | {why.replace('|', '/')} | "
-                     f"{decision_of(models, why)} | {examples} |")
+                     f"{decision} | {examples} |")
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
 

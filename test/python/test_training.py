@@ -294,6 +294,96 @@ def test_convolution_weights_larger_than_a_tile_train(tmp_path):
     check_weights(model, saved)
 
 
+class DropoutMLP(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(12, 64)
+        self.drop = torch.nn.Dropout(0.25)
+        self.fc2 = torch.nn.Linear(64, 5)
+
+    def forward(self, x):
+        return self.fc2(self.drop(torch.relu(self.fc1(x))))
+
+
+def test_dropout_masks_are_random_uniform_and_reproducible(tmp_path):
+    class Drop(torch.nn.Module):
+        def forward(self, x):
+            return torch.nn.functional.dropout(x, 0.3, training=True)
+
+    torch.onnx.export(Drop(), torch.ones(64, 512), str(tmp_path / "drop.onnx"),
+                      input_names=["x"], output_names=["y"], opset_version=17,
+                      training=torch.onnx.TrainingMode.TRAINING)
+    tess = tmp_path / "drop.tess"
+    assert run([tool("tessera-compile"), str(tmp_path / "drop.onnx"), "-o",
+                str(tess)]).returncode == 0
+    np.save(tmp_path / "ones.npy", np.ones((64, 512), np.float32))
+
+    def draw(*extra):
+        out = tmp_path / "out.npz"
+        result = run([tool("tessera-run"), str(tess), "--input",
+                      f"x={tmp_path / 'ones.npy'}", "--output", str(out), *extra])
+        assert result.returncode == 0, result.stderr
+        return np.load(out)["y"]
+
+    first = draw()
+    # Kept elements are scaled by 1 / (1 - p); 32768 draws: p within 4 sigma.
+    assert set(np.unique(first)) == {0.0, np.float32(1 / 0.7)}
+    assert abs((first == 0).mean() - 0.3) < 0.011
+    # Rows (spread over tiles) draw independently: agreement as for
+    # independent masks, 0.7^2 + 0.3^2.
+    agree = (first[:32] == first[32:]).mean()
+    assert abs(agree - 0.58) < 0.02
+    np.testing.assert_array_equal(draw("--reference"), first)  # the host draws the same
+    np.testing.assert_array_equal(draw("--seed", "0"), first)
+    assert (draw("--seed", "7") != first).mean() > 0.3
+    # Every run advances the generator's counter: the second run differs.
+    assert (draw("--iterations", "2") != first).mean() > 0.3
+
+
+def test_training_with_dropout_is_deterministic_for_a_seed(tmp_path):
+    torch.manual_seed(10)
+    model = DropoutMLP().train()
+    xs = torch.randn(32, 12)
+    ys = torch.randint(0, 5, (32,))
+    torch.onnx.export(model, xs[:8], str(tmp_path / "mlp.onnx"), input_names=["x"],
+                      output_names=["logits"], opset_version=17,
+                      training=torch.onnx.TrainingMode.TRAINING,
+                      do_constant_folding=False, dynamic_axes={"x": {0: "batch"}})
+    onnx_path = tmp_path / "mlp.onnx"
+    a, losses_a, _ = train_with_tessera(tmp_path, onnx_path, "sgd:lr=0.1", xs, ys, 8,
+                                        extra=["--seed", "3"])
+    a = {k: a[k] for k in a.files}
+    b, losses_b, _ = train_with_tessera(tmp_path, onnx_path, "sgd:lr=0.1", xs, ys, 8,
+                                        extra=["--seed", "3"], reference=True)
+    np.testing.assert_allclose(losses_b, losses_a, rtol=1e-5)
+    for k, v in a.items():
+        np.testing.assert_allclose(b[k], v, rtol=1e-5, atol=1e-6, err_msg=k)
+    c, losses_c, _ = train_with_tessera(tmp_path, onnx_path, "sgd:lr=0.1", xs, ys, 8,
+                                        extra=["--seed", "4"])
+    assert not np.allclose(losses_c, losses_a)
+    # The counter is saved: two runs, then two more resumed, equal four.
+    np.savez(tmp_path / "half.npz", **a)
+    d, _, _ = train_with_tessera(tmp_path, onnx_path, "sgd:lr=0.1", xs, ys, 8,
+                                 extra=["--seed", "3", "--load-weights",
+                                        str(tmp_path / "half.npz")])
+    assert d["rng.counter"] == 8
+    # A TorchScript module's dropout draws the same way when compiled with
+    # --train (and is refused in an inference compile of a train() module).
+    torch.jit.trace(model, xs[:8]).save(str(tmp_path / "mlp.pt"))
+    e, losses_e, _ = train_with_tessera(tmp_path, tmp_path / "mlp.pt", "sgd:lr=0.1",
+                                        xs, ys, 8, extra=["--seed", "3"],
+                                        compile_extra=["--input-shape", "x=8x12"])
+    f, losses_f, _ = train_with_tessera(tmp_path, tmp_path / "mlp.pt", "sgd:lr=0.1",
+                                        xs, ys, 8, extra=["--seed", "3"], reference=True,
+                                        compile_extra=["--input-shape", "x=8x12"])
+    np.testing.assert_allclose(losses_e, losses_f, rtol=1e-5)
+    assert np.all(np.isfinite(losses_e))
+    result = run([tool("tessera-compile"), str(tmp_path / "mlp.pt"), "--input-shape",
+                  "x=8x12", "-o", str(tmp_path / "inference.tess")])
+    assert result.returncode != 0
+    assert "dropout in training mode in an inference model" in result.stderr
+
+
 def test_mlp_layer_norm_gelu_on_the_host_reference(tmp_path):
     torch.manual_seed(2)
     model = MLP()

@@ -65,6 +65,12 @@ cl::opt<std::string> profileDir(
     cl::desc("Write the IPU model's profile (DIR/profile.json) and timeline "
              "(DIR/trace.json, Chrome trace format for Perfetto)"),
     cl::value_desc("DIR"), cl::cat(category));
+cl::opt<int64_t> randomSeed(
+    "seed",
+    cl::desc("Seed of the random generator that dropout and other random ops "
+             "draw from (PopTorch's randomSeed; default 0): the same seed gives "
+             "the same run"),
+    cl::init(0), cl::cat(category));
 cl::OptionCategory trainingCategory("Training (executables compiled with --train)");
 cl::opt<std::string> trainData(
     "train-data",
@@ -288,6 +294,9 @@ int train(const Executable &exe) {
   if (!loadWeights.empty())
     if (auto err = loadState(*runner, meta, loadWeights))
       return error(llvm::toString(std::move(err)));
+  if (randomSeed.getNumOccurrences())
+    if (auto err = setRandomSeed(*runner, meta, randomSeed))
+      return error(llvm::toString(std::move(err)));
   if (learningRate.getNumOccurrences()) {
     std::optional<size_t> lr = findState(meta, "optimizer.lr");
     if (!lr)
@@ -454,6 +463,11 @@ int main(int argc, char **argv) {
       return error(message);
     }
     model = std::move(*created);
+  }
+  if (randomSeed.getNumOccurrences()) {
+    Runner &seeded = runner ? static_cast<Runner &>(*runner) : *model;
+    if (auto err = setRandomSeed(seeded, meta, randomSeed))
+      return error(llvm::toString(std::move(err)));
   }
   std::vector<Tensor> outputs;
   for (unsigned i = 0; i < warmup; ++i) {

@@ -53,6 +53,13 @@ llvm::Expected<RunStats> trainOnRun(Runner &runner, const ExecutableMetadata &me
 /// The index of the state tensor called `name`, if any.
 std::optional<size_t> findState(const ExecutableMetadata &metadata, llvm::StringRef name);
 
+/// Seeds the executable's random generator (its `rng.seed` state, which
+/// dropout and other random ops read): the same seed draws the same numbers
+/// on the IPU model and the host reference. Nothing to do (success) for an
+/// executable without random ops.
+llvm::Error setRandomSeed(Runner &runner, const ExecutableMetadata &metadata,
+                          int64_t seed);
+
 /// Writes parameters and optimizer state (not hyperparameters) to `path`
 /// (.npz, atomically).
 llvm::Error saveState(Runner &runner, const ExecutableMetadata &metadata,

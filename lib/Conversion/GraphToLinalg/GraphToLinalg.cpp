@@ -1336,6 +1336,77 @@ struct PadPattern : OpConversionPattern<g::PadOp> {
   }
 };
 
+/// One generic over the result: every element hashes its row-major index
+/// with the op's key (see graph.random_uniform). The key's mix is loop
+/// invariant, left to LLVM to hoist out of the vertex's loops.
+struct RandomUniformPattern : OpConversionPattern<g::RandomUniformOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(g::RandomUniformOp op, OpAdaptor a,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location l = op.getLoc();
+    MLIRContext *ctx = getContext();
+    auto type = op.getType();
+    auto elem = cast<FloatType>(type.getElementType());
+    int64_t rank = type.getRank();
+    // As many random bits as the type's significand holds: u * 2^bits is an
+    // integer the type represents exactly, so u < 1.
+    int64_t bits = std::min<int64_t>(elem.getFPMantissaWidth(), 53);
+    SmallVector<int64_t> strides(rank, 1);
+    for (int64_t d = rank - 2; d >= 0; --d)
+      strides[d] = strides[d + 1] * type.getDimSize(d + 1);
+    Value init = tensor::EmptyOp::create(rewriter, l, type.getShape(), elem);
+    AffineMap scalarMap = AffineMap::get(rank, 0, {}, ctx);
+    SmallVector<IteratorType> iters(rank, IteratorType::parallel);
+    double low = op.getLow().convertToDouble(), high = op.getHigh().convertToDouble();
+    int64_t stream = op.getStream();
+    auto generic = linalg::GenericOp::create(
+        rewriter, l, TypeRange{type}, ValueRange{a.getSeed(), a.getCounter()},
+        ValueRange{init},
+        {scalarMap, scalarMap, AffineMap::getMultiDimIdentityMap(rank, ctx)}, iters,
+        [&](OpBuilder &b, Location nl, ValueRange args) {
+          Type i64 = b.getI64Type();
+          auto c = [&](uint64_t v) {
+            return arith::ConstantOp::create(
+                       b, nl, b.getI64IntegerAttr(static_cast<int64_t>(v)))
+                .getResult();
+          };
+          auto splitmix = [&](Value z) {
+            z = arith::XOrIOp::create(b, nl, z, arith::ShRUIOp::create(b, nl, z, c(30)));
+            z = arith::MulIOp::create(b, nl, z, c(0xBF58476D1CE4E5B9ULL));
+            z = arith::XOrIOp::create(b, nl, z, arith::ShRUIOp::create(b, nl, z, c(27)));
+            z = arith::MulIOp::create(b, nl, z, c(0x94D049BB133111EBULL));
+            return arith::XOrIOp::create(b, nl, z, arith::ShRUIOp::create(b, nl, z, c(31)))
+                .getResult();
+          };
+          auto toI64 = [&](Value v) {
+            return v.getType() == i64 ? v : arith::ExtSIOp::create(b, nl, i64, v).getResult();
+          };
+          Value key = splitmix(arith::XOrIOp::create(
+              b, nl, toI64(args[1]), splitmix(c(static_cast<uint64_t>(stream)))));
+          key = splitmix(arith::XOrIOp::create(b, nl, toI64(args[0]), key));
+          Value index = c(0);
+          for (int64_t d = 0; d < rank; ++d) {
+            Value i = arith::IndexCastOp::create(b, nl, i64, linalg::IndexOp::create(b, nl, d));
+            index = arith::AddIOp::create(b, nl, index,
+                                          arith::MulIOp::create(b, nl, i, c(strides[d])));
+          }
+          Value r = splitmix(arith::AddIOp::create(
+              b, nl, key, arith::MulIOp::create(b, nl, index, c(0x9E3779B97F4A7C15ULL))));
+          Value top = arith::ShRUIOp::create(b, nl, r, c(64 - bits));
+          Value u = arith::MulFOp::create(
+              b, nl, arith::UIToFPOp::create(b, nl, elem, top),
+              scalar(b, nl, elem, std::ldexp(1.0, -static_cast<int>(bits))));
+          Value v = arith::AddFOp::create(
+              b, nl, scalar(b, nl, elem, low),
+              arith::MulFOp::create(b, nl, u, scalar(b, nl, elem, high - low)));
+          linalg::YieldOp::create(b, nl, v);
+        });
+    rewriter.replaceOp(op, generic.getResult(0));
+    return success();
+  }
+};
+
 struct ResizePattern : OpConversionPattern<g::ResizeOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult
@@ -1580,6 +1651,6 @@ void tessera::populateGraphToLinalgPatterns(RewritePatternSet &patterns) {
                SoftmaxPattern<g::LogSoftmaxOp>, BatchNormPattern, LayerNormPattern,
                GroupNormPattern, ConstantPattern, ReshapePattern, TransposePattern,
                ExpandPattern, ConcatPattern, SlicePattern, GatherPattern,
-               GatherElementsPattern, PadPattern,
+               GatherElementsPattern, PadPattern, RandomUniformPattern,
                ResizePattern>(ctx);
 }

@@ -351,9 +351,10 @@ LogicalResult castLike(NodeImporter &n) {
 LogicalResult identity(NodeImporter &n) { return n.setOutput(n.input(0)); }
 
 LogicalResult dropout(NodeImporter &n) {
-  // Inference: the identity. Training mode with a non-zero ratio needs
-  // random masks, which belong to the training pipeline; a zero ratio (as
-  // torchvision's Swin exports) is the identity in either mode.
+  // Inference: the identity. Training mode (torch.onnx.export with
+  // TrainingMode.TRAINING) draws a random mask from the program's
+  // counter-based generator; a zero ratio (as torchvision's Swin exports)
+  // is the identity in either mode.
   if (n.opset() >= 12 && n.hasInput(2)) {
     DenseElementsAttr mode = n.constantInput(2);
     if (!mode)
@@ -364,9 +365,10 @@ LogicalResult dropout(NodeImporter &n) {
         TESSERA_ASSIGN_OR_FAIL(r, n.constantScalar(1, "ratio"));
         ratio = r;
       }
-      if (ratio != 0.0)
-        return n.unsupported("Dropout in training mode with a non-zero ratio "
-                             "(random masks)");
+      if (ratio != 0.0) {
+        TESSERA_ASSIGN_OR_FAIL(d, g::createDropout(n.builder(), n.loc(), n.input(0), ratio));
+        return n.setOutputs({d.output, d.mask});
+      }
     }
   }
   if (n.node().output_size() > 1 && !n.node().output(1).empty()) {

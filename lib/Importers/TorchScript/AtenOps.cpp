@@ -132,10 +132,14 @@ LogicalResult identity(OpContext &c) {
 LogicalResult dropout(OpContext &c) {
   TESSERA_ASSIGN_OR_FAIL(p, c.getDouble(1));
   TESSERA_ASSIGN_OR_FAIL(train, c.getBool(2));
-  if (train && p != 0)
-    return c.unsupported("dropout in training mode (call model.eval() "
-                         "before saving, or train=False)");
-  return identity(c);
+  if (!train || p == 0)
+    return identity(c);
+  if (!c.training())
+    return c.unsupported("dropout in training mode in an inference model (call "
+                         "model.eval() before saving, or compile with --train)");
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(d, g::createDropout(c.builder(), c.loc(), x, p));
+  return c.setResult(d.output);
 }
 
 LogicalResult clampTo(OpContext &c, Value x, std::optional<double> lo,

@@ -102,3 +102,20 @@ func.func @weights(%x: tensor<3xf32>) -> tensor<3xf32> {
   %0 = graph.mul %x, %w : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
   return %0 : tensor<3xf32>
 }
+
+// -----
+
+// A random op is one generic over its result: each element hashes its
+// row-major index (linalg.index, strides 3 and 1) with the key mixed from
+// the scalar seed, counter and stream, and keeps 24 bits for f32.
+// CHECK-LABEL: func.func @random_uniform
+// CHECK: linalg.generic {{.*}} ins(%arg0, %arg1 : tensor<i64>, tensor<i64>) outs(%{{.*}} : tensor<2x3xf32>)
+// CHECK-DAG: linalg.index 0
+// CHECK-DAG: linalg.index 1
+// CHECK-DAG: arith.constant -7046029254386353131 : i64
+// CHECK-DAG: arith.constant 40 : i64
+// CHECK: arith.uitofp
+func.func @random_uniform(%seed: tensor<i64>, %counter: tensor<i64>) -> tensor<2x3xf32> {
+  %0 = graph.random_uniform %seed, %counter {stream = 2 : i64, low = 0.0 : f64, high = 1.0 : f64} : (tensor<i64>, tensor<i64>) -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}

@@ -154,3 +154,19 @@ func.func @gather_elements_rank(%x: tensor<3x4xf32>, %i: tensor<3xi64>) {
   %0 = graph.gather_elements %x, %i {axis = 1} : (tensor<3x4xf32>, tensor<3xi64>) -> tensor<3xf32>
   return
 }
+
+// -----
+
+func.func @random_seed_not_scalar(%seed: tensor<2xi64>, %counter: tensor<i64>) {
+  // expected-error @+1 {{seed and counter must be 0-d i64 tensors, got 'tensor<2xi64>'}}
+  %0 = graph.random_uniform %seed, %counter {stream = 0 : i64, low = 0.0 : f64, high = 1.0 : f64} : (tensor<2xi64>, tensor<i64>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @random_empty_range(%seed: tensor<i64>, %counter: tensor<i64>) {
+  // expected-error @+1 {{needs low < high}}
+  %0 = graph.random_uniform %seed, %counter {stream = 0 : i64, low = 1.0 : f64, high = 1.0 : f64} : (tensor<i64>, tensor<i64>) -> tensor<4xf32>
+  return
+}

@@ -556,6 +556,20 @@ LogicalResult GatherElementsOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+LogicalResult RandomUniformOp::verify() {
+  for (Value v : {getSeed(), getCounter()}) {
+    auto type = cast<RankedTensorType>(v.getType());
+    if (type.getRank() != 0 || !type.getElementType().isInteger(64))
+      return emitOpError("seed and counter must be 0-d i64 tensors, got ")
+             << type;
+  }
+  if (!getType().hasStaticShape())
+    return emitOpError("needs a static result shape, got ") << getType();
+  if (!(getLow().convertToDouble() < getHigh().convertToDouble()))
+    return emitOpError("needs low < high");
+  return success();
+}
+
 LogicalResult ResizeOp::verify() {
   auto in = getInput().getType(), out = getType();
   if (in.getRank() != out.getRank() ||

@@ -4,6 +4,7 @@
 #include "tessera/Dialect/Graph/IR/Graph.h"
 #include "tessera/Dialect/Graph/IR/ShapeUtils.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/SymbolTable.h"
@@ -193,6 +194,85 @@ bool storeBackToGlobal(OpBuilder &builder, Location loc, Value loaded,
   }
   ml_program::GlobalStoreOp::create(builder, loc, symbol, value);
   return true;
+}
+
+namespace {
+/// The value of the i64 scalar global `name` (created with `init` and
+/// `marker` if missing), loaded once at the top of `func`.
+Value randomState(OpBuilder &builder, func::FuncOp func, StringRef name,
+                  StringRef marker, bool increment) {
+  ModuleOp module = func->getParentOfType<ModuleOp>();
+  auto type = RankedTensorType::get({}, builder.getI64Type());
+  Block &entry = func.getBody().front();
+  for (Operation &op : entry)
+    if (auto load = dyn_cast<ml_program::GlobalLoadOp>(op);
+        load && load.getGlobal().getLeafReference() == name)
+      return load.getResult();
+  OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
+  b.setInsertionPoint(func);
+  auto global = ml_program::GlobalOp::create(
+      b, func.getLoc(), name, type, /*is_mutable=*/true,
+      DenseElementsAttr::get(type, ArrayRef<Attribute>{b.getI64IntegerAttr(0)}),
+      b.getStringAttr("private"));
+  global->setAttr(marker, b.getUnitAttr());
+  b.setInsertionPointToStart(&entry);
+  Location loc = NameLoc::get(b.getStringAttr(name), func.getLoc());
+  Value current = ml_program::GlobalLoadOp::create(
+      b, loc, type, FlatSymbolRefAttr::get(global.getSymNameAttr()));
+  if (increment) {
+    // Stored right after its only load: every later reader uses `current`.
+    Value one = createSplatConstant(b, loc, b.getI64Type(), {}, 1);
+    Value next = AddOp::create(b, loc, type, current, one).getResult();
+    ml_program::GlobalStoreOp::create(
+        b, loc, FlatSymbolRefAttr::get(global.getSymNameAttr()), next);
+  }
+  return current;
+}
+} // namespace
+
+FailureOr<Value> createRandomUniform(OpBuilder &builder, Location loc,
+                                     Type elementType, ArrayRef<int64_t> shape,
+                                     double low, double high) {
+  auto func = builder.getInsertionBlock()->getParentOp()->getParentOfType<func::FuncOp>();
+  if (!func)
+    if (auto self = dyn_cast<func::FuncOp>(builder.getInsertionBlock()->getParentOp()))
+      func = self;
+  if (!func || func.getBody().empty()) {
+    emitError(loc) << "random numbers need an enclosing function";
+    return failure();
+  }
+  Value seed = randomState(builder, func, "rng.seed", "graph.hyperparameter",
+                           /*increment=*/false);
+  Value counter = randomState(builder, func, "rng.counter", "graph.buffer",
+                              /*increment=*/true);
+  int64_t stream = 0;
+  func.walk([&](RandomUniformOp) { ++stream; });
+  auto op = RandomUniformOp::create(
+      builder, loc, RankedTensorType::get(shape, elementType), seed, counter,
+      builder.getI64IntegerAttr(stream), builder.getF64FloatAttr(low),
+      builder.getF64FloatAttr(high));
+  return finishCreatedOp(builder, op);
+}
+
+FailureOr<Dropout> createDropout(OpBuilder &builder, Location loc, Value input,
+                                 double ratio) {
+  auto type = cast<RankedTensorType>(input.getType());
+  if (!(ratio >= 0 && ratio < 1)) {
+    emitError(loc) << "dropout ratio must be in [0, 1), got " << ratio;
+    return failure();
+  }
+  Type elem = type.getElementType();
+  TESSERA_ASSIGN_OR_FAIL(u, createRandomUniform(builder, loc, elem, type.getShape(), 0, 1));
+  TESSERA_ASSIGN_OR_FAIL(
+      mask, createInferred<GreaterEqualOp>(builder, loc, u,
+                                           createSplatConstant(builder, loc, elem, {}, ratio)));
+  TESSERA_ASSIGN_OR_FAIL(
+      scaled, createInferred<MulOp>(builder, loc, input,
+                                    createSplatConstant(builder, loc, elem, {}, 1 / (1 - ratio))));
+  TESSERA_ASSIGN_OR_FAIL(
+      output, createInferred<SelectOp>(builder, loc, mask, scaled,
+                                       createSplatConstant(builder, loc, elem, {}, 0)));
+  return Dropout{output, mask};
 }
 
 } // namespace tessera::graph

@@ -430,6 +430,30 @@ def Graph_GatherElementsOp : Graph_Op<"gather_elements",
       "operands attr-dict `:` functional-type(operands, results)";
 }
 
+def Graph_RandomUniformOp : Graph_Op<"random_uniform", [Pure]> {
+  let summary = "Uniform random numbers from a counter-based generator";
+  let description = [{
+    `result[i] = low + (high - low) * u[i]`, where `u[i]` in [0, 1) is 24
+    bits of splitmix64(key + i * 0x9E3779B97F4A7C15), `i` the row-major
+    index of the element and `key` a splitmix64 mix of `seed`, `counter`
+    and `stream`. Counter-based, like Philox in PyTorch's and JAX's
+    generators: the numbers depend on (seed, counter, stream, element) only,
+    never on how tile mapping splits the tensor, so every tile, replica and
+    the host reference draw the same number for an element, different
+    elements draw independent ones, and a step's `counter` (a state the
+    program increments) gives every step fresh numbers. `stream` tells
+    apart random ops of one program.
+
+    `seed` and `counter` are 0-d i64 tensors.
+  }];
+  let arguments = (ins Graph_IndexTensor:$seed, Graph_IndexTensor:$counter,
+                   I64Attr:$stream, F64Attr:$low, F64Attr:$high);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat =
+      "$seed `,` $counter attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def Graph_ResizeOp : Graph_Op<"resize", [Pure]> {
   let summary = "Resample to the result shape by interpolation";
   let description = [{

@@ -89,6 +89,27 @@ bool storeBackToGlobal(
     mlir::Value value,
     llvm::function_ref<void(mlir::Value from, mlir::Value to)> replaced);
 
+/// graph.random_uniform of `shape` and `elementType` in [low, high), keyed
+/// by the program's random state: `rng.seed` (an i64 global marked
+/// graph.hyperparameter, 0 unless the runtime sets it: tessera-run --seed)
+/// and `rng.counter` (an i64 buffer the program increments every run, so
+/// every run draws fresh numbers and a checkpoint resumes the sequence),
+/// both created on first use and read once at the top of the function. Each
+/// call gets its own stream.
+mlir::FailureOr<mlir::Value> createRandomUniform(mlir::OpBuilder &builder,
+                                                 mlir::Location loc,
+                                                 mlir::Type elementType,
+                                                 llvm::ArrayRef<int64_t> shape,
+                                                 double low, double high);
+
+/// Dropout in training mode: `output` = input * mask / (1 - ratio), `mask`
+/// (i1) true where a uniform draw is >= ratio; 0 <= ratio < 1.
+struct Dropout {
+  mlir::Value output, mask;
+};
+mlir::FailureOr<Dropout> createDropout(mlir::OpBuilder &builder, mlir::Location loc,
+                                       mlir::Value input, double ratio);
+
 } // namespace tessera::graph
 
 #endif // TESSERA_DIALECT_GRAPH_IR_OPBUILDING_H
