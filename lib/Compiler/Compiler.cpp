@@ -407,11 +407,15 @@ LogicalResult writeExecutableFile(ModuleOp llvmModule, const CompiledModel &mode
   if (runtime::iterationsPerRun(metadata) > 1)
     for (const runtime::TensorInfo &in : model.inputs)
       if (in.shape.empty())
+      {
+        bool accumulating = metadata.gradientAccumulation > 1;
+        std::string flag = accumulating ? "--gradient-accumulation" : "--device-iterations";
         return emitError(llvmModule.getLoc())
-               << "--device-iterations " << metadata.deviceIterations
-               << " and --gradient-accumulation " << metadata.gradientAccumulation
-               << " need a batch dimension (dimension 0) on every input; input '"
-               << in.name << "' is a scalar (compile with both at 1)";
+               << flag << " "
+               << (accumulating ? metadata.gradientAccumulation : metadata.deviceIterations)
+               << " needs a batch dimension (dimension 0) on every input; input '"
+               << in.name << "' is a scalar (compile with " << flag << " 1)";
+      }
   FailureOr<std::vector<std::string>> objects = emitHostObjects(llvmModule, cpu);
   if (failed(objects))
     return failure();

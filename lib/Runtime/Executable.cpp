@@ -365,6 +365,19 @@ std::vector<StringRef> Executable::hostObjects() const {
   return objects;
 }
 
+/// " (3 device iterations of batch 2)": what makes the host's batch.
+static std::string batchesNote(const ExecutableMetadata &m, const TensorInfo &t) {
+  std::string batch = std::to_string(t.shape.empty() ? 1 : t.shape[0]);
+  if (m.gradientAccumulation > 1)
+    return " (" + std::to_string(m.deviceIterations) + " device iterations x " +
+           std::to_string(m.gradientAccumulation) + " accumulated micro-batches of " +
+           batch + ")";
+  if (m.deviceIterations > 1)
+    return " (" + std::to_string(m.deviceIterations) + " device iterations of batch " +
+           batch + ")";
+  return "";
+}
+
 llvm::Error checkInputs(const ExecutableMetadata &m, llvm::ArrayRef<Tensor> inputs) {
   if (inputs.size() != m.inputs.size())
     return fail("the model takes " + llvm::Twine(m.inputs.size()) +
@@ -375,14 +388,7 @@ llvm::Error checkInputs(const ExecutableMetadata &m, llvm::ArrayRef<Tensor> inpu
     if (given.dtype != want.dtype || given.shape != shape)
       return fail("input '" + want.name + "' must be " + typeString(shape, want.dtype) +
                   ", got " + given.typeString() +
-                  (iterations > 1
-                       ? " (" + llvm::Twine(iterations) +
-                             " iterations of batch " +
-                             llvm::Twine(want.shape.empty() ? 1 : want.shape[0]) +
-                             ": device iterations " + llvm::Twine(m.deviceIterations) +
-                             " x gradient accumulation " +
-                             llvm::Twine(m.gradientAccumulation) + ")"
-                       : llvm::Twine()));
+                  batchesNote(m, want));
   }
   return llvm::Error::success();
 }

@@ -508,7 +508,12 @@ int main(int argc, char **argv) {
                    << " samples/s";
     llvm::outs() << "\n";
     if (iterationsPerRun(meta) > 1)
-      llvm::outs() << iterationsPerRun(meta) << " iterations per run: "
+      llvm::outs() << meta.deviceIterations << " device iterations"
+                   << (meta.gradientAccumulation > 1
+                           ? " x " + std::to_string(meta.gradientAccumulation) +
+                                 " accumulated micro-batches"
+                           : std::string())
+                   << " per run: "
                    << withCommas(cost.totalCycles * iterationsPerRun(meta))
                    << " cycles on the device per run\n";
   }

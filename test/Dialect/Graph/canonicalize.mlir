@@ -112,3 +112,23 @@ func.func @data_movement_constants() -> (tensor<3x2xi64>, tensor<2xi64>, tensor<
   %j = graph.concat %f, %seven {axis = 0} : (tensor<6xi64>, tensor<1xi64>) -> tensor<7xi64>
   return %t, %s, %j : tensor<3x2xi64>, tensor<2xi64>, tensor<7xi64>
 }
+
+// -----
+
+// A gather at constant indices that step evenly is a strided slice: x[:, 0]
+// (a scalar index drops the axis) and x[:, [1, 3, 5]]; uneven indices stay
+// a gather.
+// CHECK-LABEL: func.func @gather_constant_indices
+// CHECK: %[[S0:.*]] = graph.slice %arg0 {limits = array<i64: 2, 1, 4>, starts = array<i64: 0, 0, 0>, strides = array<i64: 1, 1, 1>} : tensor<2x6x4xf32> -> tensor<2x1x4xf32>
+// CHECK: graph.reshape %[[S0]] : tensor<2x1x4xf32> -> tensor<2x4xf32>
+// CHECK: graph.slice %arg0 {limits = array<i64: 2, 6, 4>, starts = array<i64: 0, 1, 0>, strides = array<i64: 1, 2, 1>} : tensor<2x6x4xf32> -> tensor<2x3x4xf32>
+// CHECK: graph.gather
+func.func @gather_constant_indices(%x: tensor<2x6x4xf32>) -> (tensor<2x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>) {
+  %zero = graph.constant dense<0> : tensor<i64>
+  %odd = graph.constant dense<[1, 3, -1]> : tensor<3xi64>
+  %uneven = graph.constant dense<[0, 4, 5]> : tensor<3xi64>
+  %0 = graph.gather %x, %zero {axis = 1 : i64} : (tensor<2x6x4xf32>, tensor<i64>) -> tensor<2x4xf32>
+  %1 = graph.gather %x, %odd {axis = 1 : i64} : (tensor<2x6x4xf32>, tensor<3xi64>) -> tensor<2x3x4xf32>
+  %2 = graph.gather %x, %uneven {axis = 1 : i64} : (tensor<2x6x4xf32>, tensor<3xi64>) -> tensor<2x3x4xf32>
+  return %0, %1, %2 : tensor<2x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>
+}

@@ -812,6 +812,61 @@ struct DropRedundantExpand : public RewritePattern {
 };
 } // namespace
 
+namespace {
+/// `gather(x, constant indices)` whose indices (normalised) step evenly,
+/// `x[:, 0]` or `x[..., 2:8:2]` as exporters write them, -> a strided
+/// slice and a reshape: data movement that tile mapping plans like any
+/// other, and that has a gradient, where a gather reads its whole input on
+/// every tile.
+struct GatherAtConstantIndicesToSlice : public OpRewritePattern<GatherOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(GatherOp op,
+                                PatternRewriter &rewriter) const override {
+    DenseElementsAttr indices;
+    auto inType = cast<RankedTensorType>(op.getInput().getType());
+    if (!matchPattern(op.getIndices(), m_Constant(&indices)) ||
+        !inType.hasStaticShape() || !op.getType().hasStaticShape() ||
+        indices.getNumElements() == 0)
+      return rewriter.notifyMatchFailure(op, "indices not constant");
+    int64_t axis = op.getAxis(), dim = inType.getDimSize(axis);
+    SmallVector<int64_t> values;
+    for (const APInt &raw : indices.getValues<APInt>()) {
+      int64_t i = raw.getSExtValue();
+      if (i < 0)
+        i += dim;
+      if (i < 0 || i >= dim)
+        return rewriter.notifyMatchFailure(op, "index out of bounds");
+      values.push_back(i);
+    }
+    int64_t step = values.size() > 1 ? values[1] - values[0] : 1;
+    if (step < 1)
+      return rewriter.notifyMatchFailure(op, "indices do not ascend");
+    for (size_t k = 1; k < values.size(); ++k)
+      if (values[k] - values[k - 1] != step)
+        return rewriter.notifyMatchFailure(op, "indices do not step evenly");
+    int64_t rank = inType.getRank();
+    SmallVector<int64_t> starts(rank, 0), limits(inType.getShape()),
+        strides(rank, 1), sliced(inType.getShape());
+    starts[axis] = values.front();
+    limits[axis] = values.back() + 1;
+    strides[axis] = step;
+    sliced[axis] = values.size();
+    Value slice = SliceOp::create(rewriter, op.getLoc(), inType.clone(sliced),
+                                  op.getInput(), rewriter.getDenseI64ArrayAttr(starts),
+                                  rewriter.getDenseI64ArrayAttr(limits),
+                                  rewriter.getDenseI64ArrayAttr(strides));
+    rewriter.replaceOpWithNewOp<ReshapeOp>(op, op.getType(), slice);
+    return success();
+  }
+};
+} // namespace
+
+void GatherOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                           MLIRContext *ctx) {
+  results.add<GatherAtConstantIndicesToSlice>(ctx);
+}
+
 #define TESSERA_BROADCAST_CANON(OP)                                            \
   void OP::getCanonicalizationPatterns(RewritePatternSet &results,             \
                                        MLIRContext *ctx) {                     \

@@ -459,6 +459,18 @@ LogicalResult reduceGradient(GraphEmitter &e, Operation *op, Value g,
   return success(!e.failed());
 }
 
+/// d x of normalising `x` (N x G x M) over its last dimension, given the
+/// gradient `dxhat` of the normalised value: layer norm's input gradient,
+/// rstd / M * (M * dxhat - sum(dxhat) - xhat * sum(dxhat * xhat)).
+Value normalizedInputGradient(GraphEmitter &e, Value xhat, Value rstd, Value dxhat,
+                              ArrayRef<int64_t> axes, int64_t count) {
+  Value sum1 = e.reduceSum(dxhat, axes, true);
+  Value sum2 = e.reduceSum(e.mul(dxhat, xhat), axes, true);
+  Value inner = e.sub(e.sub(e.mulScalar(dxhat, double(count)), sum1),
+                      e.mul(xhat, sum2));
+  return e.mul(inner, e.mulScalar(rstd, 1.0 / count));
+}
+
 LogicalResult layerNormGradient(GraphEmitter &e, LayerNormOp op, Value g,
                                 MutableArrayRef<Value> grads) {
   Value x = op.getInput();
@@ -479,11 +491,33 @@ LogicalResult layerNormGradient(GraphEmitter &e, LayerNormOp op, Value g,
   grads[1] = e.sumToShape(e.mul(g, xhat), scaleShape);
   grads[2] = e.sumToShape(g, shapeOf(op.getBias()));
   Value dxhat = e.mul(g, op.getScale());
-  Value sum1 = e.reduceSum(dxhat, axes, true);
-  Value sum2 = e.reduceSum(e.mul(dxhat, xhat), axes, true);
-  Value inner = e.sub(e.sub(e.mulScalar(dxhat, double(count)), sum1),
-                      e.mul(xhat, sum2));
-  grads[0] = e.mul(inner, e.mulScalar(rstd, 1.0 / count));
+  grads[0] = normalizedInputGradient(e, xhat, rstd, dxhat, axes, count);
+  return success(!e.failed());
+}
+
+LogicalResult groupNormGradient(GraphEmitter &e, GroupNormOp op, Value g,
+                                MutableArrayRef<Value> grads) {
+  Value x = op.getInput();
+  ArrayRef<int64_t> in = shapeOf(x);
+  int64_t n = in[0], channels = in[1], groups = op.getNumGroups();
+  int64_t count = 1;
+  for (int64_t d = 1; d < static_cast<int64_t>(in.size()); ++d)
+    count *= in[d];
+  count /= groups;
+  SmallVector<int64_t> grouped{n, groups, count}, channel(in.size(), 1);
+  channel[1] = channels;
+  double eps = op.getEpsilon().convertToDouble();
+  // Each group normalised over its channels and spatial positions.
+  Value xg = e.reshape(x, grouped);
+  Value centered = e.sub(xg, e.reduceMean(xg, {2}, true));
+  Value var = e.reduceMean(e.mul(centered, centered), {2}, true);
+  Value rstd = e.div(e.scalar(var, 1.0), e.sqrt(e.addScalar(var, eps)));
+  Value xhatG = e.mul(centered, rstd);
+  Value xhat = e.reshape(xhatG, in);
+  grads[1] = e.reshape(e.sumToShape(e.mul(g, xhat), channel), {channels});
+  grads[2] = e.reshape(e.sumToShape(g, channel), {channels});
+  Value dxhat = e.reshape(e.mul(g, e.reshape(op.getScale(), channel)), grouped);
+  grads[0] = e.reshape(normalizedInputGradient(e, xhatG, rstd, dxhat, {2}, count), in);
   return success(!e.failed());
 }
 
@@ -593,7 +627,7 @@ bool hasGradientRule(Operation *op) {
              FloorOp, CeilOp, RoundOp, AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp,
              MinOp, SelectOp, CastOp, MatmulOp, ConvOp, AvgPoolOp, MaxPoolOp,
              ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMinOp, SoftmaxOp,
-             LogSoftmaxOp, LayerNormOp, BatchNormOp, ReshapeOp, TransposeOp,
+             LogSoftmaxOp, LayerNormOp, GroupNormOp, BatchNormOp, ReshapeOp, TransposeOp,
              ExpandOp, SliceOp, ConcatOp, PadOp>(op);
 }
 
@@ -657,6 +691,7 @@ LogicalResult buildGradient(GraphEmitter &e, Operation *op,
         return success(!e.failed());
       })
       .Case([&](LayerNormOp ln) { return layerNormGradient(e, ln, g, operandGrads); })
+      .Case([&](GroupNormOp gn) { return groupNormGradient(e, gn, g, operandGrads); })
       .Case([&](BatchNormOp bn) { return batchNormGradient(e, bn, g, operandGrads); })
       .Case([&](ReshapeOp reshape) {
         operandGrads[0] = e.reshape(g, shapeOf(reshape.getInput()));

@@ -412,6 +412,7 @@ def Graph_GatherOp : Graph_Op<"gather", [Pure, InferTypeOpAdaptorWithIsCompatibl
   let assemblyFormat =
       "operands attr-dict `:` functional-type(operands, results)";
   let hasFolder = 1;
+  let hasCanonicalizer = 1;
 }
 
 def Graph_GatherElementsOp : Graph_Op<"gather_elements",

@@ -1,0 +1,149 @@
+#!/usr/bin/python3
+"""Training-step benchmark: compile time, fit, estimated throughput, host time.
+
+For each model (random weights, fixed seed; nothing downloaded) it exports
+an ONNX training graph (TrainingMode.TRAINING), compiles a training step
+with `tessera-compile --train` at each micro-batch size asked for, and
+prints per size:
+
+- the compile's wall time and peak memory, or the first line of its error
+  (a step that does not fit one ipu2 names the tile and the bytes);
+- when it compiled: `tessera-run --train-data` over --steps weight updates,
+  the IPU model's estimated cycles per update and samples/s on the chip,
+  and the host's milliseconds per update, next to PyTorch's CPU training
+  step (same model, batch and thread count).
+
+    benchmarks/train_step.py [--models resnet50,bert_base_encoder]
+                             [--micro-batch 1,2,4] [--steps 2] [--out DIR]
+
+Run it on an idle machine: compile and host times are wall-clock figures.
+"""
+import argparse
+import os
+import re
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+import torchvision
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+BIN = os.environ.get("TESSERA_TOOLS_DIR", os.path.join(ROOT, "build", "bin"))
+
+
+class BertBaseEncoder(torch.nn.Module):
+    """BERT-base's encoder (12 layers, d 768, 12 heads, ff 3072, GELU),
+    from hidden states (the embedding's gather gradient is the transformers
+    issue's scatter-add) to a pooled 2-class head."""
+
+    def __init__(self, seq=128):
+        super().__init__()
+        layer = torch.nn.TransformerEncoderLayer(768, 12, 3072, dropout=0.1,
+                                                 activation="gelu", batch_first=True)
+        self.encoder = torch.nn.TransformerEncoder(layer, 12, enable_nested_tensor=False)
+        self.head = torch.nn.Linear(768, 2)
+        self.seq = seq
+
+    def forward(self, x):
+        return self.head(self.encoder(x)[:, 0])
+
+
+def build(name):
+    """(model, one sample's input shape, classes)."""
+    torch.manual_seed(0)
+    if name == "bert_base_encoder":
+        return BertBaseEncoder(), (128, 768), 2
+    model = getattr(torchvision.models, name)(num_classes=1000)
+    return model, (3, 224, 224), 1000
+
+
+def export(model, sample, path):
+    example = torch.randn(2, *sample)
+    torch.onnx.export(model.train(), example, path, input_names=["x"],
+                      output_names=["logits"], opset_version=17,
+                      training=torch.onnx.TrainingMode.TRAINING,
+                      do_constant_folding=False, dynamic_axes={"x": {0: "batch"}})
+
+
+def timed(cmd):
+    """(seconds, peak RSS MiB of the child, completed process)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    start = time.perf_counter()
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return seconds, max(peak, before) / 1024, result
+
+
+def torch_step_ms(model, sample, classes, batch, steps):
+    torch.set_num_threads(os.cpu_count() or 1)
+    model.train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    x = torch.randn(batch, *sample)
+    y = torch.randint(0, classes, (batch,))
+    times = []
+    for _ in range(steps + 1):
+        start = time.perf_counter()
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+        times.append(time.perf_counter() - start)
+    return 1e3 * min(times[1:])  # the first step allocates
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="resnet50,bert_base_encoder")
+    parser.add_argument("--micro-batch", default="1")
+    parser.add_argument("--steps", type=int, default=2)
+    parser.add_argument("--out", default=None, help="keep the files here")
+    args = parser.parse_args()
+    out = args.out or tempfile.mkdtemp(prefix="tessera-train-bench-")
+    os.makedirs(out, exist_ok=True)
+    print(f"{'model':<20} {'batch':>5} {'compile s':>9} {'peak MiB':>8}  result")
+    for name in args.models.split(","):
+        model, sample, classes = build(name)
+        onnx_path = os.path.join(out, f"{name}_train.onnx")
+        export(model, sample, onnx_path)
+        for batch in map(int, args.micro_batch.split(",")):
+            tess = os.path.join(out, f"{name}_b{batch}.tess")
+            seconds, peak, result = timed(
+                [os.path.join(BIN, "tessera-compile"), onnx_path, "--train",
+                 "--optimizer", "sgd:lr=0.01,momentum=0.9", "--micro-batch-size",
+                 str(batch), "-o", tess])
+            if result.returncode != 0:
+                first = result.stderr.strip().splitlines()[0] if result.stderr else "?"
+                first = re.sub(r"^\S+: error: ", "", first)
+                print(f"{name:<20} {batch:>5} {seconds:>9.1f} {peak:>8.0f}  "
+                      f"does not compile: {first[:300]}")
+                continue
+            data = os.path.join(out, f"{name}_b{batch}.npz")
+            n = batch * args.steps
+            np.savez(data, x=np.random.default_rng(0).standard_normal(
+                (n, *sample), dtype=np.float32),
+                labels=np.random.default_rng(1).integers(0, classes, n))
+            run = subprocess.run([os.path.join(BIN, "tessera-run"), tess, "--train-data",
+                                  data, "--steps", str(args.steps)],
+                                 capture_output=True, text=True)
+            if run.returncode != 0:
+                print(f"{name:<20} {batch:>5} {seconds:>9.1f} {peak:>8.0f}  "
+                      f"compiled; run failed: {run.stderr.strip()[:300]}")
+                continue
+            host = re.search(r"IPU model on the host: ([\d.]+) ms", run.stdout)
+            est = re.search(r"estimated on (\S+): ([\d,]+) cycles per weight update, "
+                            r"([\d,]+) samples/s", run.stdout)
+            ref_ms = torch_step_ms(model, sample, classes, batch, args.steps)
+            print(f"{name:<20} {batch:>5} {seconds:>9.1f} {peak:>8.0f}  "
+                  f"{est.group(2)} cycles/update on {est.group(1)} "
+                  f"({est.group(3)} samples/s); IPU model on the host "
+                  f"{float(host.group(1)):.0f} ms/update, PyTorch CPU {ref_ms:.0f} ms/step")
+    print(f"files in {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
