@@ -416,6 +416,18 @@ LogicalResult writeExecutableFile(ModuleOp llvmModule, const CompiledModel &mode
                << " needs a batch dimension (dimension 0) on every input; input '"
                << in.name << "' is a scalar (compile with " << flag << " 1)";
       }
+  if (metadata.outputMode == runtime::ExecutableMetadata::OutputMode::Sum)
+    for (const runtime::TensorInfo &out : model.outputs)
+      if (!runtime::summable(out.dtype))
+        return emitError(llvmModule.getLoc())
+               << "--output-mode sum cannot add output '" << out.name << "' of type "
+               << runtime::dtypeName(out.dtype) << " (it adds f32, f64, i32 and i64)";
+  if (metadata.outputMode == runtime::ExecutableMetadata::OutputMode::EveryN &&
+      runtime::iterationsPerRun(metadata) % metadata.outputEvery != 0)
+    return emitError(llvmModule.getLoc())
+           << "--output-mode every-" << metadata.outputEvery << " must divide the "
+           << runtime::iterationsPerRun(metadata)
+           << " iterations of a run (device iterations x gradient accumulation)";
   FailureOr<std::vector<std::string>> objects = emitHostObjects(llvmModule, cpu);
   if (failed(objects))
     return failure();

@@ -125,6 +125,7 @@ llvm::Error writeExecutable(StringRef path, ExecutableMetadata metadata,
                     {"tiles_per_ipu", metadata.tilesPerIPU},
                     {"device_iterations", metadata.deviceIterations},
                     {"gradient_accumulation", metadata.gradientAccumulation},
+                    {"output_mode", outputModeName(metadata)},
                     {"host_triple", metadata.hostTriple},
                     {"host_cpu", metadata.hostCPU},
                     {"host_features", json::Array(metadata.hostFeatures)},
@@ -239,6 +240,15 @@ Expected<std::unique_ptr<Executable>> Executable::load(StringRef path) {
                 llvm::Twine(m.gradientAccumulation) +
                 " (must be 1 to 2^24, and times the device iterations fit); "
                 "recompile the model");
+  if (auto mode = o->getString("output_mode"))
+    if (auto err = parseOutputMode(*mode, m))
+      return fail("'" + path + "': " + llvm::toString(std::move(err)) +
+                  " (recompile the model)");
+  if (m.outputMode == ExecutableMetadata::OutputMode::EveryN &&
+      iterationsPerRun(m) % m.outputEvery != 0)
+    return fail("'" + path + "' returns every " + llvm::Twine(m.outputEvery) +
+                "th iteration's outputs, which does not divide the run's " +
+                llvm::Twine(iterationsPerRun(m)) + " iterations (recompile the model)");
   m.hostTriple = str("host_triple");
   m.hostCPU = str("host_cpu");
   if (const json::Array *features = o->getArray("host_features"))
@@ -397,6 +407,64 @@ int64_t iterationsPerRun(const ExecutableMetadata &m) {
   return m.deviceIterations * m.gradientAccumulation;
 }
 
+std::string outputModeName(const ExecutableMetadata &m) {
+  switch (m.outputMode) {
+  case ExecutableMetadata::OutputMode::All:
+    return "all";
+  case ExecutableMetadata::OutputMode::Final:
+    return "final";
+  case ExecutableMetadata::OutputMode::Sum:
+    return "sum";
+  case ExecutableMetadata::OutputMode::EveryN:
+    return "every-" + std::to_string(m.outputEvery);
+  }
+  return "all";
+}
+
+llvm::Error parseOutputMode(llvm::StringRef mode, ExecutableMetadata &m) {
+  m.outputEvery = 1;
+  llvm::StringRef text = mode;
+  if (text == "all")
+    m.outputMode = ExecutableMetadata::OutputMode::All;
+  else if (text == "final")
+    m.outputMode = ExecutableMetadata::OutputMode::Final;
+  else if (text == "sum")
+    m.outputMode = ExecutableMetadata::OutputMode::Sum;
+  else if (text.consume_front("every-") && !text.getAsInteger(10, m.outputEvery) &&
+           m.outputEvery >= 1)
+    m.outputMode = ExecutableMetadata::OutputMode::EveryN;
+  else
+    return fail("output mode '" + mode + "' is not all, final, sum or every-N (N >= 1)");
+  return llvm::Error::success();
+}
+
+std::vector<int64_t> returnedIterations(const ExecutableMetadata &m) {
+  int64_t n = iterationsPerRun(m);
+  std::vector<int64_t> its;
+  switch (m.outputMode) {
+  case ExecutableMetadata::OutputMode::All:
+    for (int64_t i = 0; i < n; ++i)
+      its.push_back(i);
+    break;
+  case ExecutableMetadata::OutputMode::Final:
+    its.push_back(n - 1);
+    break;
+  case ExecutableMetadata::OutputMode::Sum:
+    break;
+  case ExecutableMetadata::OutputMode::EveryN:
+    for (int64_t i = m.outputEvery - 1; i < n; i += m.outputEvery)
+      its.push_back(i);
+    break;
+  }
+  return its;
+}
+
+std::vector<int64_t> returnedShape(const ExecutableMetadata &m, const TensorInfo &t) {
+  if (m.outputMode == ExecutableMetadata::OutputMode::Sum)
+    return t.shape;
+  return hostShape(t, static_cast<int64_t>(returnedIterations(m).size()));
+}
+
 std::vector<int64_t> hostShape(const TensorInfo &t, int64_t deviceIterations) {
   std::vector<int64_t> shape = t.shape;
   if (deviceIterations == 1)
@@ -407,24 +475,60 @@ std::vector<int64_t> hostShape(const TensorInfo &t, int64_t deviceIterations) {
   return shape;
 }
 
+bool summable(DType t) {
+  return t == DType::F32 || t == DType::F64 || t == DType::I64 || t == DType::I32;
+}
+
+/// out += piece, elementwise, in the tensors' own type (OutputMode::Sum);
+/// false for a type without a sum here (see summable).
+static bool addInto(Tensor &out, const Tensor &piece) {
+  int64_t count = out.numElements();
+  auto add = [&](auto zero) {
+    using T = decltype(zero);
+    auto *o = reinterpret_cast<T *>(out.data.data());
+    const auto *p = reinterpret_cast<const T *>(piece.data.data());
+    for (int64_t i = 0; i < count; ++i)
+      o[i] = static_cast<T>(o[i] + p[i]);
+  };
+  switch (out.dtype) {
+  case DType::F32:
+    add(float());
+    return true;
+  case DType::F64:
+    add(double());
+    return true;
+  case DType::I64:
+    add(int64_t());
+    return true;
+  case DType::I32:
+    add(int32_t());
+    return true;
+  default:
+    return false;
+  }
+}
+
 Expected<std::vector<Tensor>> runDeviceIterations(
     const ExecutableMetadata &m, llvm::ArrayRef<Tensor> inputs,
     llvm::function_ref<Expected<std::vector<Tensor>>(llvm::ArrayRef<Tensor>)> once) {
   int64_t n = iterationsPerRun(m);
   if (n == 1)
     return once(inputs);
+  bool summing = m.outputMode == ExecutableMetadata::OutputMode::Sum;
+  std::vector<int64_t> returned = returnedIterations(m);
   std::vector<Tensor> outputs;
   for (const TensorInfo &o : m.outputs) {
     Tensor t;
     t.dtype = o.dtype;
-    t.shape = hostShape(o, n);
-    t.data.resize(t.numElements() * dtypeSize(t.dtype));
+    t.shape = returnedShape(m, o);
+    t.data.assign(t.numElements() * dtypeSize(t.dtype), 0);
     outputs.push_back(std::move(t));
   }
   std::vector<Tensor> slices(inputs.size());
+  size_t next = 0; // the next returned iteration's slot
   for (int64_t i = 0; i < n; ++i) {
-    // Iteration i reads and writes the i-th n-th of dimension 0: a
-    // contiguous block of each row-major tensor.
+    // Iteration i reads the i-th n-th of dimension 0: a contiguous block of
+    // each row-major tensor.
     for (auto [slice, input, info] : llvm::zip(slices, inputs, m.inputs)) {
       size_t bytes = input.data.size() / n;
       slice.dtype = input.dtype;
@@ -435,12 +539,23 @@ Expected<std::vector<Tensor>> runDeviceIterations(
     auto result = once(slices);
     if (!result)
       return result.takeError();
+    bool keep = next < returned.size() && returned[next] == i;
     for (auto [out, piece] : llvm::zip(outputs, *result)) {
-      size_t bytes = out.data.size() / n;
-      if (piece.data.size() != bytes)
-        return fail("internal error: an iteration's output has the wrong size");
-      std::copy(piece.data.begin(), piece.data.end(), out.data.begin() + i * bytes);
+      if (summing) {
+        if (piece.data.size() != out.data.size())
+          return fail("internal error: an iteration's output has the wrong size");
+        if (!addInto(out, piece))
+          return fail("output mode sum cannot add " + dtypeName(out.dtype).str() +
+                      " outputs (recompile with another --output-mode)");
+      } else if (keep) {
+        size_t bytes = out.data.size() / returned.size();
+        if (piece.data.size() != bytes)
+          return fail("internal error: an iteration's output has the wrong size");
+        std::copy(piece.data.begin(), piece.data.end(), out.data.begin() + next * bytes);
+      }
     }
+    if (keep)
+      ++next;
   }
   return outputs;
 }

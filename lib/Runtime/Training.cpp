@@ -117,25 +117,34 @@ llvm::Expected<RunStats> trainOnRun(Runner &runner, const ExecutableMetadata &me
   if (!outputs)
     return outputs.takeError();
   RunStats stats;
-  // The loss: one value per weight update of the run.
+  // The loss: one value per returned iteration (micro-batch), or their sum.
+  bool summed = metadata.outputMode == ExecutableMetadata::OutputMode::Sum;
   for (auto [info, t] : llvm::zip(metadata.outputs, *outputs)) {
     if (info.name != metadata.loss)
       continue;
     double sum = 0;
     for (int64_t i = 0; i < t.numElements(); ++i)
       sum += elementAsDouble(t, i);
-    stats.loss = t.numElements() ? sum / t.numElements() : 0;
+    int64_t count = summed ? iterationsPerRun(metadata) : t.numElements();
+    stats.loss = count ? sum / count : 0;
   }
-  // Accuracy: an N x C float output against integer labels of N samples.
+  // Accuracy: an N x C float output of the returned iterations against
+  // those iterations' integer labels.
   auto labels = llvm::find_if(metadata.inputs, [](const TensorInfo &t) {
     return t.name == "labels";
   });
-  if (labels == metadata.inputs.end() ||
+  if (summed || labels == metadata.inputs.end() ||
       (labels->dtype != DType::I64 && labels->dtype != DType::I32))
     return stats;
   const Tensor &y = batch[labels - metadata.inputs.begin()];
+  int64_t micro = labels->shape.empty() ? 1 : labels->shape[0];
+  std::vector<int64_t> rows; // label row of each returned sample
+  for (int64_t it : returnedIterations(metadata))
+    for (int64_t n = 0; n < micro; ++n)
+      rows.push_back(it * micro + n);
   for (auto [info, t] : llvm::zip(metadata.outputs, *outputs)) {
-    if (info.name == metadata.loss || t.shape.size() != 2 || t.shape[0] != y.shape[0] ||
+    if (info.name == metadata.loss || t.shape.size() != 2 ||
+        t.shape[0] != static_cast<int64_t>(rows.size()) ||
         (t.dtype != DType::F32 && t.dtype != DType::F64))
       continue;
     int64_t classes = t.shape[1];
@@ -144,7 +153,7 @@ llvm::Expected<RunStats> trainOnRun(Runner &runner, const ExecutableMetadata &me
       for (int64_t c = 1; c < classes; ++c)
         if (elementAsDouble(t, n * classes + c) > elementAsDouble(t, n * classes + best))
           best = c;
-      stats.correct += best == static_cast<int64_t>(elementAsDouble(y, n));
+      stats.correct += best == static_cast<int64_t>(elementAsDouble(y, rows[n]));
     }
     stats.labelled = t.shape[0];
     break;

@@ -76,7 +76,8 @@ CASES = {
     "shapes": (lambda x, y: torch.cat([
         x.reshape(4, 6).t().flatten(), x.permute(2, 0, 1).flatten(),
         y.expand(3, 2, 4).flatten(), x[:, ::2, 1:].flatten(), x.flip(1).flatten(),
-        torch.cat([x, x * 2], 1).flatten(), F.pad(x, (1, 2, 0, 1)).flatten()]),
+        torch.cat([x, x * 2], 1).flatten(), F.pad(x, (1, 2, 0, 1)).flatten(),
+        x[:, 1].flatten(), x[..., -1].flatten()]),
         [(2, 3, 4), (2, 1)]),
 }
 

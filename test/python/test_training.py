@@ -203,9 +203,9 @@ def test_gradient_accumulation_matches_a_larger_batch(reduction, tmp_path):
     saved, losses, out = train_with_tessera(
         tmp_path, tmp_path / "mlp.onnx", "adam:lr=0.01", xs, ys, 4,
         compile_extra=["--gradient-accumulation", "2", "--accumulation-reduction",
-                       reduction, "--device-iterations", "2"])
+                       reduction, "--device-iterations", "2", "--output-mode", "all"])
     assert "micro-batch 4 x gradient accumulation 2 x device iterations 2 = 16 " \
-        "samples per run, 2 runs (4 weight updates of 8 samples)" in out
+        "samples per run, 2 runs (4 weight updates of 8 samples), output mode all" in out
     scale = 1.0 if reduction == "mean" else 2.0
     want = torch_training(model, torch.optim.Adam(model.parameters(), lr=0.01), xs, ys,
                           8, lambda out, y: scale * torch.nn.functional.cross_entropy(out, y))
@@ -214,6 +214,51 @@ def test_gradient_accumulation_matches_a_larger_batch(reduction, tmp_path):
                                rtol=1e-3)
     check_weights(model, saved)
     assert saved["optimizer.micro_step"] == 0 and "fc1.weight/grad_accum" in saved.files
+
+
+@pytest.mark.parametrize("mode", ["all", "final", "sum", "every-2"])
+def test_output_modes(mode, tmp_path):
+    # Four iterations per run (2 device iterations x 2 accumulated
+    # micro-batches of 4); the outputs the run returns follow PopTorch's
+    # outputMode, and so does the loss tessera-run reports.
+    torch.manual_seed(11)
+    model = MLP()
+    xs = torch.randn(16, 12)
+    ys = torch.randint(0, 5, (16,))
+    export(model, xs[:4], tmp_path / "mlp.onnx")
+    tess = tmp_path / "train.tess"
+    result = run([tool("tessera-compile"), str(tmp_path / "mlp.onnx"), "--train",
+                  "--optimizer", "sgd:lr=0", "--micro-batch-size", "4",
+                  "--gradient-accumulation", "2", "--device-iterations", "2",
+                  "--output-mode", mode, "-o", str(tess)])
+    assert result.returncode == 0, result.stderr
+    np.savez(tmp_path / "data.npz", x=xs.numpy(), labels=ys.numpy())
+    result = run([tool("tessera-run"), str(tess), "--train-data",
+                  str(tmp_path / "data.npz"), "--steps", "2"])
+    assert result.returncode == 0, result.stderr
+    assert f"output mode {mode}" in result.stdout
+    loss = float(result.stdout.split("run 1/1  loss ")[1].split()[0])
+    # lr 0: every micro-batch sees the initial weights.
+    with torch.no_grad():
+        micro = [torch.nn.functional.cross_entropy(model(xs[i:i + 4]), ys[i:i + 4]).item()
+                 for i in range(0, 16, 4)]
+    want = {"all": np.mean(micro), "final": micro[-1], "sum": np.mean(micro),
+            "every-2": np.mean(micro[1::2])}[mode]
+    assert loss == pytest.approx(want, rel=1e-4)
+
+
+def test_output_mode_errors(tmp_path):
+    model = MLP()
+    export(model, torch.randn(4, 12), tmp_path / "mlp.onnx")
+    result = run([tool("tessera-compile"), str(tmp_path / "mlp.onnx"), "--output-mode",
+                  "every-0", "-o", str(tmp_path / "x.tess")])
+    assert result.returncode != 0
+    assert "output mode 'every-0' is not all, final, sum or every-N" in result.stderr
+    result = run([tool("tessera-compile"), str(tmp_path / "mlp.onnx"), "--input-shape",
+                  "x=4x12", "--device-iterations", "3", "--output-mode", "every-2", "-o",
+                  str(tmp_path / "x.tess")])
+    assert result.returncode != 0
+    assert "--output-mode every-2 must divide the 3 iterations of a run" in result.stderr
 
 
 def lamb_reference(params, grads, state, step, lr=1e-3, beta1=0.9, beta2=0.999,

@@ -131,6 +131,11 @@ cl::opt<int64_t> deviceIterations(
              "deviceIterations): inputs and outputs carry this many times "
              "the compiled batch in dimension 0"),
     cl::init(1), cl::cat(category));
+cl::opt<std::string> outputMode(
+    "output-mode",
+    cl::desc("Which iterations' outputs a run returns (PopTorch's outputMode): all, "
+             "final, sum or every-N; default final with --train, all otherwise"),
+    cl::value_desc("MODE"), cl::cat(category));
 cl::opt<std::string> hostCPU(
     "host-cpu",
     cl::desc("CPU the executable's native code (vertex kernels, host reference) is "
@@ -384,6 +389,14 @@ int main(int argc, char **argv) {
     llvm::errs() << "error: " << llvm::toString(target.takeError()) << "\n";
     return fail();
   }
+  tessera::runtime::ExecutableMetadata modeCheck;
+  if (auto err = tessera::runtime::parseOutputMode(
+          outputMode.getNumOccurrences() ? StringRef(outputMode)
+                                         : StringRef(train ? "final" : "all"),
+          modeCheck)) {
+    llvm::errs() << "error: --output-mode: " << llvm::toString(std::move(err)) << "\n";
+    return fail();
+  }
   if (deviceIterations < 1) {
     llvm::errs() << "error: --device-iterations must be at least 1, got "
                  << deviceIterations << "\n";
@@ -486,6 +499,7 @@ int main(int argc, char **argv) {
         "compile-to=" + compileTo + ";target=" + target->describe() +
         ";available-memory-proportion=" + std::to_string(availableMemoryProportion) +
         ";device-iterations=" + std::to_string(deviceIterations) +
+        ";output-mode=" + tessera::runtime::outputModeName(modeCheck) +
         ";host-cpu=" + cpu->name + ":" + llvm::join(cpu->features, ",");
     if (train)
       optionsText += ";train;loss=" + lossSpec + ";loss-output=" + lossOutput +
@@ -601,6 +615,8 @@ int main(int argc, char **argv) {
     metadata.tilesPerIPU = target->tilesPerIPU;
     metadata.deviceIterations = deviceIterations;
     metadata.gradientAccumulation = train ? int64_t(gradientAccumulation) : 1;
+    metadata.outputMode = modeCheck.outputMode;
+    metadata.outputEvery = modeCheck.outputEvery;
     metadata.cacheKey = cacheKey;
     if (failed(tessera::writeExecutableFile(*module, compiled, *cpu, std::move(metadata),
                                             path)))

@@ -320,7 +320,8 @@ int train(const Executable &exe) {
                << " samples: " << describeBatch(meta) << " = " << perRun
                << " samples per run, " << totalRuns << " runs ("
                << totalRuns * meta.deviceIterations << " weight updates of "
-               << micro * meta.gradientAccumulation << " samples)"
+               << micro * meta.gradientAccumulation << " samples), output mode "
+               << outputModeName(meta)
                << (reference ? " on the host reference\n" : "\n");
   bool terminal = llvm::sys::Process::StandardOutIsDisplayed();
   auto start = std::chrono::steady_clock::now();

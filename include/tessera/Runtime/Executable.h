@@ -81,6 +81,14 @@ struct ExecutableMetadata {
   /// (PopTorch's gradientAccumulation). The program runs once per
   /// micro-batch, so a run executes it deviceIterations x this many times.
   int64_t gradientAccumulation = 1;
+  /// Which iterations' outputs a run returns (PopTorch's outputMode):
+  /// All (every iteration's, concatenated along dimension 0), Final (the
+  /// last one's), Sum (their elementwise sum) or EveryN (every
+  /// `outputEvery`-th, concatenated). An iteration is one execution of the
+  /// program: one micro-batch.
+  enum class OutputMode { All, Final, Sum, EveryN };
+  OutputMode outputMode = OutputMode::All;
+  int64_t outputEvery = 1;
   std::string hostTriple;
   /// The CPU the native code was generated for (an LLVM CPU name) and the
   /// features it may use; a host without one of them cannot run it.
@@ -113,14 +121,30 @@ llvm::Error checkInputs(const ExecutableMetadata &metadata,
 /// times the gradient accumulation.
 int64_t iterationsPerRun(const ExecutableMetadata &metadata);
 
+/// "all", "final", "sum", "every-4"; and back (an error names the forms).
+std::string outputModeName(const ExecutableMetadata &metadata);
+llvm::Error parseOutputMode(llvm::StringRef text, ExecutableMetadata &metadata);
+
+/// The iterations of a run whose outputs are returned, in order (All,
+/// Final, EveryN); empty for Sum, whose outputs are not any iteration's.
+std::vector<int64_t> returnedIterations(const ExecutableMetadata &metadata);
+
+/// Whether output mode sum can add outputs of type `t` (f32, f64, i32, i64).
+bool summable(DType t);
+
+/// The shape a run returns for output `t` under the output mode.
+std::vector<int64_t> returnedShape(const ExecutableMetadata &metadata,
+                                   const TensorInfo &t);
+
 /// The shape the host passes (inputs) or receives (outputs) for a tensor
 /// of the compiled program: dimension 0 times `iterations` (the
 /// iterationsPerRun).
 std::vector<int64_t> hostShape(const TensorInfo &t, int64_t iterations);
 
 /// Runs `once` (one iteration of the compiled program, on tensors of the
-/// compiled shapes) for each device iteration: slices every input along
-/// dimension 0, concatenates the outputs. Inputs must have been checked.
+/// compiled shapes) for each iteration of a run: slices every input along
+/// dimension 0 and returns the outputs the output mode asks for. Inputs must
+/// have been checked.
 llvm::Expected<std::vector<Tensor>> runDeviceIterations(
     const ExecutableMetadata &metadata, llvm::ArrayRef<Tensor> inputs,
     llvm::function_ref<llvm::Expected<std::vector<Tensor>>(llvm::ArrayRef<Tensor>)> once);

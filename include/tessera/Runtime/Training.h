@@ -41,7 +41,7 @@ llvm::Expected<TrainingData> makeTrainingData(const ExecutableMetadata &metadata
                                               std::map<std::string, Tensor> arrays);
 
 struct RunStats {
-  double loss = 0;     ///< mean over the run's weight updates
+  double loss = 0;     ///< mean over the micro-batches the run returns
   int64_t correct = 0; ///< class predictions equal to their label
   int64_t labelled = 0; ///< samples with a class label (0: not classes)
 };
