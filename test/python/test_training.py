@@ -485,6 +485,42 @@ def test_resume_from_saved_weights_is_exact(tmp_path):
         np.testing.assert_array_equal(second[k], v, err_msg=k)
 
 
+def test_export_onnx_holds_the_trained_weights(tmp_path):
+    import onnx
+    from onnx import numpy_helper
+    torch.manual_seed(12)
+    model = BatchNormCNN()
+    xs = torch.randn(8, 1, 8, 8)
+    ys = torch.randint(0, 10, (8,))
+    torch.onnx.export(model.train(), xs[:4], str(tmp_path / "bn.onnx"), input_names=["x"],
+                      output_names=["logits"], opset_version=17,
+                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
+    trained = tmp_path / "trained.onnx"
+    saved, _, out = train_with_tessera(tmp_path, tmp_path / "bn.onnx", "adam:lr=0.01", xs,
+                                       ys, 4, extra=["--export-onnx", str(trained)])
+    assert f"trained model written to {trained}" in out
+    before = {i.name: numpy_helper.to_array(i)
+              for i in onnx.load(str(tmp_path / "bn.onnx")).graph.initializer}
+    after = {i.name: numpy_helper.to_array(i) for i in onnx.load(str(trained)).graph.initializer}
+    assert before.keys() == after.keys()
+    for name in ["conv.weight", "fc.bias", "bn.running_mean", "bn1d.running_var"]:
+        np.testing.assert_array_equal(after[name], saved[name], err_msg=name)
+        assert not np.array_equal(after[name], before[name]), name
+    # A TorchScript source cannot be exported to ONNX: an error before training.
+    traced = torch.jit.trace(MLP(), torch.randn(4, 12))
+    traced.save(str(tmp_path / "mlp.pt"))
+    tess = tmp_path / "ts.tess"
+    assert run([tool("tessera-compile"), str(tmp_path / "mlp.pt"), "--train",
+                "--input-shape", "x=4x12", "-o", str(tess)]).returncode == 0
+    np.savez(tmp_path / "d.npz", x=np.zeros((4, 12), np.float32),
+             labels=np.zeros(4, np.int64))
+    result = run([tool("tessera-run"), str(tess), "--train-data", str(tmp_path / "d.npz"),
+                  "--steps", "1", "--export-onnx", str(tmp_path / "x.onnx")])
+    assert result.returncode != 0
+    assert "is a TorchScript module: --export-onnx writes ONNX models" in result.stderr
+    assert not (tmp_path / "x.onnx").exists()
+
+
 def test_errors(tmp_path):
     model = MLP()
     export(model, torch.randn(8, 12), tmp_path / "mlp.onnx")

@@ -14,6 +14,7 @@
 #include "tessera/Runtime/FileUtils.h"
 #include "tessera/Runtime/HostRunner.h"
 #include "tessera/Runtime/IPUModel.h"
+#include "tessera/Runtime/ONNXExport.h"
 #include "tessera/Runtime/Tensor.h"
 #include "tessera/Runtime/Training.h"
 #include "tessera/Target/IPUTarget.h"
@@ -85,6 +86,11 @@ cl::opt<unsigned> steps("steps",
 cl::opt<double> learningRate("lr",
                              cl::desc("Learning rate (no recompile; default: as compiled)"),
                              cl::init(0), cl::cat(trainingCategory));
+cl::opt<std::string> exportONNX(
+    "export-onnx",
+    cl::desc("After training, write the ONNX model the executable was compiled from "
+             "with its initializers replaced by the trained weights and buffers"),
+    cl::value_desc("trained.onnx"), cl::cat(trainingCategory));
 cl::opt<std::string> saveWeights(
     "save-weights",
     cl::desc("Write the trained weights and optimizer state here, by parameter name"),
@@ -294,6 +300,15 @@ int train(const Executable &exe) {
   if (!loadWeights.empty())
     if (auto err = loadState(*runner, meta, loadWeights))
       return error(llvm::toString(std::move(err)));
+  // Fail before training, not after, when the export cannot happen.
+  if (!exportONNX.empty()) {
+    if (!llvm::sys::fs::exists(meta.source))
+      return error("--export-onnx rewrites the model the executable was compiled from, '" +
+                   meta.source + "', which is not found here (run from the directory "
+                   "you compiled in)");
+    if (auto err = checkONNXExportSource(meta.source))
+      return error("--export-onnx: " + llvm::toString(std::move(err)));
+  }
   if (randomSeed.getNumOccurrences())
     if (auto err = setRandomSeed(*runner, meta, randomSeed))
       return error(llvm::toString(std::move(err)));
@@ -342,6 +357,12 @@ int train(const Executable &exe) {
                                      stats->loss);
     if (stats->labelled)
       line += llvm::formatv("  accuracy {0:f3}", double(stats->correct) / stats->labelled);
+    if (terminal) {
+      // A progress bar over the whole run, redrawn in place.
+      constexpr int kWidth = 30;
+      int done = static_cast<int>(kWidth * (run + 1) / totalRuns);
+      line = "[" + std::string(done, '=') + std::string(kWidth - done, ' ') + "] " + line;
+    }
     llvm::outs() << (terminal ? "\r\033[K" : "") << line << (terminal ? "" : "\n");
     llvm::outs().flush();
     bool epochEnd = (run + 1) % runsPerEpoch == 0 || run + 1 == totalRuns;
@@ -375,6 +396,19 @@ int train(const Executable &exe) {
       return error(llvm::toString(std::move(err)));
     llvm::outs() << "weights written to " << saveWeights << "\n";
   }
+  if (!exportONNX.empty()) {
+    // Trained weights and buffers under their initializer names.
+    std::vector<Tensor> state = runner->readState();
+    std::vector<std::pair<std::string, Tensor>> trained;
+    for (size_t i = 0; i < state.size(); ++i)
+      if (meta.state[i].role == StateInfo::Role::Parameter ||
+          (meta.state[i].role == StateInfo::Role::Buffer &&
+           !llvm::StringRef(meta.state[i].name).starts_with("rng.")))
+        trained.emplace_back(meta.state[i].name, std::move(state[i]));
+    if (auto err = exportONNXWithInitializers(meta.source, trained, exportONNX))
+      return error("--export-onnx: " + llvm::toString(std::move(err)));
+    llvm::outs() << "trained model written to " << exportONNX << "\n";
+  }
   return 0;
 }
 
@@ -395,9 +429,9 @@ int main(int argc, char **argv) {
   if (!trainData.empty())
     return train(**exe);
   if (epochs || steps || learningRate.getNumOccurrences() || !saveWeights.empty() ||
-      !loadWeights.empty())
-    return error("--epochs, --steps, --lr, --save-weights and --load-weights go with "
-                 "--train-data");
+      !loadWeights.empty() || !exportONNX.empty())
+    return error("--epochs, --steps, --lr, --save-weights, --load-weights and "
+                 "--export-onnx go with --train-data");
 
   std::map<std::string, Tensor> given;
   for (const std::string &spec : inputSpecs) {
