@@ -21,11 +21,11 @@ Run it on an idle machine: compile and host times are wall-clock figures.
 import argparse
 import os
 import re
-import resource
 import subprocess
 import sys
 import tempfile
 import time
+import warnings
 
 import numpy as np
 import torch
@@ -70,13 +70,19 @@ def export(model, sample, path):
 
 
 def timed(cmd):
-    """(seconds, peak RSS MiB of the child, completed process)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    """(seconds, peak RSS MiB of the command, completed process), the peak
+    from GNU time's report on the last line of stderr."""
+    gnu_time = os.path.exists("/usr/bin/time")  # Debian's `time` package
     start = time.perf_counter()
-    result = subprocess.run(cmd, capture_output=True, text=True)
+    result = subprocess.run((["/usr/bin/time", "-f", "%M"] if gnu_time else []) + cmd,
+                            capture_output=True, text=True)
     seconds = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return seconds, max(peak, before) / 1024, result
+    if not gnu_time:
+        return seconds, float("nan"), result
+    lines = result.stderr.rstrip().splitlines()
+    peak = int(lines[-1]) / 1024 if lines and lines[-1].isdigit() else float("nan")
+    result.stderr = "\n".join(lines[:-1])
+    return seconds, peak, result
 
 
 def torch_step_ms(model, sample, classes, batch, steps):
@@ -96,6 +102,7 @@ def torch_step_ms(model, sample, classes, batch, steps):
 
 
 def main():
+    warnings.filterwarnings("ignore")  # torch.onnx's notes on every BatchNorm
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="resnet50,bert_base_encoder")
     parser.add_argument("--micro-batch", default="1")

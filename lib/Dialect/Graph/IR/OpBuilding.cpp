@@ -197,10 +197,11 @@ bool storeBackToGlobal(OpBuilder &builder, Location loc, Value loaded,
 }
 
 namespace {
-/// The value of the i64 scalar global `name` (created with `init` and
-/// `marker` if missing), loaded once at the top of `func`.
-Value randomState(OpBuilder &builder, func::FuncOp func, StringRef name,
-                  StringRef marker, bool increment) {
+/// The value of the i64 scalar global `name` (created, 0 and marked
+/// `marker`, on first use), loaded once at the top of `func`; with
+/// `increment`, the global is stored its value plus one right after.
+FailureOr<Value> randomState(OpBuilder &builder, func::FuncOp func, StringRef name,
+                             StringRef marker, bool increment, Location at) {
   ModuleOp module = func->getParentOfType<ModuleOp>();
   auto type = RankedTensorType::get({}, builder.getI64Type());
   Block &entry = func.getBody().front();
@@ -208,6 +209,11 @@ Value randomState(OpBuilder &builder, func::FuncOp func, StringRef name,
     if (auto load = dyn_cast<ml_program::GlobalLoadOp>(op);
         load && load.getGlobal().getLeafReference() == name)
       return load.getResult();
+  if (module.lookupSymbol(name)) {
+    emitError(at) << "random numbers need the global '" << name
+                  << "', which the model already uses for something else";
+    return failure();
+  }
   OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
   b.setInsertionPoint(func);
   auto global = ml_program::GlobalOp::create(
@@ -233,18 +239,20 @@ Value randomState(OpBuilder &builder, func::FuncOp func, StringRef name,
 FailureOr<Value> createRandomUniform(OpBuilder &builder, Location loc,
                                      Type elementType, ArrayRef<int64_t> shape,
                                      double low, double high) {
-  auto func = builder.getInsertionBlock()->getParentOp()->getParentOfType<func::FuncOp>();
+  Operation *parent = builder.getInsertionBlock()->getParentOp();
+  auto func = dyn_cast<func::FuncOp>(parent);
   if (!func)
-    if (auto self = dyn_cast<func::FuncOp>(builder.getInsertionBlock()->getParentOp()))
-      func = self;
+    func = parent->getParentOfType<func::FuncOp>();
   if (!func || func.getBody().empty()) {
     emitError(loc) << "random numbers need an enclosing function";
     return failure();
   }
-  Value seed = randomState(builder, func, "rng.seed", "graph.hyperparameter",
-                           /*increment=*/false);
-  Value counter = randomState(builder, func, "rng.counter", "graph.buffer",
-                              /*increment=*/true);
+  TESSERA_ASSIGN_OR_FAIL(seed, randomState(builder, func, "rng.seed",
+                                           "graph.hyperparameter",
+                                           /*increment=*/false, loc));
+  TESSERA_ASSIGN_OR_FAIL(counter, randomState(builder, func, "rng.counter",
+                                              "graph.buffer",
+                                              /*increment=*/true, loc));
   int64_t stream = 0;
   func.walk([&](RandomUniformOp) { ++stream; });
   auto op = RandomUniformOp::create(
