@@ -230,16 +230,13 @@ Expected<std::unique_ptr<Executable>> Executable::load(StringRef path) {
   m.numIPUs = o->getInteger("num_ipus").value_or(1);
   m.tilesPerIPU = o->getInteger("tiles_per_ipu").value_or(0);
   m.deviceIterations = o->getInteger("device_iterations").value_or(1);
-  if (m.deviceIterations < 1)
-    return fail("'" + path + "' has device_iterations " +
-                llvm::Twine(m.deviceIterations) + " (must be at least 1); recompile the model");
   m.gradientAccumulation = o->getInteger("gradient_accumulation").value_or(1);
-  if (m.gradientAccumulation < 1 || m.gradientAccumulation > (int64_t(1) << 24) ||
-      m.deviceIterations > (int64_t(1) << 40) / m.gradientAccumulation)
-    return fail("'" + path + "' has gradient_accumulation " +
+  if (m.deviceIterations < 1 || m.gradientAccumulation < 1 ||
+      m.deviceIterations > kMaxIterationsPerRun / m.gradientAccumulation)
+    return fail("'" + path + "' has device_iterations " +
+                llvm::Twine(m.deviceIterations) + " and gradient_accumulation " +
                 llvm::Twine(m.gradientAccumulation) +
-                " (must be 1 to 2^24, and times the device iterations fit); "
-                "recompile the model");
+                " (each at least 1, their product at most 2^24); recompile the model");
   if (auto mode = o->getString("output_mode"))
     if (auto err = parseOutputMode(*mode, m))
       return fail("'" + path + "': " + llvm::toString(std::move(err)) +

@@ -32,6 +32,7 @@
 # RUN: %python %s check3 %t
 # RUN: not tessera-run %t/iter.tess --input x=%t/x.npy 2>&1 | FileCheck %s --check-prefix=DEVITERSHAPE
 # RUN: not tessera-compile %t/model.onnx --device-iterations 0 -o %t/bad.tess 2>&1 | FileCheck %s --check-prefix=DEVITERZERO
+# RUN: not tessera-compile %t/model.onnx --device-iterations 4611686018427387904 -o %t/bad.tess 2>&1 | FileCheck %s --check-prefix=DEVITERHUGE
 # RUN: not tessera-compile %t/scalar.onnx --device-iterations 2 -o %t/bad.tess 2>&1 | FileCheck %s --check-prefix=DEVITERSCALAR
 # A shape input bound at compile time (--constant-input): the model is
 # specialized for it and the executable takes only `data`.
@@ -62,6 +63,7 @@
 # CONSTNAME: error: --constant-input names 'nope', which is not a graph input
 # CONSTTYPE: error: --constant-input shape is f32 but the model declares the input as INT64
 # DEVITERZERO: error: --device-iterations must be at least 1, got 0
+# DEVITERHUGE: error: --device-iterations 4611686018427387904 is more than 16777216 iterations per run
 # DEVITERSCALAR: error: --device-iterations 2 needs a batch dimension (dimension 0) on every input; input 's' is a scalar
 # PB: out: 4xf32  min -2  max 7  mean 2.25  [-2, 0, 4, 7]
 # IPU: outputs (IPU model):

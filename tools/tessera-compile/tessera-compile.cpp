@@ -232,7 +232,8 @@ LogicalResult parseTrainingOptions(tessera::TrainingPipelineOptions &t) {
   t.lossOutput = lossOutput;
   t.optimizer = optimizerSpec;
   t.freeze.assign(freezeWeights.begin(), freezeWeights.end());
-  if (gradientAccumulation < 1 || gradientAccumulation > (1 << 24)) {
+  if (gradientAccumulation < 1 ||
+      gradientAccumulation > tessera::runtime::kMaxIterationsPerRun) {
     llvm::errs() << "error: --gradient-accumulation must be 1 to 16777216, got "
                  << gradientAccumulation << "\n";
     return failure();
@@ -402,7 +403,15 @@ int main(int argc, char **argv) {
                  << deviceIterations << "\n";
     return fail();
   }
-  if (!train) {
+  if (deviceIterations > tessera::runtime::kMaxIterationsPerRun /
+                             std::max<int64_t>(1, gradientAccumulation)) {
+    llvm::errs() << "error: --device-iterations " << deviceIterations
+                 << (gradientAccumulation > 1 ? " times --gradient-accumulation " +
+                                                    std::to_string(gradientAccumulation)
+                                              : std::string())
+                 << " is more than 16777216 iterations per run\n";
+    return fail();
+  }  if (!train) {
     // Training flags without --train would silently compile inference.
     const cl::Option *trainingFlags[] = {&lossSpec, &lossOutput, &optimizerSpec,
                                          &microBatchSize, &gradientAccumulation,

@@ -118,8 +118,10 @@ llvm::Error checkInputs(const ExecutableMetadata &metadata,
                         llvm::ArrayRef<Tensor> inputs);
 
 /// Executions of the compiled program per host call: the device iterations
-/// times the gradient accumulation.
+/// times the gradient accumulation, at most kMaxIterationsPerRun (so that a
+/// run's batch, this times the compiled one, cannot overflow).
 int64_t iterationsPerRun(const ExecutableMetadata &metadata);
+constexpr int64_t kMaxIterationsPerRun = int64_t(1) << 24;
 
 /// "all", "final", "sum", "every-4"; and back (an error names the forms).
 std::string outputModeName(const ExecutableMetadata &metadata);

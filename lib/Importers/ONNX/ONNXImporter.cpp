@@ -20,6 +20,7 @@
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
@@ -106,11 +107,68 @@ Location ModelImporter::nodeLoc(const onnx::NodeProto &node, int index) {
   return NameLoc::get(StringAttr::get(context_, name));
 }
 
+/// A name that is not UTF-8 could not be printed in a diagnostic or
+/// written to an executable's JSON metadata: refuse it where it is met.
+static LogicalResult checkNamesAreUTF8(const onnx::GraphProto &graph, Location loc) {
+  auto bad = [&](StringRef what, int64_t index) {
+    return emitError(loc) << what << " #" << index
+                          << " has a name that is not valid UTF-8; rename it "
+                             "in the model (onnx.helper, or the exporter's names)";
+  };
+  auto check = [&](StringRef what, const auto &list) -> LogicalResult {
+    for (int i = 0; i < list.size(); ++i)
+      if (!llvm::json::isUTF8(list.Get(i).name()))
+        return bad(what, i);
+    return success();
+  };
+  if (!llvm::json::isUTF8(graph.name()))
+    return emitError(loc) << "the graph's name is not valid UTF-8";
+  if (failed(check("graph input", graph.input())) ||
+      failed(check("graph output", graph.output())) ||
+      failed(check("initializer", graph.initializer())) ||
+      failed(check("value_info", graph.value_info())) ||
+      failed(check("node", graph.node())))
+    return failure();
+  for (int i = 0; i < graph.node_size(); ++i) {
+    const onnx::NodeProto &node = graph.node(i);
+    for (const std::string &name : node.input())
+      if (!llvm::json::isUTF8(name))
+        return bad("an input of node", i);
+    for (const std::string &name : node.output())
+      if (!llvm::json::isUTF8(name))
+        return bad("an output of node", i);
+    if (!llvm::json::isUTF8(node.op_type()) || !llvm::json::isUTF8(node.domain()))
+      return bad("the operator of node", i);
+  }
+  return success();
+}
+
+/// Declared shapes are checked before anything is allocated for them: the
+/// element count must stay far below any IPU system's memory. (Zero-size
+/// dimensions are legal; the ops that cannot take one say so.)
+static LogicalResult checkShapeIsCompilable(ArrayRef<int64_t> shape, StringRef what,
+                                            Location loc) {
+  constexpr int64_t kMaxElements = int64_t(1) << 36; // 256 GiB of f32
+  int64_t elements = 1;
+  for (int64_t size : shape) {
+    if (size < 0)
+      return emitError(loc) << what << " has a negative dimension";
+    if (size > 0 && elements > kMaxElements / size)
+      return emitError(loc) << what << " declares " << graph::formatShape(shape)
+                            << ", more elements than any IPU system holds "
+                               "(at most 2^36)";
+    elements *= size;
+  }
+  return success();
+}
+
 LogicalResult ModelImporter::checkModel() {
   Location loc = modelLoc();
   if (!model_.has_graph() || model_.ir_version() <= 0)
     return emitError(loc) << "not an ONNX model: it has no graph or IR version "
                              "(is the file an ONNX ModelProto?)";
+  if (failed(checkNamesAreUTF8(model_.graph(), loc)))
+    return failure();
   std::vector<std::string> otherDomains;
   for (const auto &imp : model_.opset_import()) {
     if (imp.domain().empty() || imp.domain() == "ai.onnx")
@@ -310,10 +368,8 @@ LogicalResult ModelImporter::buildSignature() {
           diag << (d ? "x" : "") << (s == graph::kDynamicDim ? "N" : std::to_string(s));
       return failure();
     }
-    for (int64_t s : shape)
-      if (s < 0)
-        return emitError(loc) << "input '" << in.name()
-                              << "' has a negative dimension";
+    if (failed(checkShapeIsCompilable(shape, "input '" + in.name() + "'", loc)))
+      return failure();
     argTypes.push_back(RankedTensorType::get(shape, elem));
     argNames.push_back(in.name());
   }
@@ -386,6 +442,8 @@ ModelImporter::tensorType(const onnx::TensorProto &tensor, Location loc) {
   if (llvm::any_of(shape, [](int64_t d) { return d < 0; }))
     return emitError(loc) << "tensor '" << tensor.name()
                           << "' has a negative dimension";
+  if (failed(checkShapeIsCompilable(shape, "tensor '" + tensor.name() + "'", loc)))
+    return failure();
   return RankedTensorType::get(shape, elem);
 }
 

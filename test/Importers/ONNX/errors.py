@@ -23,6 +23,11 @@
 # RUN: not tessera-compile %t/nonconst.onnx 2>&1 | FileCheck %s --check-prefix=NONCONST
 # RUN: not tessera-compile %t/external.onnx 2>&1 | FileCheck %s --check-prefix=EXTERNAL
 # RUN: not tessera-compile %t/no-such-file.onnx 2>&1 | FileCheck %s --check-prefix=NOFILE
+# RUN: not tessera-compile %t/utf8.onnx -o %t/utf8.tess 2>&1 | FileCheck %s --check-prefix=UTF8
+# RUN: not test -e %t/utf8.tess
+# RUN: not tessera-compile %t/argmax-empty.onnx 2>&1 | FileCheck %s --check-prefix=ARGEMPTY
+# RUN: not tessera-compile %t/huge.onnx 2>&1 | FileCheck %s --check-prefix=HUGE
+# RUN: not tessera-compile %t/dynamic.onnx --input-shape x=99999999999x3 2>&1 | FileCheck %s --check-prefix=HUGESHAPE
 import os
 import numpy as np
 import onnx
@@ -104,3 +109,25 @@ save("external", [node("MatMul", ["x", "w"], ["y"])], [vi("x", T.FLOAT, [2, 4])]
      [vi("y", T.FLOAT, [2, 4])], [w], check=False)
 
 # NOFILE: error: cannot read '{{.*}}no-such-file.onnx': No such file or directory
+
+# Names that are not UTF-8 (an assertion in the JSON writer once): refused
+# before anything is built.
+# UTF8: error: graph input #0 has a name that is not valid UTF-8; rename it in the model
+m = onnx.load_from_string(open(relu(), "rb").read())
+m.graph.input[0].name = "xQQ"
+m.graph.node[0].input[0] = "xQQ"
+raw = m.SerializeToString().replace(b"xQQ", b"x\xff\xfe")
+open(os.path.join(out, "utf8.onnx"), "wb").write(raw)
+
+# An argmax over an empty dimension (a crash in tile mapping once); empty
+# tensors are otherwise legal.
+# ARGEMPTY: error: reduces over dimension 1 of 3x0, which is empty: there is no index to return
+save("argmax-empty", [node("ArgMax", ["x"], ["y"], axis=1)], [vi("x", T.FLOAT, [3, 0])],
+     [vi("y", T.INT64, [3, 1])], check=False)
+
+# Declared sizes are checked before anything is allocated for them (a
+# 2^40-element Hardmax ran out of host memory once).
+# HUGE: error: input 'x' declares 2x1099511627776, more elements than any IPU system holds (at most 2^36)
+# HUGESHAPE: error: input 'x' declares 99999999999x3, more elements than any IPU system holds
+save("huge", [node("Hardmax", ["x"], ["y"], axis=1)], [vi("x", T.FLOAT, [2, 1 << 40])],
+     [vi("y", T.FLOAT, [2, 1 << 40])], check=False)

@@ -307,11 +307,24 @@ TESSERA_REDUCE_INFER(ReduceMinOp)
 TESSERA_REDUCE_INFER(ReduceProdOp)
 #undef TESSERA_REDUCE_INFER
 
+/// An argmax or argmin over an empty dimension has no index to return.
+static LogicalResult checkArgAxisNotEmpty(std::optional<Location> l, Value input,
+                                          int64_t axis) {
+  auto type = rankedType(input);
+  if (!type || axis < 0 || axis >= type.getRank() || type.getDimSize(axis) != 0)
+    return success(); // the rank check is inferReduce's
+  return emitOptionalError(l, "reduces over dimension ", axis, " of ",
+                           formatShape(type.getShape()),
+                           ", which is empty: there is no index to return");
+}
+
 #define TESSERA_ARG_INFER(OP)                                                  \
   LogicalResult OP::inferReturnTypes(MLIRContext *ctx,                         \
                                      std::optional<Location> l, Adaptor a,     \
                                      SmallVectorImpl<Type> &r) {               \
     int64_t axis = a.getAxis();                                                \
+    if (failed(checkArgAxisNotEmpty(l, a.getInput(), axis)))                   \
+      return failure();                                                        \
     return inferReduce(l, a.getInput(), ArrayRef(axis), a.getKeepdims(),       \
                        IntegerType::get(ctx, 64), r);                          \
   }
