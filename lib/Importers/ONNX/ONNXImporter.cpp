@@ -167,8 +167,6 @@ LogicalResult ModelImporter::checkModel() {
   if (!model_.has_graph() || model_.ir_version() <= 0)
     return emitError(loc) << "not an ONNX model: it has no graph or IR version "
                              "(is the file an ONNX ModelProto?)";
-  if (failed(checkNamesAreUTF8(model_.graph(), loc)))
-    return failure();
   std::vector<std::string> otherDomains;
   for (const auto &imp : model_.opset_import()) {
     if (imp.domain().empty() || imp.domain() == "ai.onnx")
@@ -220,6 +218,127 @@ LogicalResult ModelImporter::checkModel() {
 static std::string converterKey(const onnx::NodeProto &node) {
   bool defaultDomain = node.domain().empty() || node.domain() == "ai.onnx";
   return defaultDomain ? node.op_type() : node.domain() + "::" + node.op_type();
+}
+
+/// Elements of a tensor of `dims`, or -1 when a dim is negative or the
+/// count overflows.
+static int64_t checkedElementCount(const google::protobuf::RepeatedField<int64_t> &dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) {
+    if (d < 0 || (d > 0 && n > INT64_MAX / d))
+      return -1;
+    n *= d;
+  }
+  return n;
+}
+
+/// A tensor's payload agrees with its dims: the raw bytes, or the typed
+/// field's entries, that its element count needs.
+static std::optional<std::string> checkTensorPayload(const onnx::TensorProto &t) {
+  if (t.data_location() == onnx::TensorProto::EXTERNAL ||
+      t.data_type() == onnx::TensorProto::STRING)
+    return std::nullopt; // external data is checked when read
+  int64_t n = checkedElementCount(t.dims());
+  if (n < 0)
+    return "has a negative or overflowing dimension";
+  int64_t width = 0, entries = 0;
+  switch (t.data_type()) {
+  case onnx::TensorProto::FLOAT: width = 4; entries = t.float_data_size(); break;
+  case onnx::TensorProto::DOUBLE: width = 8; entries = t.double_data_size(); break;
+  case onnx::TensorProto::INT64: width = 8; entries = t.int64_data_size(); break;
+  case onnx::TensorProto::UINT64: width = 8; entries = t.uint64_data_size(); break;
+  case onnx::TensorProto::UINT32: width = 4; entries = t.uint64_data_size(); break;
+  case onnx::TensorProto::INT32: width = 4; entries = t.int32_data_size(); break;
+  case onnx::TensorProto::INT16: case onnx::TensorProto::UINT16:
+  case onnx::TensorProto::FLOAT16: case onnx::TensorProto::BFLOAT16:
+    width = 2; entries = t.int32_data_size(); break;
+  case onnx::TensorProto::INT8: case onnx::TensorProto::UINT8:
+  case onnx::TensorProto::BOOL:
+    width = 1; entries = t.int32_data_size(); break;
+  default:
+    return std::nullopt; // types Tessera refuses later with their name
+  }
+  if (t.has_raw_data()) {
+    if (static_cast<int64_t>(t.raw_data().size()) != n * width)
+      return "holds " + std::to_string(t.raw_data().size()) + " bytes of raw data, but " +
+             std::to_string(n) + " elements of its type need " + std::to_string(n * width);
+    return std::nullopt;
+  }
+  if (entries != n)
+    return "holds " + std::to_string(entries) + " values, but its dims need " +
+           std::to_string(n);
+  return std::nullopt;
+}
+
+/// The model's structure against ONNX's own rules, before any library code
+/// (ONNX shape inference, the converters) reads it: names are UTF-8, every
+/// node has the inputs, outputs and attributes its operator's schema
+/// requires, and every tensor's payload matches its dims. ONNX's shape
+/// inference crashes on such models (a Split with no outputs, a Scan
+/// without its body, raw data shorter than its dims) instead of reporting
+/// them.
+static LogicalResult checkModelStructure(const onnx::ModelProto &model, Location loc) {
+  const onnx::GraphProto &graph = model.graph();
+  if (failed(checkNamesAreUTF8(graph, loc)))
+    return failure();
+  int64_t opset = 0;
+  for (const auto &imp : model.opset_import())
+    if (imp.domain().empty() || imp.domain() == "ai.onnx")
+      opset = imp.version();
+  for (const onnx::TensorProto &init : graph.initializer())
+    if (auto problem = checkTensorPayload(init))
+      return emitError(loc) << "initializer '" << init.name() << "' " << *problem;
+  for (auto [i, node] : llvm::enumerate(graph.node())) {
+    std::string name = node.name().empty() ? node.op_type() + "_" + std::to_string(i)
+                                           : node.name();
+    for (const onnx::AttributeProto &attr : node.attribute()) {
+      if (attr.has_t())
+        if (auto problem = checkTensorPayload(attr.t()))
+          return emitError(loc) << node.op_type() << " node '" << name
+                                << "': the tensor of attribute '" << attr.name() << "' "
+                                << *problem;
+    }
+    if ((!node.domain().empty() && node.domain() != "ai.onnx") || opset <= 0)
+      continue;
+    const onnx::OpSchema *schema =
+        onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(opset), "");
+    if (!schema)
+      continue; // unsupported or unknown: the importer lists those
+    auto arity = [](int min, int max) {
+      return std::to_string(min) +
+             (max == min ? std::string()
+                         : " to " + (max == INT_MAX ? std::string("any number")
+                                                    : std::to_string(max)));
+    };
+    if (node.input_size() < schema->min_input() || node.input_size() > schema->max_input())
+      return emitError(loc) << node.op_type() << " node '" << name << "' has "
+                            << node.input_size() << " inputs; opset " << opset
+                            << " takes " << arity(schema->min_input(), schema->max_input());
+    if (node.output_size() < schema->min_output() ||
+        node.output_size() > schema->max_output())
+      return emitError(loc) << node.op_type() << " node '" << name << "' has "
+                            << node.output_size() << " outputs; opset " << opset
+                            << " gives " << arity(schema->min_output(), schema->max_output());
+    const auto &formals = schema->inputs();
+    for (int k = 0; k < node.input_size() && !formals.empty(); ++k) {
+      if (!node.input(k).empty())
+        continue;
+      size_t formal = std::min<size_t>(k, formals.size() - 1);
+      if (formals[formal].GetOption() != onnx::OpSchema::FormalParameterOption::Optional)
+        return emitError(loc) << node.op_type() << " node '" << name << "': input " << k
+                              << " ('" << formals[formal].GetName()
+                              << "') is required, but the model leaves it out (an "
+                                 "empty name)";
+    }
+    for (const auto &[attrName, attr] : schema->attributes())
+      if (attr.required &&
+          llvm::none_of(node.attribute(), [&, &attrName = attrName](const auto &a) {
+            return a.name() == attrName;
+          }))
+        return emitError(loc) << node.op_type() << " node '" << name
+                              << "' lacks its required attribute '" << attrName << "'";
+  }
+  return success();
 }
 
 LogicalResult ModelImporter::checkOperatorsSupported() {
@@ -857,6 +976,8 @@ importONNXModel(std::unique_ptr<llvm::MemoryBuffer> buffer,
   buffer.reset(); // the parsed model holds everything from here on
   if (std::optional<std::string> err = bindConstantInputs(*model, options))
     return fail(*err);
+  if (failed(checkModelStructure(*model, loc)))
+    return nullptr;
   std::optional<std::string> onnxError = runONNXShapeInference(*model, options);
   OwningOpRef<ModuleOp> module =
       ModelImporter(context, std::move(model), options).run();

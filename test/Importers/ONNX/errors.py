@@ -28,6 +28,11 @@
 # RUN: not tessera-compile %t/argmax-empty.onnx 2>&1 | FileCheck %s --check-prefix=ARGEMPTY
 # RUN: not tessera-compile %t/huge.onnx 2>&1 | FileCheck %s --check-prefix=HUGE
 # RUN: not tessera-compile %t/dynamic.onnx --input-shape x=99999999999x3 2>&1 | FileCheck %s --check-prefix=HUGESHAPE
+# RUN: not tessera-compile %t/einsum-absent.onnx 2>&1 | FileCheck %s --check-prefix=ABSENT
+# RUN: not tessera-compile %t/scan-no-body.onnx 2>&1 | FileCheck %s --check-prefix=NOBODY
+# RUN: not tessera-compile %t/split-no-outputs.onnx 2>&1 | FileCheck %s --check-prefix=NOOUT
+# RUN: not tessera-compile %t/short-raw-data.onnx 2>&1 | FileCheck %s --check-prefix=SHORTRAW
+# RUN: not tessera-compile %t/short-typed-data.onnx 2>&1 | FileCheck %s --check-prefix=SHORTTYPED
 import os
 import numpy as np
 import onnx
@@ -131,3 +136,25 @@ save("argmax-empty", [node("ArgMax", ["x"], ["y"], axis=1)], [vi("x", T.FLOAT, [
 # HUGESHAPE: error: input 'x' declares 99999999999x3, more elements than any IPU system holds
 save("huge", [node("Hardmax", ["x"], ["y"], axis=1)], [vi("x", T.FLOAT, [2, 1 << 40])],
      [vi("y", T.FLOAT, [2, 1 << 40])], check=False)
+
+# The model's structure is checked against the operators' schemas before
+# ONNX's shape inference or a converter reads it (each crashed once).
+# ABSENT: error: Einsum node 'Einsum_0': input 1 ('Inputs') is required, but the model leaves it out (an empty name)
+save("einsum-absent", [helper.make_node("Einsum", ["x", ""], ["y"], equation="ij,jk->ik")],
+     [vi("x", T.FLOAT, [2, 3])], [vi("y", T.FLOAT, [2, 3])], check=False)
+# NOBODY: error: Scan node 'y' lacks its required attribute 'body'
+save("scan-no-body", [node("Scan", ["x"], ["y"])], [vi("x", T.FLOAT, [2, 3])],
+     [vi("y", T.FLOAT, [2, 3])], check=False)
+# NOOUT: error: Split node 'Split_0' has 0 outputs; opset 17 gives 1 to any number
+save("split-no-outputs", [helper.make_node("Split", ["x"], [])], [vi("x", T.FLOAT, [2, 3])],
+     [vi("y", T.FLOAT, [2, 3])], check=False)
+# SHORTRAW: error: initializer 's' holds 8 bytes of raw data, but 2 elements of its type need 16
+short = numpy_helper.from_array(np.array([3, 2], np.int64), "s")
+short.raw_data = short.raw_data[:8]
+save("short-raw-data", [node("Reshape", ["x", "s"], ["y"])], [vi("x", T.FLOAT, [2, 3])],
+     [vi("y", T.FLOAT, [3, 2])], [short], check=False)
+# SHORTTYPED: error: initializer 'w' holds 3 values, but its dims need 6
+typed = helper.make_tensor("w", T.FLOAT, [3], [1.0, 2.0, 3.0])
+typed.dims[:] = [2, 3]
+save("short-typed-data", [node("Add", ["x", "w"], ["y"])], [vi("x", T.FLOAT, [2, 3])],
+     [vi("y", T.FLOAT, [2, 3])], [typed], check=False)
