@@ -11,6 +11,7 @@
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Support/xxhash.h"
 
+#include <chrono>
 #include <set>
 
 using llvm::StringRef;
@@ -37,6 +38,24 @@ llvm::Error atomicCopy(StringRef from, StringRef to) {
   if (!data)
     return fail("cannot read '" + from + "': " + data.getError().message());
   return runtime::writeFileAtomically(to, (*data)->getBuffer());
+}
+/// Temporary files of compiles killed before their rename ("X.tess.tmp-
+/// abc123"): removed once they are older than any compile still running
+/// could be (an hour).
+void removeStaleTemporaries(StringRef dir) {
+  auto cutoff = std::chrono::system_clock::now() - std::chrono::hours(1);
+  std::error_code ec;
+  for (llvm::sys::fs::directory_iterator it(dir, ec), end; it != end && !ec;
+       it.increment(ec)) {
+    if (!llvm::StringRef(it->path()).contains(".tmp-"))
+      continue;
+    llvm::sys::fs::file_status status;
+    if (llvm::sys::fs::status(it->path(), status) ||
+        status.type() != llvm::sys::fs::file_type::regular_file)
+      continue;
+    if (status.getLastModificationTime() < cutoff)
+      llvm::sys::fs::remove(it->path());
+  }
 }
 } // namespace
 
@@ -95,35 +114,51 @@ CacheLookup lookupExecutable(StringRef dir, StringRef key, StringRef outPath) {
   result.entryPath = entry.str().str();
   if (!llvm::sys::fs::exists(entry))
     return result;
-  auto exe = runtime::Executable::load(entry);
-  if (!exe) {
+  // The output is a copy, never a hard link: an output edited in place
+  // must not change the entry (and every other output of the model). The
+  // copy itself is what is checked, then renamed into place, so a damaged
+  // or changing entry cannot become the output.
+  auto data = llvm::MemoryBuffer::getFile(entry, /*IsText=*/false,
+                                          /*RequiresNullTerminator=*/false);
+  if (!data) {
     result.outcome = CacheOutcome::Damaged;
-    result.detail = llvm::toString(exe.takeError());
+    result.detail = "cannot read it: " + data.getError().message();
     return result;
   }
-  if ((*exe)->metadata().cacheKey != key) {
-    result.outcome = CacheOutcome::KeyMismatch;
-    result.detail = "stored key " + (*exe)->metadata().cacheKey;
-    return result;
-  }
-  // A hard link costs nothing and is atomic through the rename; copy when
-  // the output is on another file system.
+  int fd = -1;
   llvm::SmallString<256> tmp;
-  if (!llvm::sys::fs::createUniqueFile(outPath + ".tmp-%%%%%%", tmp)) {
-    llvm::sys::fs::remove(tmp);
-    if (!llvm::sys::fs::create_hard_link(entry, tmp)) {
-      if (!llvm::sys::fs::rename(tmp, outPath)) {
-        result.outcome = CacheOutcome::Hit;
-        return result;
-      }
+  if (std::error_code ec = llvm::sys::fs::createUniqueFile(outPath + ".tmp-%%%%%%", fd, tmp)) {
+    result.outcome = CacheOutcome::Damaged;
+    result.detail = "cannot write next to '" + outPath.str() + "': " + ec.message();
+    return result;
+  }
+  {
+    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
+    os << (*data)->getBuffer();
+    os.close();
+    if (os.has_error()) {
+      os.clear_error();
       llvm::sys::fs::remove(tmp);
+      result.outcome = CacheOutcome::Damaged;
+      result.detail = "cannot write '" + tmp.str().str() + "' (disk full?)";
+      return result;
     }
   }
-  if (llvm::Error err = atomicCopy(entry, outPath)) {
-    result.outcome = CacheOutcome::Damaged;
-    result.detail = llvm::toString(std::move(err));
+  auto discard = [&](CacheOutcome outcome, std::string detail) {
+    llvm::sys::fs::remove(tmp);
+    result.outcome = outcome;
+    result.detail = std::move(detail);
     return result;
-  }
+  };
+  auto exe = runtime::Executable::load(tmp);
+  if (!exe)
+    return discard(CacheOutcome::Damaged, llvm::toString(exe.takeError()));
+  if ((*exe)->metadata().cacheKey != key)
+    return discard(CacheOutcome::KeyMismatch,
+                   "stored key " + (*exe)->metadata().cacheKey);
+  if (std::error_code ec = llvm::sys::fs::rename(tmp, outPath))
+    return discard(CacheOutcome::Damaged,
+                   "cannot rename the copy into '" + outPath.str() + "': " + ec.message());
   result.outcome = CacheOutcome::Hit;
   return result;
 }
@@ -133,7 +168,10 @@ llvm::Error storeExecutable(StringRef dir, StringRef key, StringRef path) {
     return fail("cannot create the cache directory '" + dir + "': " + ec.message());
   llvm::SmallString<256> entry(dir);
   llvm::sys::path::append(entry, key + ".tess");
-  return atomicCopy(path, entry);
+  if (llvm::Error err = atomicCopy(path, entry))
+    return err;
+  removeStaleTemporaries(dir);
+  return llvm::Error::success();
 }
 
 } // namespace tessera

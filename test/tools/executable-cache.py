@@ -4,6 +4,12 @@
 # RUN: tessera-compile %t/model.onnx --input-shape x=2x8 --cache-dir %t/cache -o %t/a.tess 2>&1 | FileCheck %s --check-prefix=MISS
 # RUN: tessera-compile %t/model.onnx --input-shape x=2x8 --cache-dir %t/cache -o %t/b.tess 2>&1 | FileCheck %s --check-prefix=HIT
 # RUN: cmp %t/a.tess %t/b.tess
+# Outputs are copies: editing one in place changes neither the entry nor
+# the next hit's output.
+# RUN: %python %s edit %t/b.tess
+# RUN: tessera-compile %t/model.onnx --input-shape x=2x8 --cache-dir %t/cache -o %t/b2.tess 2>&1 | FileCheck %s --check-prefix=HIT
+# RUN: cmp %t/a.tess %t/b2.tess
+# RUN: not cmp -s %t/a.tess %t/b.tess
 # RUN: env TESSERA_CACHE_DIR=%t/cache tessera-compile %t/model.onnx --input-shape x=2x8 -o %t/c.tess 2>&1 | FileCheck %s --check-prefix=HIT
 # RUN: tessera-compile %t/model.onnx --input-shape x=4x8 --cache-dir %t/cache -o %t/d.tess 2>&1 | FileCheck %s --check-prefix=MISS
 # RUN: tessera-run %t/d.tess --reference --input x=%t/x4.npy | FileCheck %s --check-prefix=RUN4
@@ -18,6 +24,12 @@
 # RUN: %python %s damage %t/cache
 # RUN: tessera-compile %t/model.onnx --input-shape x=2x8 --cache-dir %t/cache -o %t/e.tess 2>&1 | FileCheck %s --check-prefix=DAMAGED
 # RUN: tessera-compile %t/model.onnx --input-shape x=2x8 --cache-dir %t/cache -o %t/f.tess 2>&1 | FileCheck %s --check-prefix=HIT
+# A killed compile's temporary file is removed once it is an hour old; a
+# fresh one (a compile still running) stays.
+# RUN: %python %s stale %t/cache
+# RUN: tessera-compile %t/model.onnx --input-shape x=3x8 --cache-dir %t/cache -o %t/s.tess 2>&1 | FileCheck %s --check-prefix=MISS
+# RUN: not test -e %t/cache/old.tess.tmp-abc123
+# RUN: test -e %t/cache/new.tess.tmp-def456
 
 # MISS: cache miss: compiling into {{.*}}cache{{/|\\}}[[KEY:[0-9a-f]+]].tess
 # HIT: cache hit: {{.*}}.tess -> {{.*}}.tess
@@ -37,12 +49,22 @@ if sys.argv[1] == "damage":
         data[-3] ^= 0xFF
         os.remove(path)
         open(path, "wb").write(data)
+elif sys.argv[1] == "edit":
+    with open(sys.argv[2], "r+b") as f:  # in place, as dd conv=notrunc
+        f.seek(-3, os.SEEK_END)
+        f.write(b"\x00\x01\x02")
+elif sys.argv[1] == "stale":
+    import time
+    for name, age in (("old.tess.tmp-abc123", 7200), ("new.tess.tmp-def456", 0)):
+        path = os.path.join(sys.argv[2], name)
+        open(path, "wb").write(b"partial")
+        os.utime(path, (time.time() - age, time.time() - age))
 elif sys.argv[1] == "swap":
     # Every entry gets the content of another one.
     entries = sorted(glob.glob(os.path.join(sys.argv[2], "*.tess")))
     contents = [open(p, "rb").read() for p in entries]
     for path, data in zip(entries, contents[1:] + contents[:1]):
-        os.remove(path)  # entries are hard-linked to earlier outputs
+        os.remove(path)
         open(path, "wb").write(data)
 else:
     from onnx_gen import T, init, node, save, vi
