@@ -40,6 +40,13 @@ Expected<std::unique_ptr<HostRunner>> HostRunner::create(const Executable &exe) 
   if (!jit)
     return jit.takeError();
   runner->jit_ = std::move(*jit);
+  // The entry must be the executable's own code, not a symbol of the process.
+  std::vector<std::string> own = definedFunctions(exe.hostObjects());
+  if (!llvm::is_contained(own, exe.metadata().entry))
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "the executable's entry '" + exe.metadata().entry +
+            "' is not a function of its own code (damaged or forged; recompile the model)");
   auto entry = lookupEntry(*runner->jit_, exe.metadata().entry);
   if (!entry)
     return entry.takeError();

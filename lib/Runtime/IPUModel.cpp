@@ -34,6 +34,7 @@
 #include "tessera/Runtime/PhasePool.h"
 
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
 #include "llvm/Support/Errno.h"
 #include "llvm/Support/Threading.h"
@@ -1112,10 +1113,19 @@ Expected<std::unique_ptr<IPUModel>> IPUModel::create(const Executable &executabl
     if (!jit)
       return fail("cannot load the executable's code: " + llvm::toString(jit.takeError()));
     impl->jit = std::move(*jit);
+    // Kernels are the executable's own vertex entries: nothing the process
+    // defines (abort), and not the host reference's entry.
+    llvm::StringSet<> own;
+    for (const std::string &name : definedFunctions(executable.hostObjects()))
+      own.insert(name);
     for (const ComputeSet &cs : p.computeSets)
       for (const Kernel &k : cs.kernels) {
         if (impl->entries.count(k.symbol))
           continue;
+        if (!own.contains(k.symbol) || k.symbol == meta.entry)
+          return fail("compute set '" + cs.name + "' names kernel '" + k.symbol +
+                      "', which is not a vertex entry of the executable's code "
+                      "(damaged or forged; recompile the model)");
         auto entry = lookupEntry(*impl->jit, k.symbol);
         if (!entry)
           return fail("compute set '" + cs.name + "': " +

@@ -69,8 +69,9 @@ extern "C" void tesseraMemrefCopy(int64_t elementSize, UnrankedDescriptor *src,
 /// "address size name" per function the objects define, so that `perf
 /// report` names the vertex kernels instead of showing bare addresses.
 /// Best effort: a developer's aid, enabled by TESSERA_PERF_MAP=1.
-void writePerfMap(llvm::orc::LLJIT &jit, llvm::ArrayRef<llvm::StringRef> objects) {
-  std::vector<std::pair<uint64_t, std::pair<uint64_t, std::string>>> functions;
+/// Calls fn(name, size) for every function `objects` define.
+void forEachDefinedFunction(llvm::ArrayRef<llvm::StringRef> objects,
+                            llvm::function_ref<void(llvm::StringRef, uint64_t)> fn) {
   for (llvm::StringRef bytes : objects) {
     auto object = llvm::object::ObjectFile::createObjectFile(
         llvm::MemoryBufferRef(bytes, "tessera-code"));
@@ -91,15 +92,21 @@ void writePerfMap(llvm::orc::LLJIT &jit, llvm::ArrayRef<llvm::StringRef> objects
         llvm::consumeError(flags.takeError());
         continue;
       }
-      uint64_t size = llvm::object::ELFSymbolRef(symbol).getSize();
-      auto address = jit.lookup(*name);
-      if (!address) {
-        llvm::consumeError(address.takeError());
-        continue;
-      }
-      functions.push_back({address->getValue(), {size, name->str()}});
+      fn(*name, llvm::object::ELFSymbolRef(symbol).getSize());
     }
   }
+}
+
+void writePerfMap(llvm::orc::LLJIT &jit, llvm::ArrayRef<llvm::StringRef> objects) {
+  std::vector<std::pair<uint64_t, std::pair<uint64_t, std::string>>> functions;
+  forEachDefinedFunction(objects, [&](llvm::StringRef name, uint64_t size) {
+    auto address = jit.lookup(name);
+    if (!address) {
+      llvm::consumeError(address.takeError());
+      return;
+    }
+    functions.push_back({address->getValue(), {size, name.str()}});
+  });
   std::sort(functions.begin(), functions.end());
   std::string path = "/tmp/perf-" + std::to_string(llvm::sys::Process::getProcessId()) + ".map";
   // A process may link several executables (a Python session, or the IPU
@@ -174,6 +181,14 @@ createCodeJIT(llvm::ArrayRef<llvm::StringRef> objects) {
   if (const char *map = std::getenv("TESSERA_PERF_MAP"); map && *map && *map != '0')
     writePerfMap(**jit, objects);
   return std::move(*jit);
+}
+
+std::vector<std::string> definedFunctions(llvm::ArrayRef<llvm::StringRef> objects) {
+  std::vector<std::string> names;
+  forEachDefinedFunction(objects, [&](llvm::StringRef name, uint64_t) {
+    names.push_back(name.str());
+  });
+  return names;
 }
 
 llvm::Expected<PackedEntry> lookupEntry(llvm::orc::LLJIT &jit, llvm::StringRef symbol) {

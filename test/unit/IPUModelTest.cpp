@@ -619,16 +619,23 @@ TEST(IPUModel, ReportsWhatCannotRun) {
             std::string::npos);
 }
 
-TEST(IPUModel, MissingKernelCodeIsAnError) {
-  Sample s = sample();
-  s.meta.program->computeSets[0].kernels[1].symbol = "no_such_kernel";
-  auto exe = write(s.meta, compileIR(kKernelIR), s.w);
-  ASSERT_TRUE(exe);
-  auto model = IPUModel::create(*exe);
-  ASSERT_FALSE(static_cast<bool>(model));
-  EXPECT_NE(llvm::toString(model.takeError())
-                .find("compute set 'cs0': the executable's code has no entry 'no_such_kernel'"),
-            std::string::npos);
+TEST(IPUModel, KernelsAreTheExecutablesOwnVertexEntries) {
+  // A missing kernel, a function of the process (a forged executable
+  // calling abort), and the host reference's entry are all refused before
+  // anything runs.
+  for (std::string symbol : {"no_such_kernel", "abort", "tessera_main"}) {
+    Sample s = sample();
+    s.meta.program->computeSets[0].kernels[1].symbol = symbol;
+    auto exe = write(s.meta, compileIR(kKernelIR), s.w);
+    ASSERT_TRUE(exe);
+    auto model = IPUModel::create(*exe);
+    ASSERT_FALSE(static_cast<bool>(model)) << symbol;
+    EXPECT_NE(llvm::toString(model.takeError())
+                  .find("compute set 'cs0' names kernel '" + symbol +
+                        "', which is not a vertex entry of the executable's code"),
+              std::string::npos)
+        << symbol;
+  }
 }
 
 } // namespace

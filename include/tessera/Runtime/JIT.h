@@ -15,6 +15,8 @@
 #include "llvm/Support/Error.h"
 
 #include <memory>
+#include <string>
+#include <vector>
 
 namespace llvm::orc {
 class LLJIT;
@@ -34,6 +36,11 @@ llvm::Error checkHostCPU(const ExecutableMetadata &metadata);
 /// A JIT with `objects` (an executable's code section) linked in.
 llvm::Expected<std::unique_ptr<llvm::orc::LLJIT>>
 createCodeJIT(llvm::ArrayRef<llvm::StringRef> objects);
+
+/// The functions `objects` define (global, not undefined): the only
+/// symbols an executable may name as entries, so that a forged executable
+/// cannot call into the process (abort, exit) or the runtime.
+std::vector<std::string> definedFunctions(llvm::ArrayRef<llvm::StringRef> objects);
 
 /// The packed entry `symbol` of the linked code; the error names the symbol.
 llvm::Expected<PackedEntry> lookupEntry(llvm::orc::LLJIT &jit, llvm::StringRef symbol);
