@@ -96,6 +96,10 @@ Expected<Tensor> parseNpy(StringRef bytes, StringRef what) {
   if (offset + headerLen > bytes.size())
     return fail(what + " is truncated (header)");
   StringRef header = bytes.substr(offset, headerLen);
+  // A Python dict literal, "{'descr': ..., 'shape': (...), }", padded with
+  // spaces and a newline: anything else is a damaged file.
+  if (!header.trim().starts_with("{") || !header.trim().ends_with("}"))
+    return fail(what + " has a malformed header (not a {...} dictionary)");
   auto field = [&](StringRef key) -> StringRef {
     size_t at = header.find("'" + key.str() + "'");
     if (at == StringRef::npos)

@@ -46,6 +46,9 @@
 # RUN: not tessera-run %t/truncated.tess --reference --input %t/x.npy 2>&1 | FileCheck %s --check-prefix=TRUNCATED
 # RUN: not tessera-run %t/version.tess --reference --input %t/x.npy 2>&1 | FileCheck %s --check-prefix=VERSION
 # RUN: not tessera-run %t/x.npy --reference --input %t/x.npy 2>&1 | FileCheck %s --check-prefix=NOTTESS
+# RUN: not tessera-run %t/model.tess --reference --input x=%t/x.npy --input x=%t/x.npy 2>&1 | FileCheck %s --check-prefix=TWICE
+# RUN: not tessera-run %t/model.tess --reference --input %t/inputs.npz --input x=%t/x.npy 2>&1 | FileCheck %s --check-prefix=TWICE
+# RUN: not tessera-run %t/model.tess --reference --input x=%t/open_header.npy 2>&1 | FileCheck %s --check-prefix=OPENHEADER
 
 
 # OUT: outputs (host reference):
@@ -81,6 +84,8 @@
 # TRUNCATED: error: '{{.*}}truncated.tess' is truncated or padded
 # VERSION: error: '{{.*}}version.tess' has executable format version 99; this runtime reads version 5 (recompile the model)
 # NOTTESS: error: '{{.*}}x.npy' is not a Tessera executable (bad magic)
+# TWICE: error: input 'x' is given twice
+# OPENHEADER: error: {{.*}}open_header.npy{{.*}} has a malformed header (not a {...} dictionary)
 import os
 import struct
 import sys
@@ -114,6 +119,11 @@ if mode == "gen":
     np.savez_compressed(os.path.join(out, "compressed.npz"), x=x)
     np.save(os.path.join(out, "bad_shape.npy"), x[:, :, :5])
     np.save(os.path.join(out, "bad_dtype.npy"), x.astype(np.float64))
+    # A header whose dictionary lost its closing brace (accepted once).
+    data = bytearray(open(os.path.join(out, "x.npy"), "rb").read())
+    end = data.index(b"}")
+    data[end] = ord(" ")
+    open(os.path.join(out, "open_header.npy"), "wb").write(bytes(data))
     x3 = rng.standard_normal((6, 3, 6, 6)).astype(np.float32)
     np.save(os.path.join(out, "x3.npy"), x3)
     save("reshape", [node("Reshape", ["data", "shape"], ["reshaped"])],

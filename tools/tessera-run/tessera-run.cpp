@@ -445,7 +445,8 @@ int main(int argc, char **argv) {
       if (!arrays)
         return error(llvm::toString(arrays.takeError()));
       for (auto &[k, v] : *arrays)
-        given[k] = std::move(v);
+        if (!given.emplace(k, std::move(v)).second)
+          return error("input '" + k + "' is given twice (again in '" + path + "')");
       continue;
     }
     if (name.empty()) {
@@ -455,6 +456,8 @@ int main(int argc, char **argv) {
                      " inputs (use --input NAME=" + path + ")");
       name = meta.inputs.front().name;
     }
+    if (given.count(name.str()))
+      return error("input '" + name + "' is given twice (again as '" + path + "')");
     auto t = readTensorFile(path);
     if (!t)
       return error(llvm::toString(t.takeError()));
