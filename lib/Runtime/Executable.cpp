@@ -170,10 +170,9 @@ llvm::Error writeExecutable(StringRef path, ExecutableMetadata metadata,
 }
 
 Expected<std::unique_ptr<Executable>> Executable::load(StringRef path) {
-  auto file = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                          /*RequiresNullTerminator=*/false);
+  auto file = readRegularFile(path);
   if (!file)
-    return fail("cannot read '" + path + "': " + file.getError().message());
+    return file.takeError();
   StringRef bytes = (*file)->getBuffer();
   if (bytes.size() < kHeaderSize || std::memcmp(bytes.data(), kMagic, 8) != 0)
     return fail("'" + path + "' is not a Tessera executable (bad magic)");

@@ -44,4 +44,21 @@ llvm::Error writeFileAtomically(llvm::StringRef path, llvm::StringRef data) {
   return llvm::Error::success();
 }
 
+llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> readRegularFile(llvm::StringRef path) {
+  auto fail = [&](const llvm::Twine &msg) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+  };
+  llvm::sys::fs::file_status status;
+  if (std::error_code ec = llvm::sys::fs::status(path, status))
+    return fail("cannot read '" + path + "': " + ec.message());
+  if (!llvm::sys::fs::is_regular_file(status))
+    return fail("cannot read '" + path + "': not a regular file (devices, pipes and "
+                "directories are not read)");
+  auto file = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                          /*RequiresNullTerminator=*/false);
+  if (!file)
+    return fail("cannot read '" + path + "': " + file.getError().message());
+  return std::move(*file);
+}
+
 } // namespace tessera::runtime

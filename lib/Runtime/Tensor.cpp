@@ -151,16 +151,16 @@ Expected<Tensor> parseNpy(StringRef bytes, StringRef what) {
 }
 
 Expected<Tensor> readNpy(StringRef path) {
-  auto file = llvm::MemoryBuffer::getFile(path, false, false);
+  auto file = readRegularFile(path);
   if (!file)
-    return fail("cannot read '" + path + "': " + file.getError().message());
+    return file.takeError();
   return parseNpy((*file)->getBuffer(), path);
 }
 
 Expected<std::map<std::string, Tensor>> readNpz(StringRef path) {
-  auto file = llvm::MemoryBuffer::getFile(path, false, false);
+  auto file = readRegularFile(path);
   if (!file)
-    return fail("cannot read '" + path + "': " + file.getError().message());
+    return file.takeError();
   StringRef zip = (*file)->getBuffer();
   std::map<std::string, Tensor> arrays;
   size_t pos = 0;

@@ -49,6 +49,8 @@
 # RUN: not tessera-run %t/model.tess --reference --input x=%t/x.npy --input x=%t/x.npy 2>&1 | FileCheck %s --check-prefix=TWICE
 # RUN: not tessera-run %t/model.tess --reference --input %t/inputs.npz --input x=%t/x.npy 2>&1 | FileCheck %s --check-prefix=TWICE
 # RUN: not tessera-run %t/model.tess --reference --input x=%t/open_header.npy 2>&1 | FileCheck %s --check-prefix=OPENHEADER
+# RUN: not tessera-run %t/model.tess --reference --input x=/dev/zero 2>&1 | FileCheck %s --check-prefix=DEVZERO
+# RUN: not tessera-run %t/model.tess --input x=%t/x.npy --host-threads 100000 2>&1 | FileCheck %s --check-prefix=THREADS
 
 
 # OUT: outputs (host reference):
@@ -85,6 +87,8 @@
 # VERSION: error: '{{.*}}version.tess' has executable format version 99; this runtime reads version 5 (recompile the model)
 # NOTTESS: error: '{{.*}}x.npy' is not a Tessera executable (bad magic)
 # TWICE: error: input 'x' is given twice
+# DEVZERO: error: cannot read '/dev/zero': not a regular file (devices, pipes and directories are not read)
+# THREADS: error: --host-threads must be at most 1024, got 100000
 # OPENHEADER: error: {{.*}}open_header.npy{{.*}} has a malformed header (not a {...} dictionary)
 import os
 import struct

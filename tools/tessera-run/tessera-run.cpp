@@ -101,7 +101,7 @@ cl::opt<std::string> loadWeights(
     cl::value_desc("weights.npz"), cl::cat(trainingCategory));
 
 cl::opt<unsigned> threads("host-threads",
-                          cl::desc("Host threads for the IPU model (0: all)"),
+                          cl::desc("Host threads for the IPU model (0: all; at most 1024)"),
                           cl::init(0), cl::cat(category));
 
 int error(const llvm::Twine &msg) {
@@ -110,11 +110,9 @@ int error(const llvm::Twine &msg) {
 }
 
 llvm::Expected<Tensor> readTensorProto(llvm::StringRef path) {
-  auto file = llvm::MemoryBuffer::getFile(path, false, false);
+  auto file = readRegularFile(path);
   if (!file)
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "cannot read '" + path + "': " +
-                                       file.getError().message());
+    return file.takeError();
   onnx::TensorProto proto;
   if (!proto.ParseFromArray((*file)->getBufferStart(), (*file)->getBufferSize()))
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
@@ -421,6 +419,8 @@ int main(int argc, char **argv) {
     return error("--profile needs the IPU model; drop --reference");
   if (iterations == 0)
     return error("--iterations must be at least 1");
+  if (threads > 1024)
+    return error("--host-threads must be at most 1024, got " + llvm::Twine(threads));
 
   auto exe = Executable::load(executablePath);
   if (!exe)

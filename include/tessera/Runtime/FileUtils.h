@@ -5,6 +5,9 @@
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <memory>
 
 namespace tessera::runtime {
 
@@ -13,6 +16,10 @@ namespace tessera::runtime {
 /// file. A device or pipe (/dev/null, a FIFO) is written in place instead:
 /// renaming over it would replace it.
 llvm::Error writeFileAtomically(llvm::StringRef path, llvm::StringRef data);
+
+/// The whole of the regular file `path`. A device, pipe or directory is an
+/// error naming it: /dev/zero would be read until memory runs out.
+llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> readRegularFile(llvm::StringRef path);
 
 } // namespace tessera::runtime
 
