@@ -3,8 +3,17 @@
 #include "tessera/Runtime/FileUtils.h"
 
 #include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Signals.h"
+#include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/raw_ostream.h"
+
+#include <cstring>
+#include <exception>
+#include <new>
+#include <system_error>
+#include <unistd.h>
 
 namespace tessera::runtime {
 
@@ -27,6 +36,9 @@ llvm::Error writeFileAtomically(llvm::StringRef path, llvm::StringRef data) {
   if (std::error_code ec =
           llvm::sys::fs::createUniqueFile(path + ".tmp-%%%%%%", fd, tmp))
     return fail("cannot create a file next to '" + path + "': " + ec.message());
+  // Removed if the process dies of a signal or a fatal error meanwhile.
+  llvm::sys::RemoveFileOnSignal(tmp);
+  auto forget = llvm::make_scope_exit([&] { llvm::sys::DontRemoveFileOnSignal(tmp); });
   {
     llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
     os << data;
@@ -59,6 +71,67 @@ llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> readRegularFile(llvm::String
   if (!file)
     return fail("cannot read '" + path + "': " + file.getError().message());
   return std::move(*file);
+}
+
+namespace {
+const char *toolName = "tessera";
+
+/// Writes without allocating: the heap may be what ran out.
+void say(const char *text) {
+  if (ssize_t ignored = ::write(2, text, std::strlen(text)))
+    (void)ignored;
+}
+
+[[noreturn]] void outOfMemory(const char *detail) {
+  say(toolName);
+  say(": error: out of memory");
+  if (detail && *detail) {
+    say(" (");
+    say(detail);
+    say(")");
+  }
+  say("; nothing was written. Give the process more memory (ulimit -v), or "
+      "compile a smaller batch\n");
+  llvm::sys::RunInterruptHandlers(); // removes half-written temporary files
+  ::_exit(1);
+}
+} // namespace
+
+void installResourceErrorHandlers(const char *tool) {
+  toolName = tool;
+  llvm::install_bad_alloc_error_handler(
+      [](void *, const char *reason, bool) { outOfMemory(reason); });
+  // LLVM's fatal errors (a thread it cannot start) would abort.
+  llvm::install_fatal_error_handler([](void *, const char *reason, bool) {
+    say(toolName);
+    say(": error: ");
+    say(reason);
+    say("; nothing was written (out of memory or threads? give the process more)\n");
+    llvm::sys::RunInterruptHandlers();
+    ::_exit(1);
+  });
+  std::set_new_handler([] { outOfMemory("an allocation failed"); });
+  // Threads that cannot be created, or memory that cannot be had, surface
+  // as exceptions no one catches: report those as a lack of resources;
+  // anything else is a bug, left to abort with its backtrace.
+  static std::terminate_handler previous = std::set_terminate([] {
+    if (std::exception_ptr current = std::current_exception()) {
+      try {
+        std::rethrow_exception(current);
+      } catch (const std::bad_alloc &) {
+        outOfMemory("an allocation failed");
+      } catch (const std::system_error &e) {
+        say(toolName);
+        say(": error: out of system resources (");
+        say(e.what());
+        say("); nothing was written. Give the process more memory or threads\n");
+        llvm::sys::RunInterruptHandlers();
+        ::_exit(1);
+      } catch (...) {
+      }
+    }
+    previous();
+  });
 }
 
 } // namespace tessera::runtime

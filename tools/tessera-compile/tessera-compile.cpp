@@ -13,6 +13,7 @@
 #include "tessera/Compiler/Registration.h"
 #include "tessera/Dialect/Graph/Analysis/ModelStats.h"
 #include "tessera/Importers/TorchScript/TorchScriptImporter.h"
+#include "tessera/Runtime/FileUtils.h"
 #include "tessera/Runtime/Tensor.h"
 #include "tessera/Target/IPUTarget.h"
 
@@ -319,6 +320,7 @@ LogicalResult printModelDiagnostic(Diagnostic &diag, StringRef modelPath) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  tessera::runtime::installResourceErrorHandlers("tessera-compile");
   registerAsmPrinterCLOptions();
   registerMLIRContextCLOptions();
   registerPassManagerCLOptions();

@@ -412,6 +412,7 @@ int train(const Executable &exe) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  tessera::runtime::installResourceErrorHandlers("tessera-run");
   cl::HideUnrelatedOptions({&category, &trainingCategory});
   cl::ParseCommandLineOptions(argc, argv, "Run a Tessera executable\n");
 

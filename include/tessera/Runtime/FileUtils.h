@@ -21,6 +21,13 @@ llvm::Error writeFileAtomically(llvm::StringRef path, llvm::StringRef data);
 /// error naming it: /dev/zero would be read until memory runs out.
 llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> readRegularFile(llvm::StringRef path);
 
+/// Out of memory (LLVM's allocators, operator new) and failures to get
+/// system resources (a thread) become "<tool>: error: out of memory ..."
+/// and exit status 1, after removing the temporary files of outputs being
+/// written (writeFileAtomically), instead of an abort. Every tool calls it
+/// first thing in main.
+void installResourceErrorHandlers(const char *tool);
+
 } // namespace tessera::runtime
 
 #endif // TESSERA_RUNTIME_FILEUTILS_H
