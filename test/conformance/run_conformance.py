@@ -225,9 +225,10 @@ DECISIONS = [
      "string tensors: the IPU has no string type; text belongs in the host's input pipeline"),
     (r"NonMaxSuppression|Unique|NonZero",
      "the output's shape depends on the input's values; static-shape compilation cannot place it"),
-    (r"Bernoulli|RandomUniformLike|Dropout in training|training_dropout",
+    (r"Bernoulli|bernoulli|RandomUniformLike|Dropout in training|training_dropout",
      "random numbers: the expected outputs come from NumPy's generator, which no device "
-     "reproduces (training-mode Dropout draws from Tessera's own counter-based generator)"),
+     "reproduces (Tessera's random ops and training-mode Dropout draw from its own "
+     "counter-based generator)"),
     (r"operator (Loop|If|Scan|SequenceMap)\b",
      "data-dependent control flow: not imported yet (structured control flow is future work)"),
     (r"Optional|not a tensor",

@@ -385,6 +385,45 @@ def test_dropout_masks_are_random_uniform_and_reproducible(tmp_path):
     assert (draw("--iterations", "2") != first).mean() > 0.3
 
 
+def test_onnx_random_ops_draw_from_the_generator(tmp_path):
+    from onnx import TensorProto as T, helper
+    n = (64, 512)
+    nodes = [helper.make_node("RandomNormalLike", ["x"], ["normal"], mean=1.0, scale=2.0),
+             helper.make_node("RandomUniform", [], ["uniform"], low=-3.0, high=5.0,
+                              shape=list(n)),
+             helper.make_node("Bernoulli", ["p"], ["coin"])]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", T.FLOAT, n),
+                     helper.make_tensor_value_info("p", T.FLOAT, n)],
+        [helper.make_tensor_value_info(name, T.FLOAT, n)
+         for name in ("normal", "uniform", "coin")])
+    import onnx
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+              str(tmp_path / "random.onnx"))
+    tess = tmp_path / "random.tess"
+    result = run([tool("tessera-compile"), str(tmp_path / "random.onnx"), "-o", str(tess)])
+    assert result.returncode == 0, result.stderr
+    p = np.tile(np.linspace(0, 1, n[1], dtype=np.float32), (n[0], 1))
+    np.savez(tmp_path / "in.npz", x=np.zeros(n, np.float32), p=p)
+    outs = []
+    for extra in ([], ["--reference"]):
+        result = run([tool("tessera-run"), str(tess), "--input", str(tmp_path / "in.npz"),
+                      "--output", str(tmp_path / "out.npz"), *extra])
+        assert result.returncode == 0, result.stderr
+        outs.append({k: v for k, v in np.load(tmp_path / "out.npz").items()})
+    got = outs[0]
+    for k in got:
+        np.testing.assert_array_equal(outs[1][k], got[k], err_msg=k)  # IPU == host
+    # 32768 draws each: moments within 5 standard errors.
+    assert abs(got["normal"].mean() - 1.0) < 5 * 2 / 181
+    assert abs(got["normal"].std() - 2.0) < 0.05
+    assert got["uniform"].min() >= -3 and got["uniform"].max() < 5
+    assert abs(got["uniform"].mean() - 1.0) < 5 * 8 / np.sqrt(12) / 181
+    assert set(np.unique(got["coin"])) == {0.0, 1.0}
+    assert abs(got["coin"].mean() - p.mean()) < 0.01
+    assert got["coin"][:, 0].max() == 0 and got["coin"][:, -1].min() == 1  # p = 0 and 1
+
+
 def test_training_with_dropout_is_deterministic_for_a_seed(tmp_path):
     torch.manual_seed(10)
     model = DropoutMLP().train()

@@ -1208,6 +1208,79 @@ LogicalResult eyeLike(NodeImporter &n) {
   return n.setOutput(n.constant(DenseElementsAttr::get(type, values)));
 }
 
+/// The float element type a random op produces: its `dtype` attribute, else
+/// `fallback` (the input's for the *Like ops, f32 otherwise).
+FailureOr<Type> randomElementType(NodeImporter &n, Type fallback) {
+  Type elem = fallback;
+  if (n.hasAttr("dtype"))
+    elem = elementTypeFor(n.intAttr("dtype", 1), n.builder().getContext());
+  if (!elem || !isa<FloatType>(elem))
+    return n.error() << "random values must be floats, got dtype "
+                     << n.intAttr("dtype", 1);
+  return elem;
+}
+
+/// RandomUniform(Like) and RandomNormal(Like) draw from Tessera's
+/// counter-based generator (graph.random_uniform, keyed by the program's
+/// rng.seed and run counter), not from the node's `seed` attribute: the
+/// same numbers on the IPU model and the host, fresh every run.
+template <bool like, bool normal> LogicalResult randomOp(NodeImporter &n) {
+  Ints shape;
+  Type fallback = n.builder().getF32Type();
+  if (like) {
+    shape = shapeOf(n.input(0));
+    if (isa<FloatType>(elementTypeOf(n.input(0))))
+      fallback = elementTypeOf(n.input(0));
+  } else {
+    auto given = n.intsAttr("shape");
+    if (!given)
+      return n.error() << "needs its 'shape' attribute";
+    shape.assign(given->begin(), given->end());
+  }
+  TESSERA_ASSIGN_OR_FAIL(elem, randomElementType(n, fallback));
+  Location loc = n.loc();
+  if (!normal) {
+    double low = n.floatAttr("low", 0.0), high = n.floatAttr("high", 1.0);
+    if (!(low < high))
+      return n.error() << "needs low < high, got [" << low << ", " << high << ")";
+    TESSERA_ASSIGN_OR_FAIL(u, g::createRandomUniform(n.builder(), loc, elem, shape, low, high));
+    return n.setOutput(u);
+  }
+  // Box-Muller: sqrt(-2 ln u1) cos(2 pi u2), with u1 in (0, 1].
+  double mean = n.floatAttr("mean", 0.0), scale = n.floatAttr("scale", 1.0);
+  TESSERA_ASSIGN_OR_FAIL(u1, g::createRandomUniform(n.builder(), loc, elem, shape, 0, 1));
+  TESSERA_ASSIGN_OR_FAIL(u2, g::createRandomUniform(n.builder(), loc, elem, shape, 0, 1));
+  TESSERA_ASSIGN_OR_FAIL(open, n.infer<g::SubOp>(n.scalar(elem, 1.0), u1));
+  TESSERA_ASSIGN_OR_FAIL(logU, n.build<g::LogOp>(open.getType(), open));
+  TESSERA_ASSIGN_OR_FAIL(radius2, n.infer<g::MulOp>(logU, n.scalar(elem, -2.0)));
+  TESSERA_ASSIGN_OR_FAIL(radius, n.build<g::SqrtOp>(radius2.getType(), radius2));
+  TESSERA_ASSIGN_OR_FAIL(angle, n.infer<g::MulOp>(u2, n.scalar(elem, 2 * M_PI)));
+  TESSERA_ASSIGN_OR_FAIL(cosine, n.build<g::CosOp>(angle.getType(), angle));
+  TESSERA_ASSIGN_OR_FAIL(z, n.infer<g::MulOp>(radius, cosine));
+  TESSERA_ASSIGN_OR_FAIL(scaled, n.infer<g::MulOp>(z, n.scalar(elem, scale)));
+  TESSERA_ASSIGN_OR_FAIL(v, n.infer<g::AddOp>(scaled, n.scalar(elem, mean)));
+  return n.setOutput(v);
+}
+
+/// Bernoulli: 1 where a uniform draw falls below the input's probability.
+LogicalResult bernoulli(NodeImporter &n) {
+  Value p = n.input(0);
+  Type probElem = elementTypeOf(p);
+  if (!isa<FloatType>(probElem))
+    return n.error() << "probabilities must be floats";
+  Type elem = probElem;
+  if (n.hasAttr("dtype")) {
+    elem = elementTypeFor(n.intAttr("dtype", 1), n.builder().getContext());
+    if (!elem)
+      return n.unsupported("Bernoulli dtype " + std::to_string(n.intAttr("dtype", 1)));
+  }
+  TESSERA_ASSIGN_OR_FAIL(u, g::createRandomUniform(n.builder(), n.loc(), probElem,
+                                                   shapeOf(p), 0, 1));
+  TESSERA_ASSIGN_OR_FAIL(hit, n.infer<g::LessOp>(u, p));
+  TESSERA_ASSIGN_OR_FAIL(v, n.castTo(hit, elem));
+  return n.setOutput(v);
+}
+
 /// OneHot: compare the indices (moved to the new axis) with 0..depth-1
 /// along it, and pick the on or off value. depth and values are constants.
 LogicalResult oneHot(NodeImporter &n) {
@@ -2096,6 +2169,11 @@ static const OpConverter kConverters[] = {
     {"CastLike", 15, castLike},
     {"Identity", 1, identity},
     {"Dropout", 1, dropout},
+    {"RandomUniform", 1, randomOp<false, false>},
+    {"RandomUniformLike", 1, randomOp<true, false>},
+    {"RandomNormal", 1, randomOp<false, true>},
+    {"RandomNormalLike", 1, randomOp<true, true>},
+    {"Bernoulli", 15, bernoulli},
     // Linear algebra and NN
     {"MatMul", 1, matmul},
     {"Gemm", 1, gemm},
