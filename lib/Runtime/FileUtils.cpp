@@ -9,6 +9,7 @@
 #include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <atomic>
 #include <cstring>
 #include <exception>
 #include <new>
@@ -38,7 +39,7 @@ llvm::Error writeFileAtomically(llvm::StringRef path, llvm::StringRef data) {
     return fail("cannot create a file next to '" + path + "': " + ec.message());
   // Removed if the process dies of a signal or a fatal error meanwhile.
   llvm::sys::RemoveFileOnSignal(tmp);
-  auto forget = llvm::make_scope_exit([&] { llvm::sys::DontRemoveFileOnSignal(tmp); });
+  llvm::scope_exit forget([&] { llvm::sys::DontRemoveFileOnSignal(tmp); });
   {
     llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
     os << data;
@@ -76,24 +77,34 @@ llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> readRegularFile(llvm::String
 namespace {
 const char *toolName = "tessera";
 
-/// Writes without allocating: the heap may be what ran out.
-void say(const char *text) {
-  if (ssize_t ignored = ::write(2, text, std::strlen(text)))
+/// Reports "<tool>: error: <parts...>" with one write(2) (several threads may
+/// fail at once; the first one reports) without allocating (the heap may be
+/// what ran out), removes the temporary files of outputs being written, and
+/// exits with status 1.
+[[noreturn]] void reportAndExit(std::initializer_list<const char *> parts) {
+  static std::atomic<bool> reported{false};
+  if (reported.exchange(true))
+    for (;;)
+      ::pause(); // the first thread's _exit ends this one too
+  char message[1024] = {0};
+  auto append = [&](const char *text) {
+    if (text)
+      std::strncat(message, text, sizeof(message) - std::strlen(message) - 2);
+  };
+  append(toolName);
+  append(": error: ");
+  for (const char *part : parts)
+    append(part);
+  append("\n");
+  if (ssize_t ignored = ::write(2, message, std::strlen(message)))
     (void)ignored;
+  llvm::sys::RunInterruptHandlers(); // removes half-written temporary files
+  ::_exit(1);
 }
 
 [[noreturn]] void outOfMemory(const char *detail) {
-  say(toolName);
-  say(": error: out of memory");
-  if (detail && *detail) {
-    say(" (");
-    say(detail);
-    say(")");
-  }
-  say("; nothing was written. Give the process more memory (ulimit -v), or "
-      "compile a smaller batch\n");
-  llvm::sys::RunInterruptHandlers(); // removes half-written temporary files
-  ::_exit(1);
+  reportAndExit({"out of memory (", detail ? detail : "", "); nothing was written. "
+                 "Give the process more memory (ulimit -v), or compile a smaller batch"});
 }
 } // namespace
 
@@ -103,12 +114,8 @@ void installResourceErrorHandlers(const char *tool) {
       [](void *, const char *reason, bool) { outOfMemory(reason); });
   // LLVM's fatal errors (a thread it cannot start) would abort.
   llvm::install_fatal_error_handler([](void *, const char *reason, bool) {
-    say(toolName);
-    say(": error: ");
-    say(reason);
-    say("; nothing was written (out of memory or threads? give the process more)\n");
-    llvm::sys::RunInterruptHandlers();
-    ::_exit(1);
+    reportAndExit({reason, "; nothing was written (out of memory or threads? give "
+                           "the process more)"});
   });
   std::set_new_handler([] { outOfMemory("an allocation failed"); });
   // Threads that cannot be created, or memory that cannot be had, surface
@@ -121,12 +128,8 @@ void installResourceErrorHandlers(const char *tool) {
       } catch (const std::bad_alloc &) {
         outOfMemory("an allocation failed");
       } catch (const std::system_error &e) {
-        say(toolName);
-        say(": error: out of system resources (");
-        say(e.what());
-        say("); nothing was written. Give the process more memory or threads\n");
-        llvm::sys::RunInterruptHandlers();
-        ::_exit(1);
+        reportAndExit({"out of system resources (", e.what(),
+                       "); nothing was written. Give the process more memory or threads"});
       } catch (...) {
       }
     }
