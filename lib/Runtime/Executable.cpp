@@ -461,13 +461,13 @@ std::vector<int64_t> returnedShape(const ExecutableMetadata &m, const TensorInfo
   return hostShape(t, static_cast<int64_t>(returnedIterations(m).size()));
 }
 
-std::vector<int64_t> hostShape(const TensorInfo &t, int64_t deviceIterations) {
+std::vector<int64_t> hostShape(const TensorInfo &t, int64_t iterations) {
   std::vector<int64_t> shape = t.shape;
-  if (deviceIterations == 1)
+  if (iterations == 1)
     return shape;
   if (shape.empty())
-    return {deviceIterations};
-  shape[0] *= deviceIterations;
+    return {iterations};
+  shape[0] *= iterations;
   return shape;
 }
 
@@ -513,13 +513,8 @@ Expected<std::vector<Tensor>> runDeviceIterations(
   bool summing = m.outputMode == ExecutableMetadata::OutputMode::Sum;
   std::vector<int64_t> returned = returnedIterations(m);
   std::vector<Tensor> outputs;
-  for (const TensorInfo &o : m.outputs) {
-    Tensor t;
-    t.dtype = o.dtype;
-    t.shape = returnedShape(m, o);
-    t.data.assign(t.numElements() * dtypeSize(t.dtype), 0);
-    outputs.push_back(std::move(t));
-  }
+  for (const TensorInfo &o : m.outputs)
+    outputs.push_back(Tensor::zeros(o.dtype, returnedShape(m, o)));
   std::vector<Tensor> slices(inputs.size());
   size_t next = 0; // the next returned iteration's slot
   for (int64_t i = 0; i < n; ++i) {

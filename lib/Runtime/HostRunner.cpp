@@ -79,10 +79,7 @@ Expected<std::vector<Tensor>> HostRunner::runOnce(llvm::ArrayRef<Tensor> inputs)
   size_t numUpdates = llvm::count_if(m.state, [](const StateInfo &s) { return s.update >= 0; });
   std::vector<Tensor> outputs(m.outputs.size() + numUpdates);
   auto allocate = [&](const TensorInfo &o, size_t at) {
-    Tensor &t = outputs[at];
-    t.dtype = o.dtype;
-    t.shape = o.shape;
-    t.data.resize(o.numElements() * dtypeSize(o.dtype));
+    outputs[at] = Tensor::zeros(o.dtype, o.shape);
   };
   for (size_t i = 0; i < m.outputs.size(); ++i)
     allocate(m.outputs[i], i);

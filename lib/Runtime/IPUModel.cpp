@@ -1201,10 +1201,7 @@ Expected<std::vector<Tensor>> IPUModel::Impl::runIteration(llvm::ArrayRef<Tensor
   }
   std::vector<Tensor> outputs;
   for (size_t i = 0; i < meta.outputs.size(); ++i) {
-    Tensor t;
-    t.dtype = meta.outputs[i].dtype;
-    t.shape = meta.outputs[i].shape;
-    t.data.resize(t.numElements() * dtypeSize(t.dtype));
+    Tensor t = Tensor::zeros(meta.outputs[i].dtype, meta.outputs[i].shape);
     m.gather(p.outputs[i], wholeBox(t.shape), t.data.data());
     outputs.push_back(std::move(t));
   }
@@ -1216,10 +1213,7 @@ std::vector<Tensor> IPUModel::readState() {
   const ExecutableMetadata &meta = m.executable.metadata();
   std::vector<Tensor> state;
   for (size_t i = 0; i < meta.state.size(); ++i) {
-    Tensor t;
-    t.dtype = meta.state[i].dtype;
-    t.shape = meta.state[i].shape;
-    t.data.resize(t.numElements() * dtypeSize(t.dtype));
+    Tensor t = Tensor::zeros(meta.state[i].dtype, meta.state[i].shape);
     m.gather(m.program.inputs[meta.inputs.size() + i], wholeBox(t.shape), t.data.data());
     state.push_back(std::move(t));
   }

@@ -150,6 +150,26 @@ Expected<Tensor> parseNpy(StringRef bytes, StringRef what) {
   return t;
 }
 
+Tensor Tensor::zeros(DType dtype, std::vector<int64_t> shape) {
+  Tensor t;
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  t.data.assign(t.numElements() * dtypeSize(dtype), 0);
+  return t;
+}
+
+Tensor Tensor::scalar(float v) {
+  Tensor t = zeros(DType::F32, {});
+  std::memcpy(t.data.data(), &v, sizeof(v));
+  return t;
+}
+
+Tensor Tensor::scalar(int64_t v) {
+  Tensor t = zeros(DType::I64, {});
+  std::memcpy(t.data.data(), &v, sizeof(v));
+  return t;
+}
+
 Expected<Tensor> readNpy(StringRef path) {
   auto file = readRegularFile(path);
   if (!file)

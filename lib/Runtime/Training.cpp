@@ -173,11 +173,33 @@ llvm::Error setRandomSeed(Runner &runner, const ExecutableMetadata &metadata,
   std::optional<size_t> index = findState(metadata, "rng.seed");
   if (!index)
     return llvm::Error::success();
-  Tensor t;
-  t.dtype = DType::I64;
-  t.data.assign(reinterpret_cast<const char *>(&seed),
-                reinterpret_cast<const char *>(&seed) + sizeof(seed));
-  return runner.writeState(*index, t);
+  return runner.writeState(*index, Tensor::scalar(seed));
+}
+
+llvm::Error setLearningRate(Runner &runner, const ExecutableMetadata &metadata,
+                            double lr) {
+  std::optional<size_t> index = findState(metadata, "optimizer.lr");
+  if (!index)
+    return fail("the executable has no learning rate to set");
+  if (!(lr > 0) || !std::isfinite(lr))
+    return fail("the learning rate must be a positive number, got " + std::to_string(lr));
+  return runner.writeState(*index, Tensor::scalar(static_cast<float>(lr)));
+}
+
+std::vector<std::pair<std::string, Tensor>>
+trainedWeights(Runner &runner, const ExecutableMetadata &metadata) {
+  std::vector<Tensor> state = runner.readState();
+  std::vector<std::pair<std::string, Tensor>> trained;
+  for (size_t i = 0; i < state.size(); ++i) {
+    const StateInfo &s = metadata.state[i];
+    // The random generator's counter is a buffer of the program, not of
+    // the model.
+    bool modelState = s.role == StateInfo::Role::Parameter ||
+                      (s.role == StateInfo::Role::Buffer && s.name != "rng.counter");
+    if (modelState)
+      trained.emplace_back(s.name, std::move(state[i]));
+  }
+  return trained;
 }
 
 llvm::Error saveState(Runner &runner, const ExecutableMetadata &metadata,

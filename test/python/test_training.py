@@ -572,6 +572,11 @@ def test_errors(tmp_path):
     result = run([tool("tessera-compile"), str(tmp_path / "mlp.onnx"), "--train",
                   "--loss", "hinge", "--micro-batch-size", "8", "-o", str(tess)])
     assert result.returncode != 0 and "unknown loss 'hinge'" in result.stderr
+    result = run([tool("tessera-compile"), str(tmp_path / "mlp.onnx"), "--train",
+                  "--replicas", "4", "-o", str(tess)])
+    assert result.returncode != 0
+    assert "--replicas 4: replicated execution (and its cross-replica all-reduce) " \
+        "is not built yet" in result.stderr
     result = run([tool("tessera-compile"), str(tmp_path / "mlp.onnx"),
                   "--gradient-accumulation", "4", "-o", str(tess)])
     assert result.returncode != 0

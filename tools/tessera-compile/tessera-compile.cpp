@@ -132,6 +132,11 @@ cl::opt<int64_t> deviceIterations(
              "deviceIterations): inputs and outputs carry this many times "
              "the compiled batch in dimension 0"),
     cl::init(1), cl::cat(category));
+cl::opt<int64_t> replicas(
+    "replicas",
+    cl::desc("Copies of the model on as many IPU sets, each with its own slice of "
+             "the data (PopTorch's replicationFactor); only 1 is built so far"),
+    cl::init(1), cl::cat(category));
 cl::opt<std::string> outputMode(
     "output-mode",
     cl::desc("Which iterations' outputs a run returns (PopTorch's outputMode): all, "
@@ -398,6 +403,15 @@ int main(int argc, char **argv) {
                                          : StringRef(train ? "final" : "all"),
           modeCheck)) {
     llvm::errs() << "error: --output-mode: " << llvm::toString(std::move(err)) << "\n";
+    return fail();
+  }
+  if (replicas != 1) {
+    llvm::errs() << "error: --replicas " << replicas
+                 << (replicas < 1 ? ": must be at least 1"
+                                  : ": replicated execution (and its cross-replica "
+                                    "all-reduce) is not built yet; compile with "
+                                    "--replicas 1")
+                 << "\n";
     return fail();
   }
   if (deviceIterations < 1) {

@@ -310,19 +310,9 @@ int train(const Executable &exe) {
   if (randomSeed.getNumOccurrences())
     if (auto err = setRandomSeed(*runner, meta, randomSeed))
       return error(llvm::toString(std::move(err)));
-  if (learningRate.getNumOccurrences()) {
-    std::optional<size_t> lr = findState(meta, "optimizer.lr");
-    if (!lr)
-      return error("the executable has no learning rate to set");
-    if (!(learningRate > 0) || !std::isfinite(learningRate))
-      return error("--lr must be a positive number");
-    Tensor t;
-    t.dtype = DType::F32;
-    float value = learningRate;
-    t.data.assign(reinterpret_cast<char *>(&value), reinterpret_cast<char *>(&value) + 4);
-    if (auto err = runner->writeState(*lr, t))
-      return error(llvm::toString(std::move(err)));
-  }
+  if (learningRate.getNumOccurrences())
+    if (auto err = setLearningRate(*runner, meta, learningRate))
+      return error("--lr: " + llvm::toString(std::move(err)));
   int64_t perRun = samplesPerRun(meta);
   int64_t runsPerEpoch = data->samples / perRun;
   int64_t micro = perRun / iterationsPerRun(meta);
@@ -395,15 +385,8 @@ int train(const Executable &exe) {
     llvm::outs() << "weights written to " << saveWeights << "\n";
   }
   if (!exportONNX.empty()) {
-    // Trained weights and buffers under their initializer names.
-    std::vector<Tensor> state = runner->readState();
-    std::vector<std::pair<std::string, Tensor>> trained;
-    for (size_t i = 0; i < state.size(); ++i)
-      if (meta.state[i].role == StateInfo::Role::Parameter ||
-          (meta.state[i].role == StateInfo::Role::Buffer &&
-           !llvm::StringRef(meta.state[i].name).starts_with("rng.")))
-        trained.emplace_back(meta.state[i].name, std::move(state[i]));
-    if (auto err = exportONNXWithInitializers(meta.source, trained, exportONNX))
+    if (auto err = exportONNXWithInitializers(meta.source, trainedWeights(*runner, meta),
+                                              exportONNX))
       return error("--export-onnx: " + llvm::toString(std::move(err)));
     llvm::outs() << "trained model written to " << exportONNX << "\n";
   }

@@ -40,6 +40,12 @@ struct Tensor {
 
   int64_t numElements() const { return runtime::numElements(shape); }
   std::string typeString() const { return runtime::typeString(shape, dtype); }
+
+  /// A tensor of `shape` and `dtype`, all bytes zero.
+  static Tensor zeros(DType dtype, std::vector<int64_t> shape);
+  /// A 0-d tensor holding `v` (f32 or i64).
+  static Tensor scalar(float v);
+  static Tensor scalar(int64_t v);
 };
 
 /// Reads a .npy file (little-endian, C order).

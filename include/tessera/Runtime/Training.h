@@ -60,6 +60,18 @@ std::optional<size_t> findState(const ExecutableMetadata &metadata, llvm::String
 llvm::Error setRandomSeed(Runner &runner, const ExecutableMetadata &metadata,
                           int64_t seed);
 
+/// Sets the learning rate (the `optimizer.lr` state) without a recompile;
+/// an executable without one, or a rate that is not positive, is an error.
+llvm::Error setLearningRate(Runner &runner, const ExecutableMetadata &metadata,
+                            double lr);
+
+/// The model's own trained tensors, by initializer or parameter name: the
+/// parameters and buffers (running statistics), not optimizer state,
+/// hyperparameters or the program's random counter. What --export-onnx
+/// writes back into the model.
+std::vector<std::pair<std::string, Tensor>>
+trainedWeights(Runner &runner, const ExecutableMetadata &metadata);
+
 /// Writes parameters and optimizer state (not hyperparameters) to `path`
 /// (.npz, atomically).
 llvm::Error saveState(Runner &runner, const ExecutableMetadata &metadata,
