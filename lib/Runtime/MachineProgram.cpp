@@ -276,7 +276,7 @@ Box AccessMap::region(const Box &loops, llvm::ArrayRef<int64_t> operandShape) co
   }
   bool empty = llvm::any_of(loops.sizes, [](int64_t s) { return s <= 0; });
   for (size_t j = 0; j < operandShape.size(); ++j) {
-    int64_t lo = consts[j], size = 1;
+    int64_t lo = consts[j], size = extent(j);
     for (size_t i = 0; i < loops.offsets.size(); ++i) {
       lo += coeffs[j][i] * loops.offsets[i];
       size += coeffs[j][i] * (loops.sizes[i] - 1);
@@ -1148,6 +1148,13 @@ llvm::Error verifyProgram(const MachineProgram &p, std::optional<int64_t> numTil
         if (std::abs(in.map.consts[j]) > kMaxCoefficient)
           return fail("program: " + at + ": access map constant out of range");
       }
+      if (!in.map.extents.empty() && in.map.extents.size() != rank)
+        return fail("program: " + at + ": the access map has " +
+                    llvm::Twine(in.map.extents.size()) + " extents for a rank-" +
+                    llvm::Twine(rank) + " operand");
+      for (int64_t e : in.map.extents)
+        if (e < 1 || e > kMaxCoefficient)
+          return fail("program: " + at + ": access map extents must be in [1, 2^32]");
     }
     for (size_t k = 0; k < cs.kernels.size(); ++k) {
       const Kernel &kern = cs.kernels[k];
@@ -1220,7 +1227,8 @@ llvm::Error MachineProgram::verify(int64_t numTiles) const {
 // {"variables": [{"name", "dtype", "shape", "kind", "base"?, "weight"?,
 //                 "mapping"?: {"chunks", "strides", "first"}}],
 //  "compute_sets": [{"name", "location", "loops", "output_loops",
-//                    "inputs": [{"var", "coeffs", "consts"} | {"var", "full": true}],
+//                    "inputs": [{"var", "coeffs", "consts", "extents"?} |
+//                               {"var", "full": true}],
 //                    "outputs", "macs",
 //                    "kernels": [{"symbol", "sizes", "cycles", "code_bytes"}]}],
 //  "copies": [{"src", "dst", "offsets", "sizes", "dst_offsets", "location"}],
@@ -1341,6 +1349,8 @@ json::Value MachineProgram::toJSON() const {
           rows.push_back(ints(row));
         o["coeffs"] = std::move(rows);
         o["consts"] = ints(in.map.consts);
+        if (!in.map.extents.empty())
+          o["extents"] = ints(in.map.extents);
       }
       ins.push_back(std::move(o));
     }
@@ -1472,6 +1482,8 @@ Expected<MachineProgram> MachineProgram::fromJSON(const json::Value &value) {
                 in.map.coeffs.push_back(std::move(coeffs));
               }
             in.map.consts = r.integers(*io, "consts", ipath);
+            if (io->get("extents"))
+              in.map.extents = r.integers(*io, "extents", ipath);
           }
           cs.inputs.push_back(std::move(in));
         }

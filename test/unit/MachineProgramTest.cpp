@@ -211,6 +211,23 @@ TEST(MachineProgram, AccessMapRegionsClampIntoTheOperand) {
   EXPECT_EQ(full.region(loops, {3, 4}), (Box{{0, 0}, {3, 4}}));
 }
 
+TEST(MachineProgram, AccessMapExtentsReadWindowsPerIteration) {
+  // A gather's table [64, 8] under loops (n, d): rows whole (extent 64),
+  // columns following d.
+  AccessMap table;
+  table.coeffs = {{0, 0}, {0, 1}};
+  table.consts = {0, 0};
+  table.extents = {64, 1};
+  EXPECT_EQ(table.region(Box{{0, 2}, {16, 2}}, {64, 8}), (Box{{0, 2}, {64, 2}}));
+  // A block of 10 rows per iteration of loop 0, the last block clamped.
+  AccessMap blocks;
+  blocks.coeffs = {{10, 0}};
+  blocks.consts = {0};
+  blocks.extents = {10};
+  EXPECT_EQ(blocks.region(Box{{1, 0}, {2, 4}}, {35}), (Box{{10}, {20}}));
+  EXPECT_EQ(blocks.region(Box{{3, 0}, {1, 4}}, {35}), (Box{{30}, {5}}));
+}
+
 TEST(MachineProgram, RunsMatchABruteForceWalkOverRandomGridsRegionsAndViews) {
   std::mt19937 rng(1234);
   for (int trial = 0; trial < 3000; ++trial) {
@@ -432,6 +449,32 @@ TEST(MachineProgram, JSONRoundTrips) {
   EXPECT_EQ(back->stepName(1), "copy0");
   EXPECT_EQ(back->stepLocation(0), "mul \"/m\"");
   EXPECT_FALSE(static_cast<bool>(back->verify(4)));
+}
+
+TEST(MachineProgram, AccessExtentsRoundTripAndAreChecked) {
+  MachineProgram p = sampleProgram();
+  // w [4] read whole through an extent rather than `full`.
+  AccessMap &w = p.computeSets[0].inputs[1].map;
+  w.full = false;
+  w.coeffs = {{0, 0}};
+  w.consts = {0};
+  w.extents = {4};
+  ASSERT_FALSE(static_cast<bool>(p.verify(4)));
+  std::string first = text(p.toJSON());
+  auto parsed = llvm::json::parse(first);
+  ASSERT_TRUE(static_cast<bool>(parsed));
+  auto back = MachineProgram::fromJSON(*parsed);
+  ASSERT_TRUE(static_cast<bool>(back)) << llvm::toString(back.takeError());
+  EXPECT_EQ(back->computeSets[0].inputs[1].map.extents, (std::vector<int64_t>{4}));
+  EXPECT_EQ(text(back->toJSON()), first);
+  for (auto [extents, message] :
+       {std::pair<std::vector<int64_t>, std::string>{{0}, "extents must be in [1, 2^32]"},
+        {{4, 1}, "2 extents for a rank-1 operand"}}) {
+    w.extents = extents;
+    llvm::Error err = p.verify(4);
+    ASSERT_TRUE(static_cast<bool>(err));
+    EXPECT_NE(llvm::toString(std::move(err)).find(message), std::string::npos) << message;
+  }
 }
 
 TEST(MachineProgram, FromJSONNamesTheBadField) {

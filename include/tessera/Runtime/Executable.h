@@ -31,7 +31,7 @@ namespace tessera::runtime {
 
 /// 2: metadata may carry the tile-mapped program ("program").
 /// 5: metadata may carry device-resident state ("state", training).
-constexpr uint32_t kExecutableFormatVersion = 5;
+constexpr uint32_t kExecutableFormatVersion = 6;
 
 struct TensorInfo {
   std::string name;

@@ -82,14 +82,20 @@ struct TileMapping {
 };
 
 /// How a compute set's operand is indexed by its loops: operand dimension j
-/// reads sum_i coeffs[j][i] * loop[i] + consts[j]. Coefficients are >= 0, so
-/// a box of loop iterations reads a box of the operand. `full` operands
-/// (values a vertex reads at data-dependent places, e.g. a gather's table)
-/// are read whole by every vertex.
+/// reads from sum_i coeffs[j][i] * loop[i] + consts[j], `extents[j]`
+/// elements (1 when `extents` is empty). Coefficients are >= 0, so a box of
+/// loop iterations reads a box of the operand. An extent spanning a
+/// dimension (with zero coefficients) reads it whole: the rows of a gather's
+/// table, which the vertex reads at data-dependent places, while its
+/// columns follow the output's. `full` operands (read at data-dependent
+/// places in every dimension, e.g. a resize's source) are read whole by
+/// every vertex.
 struct AccessMap {
   std::vector<std::vector<int64_t>> coeffs;
   std::vector<int64_t> consts;
+  std::vector<int64_t> extents;
   bool full = false;
+  int64_t extent(size_t j) const { return extents.empty() ? 1 : extents[j]; }
   /// The operand region read by the loop box [offsets, offsets + sizes).
   Box region(const Box &loops, llvm::ArrayRef<int64_t> operandShape) const;
 };

@@ -77,3 +77,36 @@ func.func @pad_view_value(%x: tensor<8x4xf32>) -> tensor<10x6xf32> {
   %v = ipu.pad_view %x low [1, 1] high [1, 1] padding 0 : i32 : tensor<8x4xf32> to tensor<10x6xf32>
   return %v : tensor<10x6xf32>
 }
+
+// -----
+
+func.func @extents_per_input(%x: tensor<8x4xf32>) -> tensor<8x4xf32> {
+  // expected-error @below {{needs one extent list per input, got 2 for 1}}
+  %s = ipu.compute_set "cs0" ins(%x : tensor<8x4xf32>) loops [8, 4] outputs [0, 1]
+      maps [affine_map<(d0, d1) -> (0, d1)>] full [] extents [array<i64: 8, 1>, array<i64>]
+      kernels [@k] cycles [1] macs 0
+      mapping <chunks = [2, 4], tile_strides = [1, 0], first_tile = 0> : tensor<8x4xf32>
+  return %s : tensor<8x4xf32>
+}
+
+// -----
+
+func.func @extents_rank(%x: tensor<8x4xf32>) -> tensor<8x4xf32> {
+  // expected-error @below {{extents of input 0 need one entry per dimension of 'tensor<8x4xf32>'}}
+  %s = ipu.compute_set "cs0" ins(%x : tensor<8x4xf32>) loops [8, 4] outputs [0, 1]
+      maps [affine_map<(d0, d1) -> (0, d1)>] full [] extents [array<i64: 8>]
+      kernels [@k] cycles [1] macs 0
+      mapping <chunks = [2, 4], tile_strides = [1, 0], first_tile = 0> : tensor<8x4xf32>
+  return %s : tensor<8x4xf32>
+}
+
+// -----
+
+func.func @extent_range(%x: tensor<8x4xf32>) -> tensor<8x4xf32> {
+  // expected-error @below {{extent 9 of input 0 dimension 0 is not in [1, 8]}}
+  %s = ipu.compute_set "cs0" ins(%x : tensor<8x4xf32>) loops [8, 4] outputs [0, 1]
+      maps [affine_map<(d0, d1) -> (0, d1)>] full [] extents [array<i64: 9, 1>]
+      kernels [@k] cycles [1] macs 0
+      mapping <chunks = [2, 4], tile_strides = [1, 0], first_tile = 0> : tensor<8x4xf32>
+  return %s : tensor<8x4xf32>
+}

@@ -113,6 +113,24 @@ LogicalResult ComputeSetOp::verify() {
   for (int64_t f : getFullInputs())
     if (f < 0 || f >= static_cast<int64_t>(getInputs().size()))
       return emitOpError("full_inputs names input ") << f << " that does not exist";
+  if (std::optional<ArrayAttr> extents = getExtents()) {
+    if (extents->size() != getInputs().size())
+      return emitOpError("needs one extent list per input, got ")
+             << extents->size() << " for " << getInputs().size();
+    for (auto [i, list, in] : llvm::enumerate(*extents, getInputs())) {
+      ArrayRef<int64_t> e = cast<DenseI64ArrayAttr>(list).asArrayRef();
+      auto type = cast<RankedTensorType>(in.getType());
+      if (e.empty())
+        continue;
+      if (static_cast<int64_t>(e.size()) != type.getRank())
+        return emitOpError("extents of input ")
+               << i << " need one entry per dimension of " << type;
+      for (auto [d, n] : llvm::enumerate(e))
+        if (n < 1 || n > type.getDimSize(d))
+          return emitOpError("extent ") << n << " of input " << i << " dimension " << d
+                                        << " is not in [1, " << type.getDimSize(d) << "]";
+    }
+  }
   if (getKernels().empty() || getKernels().size() != getKernelCycles().size())
     return emitOpError("needs kernels and one cycle estimate per kernel");
   return verifyMapping(*this, getMapping(), out);

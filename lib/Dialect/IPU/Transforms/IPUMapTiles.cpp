@@ -74,6 +74,54 @@ std::optional<arith::ConstantOp> constantFillValue(linalg::GenericOp op) {
   return std::nullopt;
 }
 
+/// How the body of `op` reads `captured`, a tensor defined above it, as a
+/// map in the loops with extents: dimension k follows loop l when every
+/// tensor.extract of it takes `linalg.index l` there (a gather's columns);
+/// other dimensions are read whole (a gather's rows, at data-dependent
+/// places). `full` when no dimension follows a loop or the body uses the
+/// tensor otherwise.
+void capturedAccess(linalg::GenericOp op, Value captured, AffineMap &map,
+                    AccessMap &access) {
+  auto type = cast<RankedTensorType>(captured.getType());
+  int64_t rank = type.getRank();
+  constexpr int64_t kUnseen = -2, kWhole = -1;
+  SmallVector<int64_t> follows(rank, kUnseen);
+  bool onlyExtracts = true;
+  for (Operation *user : captured.getUsers()) {
+    if (!op->isProperAncestor(user))
+      continue;
+    auto extract = dyn_cast<tensor::ExtractOp>(user);
+    if (!extract) {
+      onlyExtracts = false;
+      break;
+    }
+    for (auto [k, index] : llvm::enumerate(extract.getIndices())) {
+      auto loop = index.getDefiningOp<linalg::IndexOp>();
+      int64_t l = loop && loop->getParentOp() == op.getOperation()
+                      ? static_cast<int64_t>(loop.getDim())
+                      : kWhole;
+      follows[k] = follows[k] == kUnseen || follows[k] == l ? l : kWhole;
+    }
+  }
+  MLIRContext *ctx = op.getContext();
+  unsigned numLoops = op.getNumLoops();
+  SmallVector<AffineExpr> exprs;
+  SmallVector<int64_t> extents;
+  for (int64_t k = 0; k < rank; ++k) {
+    bool follow = onlyExtracts && follows[k] >= 0;
+    exprs.push_back(follow ? getAffineDimExpr(follows[k], ctx)
+                           : getAffineConstantExpr(0, ctx));
+    extents.push_back(follow ? 1 : type.getDimSize(k));
+  }
+  map = AffineMap::get(numLoops, 0, exprs, ctx);
+  access = toAccessMap(map);
+  if (llvm::all_of(exprs, [](AffineExpr e) { return isa<AffineConstantExpr>(e); })) {
+    access.full = true;
+    return;
+  }
+  access.extents.assign(extents.begin(), extents.end());
+}
+
 struct Input {
   Value value;
   AffineMap map; ///< in the generic's loops (a constant map for `full`)
@@ -719,13 +767,7 @@ LogicalResult Planner::describe(linalg::GenericOp op, Plan &plan) {
       Input input;
       input.value = v;
       input.captured = true;
-      auto rank = cast<RankedTensorType>(v.getType()).getRank();
-      SmallVector<AffineExpr> zeros(rank,
-                                    getAffineConstantExpr(0, op.getContext()));
-      input.map =
-          AffineMap::get(plan.loopRanges.size(), 0, zeros, op.getContext());
-      input.access = toAccessMap(input.map);
-      input.access.full = true;
+      capturedAccess(op, v, input.map, input.access);
       plan.inputs.push_back(input);
     } else if (!matchPattern(v, m_Constant())) {
       return op.emitError("ipu-map-tiles: the body reads a non-constant scalar "
@@ -1635,6 +1677,40 @@ FailureOr<func::FuncOp> Planner::outlineKernel(Plan &plan,
       tiledOp.setIndexingMapsAttr(b.getAffineMapArrayAttr(maps));
     }
   }
+  // Captured tensors read in part (a gather's table, by the columns of the
+  // piece): the argument holds only the region, so the body's indices,
+  // which tiling made global, shift by the region's offsets.
+  for (auto [i, in] : llvm::enumerate(plan.inputs)) {
+    if (!in.captured || in.access.full)
+      continue;
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(tiledOp);
+    SmallVector<Value> regionOffsets;
+    for (auto [k, row] : llvm::enumerate(in.access.coeffs)) {
+      Value offset;
+      if (in.access.consts[k] != 0)
+        offset = arith::ConstantIndexOp::create(b, loc, in.access.consts[k]);
+      for (auto [l, c] : llvm::enumerate(row)) {
+        if (c == 0 || !llvm::is_contained(plan.outputLoops, static_cast<int64_t>(l)))
+          continue;
+        Value term = entry->getArgument(l);
+        if (c != 1)
+          term = arith::MulIOp::create(b, loc, term,
+                                       arith::ConstantIndexOp::create(b, loc, c));
+        offset = offset ? arith::AddIOp::create(b, loc, offset, term).getResult() : term;
+      }
+      regionOffsets.push_back(offset);
+    }
+    tiledOp.getRegion().walk([&](tensor::ExtractOp extract) {
+      if (extract.getTensor() != inArgs[i])
+        return;
+      b.setInsertionPoint(extract);
+      for (auto [k, offset] : llvm::enumerate(regionOffsets))
+        if (offset)
+          extract.getIndicesMutable()[k].set(arith::SubIOp::create(
+              b, loc, extract.getIndices()[k], offset));
+    });
+  }
   SmallVector<Value> results(tiledOp->getResults());
   if (plan.epilogue) {
     // The epilogue's body on the piece, in place: element for element.
@@ -1763,13 +1839,16 @@ LogicalResult Planner::emitComputeSet(Plan &plan, OpBuilder &b) {
     cycles.push_back(vertexCycles(plan, loops) + fill);
   }
   SmallVector<Value> inputs;
-  SmallVector<Attribute> maps;
+  SmallVector<Attribute> maps, extents;
   SmallVector<int64_t> full;
+  bool hasExtents = false;
   for (auto [i, in] : llvm::enumerate(plan.inputs)) {
     inputs.push_back(resolve(in.value));
     maps.push_back(AffineMapAttr::get(in.map));
     if (in.access.full)
       full.push_back(i);
+    extents.push_back(b.getDenseI64ArrayAttr(in.access.extents));
+    hasExtents |= !in.access.extents.empty();
   }
   SmallVector<Value> inits;
   if (plan.initProducer)
@@ -1778,7 +1857,8 @@ LogicalResult Planner::emitComputeSet(Plan &plan, OpBuilder &b) {
   auto cs = ipu::ComputeSetOp::create(
       b, op.getLoc(), op->getResultTypes(), inputs, inits, name,
       plan.loopRanges, plan.outputLoops, b.getArrayAttr(maps), full,
-      b.getArrayAttr(kernels), cycles, plan.macs,
+      hasExtents ? b.getArrayAttr(extents) : ArrayAttr(), b.getArrayAttr(kernels), cycles,
+      plan.macs,
       ipu::toAttr(b.getContext(), plan.mapping));
   replace(op, cs->getResults());
   if (plan.epilogue) {

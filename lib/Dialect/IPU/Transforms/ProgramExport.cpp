@@ -205,6 +205,11 @@ FailureOr<runtime::MachineProgram> exportMachineProgram(ModuleOp module) {
           operand.map.consts.assign(map.getNumResults(), 0);
         }
         operand.map.full = full;
+        if (std::optional<ArrayAttr> extents = cs.getExtents()) {
+          ArrayRef<int64_t> e = cast<DenseI64ArrayAttr>((*extents)[i]).asArrayRef();
+          if (!full && llvm::any_of(e, [](int64_t n) { return n != 1; }))
+            operand.map.extents.assign(e.begin(), e.end());
+        }
         set.inputs.push_back(std::move(operand));
       }
       for (auto [k, r] : llvm::enumerate(cs.getResults())) {

@@ -78,7 +78,11 @@ def IPU_ComputeSetOp : IPU_Op<"compute_set", [Pure, AttrSizedOperandSegments]> {
     vertex for an output piece runs the kernel of `kernels` whose output
     shape equals the piece's, with the piece's loop offsets and, for input
     `i`, the region `access_maps[i]` reads over the piece's loop box (the
-    whole input when `i` is listed in `full_inputs`). With `inits`, result
+    whole input when `i` is listed in `full_inputs`). Each iteration reads
+    one element per dimension unless `extents` gives input `i` a window per
+    dimension (an empty list: all ones): a gather's table, read at
+    data-dependent rows, has map `(n, d) -> (0, d)` and extents `[rows, 1]`,
+    so a vertex receives the columns it computes, not the whole table. With `inits`, result
     `k` is `inits[k]` updated in place (the vertex reads and writes the
     piece it holds; a contraction accumulating onto a value computed before it); an init must
     have no other use. `kernel_cycles` are the
@@ -100,6 +104,8 @@ def IPU_ComputeSetOp : IPU_Op<"compute_set", [Pure, AttrSizedOperandSegments]> {
                        DenseI64ArrayAttr:$output_loops,
                        AffineMapArrayAttr:$access_maps,
                        DenseI64ArrayAttr:$full_inputs,
+                       OptionalAttr<TypedArrayAttrBase<DenseI64ArrayAttr,
+                           "one extent list per input">>:$extents,
                        SymbolRefArrayAttr:$kernels,
                        DenseI64ArrayAttr:$kernel_cycles, I64Attr:$macs,
                        IPU_MappingAttr:$mapping);
@@ -108,7 +114,8 @@ def IPU_ComputeSetOp : IPU_Op<"compute_set", [Pure, AttrSizedOperandSegments]> {
     $name (`ins` `(` $inputs^ `:` type($inputs) `)`)?
     (`inits` `(` $inits^ `:` type($inits) `)`)?
     `loops` $loop_ranges `outputs` $output_loops `maps` $access_maps
-    `full` $full_inputs `kernels` $kernels `cycles` $kernel_cycles
+    `full` $full_inputs (`extents` $extents^)? `kernels` $kernels
+    `cycles` $kernel_cycles
     `macs` $macs `mapping` $mapping attr-dict `:` type($results)
   }];
   let hasVerifier = 1;
