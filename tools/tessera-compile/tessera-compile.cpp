@@ -8,8 +8,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "tessera/Codegen/HostCodegen.h"
+#include "tessera/Compiler/BuildExecutable.h"
 #include "tessera/Compiler/Compiler.h"
-#include "tessera/Compiler/ExecutableCache.h"
 #include "tessera/Compiler/Registration.h"
 #include "tessera/Dialect/Graph/Analysis/ModelStats.h"
 #include "tessera/Importers/TorchScript/TorchScriptImporter.h"
@@ -37,7 +37,6 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
-#include "llvm/Support/xxhash.h"
 
 using namespace mlir;
 namespace cl = llvm::cl;
@@ -204,58 +203,19 @@ cl::opt<bool> progress("progress",
                                 "(default: when stderr is a terminal)"),
                        cl::init(false), cl::cat(category));
 
-/// --loss NAME:key=value,... and the other training flags.
+/// --loss NAME:key=value,... and the other training flags (their ranges are
+/// checked with the rest of the request).
 LogicalResult parseTrainingOptions(tessera::TrainingPipelineOptions &t) {
   t.enabled = true;
-  StringRef spec = lossSpec;
-  if (spec.starts_with("output:")) {
-    t.loss = spec.str();
-  } else {
-    auto [name, rest] = spec.split(':');
-    t.loss = name.str();
-    SmallVector<StringRef> items;
-    rest.split(items, ',', -1, /*KeepEmpty=*/false);
-    for (StringRef item : items) {
-      auto [key, value] = item.split('=');
-      bool bad = false;
-      if (key == "label-smoothing")
-        bad = value.getAsDouble(t.labelSmoothing);
-      else if (key == "ignore-index")
-        bad = value.getAsInteger(10, t.ignoreIndex);
-      else if (key == "reduction")
-        t.reduction = value.str();
-      else {
-        llvm::errs() << "error: --loss " << name << " has no option '" << key
-                     << "' (label-smoothing, ignore-index, reduction)\n";
-        return failure();
-      }
-      if (bad) {
-        llvm::errs() << "error: --loss option " << item << " is not a number\n";
-        return failure();
-      }
-    }
+  if (llvm::Error err = tessera::parseLossSpec(lossSpec, t)) {
+    llvm::errs() << "error: " << llvm::toString(std::move(err)) << "\n";
+    return failure();
   }
   t.lossOutput = lossOutput;
   t.optimizer = optimizerSpec;
   t.freeze.assign(freezeWeights.begin(), freezeWeights.end());
-  if (gradientAccumulation < 1 ||
-      gradientAccumulation > tessera::runtime::kMaxIterationsPerRun) {
-    llvm::errs() << "error: --gradient-accumulation must be 1 to 16777216, got "
-                 << gradientAccumulation << "\n";
-    return failure();
-  }
-  if (accumulationReduction != "mean" && accumulationReduction != "sum") {
-    llvm::errs() << "error: --accumulation-reduction must be mean or sum, got '"
-                 << accumulationReduction << "'\n";
-    return failure();
-  }
   t.gradientAccumulation = gradientAccumulation;
   t.accumulationReduction = accumulationReduction;
-  if (microBatchSize.getNumOccurrences() && microBatchSize < 1) {
-    llvm::errs() << "error: --micro-batch-size must be at least 1, got "
-                 << microBatchSize << "\n";
-    return failure();
-  }
   return success();
 }
 
@@ -414,20 +374,7 @@ int main(int argc, char **argv) {
                  << "\n";
     return fail();
   }
-  if (deviceIterations < 1) {
-    llvm::errs() << "error: --device-iterations must be at least 1, got "
-                 << deviceIterations << "\n";
-    return fail();
-  }
-  if (deviceIterations > tessera::runtime::kMaxIterationsPerRun /
-                             std::max<int64_t>(1, gradientAccumulation)) {
-    llvm::errs() << "error: --device-iterations " << deviceIterations
-                 << (gradientAccumulation > 1 ? " times --gradient-accumulation " +
-                                                    std::to_string(gradientAccumulation)
-                                              : std::string())
-                 << " is more than 16777216 iterations per run\n";
-    return fail();
-  }  if (!train) {
+if (!train) {
     // Training flags without --train would silently compile inference.
     const cl::Option *trainingFlags[] = {&lossSpec, &lossOutput, &optimizerSpec,
                                          &microBatchSize, &gradientAccumulation,
@@ -443,12 +390,6 @@ int main(int argc, char **argv) {
   tessera::TrainingPipelineOptions trainingOptions;
   if (train && failed(parseTrainingOptions(trainingOptions)))
     return fail();
-  if (!(availableMemoryProportion > 0 && availableMemoryProportion <= 1)) {
-    llvm::errs() << "error: --available-memory-proportion must be in (0, 1], got "
-                 << availableMemoryProportion << "\n";
-    return fail();
-  }
-
   tessera::onnx_importer::ImportOptions importOptions;
   for (const std::string &spec : inputShapes) {
     std::string err = tessera::onnx_importer::parseInputShape(spec, importOptions);
@@ -509,76 +450,97 @@ int main(int argc, char **argv) {
     return fail();
   }
 
-  // The executable cache: only whole executables are cached.
-  std::string executablePath = outputPath;
-  if (executablePath == "-")
-    executablePath = (llvm::sys::path::stem(inputPath) + ".tess").str();
-  std::string cacheDirectory = cacheDir;
-  if (cacheDirectory.empty())
-    if (auto env = llvm::sys::Process::GetEnv("TESSERA_CACHE_DIR"))
-      cacheDirectory = *env;
-  std::string cacheKey;
-  if (!cacheDirectory.empty() && *phase == tessera::Phase::Executable && !noOutput) {
-    // Every option that changes the generated code is part of the key.
-    std::string optionsText =
-        "compile-to=" + compileTo + ";target=" + target->describe() +
-        ";available-memory-proportion=" + std::to_string(availableMemoryProportion) +
-        ";device-iterations=" + std::to_string(deviceIterations) +
-        ";output-mode=" + tessera::runtime::outputModeName(modeCheck) +
-        ";host-cpu=" + cpu->name + ":" + llvm::join(cpu->features, ",");
-    if (train)
-      optionsText += ";train;loss=" + lossSpec + ";loss-output=" + lossOutput +
-                     ";optimizer=" + optimizerSpec +
-                     ";micro-batch-size=" + std::to_string(microBatchSize) +
-                     ";gradient-accumulation=" + std::to_string(gradientAccumulation) +
-                     ";accumulation-reduction=" + accumulationReduction +
-                     ";freeze=" + llvm::join(freezeWeights, ",");
-    for (const auto &[name, value] : importOptions.constantInputs)
-      optionsText += ";constant-input " + name + "=" + value.elementType + ":" +
-                     std::to_string(llvm::xxh3_64bits(value.data));
-    for (const auto &[name, dims] : importOptions.inputShapes) {
-      optionsText += ";input-shape " + name + "=";
-      for (int64_t d : dims)
-        optionsText += std::to_string(d) + "x";
-    }
-    for (const auto &[name, type] : importOptions.inputTypes)
-      optionsText += ";input-type " + name + "=" + type;
-    auto key = tessera::computeCacheKey(
-        inputPath, optionsText,
-        llvm::sys::fs::getMainExecutable(argv[0], reinterpret_cast<void *>(&fail)));
-    if (!key) {
-      llvm::errs() << "error: " << llvm::toString(key.takeError()) << "\n";
-      return fail();
-    }
-    cacheKey = *key;
-    tessera::CacheLookup found =
-        tessera::lookupExecutable(cacheDirectory, cacheKey, executablePath);
-    switch (found.outcome) {
-    case tessera::CacheOutcome::Hit:
-      llvm::errs() << "tessera-compile: cache hit: " << found.entryPath << " -> "
-                   << executablePath << "\n";
-      return 0;
-    case tessera::CacheOutcome::Miss:
-      llvm::errs() << "tessera-compile: cache miss: compiling into "
-                   << found.entryPath << "\n";
-      break;
-    case tessera::CacheOutcome::Damaged:
-      llvm::WithColor::warning(llvm::errs(), "tessera-compile")
-          << "cache entry " << found.entryPath << " is unusable (" << found.detail
-          << "); recompiling\n";
-      break;
-    case tessera::CacheOutcome::KeyMismatch:
-      llvm::WithColor::warning(llvm::errs(), "tessera-compile")
-          << "false cache hit on " << found.entryPath << " (" << found.detail
-          << "); recompiling\n";
-      break;
-    }
+  tessera::ExecutableRequest request;
+  request.modelPath = inputPath;
+  request.import = importOptions;
+  request.cpu = *cpu;
+  request.deviceIterations = deviceIterations;
+  request.outputMode = modeCheck.outputMode;
+  request.outputEvery = modeCheck.outputEvery;
+  if (train) {
+    request.compile.training = trainingOptions;
+    request.microBatchSize = microBatchSize;
+  }
+  request.compile.compileTo = *phase;
+  request.compile.target = *target;
+  request.compile.ipu.availableMemoryProportion = availableMemoryProportion;
+  request.compile.ipu.reportPath = reportPath;
+  if (llvm::Error err = tessera::checkExecutableRequest(request)) {
+    llvm::errs() << "error: " << llvm::toString(std::move(err)) << "\n";
+    return fail();
+  }
+  if (train && microBatchSize.getNumOccurrences() && microBatchSize < 1) {
+    llvm::errs() << "error: --micro-batch-size must be at least 1, got "
+                 << microBatchSize << "\n";
+    return fail();
   }
 
   bool showProgress = progress || llvm::sys::Process::StandardErrIsDisplayed();
   DefaultTimingManager timing;
   applyDefaultTimingManagerCLOptions(timing);
   TimingScope rootTimer = timing.getRootScope();
+  request.compile.configure = [&](PassManager &pm) -> LogicalResult {
+    if (failed(applyPassManagerCLOptions(pm)))
+      return failure();
+    if (showProgress)
+      pm.addInstrumentation(std::make_unique<ProgressPrinter>(compileTo));
+    return success();
+  };
+  if (summary)
+    request.compile.afterGraph = [](ModuleOp graphModule) {
+      tessera::graph::printModelStats(
+          tessera::graph::computeModelStats(graphModule), llvm::outs());
+      llvm::outs().flush();
+    };
+
+  if (*phase == tessera::Phase::Executable && !noOutput) {
+    // Binary output: never to a terminal; default in the current directory.
+    std::string path = outputPath;
+    if (path == "-")
+      path = (llvm::sys::path::stem(inputPath) + ".tess").str();
+    request.cacheDir = cacheDir;
+    if (request.cacheDir.empty())
+      if (auto env = llvm::sys::Process::GetEnv("TESSERA_CACHE_DIR"))
+        request.cacheDir = *env;
+    auto report = [&](const tessera::CacheLookup &found) {
+      switch (found.outcome) {
+      case tessera::CacheOutcome::Hit:
+        llvm::errs() << "tessera-compile: cache hit: " << found.entryPath << " -> " << path
+                     << "\n";
+        break;
+      case tessera::CacheOutcome::Miss:
+        llvm::errs() << "tessera-compile: cache miss: compiling into " << found.entryPath
+                     << "\n";
+        break;
+      case tessera::CacheOutcome::Damaged:
+        llvm::WithColor::warning(llvm::errs(), "tessera-compile")
+            << "cache entry " << found.entryPath << " is unusable (" << found.detail
+            << "); recompiling\n";
+        break;
+      case tessera::CacheOutcome::KeyMismatch:
+        llvm::WithColor::warning(llvm::errs(), "tessera-compile")
+            << "false cache hit on " << found.entryPath << " (" << found.detail
+            << "); recompiling\n";
+        break;
+      }
+      if (showProgress && found.outcome != tessera::CacheOutcome::Hit)
+        llvm::errs() << "\r\033[K[import] " << inputPath;
+    };
+    if (showProgress && request.cacheDir.empty())
+      llvm::errs() << "\r\033[K[import] " << inputPath;
+    auto built = tessera::buildExecutable(context, request, path, report, rootTimer);
+    if (!built) {
+      std::string message = llvm::toString(built.takeError());
+      if (!message.empty())
+        llvm::errs() << "error: " << message << "\n";
+      return fail();
+    }
+    if (!built->cacheWarning.empty())
+      llvm::WithColor::warning(llvm::errs(), "tessera-compile") << built->cacheWarning << "\n";
+    if (built->outcome == tessera::CacheOutcome::Miss && (showProgress || summary))
+      llvm::outs() << "wrote " << path << "\n";
+    return 0;
+  }
 
   OwningOpRef<ModuleOp> module;
   {
@@ -594,67 +556,22 @@ int main(int argc, char **argv) {
   }
   if (!module)
     return fail();
+  if (train && microBatchSize > 0 && failed(tessera::setInputBatch(*module, microBatchSize)))
+    return fail();
 
   TimingScope passTimer = rootTimer.nest("passes");
-  tessera::CompileOptions options;
-  if (train) {
-    options.training = trainingOptions;
-    if (microBatchSize > 0 && failed(tessera::setInputBatch(*module, microBatchSize)))
-      return fail();
-  }
-  options.compileTo = *phase;
-  options.target = *target;
-  options.ipu.availableMemoryProportion = availableMemoryProportion;
-  options.ipu.reportPath = reportPath;
+  tessera::CompileOptions options = request.compile;
   options.configure = [&](PassManager &pm) -> LogicalResult {
-    if (failed(applyPassManagerCLOptions(pm)))
+    if (failed(request.compile.configure(pm)))
       return failure();
     pm.enableTiming(passTimer);
-    if (showProgress)
-      pm.addInstrumentation(std::make_unique<ProgressPrinter>(compileTo));
     return success();
   };
-  if (summary)
-    options.afterGraph = [](ModuleOp graphModule) {
-      tessera::graph::printModelStats(
-          tessera::graph::computeModelStats(graphModule), llvm::outs());
-      llvm::outs().flush();
-    };
-  tessera::CompiledModel compiled;
-  if (failed(tessera::compileModule(*module, options, &compiled)))
+  if (failed(tessera::compileModule(*module, options)))
     return fail();
   passTimer.stop();
-
   if (noOutput)
     return 0;
-
-  if (*phase == tessera::Phase::Executable) {
-    // Binary output: never to a terminal; default in the current directory.
-    const std::string &path = executablePath;
-    TimingScope codegenTimer = rootTimer.nest("codegen");
-    tessera::runtime::ExecutableMetadata metadata;
-    metadata.compilerVersion = "Tessera " TESSERA_VERSION_STRING;
-    metadata.source = inputPath;
-    metadata.target = target->name;
-    metadata.numIPUs = target->numIPUs;
-    metadata.tilesPerIPU = target->tilesPerIPU;
-    metadata.deviceIterations = deviceIterations;
-    metadata.gradientAccumulation = train ? int64_t(gradientAccumulation) : 1;
-    metadata.outputMode = modeCheck.outputMode;
-    metadata.outputEvery = modeCheck.outputEvery;
-    metadata.cacheKey = cacheKey;
-    if (failed(tessera::writeExecutableFile(*module, compiled, *cpu, std::move(metadata),
-                                            path)))
-      return fail();
-    if (!cacheKey.empty())
-      if (llvm::Error err = tessera::storeExecutable(cacheDirectory, cacheKey, path))
-        llvm::WithColor::warning(llvm::errs(), "tessera-compile")
-            << "could not store the executable in the cache: "
-            << llvm::toString(std::move(err)) << "\n";
-    if (showProgress || summary)
-      llvm::outs() << "wrote " << path << "\n";
-    return 0;
-  }
 
   // The output is kept only once it is completely written: a failed or
   // interrupted compile leaves no partial file behind.

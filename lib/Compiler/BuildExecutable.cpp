@@ -1,0 +1,196 @@
+//===- BuildExecutable.cpp - a model to a .tess, through the cache --------===//
+
+#include "tessera/Compiler/BuildExecutable.h"
+
+#include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/xxhash.h"
+
+#include <dlfcn.h>
+
+using namespace mlir;
+
+namespace tessera {
+
+namespace {
+llvm::Error fail(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+/// The file holding this code: the tool's executable, or the Python
+/// extension that links the compiler. Its bytes are part of the cache key,
+/// so a rebuilt compiler never takes an older one's executables.
+std::string compilerBinary() {
+  // The main program's name is as it was run (maybe found on PATH); a
+  // shared object's is its path.
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void *>(&cacheKeyOptions), &info) && info.dli_fname &&
+      llvm::StringRef(info.dli_fname).contains('/') && llvm::sys::fs::exists(info.dli_fname))
+    return info.dli_fname;
+  return "/proc/self/exe";
+}
+} // namespace
+
+llvm::Error checkExecutableRequest(const ExecutableRequest &request) {
+  const TrainingPipelineOptions &t = request.compile.training;
+  if (t.gradientAccumulation < 1 || t.gradientAccumulation > runtime::kMaxIterationsPerRun)
+    return fail("--gradient-accumulation must be 1 to 16777216, got " +
+                llvm::Twine(t.gradientAccumulation));
+  if (t.accumulationReduction != "mean" && t.accumulationReduction != "sum")
+    return fail("--accumulation-reduction must be mean or sum, got '" +
+                t.accumulationReduction + "'");
+  if (request.microBatchSize < 0)
+    return fail("--micro-batch-size must be at least 1, got " +
+                llvm::Twine(request.microBatchSize));
+  if (request.deviceIterations < 1)
+    return fail("--device-iterations must be at least 1, got " +
+                llvm::Twine(request.deviceIterations));
+  int64_t accumulation = t.enabled ? t.gradientAccumulation : 1;
+  if (request.deviceIterations > runtime::kMaxIterationsPerRun / accumulation)
+    return fail("--device-iterations " + llvm::Twine(request.deviceIterations) +
+                (accumulation > 1
+                     ? " times --gradient-accumulation " + std::to_string(accumulation)
+                     : std::string()) +
+                " is more than 16777216 iterations per run");
+  double amp = request.compile.ipu.availableMemoryProportion;
+  if (!(amp > 0 && amp <= 1))
+    return fail("--available-memory-proportion must be in (0, 1], got " +
+                std::to_string(amp).substr(0, std::to_string(amp).find_last_not_of('0') + 1));
+  return llvm::Error::success();
+}
+
+llvm::Error parseLossSpec(llvm::StringRef spec, TrainingPipelineOptions &t) {
+  if (spec.starts_with("output:")) {
+    t.loss = spec.str();
+    return llvm::Error::success();
+  }
+  auto [name, rest] = spec.split(':');
+  t.loss = name.str();
+  SmallVector<StringRef> items;
+  rest.split(items, ',', -1, /*KeepEmpty=*/false);
+  for (StringRef item : items) {
+    auto [key, value] = item.split('=');
+    bool bad = false;
+    if (key == "label-smoothing")
+      bad = value.getAsDouble(t.labelSmoothing);
+    else if (key == "ignore-index")
+      bad = value.getAsInteger(10, t.ignoreIndex);
+    else if (key == "reduction")
+      t.reduction = value.str();
+    else
+      return fail("--loss " + name + " has no option '" + key +
+                  "' (label-smoothing, ignore-index, reduction)");
+    if (bad)
+      return fail("--loss option " + item + " is not a number");
+  }
+  return llvm::Error::success();
+}
+
+std::string cacheKeyOptions(const ExecutableRequest &request) {
+  const CompileOptions &c = request.compile;
+  runtime::ExecutableMetadata mode;
+  mode.outputMode = request.outputMode;
+  mode.outputEvery = request.outputEvery;
+  std::string text = "target=" + c.target.describe() + ";available-memory-proportion=" +
+                     std::to_string(c.ipu.availableMemoryProportion) +
+                     ";device-iterations=" + std::to_string(request.deviceIterations) +
+                     ";output-mode=" + runtime::outputModeName(mode) +
+                     ";host-cpu=" + request.cpu.name + ":" +
+                     llvm::join(request.cpu.features, ",");
+  if (const TrainingPipelineOptions &t = c.training; t.enabled)
+    text += ";train;loss=" + t.loss + ";label-smoothing=" + std::to_string(t.labelSmoothing) +
+            ";ignore-index=" + std::to_string(t.ignoreIndex) + ";reduction=" + t.reduction +
+            ";loss-output=" + t.lossOutput + ";optimizer=" + t.optimizer +
+            ";micro-batch-size=" + std::to_string(request.microBatchSize) +
+            ";gradient-accumulation=" + std::to_string(t.gradientAccumulation) +
+            ";accumulation-reduction=" + t.accumulationReduction +
+            ";freeze=" + llvm::join(t.freeze, ",");
+  for (const auto &[name, value] : request.import.constantInputs)
+    text += ";constant-input " + name + "=" + value.elementType + ":" +
+            std::to_string(llvm::xxh3_64bits(value.data));
+  for (const auto &[name, dims] : request.import.inputShapes) {
+    text += ";input-shape " + name + "=";
+    for (int64_t d : dims)
+      text += std::to_string(d) + "x";
+  }
+  for (const auto &[name, type] : request.import.inputTypes)
+    text += ";input-type " + name + "=" + type;
+  return text;
+}
+
+llvm::Expected<BuildResult>
+buildExecutable(MLIRContext &context, const ExecutableRequest &request,
+                llvm::StringRef path, llvm::function_ref<void(const CacheLookup &)> onLookup,
+                TimingScope &timing) {
+  if (llvm::Error err = checkExecutableRequest(request))
+    return std::move(err);
+  const TrainingPipelineOptions &training = request.compile.training;
+  std::string cacheKey;
+  if (!request.cacheDir.empty()) {
+    auto key = computeCacheKey(request.modelPath, cacheKeyOptions(request), compilerBinary());
+    if (!key)
+      return key.takeError();
+    cacheKey = *key;
+    CacheLookup found = lookupExecutable(request.cacheDir, cacheKey, path);
+    if (onLookup)
+      onLookup(found);
+    if (found.outcome == CacheOutcome::Hit)
+      return BuildResult{CacheOutcome::Hit, ""};
+  }
+
+  OwningOpRef<ModuleOp> module;
+  {
+    TimingScope importTimer = timing.nest("import");
+    onnx_importer::ImportOptions importOptions = request.import;
+    if (training.enabled && request.microBatchSize > 0)
+      importOptions.batchSize = request.microBatchSize;
+    importOptions.training = training.enabled;
+    module = loadModel(request.modelPath, &context, importOptions);
+  }
+  // An empty message: the diagnostics said why.
+  auto compileFailed = [] { return fail(""); };
+  if (!module)
+    return compileFailed();
+  if (training.enabled && request.microBatchSize > 0 &&
+      failed(setInputBatch(*module, request.microBatchSize)))
+    return compileFailed();
+
+  CompileOptions options = request.compile;
+  options.compileTo = Phase::Executable;
+  TimingScope passTimer = timing.nest("passes");
+  auto configure = request.compile.configure;
+  options.configure = [&](PassManager &pm) -> LogicalResult {
+    if (configure && failed(configure(pm)))
+      return failure();
+    pm.enableTiming(passTimer);
+    return success();
+  };
+  CompiledModel compiled;
+  if (failed(compileModule(*module, options, &compiled)))
+    return compileFailed();
+  passTimer.stop();
+
+  TimingScope codegenTimer = timing.nest("codegen");
+  runtime::ExecutableMetadata metadata;
+  metadata.compilerVersion = "Tessera " TESSERA_VERSION_STRING;
+  metadata.source = request.modelPath;
+  metadata.target = options.target.name;
+  metadata.numIPUs = options.target.numIPUs;
+  metadata.tilesPerIPU = options.target.tilesPerIPU;
+  metadata.deviceIterations = request.deviceIterations;
+  metadata.gradientAccumulation = training.enabled ? training.gradientAccumulation : 1;
+  metadata.outputMode = request.outputMode;
+  metadata.outputEvery = request.outputEvery;
+  metadata.cacheKey = cacheKey;
+  if (failed(writeExecutableFile(*module, compiled, request.cpu, std::move(metadata), path)))
+    return compileFailed();
+  BuildResult result;
+  if (!cacheKey.empty())
+    if (llvm::Error err = storeExecutable(request.cacheDir, cacheKey, path))
+      result.cacheWarning = "could not store the executable in the cache: " +
+                            llvm::toString(std::move(err));
+  return result;
+}
+
+} // namespace tessera
