@@ -15,6 +15,8 @@ PACKAGES=(
   # tests and model export
   libgtest-dev python3-torch python3-torchvision python3-onnx python3-numpy
   python3-pytest pybind11-dev libonnx-testdata
+  # the Python module (pybind11 extension)
+  python3-dev
   # the training example's data set (8x8 digits, shipped with the package)
   python3-sklearn
 )

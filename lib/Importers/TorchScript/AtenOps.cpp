@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "OpContext.h"
+#include "tessera/Dialect/Graph/IR/Losses.h"
 #include "tessera/Dialect/Graph/IR/ShapeUtils.h"
 
 #include <ATen/ops/full.h>
@@ -831,6 +832,84 @@ template <typename OpTy> LogicalResult softmax(OpContext &c) {
   TESSERA_ASSIGN_OR_FAIL(v, c.build<OpTy>(x.getType(), x,
                                              c.builder().getI64IntegerAttr(axis)));
   return c.setResult(v);
+}
+
+//===----------------------------------------------------------------------===//
+// Losses: a traced training step computes its own (the Python API's
+// trainingModel, whose model returns its loss).
+//===----------------------------------------------------------------------===//
+
+/// at::Reduction: 0 none, 1 mean, 2 sum.
+FailureOr<graph::LossReduction> lossReduction(OpContext &c, size_t i) {
+  TESSERA_ASSIGN_OR_FAIL(r, c.getInt(i));
+  switch (r) {
+  case 0: return graph::LossReduction::None;
+  case 1: return graph::LossReduction::Mean;
+  case 2: return graph::LossReduction::Sum;
+  }
+  return c.error() << "loss reduction " << r << " is not none (0), mean (1) or sum (2)";
+}
+
+/// aten::cross_entropy_loss(scores, target, weight, reduction, ignore_index,
+/// label_smoothing) and aten::nll_loss(_nd)(log_probs, target, weight,
+/// reduction, ignore_index), over N x C scores (or C, one sample) and
+/// class-index targets.
+LogicalResult classLoss(OpContext &c, bool fromLogits) {
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(target, c.tensor(1));
+  if (!c.isNone(2))
+    return c.unsupported("class weights in a loss");
+  TESSERA_ASSIGN_OR_FAIL(reduction, lossReduction(c, 3));
+  TESSERA_ASSIGN_OR_FAIL(ignoreIndex, c.getInt(4));
+  double smoothing = 0;
+  if (fromLogits && c.numInputs() > 5 && !c.isNone(5)) {
+    TESSERA_ASSIGN_OR_FAIL(s, c.getDouble(5));
+    smoothing = s;
+  }
+  auto targetType = cast<RankedTensorType>(target.getType());
+  if (!isa<IntegerType>(targetType.getElementType()))
+    return c.unsupported("class probabilities as targets (class indices only)");
+  int64_t rank = rankOf(x);
+  if (rank != 1 && rank != 2)
+    return c.unsupported("a loss over scores of rank " + std::to_string(rank) +
+                         " (N x C or C only)");
+  graph::GraphEmitter e(c.builder(), c.loc());
+  Value scores = x, labels = e.cast(target, c.builder().getI64Type());
+  if (rank == 1) {
+    scores = e.reshape(x, {1, graph::shapeOf(x)[0]});
+    labels = e.reshape(labels, {1});
+  }
+  Value loss = graph::buildClassLoss(e, scores, labels, fromLogits, smoothing, ignoreIndex,
+                                     reduction);
+  if (rank == 1 && reduction == graph::LossReduction::None)
+    loss = e.reshape(loss, {});
+  if (e.failed() || !loss)
+    return c.error() << "could not build the loss for scores " << x.getType()
+                     << " and targets " << target.getType();
+  return c.setResult(loss);
+}
+
+/// aten::mse_loss, aten::l1_loss (pred, target, reduction) and
+/// aten::binary_cross_entropy_with_logits (pred, target, weight, pos_weight,
+/// reduction).
+LogicalResult regressionLoss(OpContext &c, StringRef kind) {
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(target, c.tensor(1));
+  size_t reductionAt = 2;
+  if (kind == "bce-with-logits") {
+    if (!c.isNone(2) || !c.isNone(3))
+      return c.unsupported("weight or pos_weight in binary_cross_entropy_with_logits");
+    reductionAt = 4;
+  }
+  TESSERA_ASSIGN_OR_FAIL(reduction, lossReduction(c, reductionAt));
+  if (x.getType() != target.getType())
+    return c.error() << "the loss's prediction " << x.getType() << " and target "
+                     << target.getType() << " differ";
+  graph::GraphEmitter e(c.builder(), c.loc());
+  Value loss = graph::buildRegressionLoss(e, kind, x, target, reduction);
+  if (e.failed() || !loss)
+    return c.error() << "could not build the " << kind << " loss for " << x.getType();
+  return c.setResult(loss);
 }
 
 //===----------------------------------------------------------------------===//
@@ -1766,6 +1845,13 @@ const llvm::StringMap<AtenConverter> &atenConverters() {
       {"aten::instance_norm", instanceNorm},
       {"aten::softmax", softmax<g::SoftmaxOp>},
       {"aten::log_softmax", softmax<g::LogSoftmaxOp>},
+      {"aten::cross_entropy_loss", [](OpContext &c) { return classLoss(c, true); }},
+      {"aten::nll_loss", [](OpContext &c) { return classLoss(c, false); }},
+      {"aten::nll_loss_nd", [](OpContext &c) { return classLoss(c, false); }},
+      {"aten::mse_loss", [](OpContext &c) { return regressionLoss(c, "mse"); }},
+      {"aten::l1_loss", [](OpContext &c) { return regressionLoss(c, "l1"); }},
+      {"aten::binary_cross_entropy_with_logits",
+       [](OpContext &c) { return regressionLoss(c, "bce-with-logits"); }},
       // Reductions
       {"aten::mean", reduce<g::ReduceMeanOp>},
       {"aten::sum", reduce<g::ReduceSumOp>},

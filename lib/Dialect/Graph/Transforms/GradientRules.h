@@ -10,7 +10,7 @@
 #ifndef TESSERA_LIB_DIALECT_GRAPH_TRANSFORMS_GRADIENTRULES_H
 #define TESSERA_LIB_DIALECT_GRAPH_TRANSFORMS_GRADIENTRULES_H
 
-#include "GraphEmitter.h"
+#include "tessera/Dialect/Graph/IR/GraphEmitter.h"
 
 namespace tessera::graph {
 

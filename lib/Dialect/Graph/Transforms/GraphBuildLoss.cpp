@@ -8,7 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "GraphEmitter.h"
+#include "tessera/Dialect/Graph/IR/GraphEmitter.h"
+#include "tessera/Dialect/Graph/IR/Losses.h"
 
 #include "FuncResults.h"
 #include "tessera/Dialect/Graph/IR/Graph.h"
@@ -132,7 +133,6 @@ struct GraphBuildLoss : impl::GraphBuildLossBase<GraphBuildLoss> {
 
     // The labels argument.
     ArrayRef<int64_t> shape = predType.getShape();
-    Type f = predType.getElementType();
     OpBuilder b(ret);
     auto labelsType =
         classes ? RankedTensorType::get({shape[0]}, b.getI64Type()) : predType;
@@ -146,44 +146,10 @@ struct GraphBuildLoss : impl::GraphBuildLossBase<GraphBuildLoss> {
     Value labels = main.getArgument(labelsIndex);
 
     GraphEmitter e(b, NameLoc::get(b.getStringAttr("loss"), main.getLoc()));
-    Value total, count;
-    if (classes) {
-      int64_t n = shape[0], c = shape[1];
-      Value logp = kind == "cross-entropy" ? e.logSoftmax(pred, 1) : pred;
-      SmallVector<double> classIds(c);
-      for (int64_t i = 0; i < c; ++i)
-        classIds[i] = i;
-      Value ids = e.constant(b.getI64Type(), {1, c}, classIds);
-      Value onehot = e.cast(e.equal(e.reshape(labels, {n, 1}), ids), f);
-      Value target = onehot;
-      if (labelSmoothing > 0)
-        target = e.addScalar(e.mulScalar(onehot, 1.0 - labelSmoothing),
-                             labelSmoothing / c);
-      Value keep = e.cast(e.notEqual(labels, e.splat(b.getI64Type(), {},
-                                                     double(ignoreIndex))),
-                          f);
-      Value perSample = e.neg(e.reduceSum(e.mul(target, logp), {1}, false));
-      total = e.reduceSum(e.mul(perSample, keep), {0}, false);
-      count = e.reduceSum(keep, {0}, false);
-    } else {
-      Value per;
-      if (kind == "mse") {
-        Value d = e.sub(pred, labels);
-        per = e.mul(d, d);
-      } else if (kind == "l1") {
-        per = e.abs(e.sub(pred, labels));
-      } else {
-        // max(x, 0) - x * y + log(1 + exp(-|x|)), stable for any x.
-        Value zero = e.scalar(pred, 0.0);
-        per = e.add(e.sub(e.max(pred, zero), e.mul(pred, labels)),
-                    e.log(e.addScalar(e.exp(e.neg(e.abs(pred))), 1.0)));
-      }
-      SmallVector<int64_t> all = llvm::to_vector(
-          llvm::seq<int64_t>(0, static_cast<int64_t>(shape.size())));
-      total = e.reduceSum(per, all, false);
-      count = e.splat(f, {}, double(numElements(shape)));
-    }
-    Value value = reduction == "mean" ? e.div(total, count) : total;
+    LossReduction r = reduction == "mean" ? LossReduction::Mean : LossReduction::Sum;
+    Value value = classes ? buildClassLoss(e, pred, labels, kind == "cross-entropy",
+                                           labelSmoothing, ignoreIndex, r)
+                          : buildRegressionLoss(e, kind, pred, labels, r);
     if (e.failed()) {
       main.emitError("could not build the ") << kind << " loss";
       return signalPassFailure();

@@ -13,7 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "GraphEmitter.h"
+#include "tessera/Dialect/Graph/IR/GraphEmitter.h"
 
 #include "FuncResults.h"
 #include "tessera/Dialect/Graph/IR/Graph.h"

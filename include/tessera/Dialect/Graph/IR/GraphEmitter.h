@@ -1,6 +1,7 @@
 //===- GraphEmitter.h - terse creation of graph ops for passes --*- C++ -*-===//
 //
-// The training passes (loss, autodiff, optimizer) build many small graph ops.
+// The training passes (loss, autodiff, optimizer) and the importers' loss
+// operators build many small graph ops.
 // GraphEmitter creates each through finishCreatedOp() (type inferred,
 // verified, folded) and latches the first failure: after one, every call
 // returns a null Value, so a rule reads as arithmetic and checks `failed()`
@@ -9,8 +10,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef TESSERA_LIB_DIALECT_GRAPH_TRANSFORMS_GRAPHEMITTER_H
-#define TESSERA_LIB_DIALECT_GRAPH_TRANSFORMS_GRAPHEMITTER_H
+#ifndef TESSERA_DIALECT_GRAPH_IR_GRAPHEMITTER_H
+#define TESSERA_DIALECT_GRAPH_IR_GRAPHEMITTER_H
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/ArrayRef.h"
@@ -116,4 +117,4 @@ llvm::ArrayRef<int64_t> shapeOf(mlir::Value v);
 
 } // namespace tessera::graph
 
-#endif // TESSERA_LIB_DIALECT_GRAPH_TRANSFORMS_GRAPHEMITTER_H
+#endif // TESSERA_DIALECT_GRAPH_IR_GRAPHEMITTER_H

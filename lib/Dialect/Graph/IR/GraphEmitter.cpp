@@ -1,6 +1,6 @@
 //===- GraphEmitter.cpp - terse creation of graph ops for passes ---------===//
 
-#include "GraphEmitter.h"
+#include "tessera/Dialect/Graph/IR/GraphEmitter.h"
 
 #include "tessera/Dialect/Graph/IR/Graph.h"
 #include "tessera/Dialect/Graph/IR/OpBuilding.h"

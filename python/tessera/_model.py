@@ -1,0 +1,411 @@
+"""inferenceModel and trainingModel: a PyTorch module compiled for the IPU
+and run on the IPU model, with PopTorch's semantics.
+
+The module is traced with torch.jit.trace at one micro-batch of the first
+call's inputs (or `compile`'s), imported through the TorchScript importer
+and compiled by the same library call as tessera-compile; the executable
+then keeps the weights (and, training, the optimizer state) on the device
+between calls. The host's copy of the weights is brought up to date
+lazily: on copyWeightsToHost, and when the executor's parameters(),
+named_parameters() or state_dict() are read.
+"""
+import os
+import re
+import tempfile
+import warnings
+
+import numpy as np
+import torch
+
+import _tessera
+
+from ._errors import Error
+from . import optim as _optim
+from .options import Options
+
+# torch dtypes -> the importer's --input-type names.
+_INPUT_TYPES = {
+    torch.float32: "f32", torch.float64: "f64", torch.float16: "f16", torch.bfloat16: "bf16",
+    torch.int64: "i64", torch.int32: "i32", torch.int16: "i16", torch.int8: "i8",
+    torch.uint8: "ui8", torch.bool: "i1",
+}
+
+
+def identity_loss(x, reduction):
+    """Marks `x` as the loss (PopTorch's identity_loss): "sum", "mean" or
+    "none" (x is already the loss)."""
+    if reduction == "sum":
+        return x.sum()
+    if reduction == "mean":
+        return x.mean()
+    if reduction == "none":
+        return x
+    raise Error(f"identity_loss: reduction must be 'sum', 'mean' or 'none', got {reduction!r}")
+
+
+def _flatten(value):
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in _flatten(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _flatten(v)]
+    raise Error(f"the model returns a {type(value).__name__}; outputs must be tensors, "
+                "or tuples, lists or dicts of them")
+
+
+def _as_array(value, index):
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().contiguous().numpy()
+    if isinstance(value, np.ndarray):
+        return value
+    raise Error(f"argument {index} is a {type(value).__name__}; the model takes tensors")
+
+
+class _Executor:
+    """What inference and training executors share."""
+
+    def __init__(self, model, options, training, optimizer=None):
+        if not isinstance(model, torch.nn.Module):
+            raise Error(f"expected a torch.nn.Module, got {type(model).__name__}")
+        if options is not None and not isinstance(options, Options):
+            raise Error(f"options must be tessera.Options, got {type(options).__name__}")
+        self._model = model
+        self._options = options or Options()
+        self._training = training
+        self._optimizer = optimizer
+        self._optimizer_spec = _optim.hyperparameters(optimizer) if training else None
+        self._dir = tempfile.TemporaryDirectory(prefix="tessera-")
+        self._path = None          # the compiled executable
+        self._executable = None    # _tessera.Executable, while attached
+        self._signature = None     # [(name, dtype, shape)] of one call's inputs
+        self._micro_batch = None
+        self._output_count = None
+        self._host_stale = False   # the device's weights are newer
+        self._steps_unsynced = 0   # micro-batches run since the host's copy
+        self._detached_state = None
+        self.compilations = 0      # how many times the model was compiled
+
+    # -- PopTorch's interface ------------------------------------------------
+
+    def __call__(self, *args, **kwargs):
+        if kwargs:
+            raise Error("pass the model's inputs positionally (keyword arguments are not "
+                        "supported)")
+        if self._path is None:
+            self._compile(args, self._executable_path())
+        if self._executable is None:
+            self.attachToDevice()
+        arrays = self._check_call(args)
+        outputs = self._executable.run(arrays)
+        if self._training:
+            self._host_stale = True
+            steps = 1
+            for _, v in self._factors():
+                steps *= v
+            self._steps_unsynced += steps
+        results = tuple(torch.from_numpy(o) for o in outputs)
+        return results[0] if len(results) == 1 else results
+
+    def compile(self, *args):
+        """Compiles for these inputs (as the first call would) without running."""
+        self._compile(args, self._executable_path())
+        if self._executable is None:
+            self.attachToDevice()
+
+    def compileAndExport(self, filename, *args, export_model=True):
+        """Compiles for these inputs into `filename`, a .tess that
+        tessera.load (or tessera-run) runs."""
+        self._compile(args, str(filename))
+
+    def isCompiled(self):
+        return self._path is not None
+
+    def isAttached(self):
+        return self._executable is not None
+
+    def detachFromDevice(self):
+        """Frees the device, keeping its state on the host for attachToDevice."""
+        if self._executable is None:
+            raise Error("the model is not attached to a device")
+        self.copyWeightsToHost()
+        self._detached_state = self._executable.read_state()
+        self._executable = None
+
+    def attachToDevice(self):
+        if self._path is None:
+            raise Error("the model is not compiled yet: call it, or compile(*args), first")
+        if self._executable is not None:
+            raise Error("the model is already attached to a device")
+        if self._options._values["compile_only"]:
+            raise Error("the options ask for an offline target (useOfflineIpuTarget): "
+                        "this model compiles but does not run")
+        self._executable = _tessera.Executable(self._path, "ipu")
+        if self._detached_state is not None:
+            for name, value in self._detached_state.items():
+                self._executable.write_state(name, value)
+            self._detached_state = None
+        elif self._training:
+            self._write_weights()
+        if self._options.random_seed is not None:
+            self._executable.set_seed(self._options.random_seed)
+
+    def destroy(self):
+        self._executable = None
+        self._path = None
+        self._dir.cleanup()
+
+    def copyWeightsToHost(self):
+        """Copies the device's weights and buffers into the model."""
+        if self._executable is None or not self._training:
+            return
+        state = self._model.state_dict()
+        with torch.no_grad():
+            for name, value in self._executable.trained_weights():
+                key = self._state_key(name)
+                if key in state:
+                    state[key].copy_(torch.from_numpy(value))
+            # Batch norm's step counter is PyTorch's bookkeeping, not device
+            # state: it counts the micro-batches the device ran.
+            for module in self._model.modules():
+                tracked = getattr(module, "num_batches_tracked", None)
+                if isinstance(tracked, torch.Tensor):
+                    tracked += self._steps_unsynced
+        self._steps_unsynced = 0
+        self._host_stale = False
+
+    def copyWeightsToDevice(self):
+        """Copies the model's weights to the device (an inference model's
+        weights are compiled in: it is compiled again on its next call)."""
+        if not self._training:
+            self._path = None
+            self._executable = None
+            return
+        if self._executable is not None:
+            self._write_weights()
+            self._host_stale = False
+
+    # The model's attributes, with its weights brought up to date first.
+
+    def parameters(self, *args, **kwargs):
+        self._sync_host()
+        return self._model.parameters(*args, **kwargs)
+
+    def named_parameters(self, *args, **kwargs):
+        self._sync_host()
+        return self._model.named_parameters(*args, **kwargs)
+
+    def state_dict(self, *args, **kwargs):
+        self._sync_host()
+        return self._model.state_dict(*args, **kwargs)
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._model, name)
+
+    def __repr__(self):
+        kind = "trainingModel" if self._training else "inferenceModel"
+        return f"tessera.{kind}({self._model.__class__.__name__})"
+
+    # -- Internals -------------------------------------------------------------
+
+    def _executable_path(self):
+        return os.path.join(self._dir.name, "model.tess")
+
+    def _sync_host(self):
+        if self._host_stale:
+            self.copyWeightsToHost()
+
+    @staticmethod
+    def _state_key(name):
+        return name[len("self."):] if name.startswith("self.") else name
+
+    def _factors(self):
+        """The host batch's factors past the micro-batch, as (name, value)."""
+        factors = []
+        if self._training:
+            factors.append(("gradient accumulation",
+                            self._options._values["gradient_accumulation"]))
+        factors.append(("device iterations", self._options.device_iterations))
+        return factors
+
+    def _describe_batch(self):
+        parts = [f"micro-batch {self._micro_batch}"] + [f"{n} {v}" for n, v in self._factors()]
+        total = self._micro_batch
+        for _, v in self._factors():
+            total *= v
+        return " x ".join(parts) + f" = {total} samples"
+
+    def _compile(self, args, path):
+        if not args:
+            raise Error("the model needs example inputs to compile (call it, or "
+                        "compile(*args), with a batch)")
+        arrays = [_as_array(a, i) for i, a in enumerate(args)]
+        combined = 1
+        for _, v in self._factors():
+            combined *= v
+        for i, a in enumerate(arrays):
+            if a.ndim == 0 or a.shape[0] % combined or a.shape[0] == 0:
+                factors = " x ".join(f"{n} {v}" for n, v in self._factors())
+                raise Error(f"argument {i} has {a.shape[0] if a.ndim else 0} samples in "
+                            f"dimension 0, not a positive multiple of {factors} = {combined}")
+        micro = arrays[0].shape[0] // combined
+        example = tuple(torch.from_numpy(a[:micro].copy()) for a in arrays)
+        model = self._model
+        was_training = model.training
+        model.train(self._training)
+        # Tracing runs the model: keep its buffers (running statistics) as
+        # they were. The traced module shares the tensors, so restoring
+        # them restores what is saved.
+        saved = {k: v.clone() for k, v in model.state_dict().items()}
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", torch.jit.TracerWarning)
+                outputs = model(*example)
+                traced = torch.jit.trace(model, example, check_trace=False)
+            torch_dir = os.path.dirname(torch.__file__)
+            for w in caught:
+                # Warnings from inside torch are about its own checks, not the
+                # model's data-dependent Python.
+                if (issubclass(w.category, torch.jit.TracerWarning) and
+                        not w.filename.startswith(torch_dir)):
+                    warnings.warn(f"tracing {model.__class__.__name__}: {w.message} "
+                                  f"({w.filename}:{w.lineno}); the compiled model keeps "
+                                  "what this trace saw", stacklevel=3)
+        finally:
+            with torch.no_grad():
+                model.load_state_dict(saved)
+            model.train(was_training)
+        pt = os.path.join(self._dir.name, "model.pt")
+        traced.save(pt)
+        names = [re.sub(r"\.\d+$", "", i.debugName()) for i in traced.graph.inputs()][1:]
+        flat = _flatten(outputs)
+        options = self._options._compile_options(self._training)
+        options["input_shapes"] = {n: list(e.shape) for n, e in zip(names, example)}
+        options["input_types"] = {n: _INPUT_TYPES[e.dtype] for n, e in zip(names, example)
+                                  if e.dtype != torch.float32}
+        if self._training:
+            loss = flat[-1]
+            if loss.dim() != 0:
+                raise Error("a trainingModel's model must return its loss, a scalar, as its "
+                            "only or last output (tessera.identity_loss makes one); the last "
+                            f"output has shape {tuple(loss.shape)}")
+            options["train"] = True
+            options["loss"] = "output:" + ("output" if len(flat) == 1
+                                           else f"output_{len(flat) - 1}")
+            options["optimizer"] = _optim.spec(self._optimizer)
+        _tessera.compile(pt, str(path), options)
+        self.compilations += 1
+        self._signature = [(n, e.dtype, tuple(e.shape[1:])) for n, e in zip(names, example)]
+        self._micro_batch = micro
+        self._output_count = len(flat)
+        if str(path) == self._executable_path():
+            self._path = str(path)
+
+    def _check_call(self, args):
+        if len(args) != len(self._signature):
+            raise Error(f"the model was compiled for {len(self._signature)} inputs, got "
+                        f"{len(args)}")
+        arrays = []
+        for i, (a, (name, dtype, rest)) in enumerate(zip(args, self._signature)):
+            a = _as_array(a, i)
+            expected = self._micro_batch
+            for _, v in self._factors():
+                expected *= v
+            if a.ndim == 0 or a.shape[0] != expected or tuple(a.shape[1:]) != rest:
+                raise Error(f"input '{name}' has shape {tuple(a.shape)}; the model was compiled "
+                            f"for {(expected,) + rest}: {self._describe_batch()} per call")
+            arrays.append(a)
+        return arrays
+
+    def _write_weights(self):
+        state = self._model.state_dict()
+        names = {s["name"] for s in self._executable.state if s["role"] in ("parameter",
+                                                                               "buffer")}
+        for name in names:
+            key = self._state_key(name)
+            if key in state:
+                self._executable.write_state(name, state[key].detach().cpu().numpy())
+
+
+class InferenceExecutor(_Executor):
+    pass
+
+
+class TrainingExecutor(_Executor):
+    def setOptimizer(self, optimizer):
+        """Changes the optimizer's hyperparameters on the device, without a
+        recompile. Its type and the terms compiled into the update (momentum
+        from none to some, nesterov, amsgrad, ...) must stay as compiled."""
+        name, values = _optim.hyperparameters(optimizer)
+        compiled_name, compiled = self._optimizer_spec
+        if name != compiled_name:
+            raise Error(f"setOptimizer: the model was compiled with {compiled_name}, not "
+                        f"{name}; a different optimizer needs a new trainingModel")
+        if self._executable is None and self._path is None:
+            self._optimizer, self._optimizer_spec = optimizer, (name, values)
+            return
+        if self._executable is None:
+            self.attachToDevice()
+        runtime = {s["name"] for s in self._executable.state if s["role"] == "hyperparameter"}
+        for key, value in values.items():
+            if f"optimizer.{key}" in runtime:
+                self._executable.write_state(f"optimizer.{key}",
+                                             np.array(value, dtype=np.float32))
+            elif value != compiled.get(key, 0.0):
+                raise Error(f"setOptimizer: {key} {compiled.get(key, 0.0)} -> {value} changes "
+                            "the compiled update (a term added or removed); create a new "
+                            "trainingModel for it")
+        self._optimizer, self._optimizer_spec = optimizer, (name, values)
+
+
+def inferenceModel(model, options=None):
+    """`model` compiled for inference on its first call (PopTorch's
+    poptorch.inferenceModel). Output mode All by default."""
+    return InferenceExecutor(model, options, training=False)
+
+
+def trainingModel(model, options=None, optimizer=None):
+    """`model` compiled as a training step on its first call (PopTorch's
+    poptorch.trainingModel). The model returns its loss, a scalar, as its only
+    or last output; the optimizer defaults to SGD with learning rate 0.01;
+    output mode Final by default."""
+    if optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer):
+        raise Error(f"optimizer must be a torch.optim optimizer, got {type(optimizer).__name__}")
+    return TrainingExecutor(model, options, training=True, optimizer=optimizer)
+
+
+class LoadedExecutable:
+    """A .tess from compileAndExport (or tessera-compile), run on the IPU
+    model: tensors in, tensors out."""
+
+    def __init__(self, filename):
+        self._executable = _tessera.Executable(str(filename), "ipu")
+
+    def __call__(self, *args):
+        arrays = [_as_array(a, i) for i, a in enumerate(args)]
+        outputs = tuple(torch.from_numpy(o) for o in self._executable.run(arrays))
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    @property
+    def inputs(self):
+        return self._executable.inputs
+
+    @property
+    def outputs(self):
+        return self._executable.outputs
+
+    def state_dict(self):
+        """The trained weights and buffers, by the model's names."""
+        return {_Executor._state_key(n): torch.from_numpy(v)
+                for n, v in self._executable.trained_weights()}
+
+    @property
+    def cycles(self):
+        """Estimated ipu cycles per call."""
+        return self._executable.cycles
+
+
+def load(filename):
+    return LoadedExecutable(filename)

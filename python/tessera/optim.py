@@ -1,0 +1,131 @@
+"""Optimizers with PopTorch's extra arguments (poptorch.optim).
+
+They are torch.optim's classes, so a model trained on the host takes them
+as well; trainingModel reads their hyperparameters into the compiled
+update. `max_grad_norm` clips the gradients' global norm first (as
+``clip_grad_norm_``). Loss and velocity scaling belong to fp16 training,
+which has not landed: a scaling other than 1 is an error.
+"""
+import torch
+
+from ._errors import Error, not_available
+
+
+def _check_scaling(loss_scaling, velocity_scaling):
+    for name, value in (("loss_scaling", loss_scaling), ("velocity_scaling", velocity_scaling)):
+        if value not in (None, 1, 1.0):
+            not_available(f"{name}={value}", "fp16 training with loss scaling")
+
+
+class SGD(torch.optim.SGD):
+    def __init__(self, params, lr=0.01, momentum=0.0, dampening=0.0, weight_decay=0.0,
+                 nesterov=False, maximize=False, loss_scaling=None, velocity_scaling=None,
+                 use_combined_accum=None, max_grad_norm=None):
+        _check_scaling(loss_scaling, velocity_scaling)
+        super().__init__(params, lr=lr, momentum=momentum, dampening=dampening,
+                         weight_decay=weight_decay, nesterov=nesterov, maximize=maximize)
+        self.max_grad_norm = max_grad_norm
+
+
+class Adam(torch.optim.Adam):
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
+                 amsgrad=False, maximize=False, loss_scaling=None, accum_type=None,
+                 first_order_momentum_accum_type=None,
+                 second_order_momentum_accum_type=None, max_grad_norm=None):
+        _check_scaling(loss_scaling, None)
+        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                         amsgrad=amsgrad, maximize=maximize)
+        self.max_grad_norm = max_grad_norm
+
+
+class AdamW(torch.optim.AdamW):
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
+                 amsgrad=False, maximize=False, loss_scaling=None, bias_correction=True,
+                 accum_type=None, first_order_momentum_accum_type=None,
+                 second_order_momentum_accum_type=None, max_grad_norm=None):
+        _check_scaling(loss_scaling, None)
+        if not bias_correction:
+            not_available("AdamW(bias_correction=False)", "AdamW without bias correction")
+        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                         amsgrad=amsgrad, maximize=maximize)
+        self.max_grad_norm = max_grad_norm
+
+
+class RMSprop(torch.optim.RMSprop):
+    def __init__(self, params, lr=0.01, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0,
+                 centered=False, maximize=False, loss_scaling=None, accum_type=None,
+                 first_order_momentum_accum_type=None,
+                 second_order_momentum_accum_type=None, max_grad_norm=None):
+        _check_scaling(loss_scaling, None)
+        super().__init__(params, lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay,
+                         momentum=momentum, centered=centered, maximize=maximize)
+        self.max_grad_norm = max_grad_norm
+
+
+class LAMB(torch.optim.Optimizer):
+    """PopTorch's LAMB: Adam's direction plus weight decay, scaled by the
+    trust ratio |w| / |direction| (clipped at max_weight_norm). Trains
+    through trainingModel; it has no host step of its own."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
+                 bias_correction=True, loss_scaling=None, max_weight_norm=None,
+                 accum_type=None, first_order_momentum_accum_type=None,
+                 second_order_momentum_accum_type=None, max_grad_norm=None):
+        _check_scaling(loss_scaling, None)
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                                      bias_correction=bias_correction,
+                                      max_weight_norm=max_weight_norm))
+        self.max_grad_norm = max_grad_norm
+
+    def step(self, closure=None):
+        raise Error("tessera.optim.LAMB updates weights through trainingModel only")
+
+
+def hyperparameters(optimizer):
+    """(name, {key: value}) of `optimizer` in graph-optimizer-update's terms:
+    the name and the compiled spec's keys."""
+    if optimizer is None:
+        return "sgd", {"lr": 0.01}
+    groups = optimizer.param_groups
+    first = {k: v for k, v in groups[0].items() if k != "params"}
+    for group in groups[1:]:
+        if {k: v for k, v in group.items() if k != "params"} != first:
+            not_available("parameter groups with different hyperparameters",
+                          "per-group optimizer settings")
+    g = first
+    if g.get("maximize"):
+        not_available("maximize=True", "gradient ascent")
+    if isinstance(optimizer, torch.optim.SGD):
+        name = "sgd"
+        values = {"lr": g["lr"], "momentum": g["momentum"], "dampening": g["dampening"],
+                  "weight-decay": g["weight_decay"], "nesterov": float(g["nesterov"])}
+    elif isinstance(optimizer, (torch.optim.Adam, torch.optim.AdamW)):
+        name = "adamw" if isinstance(optimizer, torch.optim.AdamW) else "adam"
+        values = {"lr": g["lr"], "beta1": g["betas"][0], "beta2": g["betas"][1],
+                  "eps": g["eps"], "weight-decay": g["weight_decay"],
+                  "amsgrad": float(g["amsgrad"])}
+    elif isinstance(optimizer, torch.optim.RMSprop):
+        name = "rmsprop"
+        values = {"lr": g["lr"], "alpha": g["alpha"], "eps": g["eps"],
+                  "weight-decay": g["weight_decay"], "momentum": g["momentum"],
+                  "centered": float(g["centered"])}
+    elif isinstance(optimizer, LAMB):
+        name = "lamb"
+        values = {"lr": g["lr"], "beta1": g["betas"][0], "beta2": g["betas"][1],
+                  "eps": g["eps"], "weight-decay": g["weight_decay"],
+                  "bias-correction": float(g["bias_correction"])}
+        if g["max_weight_norm"] is not None:
+            values["max-weight-norm"] = g["max_weight_norm"]
+    else:
+        raise Error(f"{type(optimizer).__name__} is not an optimizer Tessera compiles "
+                    "(SGD, Adam, AdamW, RMSprop, tessera.optim.LAMB)")
+    max_grad_norm = getattr(optimizer, "max_grad_norm", None)
+    if max_grad_norm is not None:
+        values["max-grad-norm"] = max_grad_norm
+    return name, {k: float(v) for k, v in values.items()}
+
+
+def spec(optimizer):
+    """graph-optimizer-update's spec text: "sgd:lr=0.01,momentum=0.9"."""
+    name, values = hyperparameters(optimizer)
+    return name + ":" + ",".join(f"{k}={v!r}" for k, v in values.items())

@@ -1,0 +1,321 @@
+"""PopTorch's `Options`, with its names and defaults.
+
+Setters return the options object, so calls chain as in PopTorch:
+``opts.deviceIterations(4).randomSeed(0)``. An option Tessera has no
+implementation of yet says so when it is set, never silently later.
+"""
+import ast
+import enum
+import json
+import os
+import re
+
+import torch
+
+from ._errors import Error, not_available
+
+
+class OutputMode(enum.IntEnum):
+    """Which iterations' outputs a host call returns (PopTorch's)."""
+    All = 0
+    Final = 1
+    EveryN = 2
+    Sum = 3
+    Default = 4
+
+
+class ReductionType(enum.IntEnum):
+    """How accumulated gradients combine (PopTorch's)."""
+    Sum = 0
+    Mean = 1
+    NoReduction = 2
+
+
+def _arguments(text):
+    """A setter call's arguments: literals, and the enum members and torch
+    dtypes the setters take (never evaluated as code)."""
+    names = {"OutputMode": OutputMode, "ReductionType": ReductionType,
+             "tessera.OutputMode": OutputMode, "tessera.ReductionType": ReductionType,
+             "poptorch.OutputMode": OutputMode, "poptorch.ReductionType": ReductionType}
+
+    def value(node):
+        if isinstance(node, ast.Attribute):
+            owner = ast.unparse(node.value)
+            if owner in names:
+                return names[owner][node.attr]
+            if owner == "torch" and node.attr in ("float16", "float32", "half", "float"):
+                return getattr(torch, node.attr)
+            raise ValueError(f"unknown name {ast.unparse(node)}")
+        return ast.literal_eval(node)
+
+    call = ast.parse(f"f({text})", mode="eval").body
+    if call.keywords:
+        raise ValueError("keyword arguments are not supported")
+    return [value(arg) for arg in call.args]
+
+
+def _positive_int(name, value):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise Error(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+class _TrainingOptions:
+    def __init__(self, options):
+        self._options = options
+
+    def gradientAccumulation(self, gradient_accumulation):
+        self._options._values["gradient_accumulation"] = _positive_int(
+            "Training.gradientAccumulation", gradient_accumulation)
+        return self
+
+    def accumulationAndReplicationReductionType(self, reduction_type):
+        if reduction_type not in (ReductionType.Mean, ReductionType.Sum):
+            raise Error("Training.accumulationAndReplicationReductionType takes "
+                        f"tessera.ReductionType.Mean or Sum, got {reduction_type!r}")
+        self._options._values["accumulation_reduction"] = ReductionType(reduction_type).name
+        return self
+
+    @property
+    def gradient_accumulation(self):
+        return self._options._values["gradient_accumulation"]
+
+
+class _PrecisionOptions:
+    def __init__(self, options):
+        self._options = options
+
+    def enableStochasticRounding(self, enabled):
+        if enabled:
+            not_available("Precision.enableStochasticRounding(True)",
+                          "fp16 with stochastic rounding")
+        self._options._values["stochastic_rounding"] = False
+        return self
+
+    def setPartialsType(self, dtype):
+        if dtype == torch.float16:
+            not_available("Precision.setPartialsType(torch.float16)", "fp16 partials")
+        if dtype != torch.float32:
+            raise Error(f"Precision.setPartialsType takes torch.float32 or torch.float16, "
+                        f"got {dtype!r}")
+        self._options._values["partials_type"] = "float"
+        return self
+
+
+class Options:
+    """What a model is compiled and run with (PopTorch's poptorch.Options)."""
+
+    # The options a file or dictionary may set, with their defaults.
+    _DEFAULTS = {
+        "device_iterations": 1,
+        "replication_factor": 1,
+        "gradient_accumulation": 1,
+        "accumulation_reduction": "Mean",
+        "output_mode": "Default",
+        "output_return_period": 1,
+        "random_seed": None,
+        "cache_dir": None,
+        "compile_only": False,
+        "ipu_version": 2,
+        "available_memory_proportion": None,
+        "stochastic_rounding": False,
+        "partials_type": "float",
+    }
+
+    def __init__(self):
+        self._values = dict(self._DEFAULTS)
+        if os.environ.get("TESSERA_CACHE_DIR"):
+            self._values["cache_dir"] = os.environ["TESSERA_CACHE_DIR"]
+        elif os.environ.get("POPTORCH_CACHE_DIR"):
+            self._values["cache_dir"] = os.environ["POPTORCH_CACHE_DIR"]
+        self.Training = _TrainingOptions(self)
+        self.Precision = _PrecisionOptions(self)
+
+    # -- PopTorch's setters --------------------------------------------------
+
+    def deviceIterations(self, device_iterations):
+        self._values["device_iterations"] = _positive_int("deviceIterations",
+                                                          device_iterations)
+        return self
+
+    def replicationFactor(self, replication_factor):
+        _positive_int("replicationFactor", replication_factor)
+        if replication_factor != 1:
+            not_available(f"replicationFactor({replication_factor})",
+                          "replicated execution")
+        self._values["replication_factor"] = 1
+        return self
+
+    def outputMode(self, output_mode, output_return_period=None):
+        if not isinstance(output_mode, OutputMode):
+            raise Error(f"outputMode takes a tessera.OutputMode, got {output_mode!r}")
+        if output_mode == OutputMode.EveryN:
+            if output_return_period is None:
+                raise Error("outputMode(OutputMode.EveryN) needs output_return_period")
+            self._values["output_return_period"] = _positive_int("output_return_period",
+                                                                 output_return_period)
+        elif output_return_period is not None:
+            raise Error("output_return_period applies to OutputMode.EveryN only")
+        self._values["output_mode"] = output_mode.name
+        return self
+
+    def randomSeed(self, random_seed):
+        if isinstance(random_seed, bool) or not isinstance(random_seed, int) or random_seed < 0:
+            raise Error(f"randomSeed must be a non-negative integer, got {random_seed!r}")
+        self._values["random_seed"] = random_seed
+        return self
+
+    def enableExecutableCaching(self, path):
+        self._values["cache_dir"] = str(path) if path else None
+        return self
+
+    def useOfflineIpuTarget(self, ipu_version=2):
+        if ipu_version not in (1, 2, 21):
+            raise Error(f"useOfflineIpuTarget takes ipu_version 1, 2 or 21 (Bow), "
+                        f"got {ipu_version!r}")
+        self._values["compile_only"] = True
+        self._values["ipu_version"] = ipu_version
+        return self
+
+    def setAvailableMemoryProportion(self, available_memory_proportion):
+        if not isinstance(available_memory_proportion, dict) or not available_memory_proportion:
+            raise Error('setAvailableMemoryProportion takes a dictionary such as {"IPU0": 0.5}')
+        values = set()
+        for ipu, proportion in available_memory_proportion.items():
+            if not re.fullmatch(r"IPU\d+", str(ipu)):
+                raise Error(f"setAvailableMemoryProportion: '{ipu}' is not an IPU name "
+                            "(IPU0, IPU1, ...)")
+            if not isinstance(proportion, (int, float)) or not 0 < proportion <= 1:
+                raise Error(f"setAvailableMemoryProportion: {ipu} must be in (0, 1], "
+                            f"got {proportion!r}")
+            values.add(float(proportion))
+        if len(values) > 1:
+            not_available("different memory proportions per IPU", "models on several IPUs")
+        self._values["available_memory_proportion"] = values.pop()
+        return self
+
+    def setExecutionStrategy(self, strategy):
+        not_available("setExecutionStrategy", "pipelined and sharded execution")
+
+    # -- Reading -------------------------------------------------------------
+
+    @property
+    def device_iterations(self):
+        return self._values["device_iterations"]
+
+    @property
+    def replication_factor(self):
+        return self._values["replication_factor"]
+
+    @property
+    def output_mode(self):
+        return OutputMode[self._values["output_mode"]]
+
+    @property
+    def random_seed(self):
+        return self._values["random_seed"]
+
+    def toDict(self):
+        """Every option by name, as JSON takes it."""
+        return dict(self._values)
+
+    def fromDict(self, values):
+        """Sets the options `values` names (toDict's names); an unknown name is an
+        error naming it."""
+        unknown = sorted(set(values) - set(self._DEFAULTS))
+        if unknown:
+            raise Error(f"unknown option{'s' if len(unknown) > 1 else ''} "
+                        f"{', '.join(unknown)} (known: {', '.join(sorted(self._DEFAULTS))})")
+        setters = {
+            "device_iterations": self.deviceIterations,
+            "replication_factor": self.replicationFactor,
+            "gradient_accumulation": self.Training.gradientAccumulation,
+            "accumulation_reduction":
+                lambda v: self.Training.accumulationAndReplicationReductionType(
+                    ReductionType[v]),
+            "random_seed": lambda v: self.randomSeed(v) if v is not None else None,
+            "cache_dir": self.enableExecutableCaching,
+            "available_memory_proportion":
+                lambda v: self.setAvailableMemoryProportion({"IPU0": v}) if v else None,
+            "stochastic_rounding": self.Precision.enableStochasticRounding,
+        }
+        for key, value in values.items():
+            if key in setters:
+                setters[key](value)
+            elif key == "output_mode":
+                mode = OutputMode[value]
+                period = values.get("output_return_period") if mode == OutputMode.EveryN else None
+                self.outputMode(mode, period)
+            elif key == "compile_only":
+                if value:
+                    self.useOfflineIpuTarget(values.get("ipu_version", 2))
+            elif key == "partials_type":
+                self.Precision.setPartialsType(
+                    {"float": torch.float32, "half": torch.float16}[value])
+        return self
+
+    def toJSON(self):
+        return json.dumps(self.toDict(), indent=2, sort_keys=True)
+
+    def loadFromFile(self, filepath):
+        """Options from a file: JSON (toJSON's), or PopTorch's format of one
+        setter call per line (``deviceIterations(4)``,
+        ``Training.gradientAccumulation(2)``)."""
+        with open(filepath) as f:
+            text = f.read()
+        if text.lstrip().startswith("{"):
+            try:
+                values = json.loads(text)
+            except json.JSONDecodeError as e:
+                raise Error(f"{filepath}: not valid JSON: {e}") from None
+            return self.fromDict(values)
+        for number, line in enumerate(text.splitlines(), 1):
+            line = line.split("#", 1)[0].strip()
+            if not line:
+                continue
+            match = re.fullmatch(r"((?:Training\.|Precision\.)?)(\w+)\((.*)\)", line)
+            if not match:
+                raise Error(f"{filepath}:{number}: expected a setter call such as "
+                            f"deviceIterations(4), got '{line}'")
+            group, name, args = match.groups()
+            target = {"": self, "Training.": self.Training,
+                      "Precision.": self.Precision}[group]
+            setter = getattr(target, name, None)
+            if setter is None or name.startswith("_") or not callable(setter):
+                raise Error(f"{filepath}:{number}: unknown option '{group}{name}'")
+            try:
+                value = _arguments(args)
+            except (ValueError, SyntaxError) as e:
+                raise Error(f"{filepath}:{number}: cannot read the arguments of "
+                            f"'{line}': {e}") from None
+            setter(*value)
+        return self
+
+    def __repr__(self):
+        return "tessera.Options(" + ", ".join(f"{k}={v!r}" for k, v in self._values.items()) + ")"
+
+    # -- What the compiler and runtime take --------------------------------
+
+    def _output_mode_text(self, training):
+        mode = self.output_mode
+        if mode == OutputMode.Default:
+            mode = OutputMode.Final if training else OutputMode.All
+        if mode == OutputMode.EveryN:
+            return f"every-{self._values['output_return_period']}"
+        return mode.name.lower()
+
+    def _compile_options(self, training):
+        target = {1: "ipu1", 2: "ipu2", 21: "bow"}[self._values["ipu_version"]]
+        options = {
+            "target": target,
+            "device_iterations": self.device_iterations,
+            "output_mode": self._output_mode_text(training),
+        }
+        if self._values["available_memory_proportion"] is not None:
+            options["available_memory_proportion"] = self._values["available_memory_proportion"]
+        if self._values["cache_dir"]:
+            options["cache_dir"] = self._values["cache_dir"]
+        if training:
+            options["gradient_accumulation"] = self._values["gradient_accumulation"]
+            options["accumulation_reduction"] = self._values["accumulation_reduction"].lower()
+        return options

@@ -1,0 +1,228 @@
+"""The Python API (python/tessera): PopTorch-style scripts against PyTorch.
+
+Inference and training go through the same libraries as the command-line
+tools and run on the IPU model; outputs and trained weights must match
+PyTorch within 1e-4.
+"""
+import copy
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+import torchvision
+
+import tessera
+
+
+def close(got, want, what):
+    scale = max(float(want.abs().max()), 1e-6)
+    np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-4,
+                               atol=1e-4 * scale, err_msg=what)
+
+
+def test_inference_resnet18_with_device_iterations():
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18().eval()
+    opts = tessera.Options().deviceIterations(4)
+    ipu = tessera.inferenceModel(model, opts)
+    x = torch.randn(8, 3, 32, 32, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        expected = model(x)
+    close(ipu(x), expected, "first call (compiles)")
+    close(ipu(x * 0.5), model(x * 0.5), "second call")
+    assert ipu.compilations == 1
+    assert ipu.isCompiled() and ipu.isAttached()
+    # The host batch is the micro-batch (2) times the device iterations.
+    with pytest.raises(tessera.Error, match=r"micro-batch 2 x device iterations 4 = 8"):
+        ipu(torch.randn(6, 3, 32, 32))
+    # The executor passes attributes through to the model.
+    assert ipu.fc.out_features == 1000
+
+
+class SmallCNN(torch.nn.Module):
+    """Returns (logits, loss), PopTorch's convention for trainingModel."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(1, 4, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(4)
+        self.fc = torch.nn.Linear(4 * 8 * 8, 10)
+
+    def forward(self, x, labels):
+        logits = self.fc(torch.relu(self.bn(self.conv(x))).flatten(1))
+        return logits, torch.nn.functional.cross_entropy(logits, labels)
+
+
+def digits_like(samples=64):
+    g = torch.Generator().manual_seed(2)
+    return torch.utils.data.TensorDataset(torch.randn(samples, 1, 8, 8, generator=g),
+                                          torch.randint(0, 10, (samples,), generator=g))
+
+
+def reference_training(model, data, micro, accumulation, lr, momentum):
+    """PyTorch doing what the compiled step does: the mean of `accumulation`
+    micro-batches' gradients per update."""
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
+    model.train()
+    loader = torch.utils.data.DataLoader(data, batch_size=micro * accumulation)
+    for x, y in loader:
+        opt.zero_grad()
+        total = 0
+        for k in range(accumulation):
+            _, loss = model(x[k * micro:(k + 1) * micro], y[k * micro:(k + 1) * micro])
+            total = total + loss
+        (total / accumulation).backward()
+        opt.step()
+
+
+def test_training_matches_pytorch_with_accumulation_and_dataloader():
+    torch.manual_seed(0)
+    net = SmallCNN()
+    ref = copy.deepcopy(net)
+    opts = tessera.Options().deviceIterations(2)
+    opts.Training.gradientAccumulation(2)
+    model = tessera.trainingModel(net, opts, tessera.optim.SGD(net.parameters(), lr=0.05,
+                                                               momentum=0.9))
+    data = digits_like()
+    loader = tessera.DataLoader(opts, data, batch_size=4)
+    assert loader.combinedBatchSize == 16 and len(loader) == 4
+    for x, y in loader:
+        logits, loss = model(x, y)
+    # Output mode Final: the last micro-batch's outputs.
+    assert logits.shape == (4, 10) and loss.shape == ()
+    reference_training(ref, data, micro=4, accumulation=2, lr=0.05, momentum=0.9)
+    trained = model.state_dict()  # brings the device's weights back
+    for name, value in ref.state_dict().items():
+        if name.endswith("num_batches_tracked"):
+            assert int(trained[name]) == int(value) == 16, name
+        else:
+            close(trained[name], value, name)
+    # The host model itself holds them too.
+    close(net.fc.weight, ref.fc.weight, "net.fc.weight")
+
+
+def test_set_optimizer_changes_the_learning_rate_without_recompiling():
+    torch.manual_seed(0)
+    net = SmallCNN()
+    ref = copy.deepcopy(net)
+    model = tessera.trainingModel(net, optimizer=tessera.optim.SGD(net.parameters(), lr=0.1))
+    data = digits_like(16)
+    x, y = data.tensors
+    model(x[:8], y[:8])
+    model.setOptimizer(tessera.optim.SGD(net.parameters(), lr=0.01))
+    model(x[8:], y[8:])
+    assert model.compilations == 1
+    opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    for k, lr in enumerate([0.1, 0.01]):
+        for group in opt.param_groups:
+            group["lr"] = lr
+        opt.zero_grad()
+        ref(x[8 * k:8 * (k + 1)], y[8 * k:8 * (k + 1)])[1].backward()
+        opt.step()
+    for name, value in ref.named_parameters():
+        close(dict(model.named_parameters())[name], value, name)
+    # A term compiled into the update cannot appear without a recompile.
+    with pytest.raises(tessera.Error, match="momentum 0.0 -> 0.9 changes the compiled update"):
+        model.setOptimizer(tessera.optim.SGD(net.parameters(), lr=0.01, momentum=0.9))
+    with pytest.raises(tessera.Error, match="compiled with sgd, not adam"):
+        model.setOptimizer(torch.optim.Adam(net.parameters()))
+
+
+def test_detach_and_attach_keep_the_device_state():
+    torch.manual_seed(0)
+    net = SmallCNN()
+    model = tessera.trainingModel(net, optimizer=torch.optim.SGD(net.parameters(), lr=0.1,
+                                                                 momentum=0.9))
+    x, y = digits_like(8).tensors
+    model(x, y)
+    model.detachFromDevice()
+    assert not model.isAttached()
+    model.attachToDevice()
+    _, after_reattach = model(x, y)
+    torch.manual_seed(0)
+    net2 = SmallCNN()
+    model2 = tessera.trainingModel(net2, optimizer=torch.optim.SGD(net2.parameters(), lr=0.1,
+                                                                   momentum=0.9))
+    model2(x, y)
+    _, uninterrupted = model2(x, y)
+    close(after_reattach, uninterrupted, "loss after detach/attach (momentum kept)")
+
+
+def test_compile_and_export_then_load_in_a_fresh_process(tmp_path):
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(num_classes=10).eval()
+    x = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(3))
+    path = tmp_path / "resnet18.tess"
+    tessera.inferenceModel(model).compileAndExport(path, x)
+    np.save(tmp_path / "x.npy", x.numpy())
+    script = (f"import numpy, torch, tessera\n"
+              f"m = tessera.load({str(path)!r})\n"
+              f"y = m(torch.from_numpy(numpy.load({str(tmp_path / 'x.npy')!r})))\n"
+              f"numpy.save({str(tmp_path / 'y.npy')!r}, y.numpy())\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    with torch.no_grad():
+        close(torch.from_numpy(np.load(tmp_path / "y.npy")), model(x), "loaded executable")
+
+
+def test_options_round_trip_and_poptorch_files(tmp_path):
+    opts = tessera.Options().deviceIterations(4).randomSeed(7)
+    opts.Training.gradientAccumulation(3).accumulationAndReplicationReductionType(
+        tessera.ReductionType.Sum)
+    opts.outputMode(tessera.OutputMode.EveryN, 2)
+    opts.setAvailableMemoryProportion({"IPU0": 0.4})
+    path = tmp_path / "opts.json"
+    path.write_text(opts.toJSON())
+    back = tessera.Options().loadFromFile(path)
+    assert back.toDict() == opts.toDict()
+    assert json.loads(back.toJSON())["output_mode"] == "EveryN"
+    lines = tmp_path / "opts.txt"
+    lines.write_text("deviceIterations(4)\nrandomSeed(7)  # a comment\n"
+                     "Training.gradientAccumulation(3)\n"
+                     "Training.accumulationAndReplicationReductionType(ReductionType.Sum)\n"
+                     "outputMode(OutputMode.EveryN, 2)\n"
+                     "setAvailableMemoryProportion({'IPU0': 0.4})\n")
+    assert tessera.Options().loadFromFile(lines).toDict() == opts.toDict()
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda: tessera.Options().deviceIterations(0), "deviceIterations must be a positive"),
+    (lambda: tessera.Options().replicationFactor(2), "replicationFactor.2. is not available yet"),
+    (lambda: tessera.Options().Precision.enableStochasticRounding(True), "not available yet"),
+    (lambda: tessera.Options().setAvailableMemoryProportion({"IPU0": 1.5}), r"must be in \(0, 1\]"),
+    (lambda: tessera.Options().setAvailableMemoryProportion({"GPU0": 0.5}), "not an IPU name"),
+    (lambda: tessera.Options().fromDict({"deviceIterationz": 2}), "unknown option deviceIterationz"),
+    (lambda: tessera.Options().outputMode(tessera.OutputMode.EveryN), "needs output_return_period"),
+    (lambda: tessera.optim.SGD(torch.nn.Linear(2, 2).parameters(), loss_scaling=128),
+     "loss_scaling=128 is not available yet"),
+    (lambda: tessera.trainingModel(torch.nn.Linear(2, 2), optimizer="sgd"),
+     "must be a torch.optim optimizer"),
+])
+def test_option_errors(call, message):
+    with pytest.raises(tessera.Error, match=message):
+        call()
+
+
+def test_bad_options_file_names_the_line(tmp_path):
+    path = tmp_path / "bad.txt"
+    path.write_text("deviceIterations(2)\nbogusOption(3)\n")
+    with pytest.raises(tessera.Error, match=r"bad.txt:2: unknown option 'bogusOption'"):
+        tessera.Options().loadFromFile(path)
+
+
+def test_training_model_needs_a_scalar_loss():
+    model = tessera.trainingModel(torch.nn.Linear(4, 3))
+    with pytest.raises(tessera.Error, match="must return its loss, a scalar"):
+        model(torch.randn(2, 4))
+
+
+def test_compile_errors_name_the_python_line():
+    class Unsupported(torch.nn.Module):
+        def forward(self, x):
+            return torch.linalg.svd(x)[1]  # no converter for svd
+
+    with pytest.raises(tessera.Error, match=r"test_python_api.py:\d+.*svd"):
+        tessera.inferenceModel(Unsupported())(torch.randn(2, 3, 3))
