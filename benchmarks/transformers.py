@@ -53,7 +53,11 @@ def build(name, seq, layers):
         return GPT2(layers=layers, seq=seq), (torch.randint(0, 50257, (1, seq)),), ["ids"]
     if name == "vit_b_16":
         import torchvision
-        return torchvision.models.vit_b_16(), (torch.randn(1, 3, 224, 224),), ["image"]
+        model = torchvision.models.vit_b_16()
+        # torchvision zeroes the classifier: random weights make the
+        # comparison with PyTorch mean something.
+        torch.nn.init.normal_(model.heads.head.weight, std=0.02)
+        return model, (torch.randn(1, 3, 224, 224),), ["image"]
     if name == "transformer":
         return (Transformer(layers=min(layers, 6)),
                 (torch.randn(1, seq, 512), torch.randn(1, seq, 512)), ["src", "tgt"])

@@ -21,6 +21,11 @@ PY=/usr/bin/python3
 # per-epoch lines are shown (tessera-run prints one line per run).
 $PY scripts/train_digits.py "$OUT" | grep -v '^run '
 echo
+# The same from Python, PopTorch's way (the tessera package is on
+# /usr/bin/python3's path after the build).
+echo "\$ scripts/python_digits.py"
+$PY scripts/python_digits.py
+echo
 $PY scripts/export_model.py "$MODEL" "$OUT/$MODEL.onnx"
 
 echo

@@ -13,6 +13,7 @@ import os
 import re
 import tempfile
 import warnings
+import weakref
 
 import numpy as np
 import torch
@@ -29,6 +30,12 @@ _INPUT_TYPES = {
     torch.int64: "i64", torch.int32: "i32", torch.int16: "i16", torch.int8: "i8",
     torch.uint8: "ui8", torch.bool: "i1",
 }
+
+
+# The training executor of each module: an inference model of the same
+# module compiles (and, after more training, recompiles) with the weights
+# the device trained, as PopTorch's inference model of a trained model does.
+_TRAINING = weakref.WeakKeyDictionary()
 
 
 def identity_loss(x, reduction):
@@ -83,6 +90,10 @@ class _Executor:
         self._output_count = None
         self._host_stale = False   # the device's weights are newer
         self._steps_unsynced = 0   # micro-batches run since the host's copy
+        self._updates = 0          # training calls run (the weights' version)
+        self._trained_version = None  # inference: the updates compiled in
+        if training:
+            _TRAINING[model] = weakref.ref(self)
         self._detached_state = None
         self.compilations = 0      # how many times the model was compiled
 
@@ -92,6 +103,9 @@ class _Executor:
         if kwargs:
             raise Error("pass the model's inputs positionally (keyword arguments are not "
                         "supported)")
+        trainer = self._trainer()
+        if trainer is not None and self._trained_version != trainer._updates:
+            self._path = self._executable = None  # trained since: new weights
         if self._path is None:
             self._compile(args, self._executable_path())
         if self._executable is None:
@@ -104,6 +118,7 @@ class _Executor:
             for _, v in self._factors():
                 steps *= v
             self._steps_unsynced += steps
+            self._updates += 1
         results = tuple(torch.from_numpy(o) for o in outputs)
         return results[0] if len(results) == 1 else results
 
@@ -210,6 +225,12 @@ class _Executor:
 
     # -- Internals -------------------------------------------------------------
 
+    def _trainer(self):
+        """The training executor of this inference model's module, if any."""
+        if self._training or self._model not in _TRAINING:
+            return None
+        return _TRAINING[self._model]()
+
     def _executable_path(self):
         return os.path.join(self._dir.name, "model.tess")
 
@@ -241,6 +262,10 @@ class _Executor:
         if not args:
             raise Error("the model needs example inputs to compile (call it, or "
                         "compile(*args), with a batch)")
+        trainer = self._trainer()
+        if trainer is not None:
+            trainer.copyWeightsToHost()
+            self._trained_version = trainer._updates
         arrays = [_as_array(a, i) for i, a in enumerate(args)]
         combined = 1
         for _, v in self._factors():

@@ -49,6 +49,9 @@ def binaries(a, b):
                         torch.where(a > b, a * 2, b * 3)])
 
 
+TOKENS = torch.tensor([[1, 3, 3], [0, 9, 1]])
+COLUMNS = torch.tensor([5, 0, 5, 2])
+
 CASES = {
     "unary": (unaries, [(22, 8)]),
     "binary_broadcast": (binaries, [(3, 1, 4), (2, 4)]),
@@ -79,6 +82,9 @@ CASES = {
         torch.cat([x, x * 2], 1).flatten(), F.pad(x, (1, 2, 0, 1)).flatten(),
         x[:, 1].flatten(), x[..., -1].flatten()]),
         [(2, 3, 4), (2, 1)]),
+    # Repeated indices add their gradients into one row.
+    "gather_embedding": (lambda t, u: torch.cat([
+        F.embedding(TOKENS, t).flatten(), u[:, COLUMNS].flatten()]), [(10, 4), (3, 6)]),
 }
 
 

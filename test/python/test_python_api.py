@@ -131,6 +131,49 @@ def test_set_optimizer_changes_the_learning_rate_without_recompiling():
         model.setOptimizer(torch.optim.Adam(net.parameters()))
 
 
+class TinyBert(torch.nn.Module):
+    """Token embedding, an encoder layer and a classifier: fine-tuning
+    trains the embedding too (its gradient is a scatter-add)."""
+
+    def __init__(self):
+        super().__init__()
+        self.tokens = torch.nn.Embedding(100, 16)
+        self.layer = torch.nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0,
+                                                      batch_first=True)
+        self.head = torch.nn.Linear(16, 3)
+
+    def forward(self, ids, labels):
+        logits = self.head(self.layer(self.tokens(ids))[:, 0])
+        return logits, torch.nn.functional.cross_entropy(logits, labels)
+
+
+def test_fine_tuning_trains_the_embedding_like_pytorch():
+    torch.manual_seed(0)
+    net = TinyBert()
+    ref = copy.deepcopy(net)
+    g = torch.Generator().manual_seed(4)
+    ids = torch.randint(0, 100, (4, 8), generator=g)
+    labels = torch.randint(0, 3, (4,), generator=g)
+    # SGD, not Adam: the key projection's bias has a gradient of zero up to
+    # rounding (softmax ignores a shift shared by all keys), which Adam's
+    # normalisation would blow up to +-lr steps of noise.
+    model = tessera.trainingModel(net, optimizer=torch.optim.SGD(net.parameters(), lr=0.1,
+                                                                 momentum=0.9))
+    for _ in range(2):
+        model(ids, labels)
+    opt = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
+    for _ in range(2):
+        opt.zero_grad()
+        ref(ids, labels)[1].backward()
+        opt.step()
+    trained = dict(model.named_parameters())
+    for name, value in ref.named_parameters():
+        close(trained[name], value, name)
+    # Rows of the table no token used keep their values.
+    unused = sorted(set(range(100)) - set(ids.flatten().tolist()))
+    close(trained["tokens.weight"][unused], ref.tokens.weight[unused], "unused rows")
+
+
 def test_detach_and_attach_keep_the_device_state():
     torch.manual_seed(0)
     net = SmallCNN()

@@ -1266,6 +1266,59 @@ struct GatherPattern : OpConversionPattern<g::GatherOp> {
   }
 };
 
+/// graph.scatter_add as a reduction over the index positions: each result
+/// element sums the updates whose index names its row. Every element
+/// compares every index (work: result x indices), which the planner splits
+/// over tiles like any reduction; a vertex that adds only the rows it holds
+/// (PopLibs' multiUpdateAdd) would do result / rows x indices.
+struct ScatterAddPattern : OpConversionPattern<g::ScatterAddOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(g::ScatterAddOp op, OpAdaptor a,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location l = op.getLoc();
+    MLIRContext *ctx = getContext();
+    auto type = op.getType();
+    int64_t axis = op.getAxis(), rank = type.getRank();
+    int64_t idxRank = tensorType(a.getIndices()).getRank();
+    int64_t rows = type.getDimSize(axis);
+    // Loops: the result's dims, then the index positions (reductions).
+    int64_t loops = rank + idxRank;
+    SmallVector<AffineExpr> idxExprs, updExprs;
+    for (int64_t d = 0; d < idxRank; ++d)
+      idxExprs.push_back(getAffineDimExpr(rank + d, ctx));
+    for (int64_t d = 0; d < axis; ++d)
+      updExprs.push_back(getAffineDimExpr(d, ctx));
+    llvm::append_range(updExprs, idxExprs);
+    for (int64_t d = axis + 1; d < rank; ++d)
+      updExprs.push_back(getAffineDimExpr(d, ctx));
+    SmallVector<AffineMap> maps{AffineMap::get(loops, 0, idxExprs, ctx),
+                                AffineMap::get(loops, 0, updExprs, ctx),
+                                AffineMap::get(loops, 0,
+                                               AffineMap::getMultiDimIdentityMap(rank, ctx)
+                                                   .getResults(),
+                                               ctx)};
+    SmallVector<IteratorType> iterators(rank, IteratorType::parallel);
+    iterators.append(idxRank, IteratorType::reduction);
+    Type elem = type.getElementType();
+    Value init = filled(rewriter, l, type, scalar(rewriter, l, elem, 0));
+    Value r = linalg::GenericOp::create(
+                  rewriter, l, TypeRange{type}, ValueRange{a.getIndices(), a.getUpdates()},
+                  ValueRange{init}, maps, iterators,
+                  [&](OpBuilder &b, Location nl, ValueRange args) {
+                    Value row = wrapIndex(b, nl, args[0], rows);
+                    Value here = arith::CmpIOp::create(b, nl, arith::CmpIPredicate::eq, row,
+                                                       linalg::IndexOp::create(b, nl, axis));
+                    Value zero = scalar(b, nl, elem, 0);
+                    Value add = arith::SelectOp::create(b, nl, here, args[1], zero);
+                    linalg::YieldOp::create(b, nl, addS(b, nl, args[2], add));
+                  })
+                  .getResult(0);
+    rewriter.replaceOp(op, r);
+    return success();
+  }
+};
+
 struct GatherElementsPattern : OpConversionPattern<g::GatherElementsOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult
@@ -1651,6 +1704,6 @@ void tessera::populateGraphToLinalgPatterns(RewritePatternSet &patterns) {
                SoftmaxPattern<g::LogSoftmaxOp>, BatchNormPattern, LayerNormPattern,
                GroupNormPattern, ConstantPattern, ReshapePattern, TransposePattern,
                ExpandPattern, ConcatPattern, SlicePattern, GatherPattern,
-               GatherElementsPattern, PadPattern, RandomUniformPattern,
+               GatherElementsPattern, ScatterAddPattern, PadPattern, RandomUniformPattern,
                ResizePattern>(ctx);
 }

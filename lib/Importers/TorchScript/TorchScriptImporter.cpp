@@ -931,7 +931,9 @@ std::string OpContext::constantName(size_t i) const {
   // Frozen parameters keep their attribute path: "self.layer1.0.conv1.weight".
   const jit::Value *v = node_->input(i);
   if (v->hasDebugName()) {
-    StringRef name = v->debugName();
+    // debugName() returns a temporary string: keep it for the StringRef.
+    std::string debugName = v->debugName();
+    StringRef name = debugName;
     if (name.consume_front("self."))
       return name.str();
   }
@@ -1199,7 +1201,14 @@ static OwningOpRef<ModuleOp> importModule(StringRef bytes,
     }
     // jit::freeze adds inference rewrites (batch norm folded into the
     // convolution before it) that a training step must not see.
-    frozen = options.training ? jit::freeze_module(module) : jit::freeze(module);
+    // Training keeps every parameter an attribute (preserveParameters), so
+    // that foldAttributeReads names each by its path: freezing would fold
+    // the parameters of modules it does not keep into constants named after
+    // a local variable ("weight.9").
+    frozen = options.training
+                 ? jit::freeze_module(module, {}, /*freezeInterfaces=*/true,
+                                      /*preserveParameters=*/true)
+                 : jit::freeze(module);
     std::shared_ptr<jit::Graph> graph = frozen.get_method("forward").graph();
     if (options.training)
       foldAttributeReads(*graph, frozen);

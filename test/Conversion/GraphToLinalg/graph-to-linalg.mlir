@@ -119,3 +119,23 @@ func.func @random_uniform(%seed: tensor<i64>, %counter: tensor<i64>) -> tensor<2
   %0 = graph.random_uniform %seed, %counter {stream = 2 : i64, low = 0.0 : f64, high = 1.0 : f64} : (tensor<i64>, tensor<i64>) -> tensor<2x3xf32>
   return %0 : tensor<2x3xf32>
 }
+
+// -----
+
+// scatter_add: a reduction over the index positions; each result element
+// adds the updates whose (wrapped) index is its row.
+// CHECK-DAG: #[[$IDX:.*]] = affine_map<(d0, d1, d2) -> (d2)>
+// CHECK-DAG: #[[$UPD:.*]] = affine_map<(d0, d1, d2) -> (d2, d1)>
+// CHECK-DAG: #[[$OUT:.*]] = affine_map<(d0, d1, d2) -> (d0, d1)>
+// CHECK-LABEL: func.func @scatter_add
+// CHECK: %[[Z:.*]] = linalg.fill
+// CHECK: linalg.generic {indexing_maps = [#[[$IDX]], #[[$UPD]], #[[$OUT]]], iterator_types = ["parallel", "parallel", "reduction"]}
+// CHECK-SAME: ins(%arg1, %arg0 : tensor<5xi64>, tensor<5x4xf32>) outs(%[[Z]] : tensor<10x4xf32>)
+// CHECK: %[[ROW:.*]] = linalg.index 0
+// CHECK: arith.cmpi eq, %{{.*}}, %[[ROW]]
+// CHECK: arith.select
+// CHECK: arith.addf
+func.func @scatter_add(%u: tensor<5x4xf32>, %i: tensor<5xi64>) -> tensor<10x4xf32> {
+  %0 = graph.scatter_add %u, %i {axis = 0 : i64} : (tensor<5x4xf32>, tensor<5xi64>) -> tensor<10x4xf32>
+  return %0 : tensor<10x4xf32>
+}

@@ -67,3 +67,20 @@ func.func @main(%x: tensor<3x2xf32>) -> (tensor<f32> {graph.loss}) {
   %4 = graph.reduce_sum %3 {axes = array<i64: 0, 1>, keepdims = false} : (tensor<3x2xf32>) -> tensor<f32>
   return %4 : tensor<f32>
 }
+
+// -----
+
+// An embedding's gradient: the gather's table gets the scatter-add of the
+// output's gradient at the same indices; the indices get none.
+// CHECK-LABEL: func.func @main
+// CHECK-SAME: -> (tensor<f32> {graph.loss}, tensor<10x4xf32> {graph.gradient_of = @table, graph.name = "table.grad"})
+// CHECK: %[[G:.*]] = graph.scatter_add %{{.*}}, %arg0 {axis = 0 : i64} : (tensor<2x3x4xf32>, tensor<2x3xi64>) -> tensor<10x4xf32>
+// CHECK: return %{{.*}}, %[[G]]
+ml_program.global private @table(dense<1.0> : tensor<10x4xf32>) : tensor<10x4xf32>
+func.func @main(%ids: tensor<2x3xi64>) -> (tensor<f32> {graph.loss}) {
+  %t = ml_program.global_load_const @table : tensor<10x4xf32>
+  %0 = graph.gather %t, %ids {axis = 0 : i64} : (tensor<10x4xf32>, tensor<2x3xi64>) -> tensor<2x3x4xf32>
+  %1 = graph.mul %0, %0 : (tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  %2 = graph.reduce_sum %1 {axes = array<i64: 0, 1, 2>, keepdims = false} : (tensor<2x3x4xf32>) -> tensor<f32>
+  return %2 : tensor<f32>
+}

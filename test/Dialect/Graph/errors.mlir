@@ -170,3 +170,27 @@ func.func @random_empty_range(%seed: tensor<i64>, %counter: tensor<i64>) {
   %0 = graph.random_uniform %seed, %counter {stream = 0 : i64, low = 1.0 : f64, high = 1.0 : f64} : (tensor<i64>, tensor<i64>) -> tensor<4xf32>
   return
 }
+
+// -----
+
+func.func @scatter_add_shape(%u: tensor<5x4xf32>, %i: tensor<6xi64>) {
+  // expected-error @+1 {{updates 'tensor<5x4xf32>' must have the shape of the result's dims before axis 0, the indices' and the result's after it}}
+  %0 = graph.scatter_add %u, %i {axis = 0 : i64} : (tensor<5x4xf32>, tensor<6xi64>) -> tensor<10x4xf32>
+  return
+}
+
+// -----
+
+func.func @scatter_add_axis(%u: tensor<5x4xf32>, %i: tensor<5xi64>) {
+  // expected-error @+1 {{axis 2 is out of range for a rank-2 result}}
+  %0 = graph.scatter_add %u, %i {axis = 2 : i64} : (tensor<5x4xf32>, tensor<5xi64>) -> tensor<10x4xf32>
+  return
+}
+
+// -----
+
+func.func @scatter_add_type(%u: tensor<5x4xf16>, %i: tensor<5xi64>) {
+  // expected-error @+1 {{differ in element type}}
+  %0 = graph.scatter_add %u, %i {axis = 0 : i64} : (tensor<5x4xf16>, tensor<5xi64>) -> tensor<10x4xf32>
+  return
+}

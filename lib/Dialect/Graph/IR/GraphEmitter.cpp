@@ -315,6 +315,15 @@ Value GraphEmitter::softmax(Value x, int64_t axis) {
                                   b.getI64IntegerAttr(axis)));
 }
 
+Value GraphEmitter::scatterAdd(Value updates, Value indices, int64_t axis,
+                               ArrayRef<int64_t> shape) {
+  if (skip({updates, indices}))
+    return {};
+  auto type = RankedTensorType::get(
+      shape, mlir::cast<RankedTensorType>(updates.getType()).getElementType());
+  return finish(ScatterAddOp::create(b, loc, type, updates, indices, b.getI64IntegerAttr(axis)));
+}
+
 Value GraphEmitter::logSoftmax(Value x, int64_t axis) {
   if (skip({x}))
     return {};

@@ -549,6 +549,31 @@ LogicalResult GatherOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+LogicalResult ScatterAddOp::verify() {
+  auto updates = cast<RankedTensorType>(getUpdates().getType());
+  auto indices = cast<RankedTensorType>(getIndices().getType());
+  auto result = cast<RankedTensorType>(getType());
+  int64_t axis = getAxis();
+  if (axis < 0 || axis >= result.getRank())
+    return emitOpError("axis ") << axis << " is out of range for a rank-"
+                                << result.getRank() << " result";
+  if (updates.getElementType() != result.getElementType())
+    return emitOpError("updates ") << updates << " and result " << result
+                                   << " differ in element type";
+  SmallVector<int64_t> expected(result.getShape().take_front(axis));
+  llvm::append_range(expected, indices.getShape());
+  llvm::append_range(expected, result.getShape().drop_front(axis + 1));
+  if (updates.getRank() != static_cast<int64_t>(expected.size()) ||
+      llvm::any_of(llvm::zip(updates.getShape(), expected), [](auto p) {
+        auto [a, b] = p;
+        return a != b && a != kDynamicDim && b != kDynamicDim;
+      }))
+    return emitOpError("updates ")
+           << updates << " must have the shape of the result's dims before axis "
+           << axis << ", the indices' and the result's after it";
+  return success();
+}
+
 LogicalResult GatherElementsOp::inferReturnTypes(MLIRContext *,
                                                  std::optional<Location> loc,
                                                  Adaptor a,

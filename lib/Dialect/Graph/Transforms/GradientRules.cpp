@@ -628,7 +628,7 @@ bool hasGradientRule(Operation *op) {
              MinOp, SelectOp, CastOp, MatmulOp, ConvOp, AvgPoolOp, MaxPoolOp,
              ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMinOp, SoftmaxOp,
              LogSoftmaxOp, LayerNormOp, GroupNormOp, BatchNormOp, ReshapeOp, TransposeOp,
-             ExpandOp, SliceOp, ConcatOp, PadOp>(op);
+             ExpandOp, SliceOp, ConcatOp, PadOp, GatherOp>(op);
 }
 
 LogicalResult buildGradient(GraphEmitter &e, Operation *op,
@@ -703,6 +703,13 @@ LogicalResult buildGradient(GraphEmitter &e, Operation *op,
       })
       .Case([&](ExpandOp expand) {
         operandGrads[0] = e.sumToShape(g, shapeOf(expand.getInput()));
+        return success(!e.failed());
+      })
+      .Case([&](GatherOp gather) {
+        // The rows read are the rows the gradient adds into (an
+        // embedding's gradient); the indices have none.
+        operandGrads[0] = e.scatterAdd(g, gather.getIndices(), gather.getAxis(),
+                                       shapeOf(gather.getInput()));
         return success(!e.failed());
       })
       .Case([&](SliceOp slice) { return sliceGradient(e, slice, g, operandGrads); })

@@ -97,6 +97,9 @@ public:
                    llvm::ArrayRef<int64_t> dilations, int64_t groups);
   mlir::Value softmax(mlir::Value a, int64_t axis);
   mlir::Value logSoftmax(mlir::Value a, int64_t axis);
+  /// graph.scatter_add of `updates` at `indices` into a zero tensor of `shape`.
+  mlir::Value scatterAdd(mlir::Value updates, mlir::Value indices, int64_t axis,
+                         llvm::ArrayRef<int64_t> shape);
 
   /// Adds the op the caller created (placeholder result type allowed).
   mlir::Value finish(mlir::Operation *op);

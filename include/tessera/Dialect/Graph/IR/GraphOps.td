@@ -415,6 +415,29 @@ def Graph_GatherOp : Graph_Op<"gather", [Pure, InferTypeOpAdaptorWithIsCompatibl
   let hasCanonicalizer = 1;
 }
 
+def Graph_ScatterAddOp : Graph_Op<"scatter_add", [Pure]> {
+  let summary = "Add slices of `updates` into a zero tensor at `indices` along `axis`";
+  let description = [{
+    The adjoint of `graph.gather` (an embedding's gradient; PopLibs'
+    multiUpdateAdd): with `updates` of shape result.shape[:axis] +
+    indices.shape + result.shape[axis+1:],
+    `result[p..., v, q...]` is the sum of `updates[p..., i..., q...]` over
+    every index position `i...` whose index is `v`. Negative indices count
+    from the end, as in gather; an index out of range adds nothing.
+
+    ```mlir
+    %grad = graph.scatter_add %g, %ids {axis = 0 : i64}
+        : (tensor<128x768xf32>, tensor<128xi64>) -> tensor<30522x768xf32>
+    ```
+  }];
+  let arguments = (ins Graph_Tensor:$updates, Graph_IndexTensor:$indices,
+                   I64Attr:$axis);
+  let results = (outs Graph_Tensor:$result);
+  let assemblyFormat =
+      "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def Graph_GatherElementsOp : Graph_Op<"gather_elements",
     [Pure, InferTypeOpAdaptorWithIsCompatible]> {
   let summary = "Pick one element of `input` per index, along `axis`";
