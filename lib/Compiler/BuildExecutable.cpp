@@ -2,9 +2,14 @@
 
 #include "tessera/Compiler/BuildExecutable.h"
 
+#include "tessera/Dialect/Graph/IR/OpBuilding.h"
+#include "tessera/Importers/TorchScript/TorchScriptImporter.h"
+
+#include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/xxhash.h"
 
 #include <dlfcn.h>
@@ -18,17 +23,50 @@ llvm::Error fail(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
 }
 
-/// The file holding this code: the tool's executable, or the Python
-/// extension that links the compiler. Its bytes are part of the cache key,
-/// so a rebuilt compiler never takes an older one's executables.
-std::string compilerBinary() {
+/// The file holding the code at `address`: the tool's executable, the
+/// Python extension, or a shared library.
+std::string fileOf(void *address) {
   // The main program's name is as it was run (maybe found on PATH); a
   // shared object's is its path.
   Dl_info info;
-  if (dladdr(reinterpret_cast<void *>(&cacheKeyOptions), &info) && info.dli_fname &&
+  if (dladdr(address, &info) && info.dli_fname &&
       llvm::StringRef(info.dli_fname).contains('/') && llvm::sys::fs::exists(info.dli_fname))
     return info.dli_fname;
   return "/proc/self/exe";
+}
+
+/// Every file of code that shapes an executable besides the one holding
+/// this code (which computeCacheKey hashes): the graph dialect's shared
+/// library (its folds), the TorchScript importer plugin, by content; the
+/// MLIR and LLVM libraries by path, size and time (they change only with
+/// Debian's packages, and hashing 200 MB per compile would cost more than
+/// it protects). A rebuilt compiler never takes an older one's
+/// executables.
+std::string compilerIdentity() {
+  std::string text;
+  auto byContent = [&](const std::string &path) {
+    auto bytes = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                             /*RequiresNullTerminator=*/false);
+    text += ";code " + path + "=" +
+            (bytes ? llvm::utohexstr(llvm::xxh3_64bits(llvm::arrayRefFromStringRef(
+                         (*bytes)->getBuffer())))
+                   : std::string("unreadable"));
+  };
+  FailureOr<Value> (*graphLibrary)(OpBuilder &, Operation *) = &graph::finishCreatedOp;
+  byContent(fileOf(reinterpret_cast<void *>(graphLibrary)));
+  if (std::string plugin = torchscript_importer::pluginPath(); !plugin.empty())
+    byContent(plugin);
+  LogicalResult (*mlirLibrary)(Operation *, bool) = &mlir::verify;
+  uint64_t (*llvmLibrary)(llvm::ArrayRef<uint8_t>) = &llvm::xxh3_64bits;
+  for (void *address :
+       {reinterpret_cast<void *>(mlirLibrary), reinterpret_cast<void *>(llvmLibrary)}) {
+    std::string path = fileOf(address);
+    llvm::sys::fs::file_status status;
+    if (!llvm::sys::fs::status(path, status))
+      text += ";library " + path + "=" + std::to_string(status.getSize()) + "@" +
+              std::to_string(status.getLastModificationTime().time_since_epoch().count());
+  }
+  return text;
 }
 } // namespace
 
@@ -128,7 +166,8 @@ buildExecutable(MLIRContext &context, const ExecutableRequest &request,
   const TrainingPipelineOptions &training = request.compile.training;
   std::string cacheKey;
   if (!request.cacheDir.empty()) {
-    auto key = computeCacheKey(request.modelPath, cacheKeyOptions(request), compilerBinary());
+    auto key = computeCacheKey(request.modelPath, cacheKeyOptions(request) + compilerIdentity(),
+                               fileOf(reinterpret_cast<void *>(&cacheKeyOptions)));
     if (!key)
       return key.takeError();
     cacheKey = *key;

@@ -15,12 +15,14 @@ the IPU model (tile memory, exchanges and cycle counts of the real chip).
 from _tessera import Error, version as __version__
 
 from . import optim
+from .blocks import BeginBlock, Block, BlockFunction, Stage, recomputationCheckpoint
 from ._model import (LoadedExecutable, identity_loss, inferenceModel, load,
                      trainingModel)
 from .data import DataLoader
 from .options import Options, OutputMode, ReductionType
 
 __all__ = [
+    "BeginBlock", "Block", "BlockFunction", "Stage", "recomputationCheckpoint",
     "DataLoader", "Error", "LoadedExecutable", "Options", "OutputMode", "ReductionType",
     "identity_loss", "inferenceModel", "load", "optim", "trainingModel",
 ]

@@ -243,10 +243,27 @@ def test_options_round_trip_and_poptorch_files(tmp_path):
      "loss_scaling=128 is not available yet"),
     (lambda: tessera.trainingModel(torch.nn.Linear(2, 2), optimizer="sgd"),
      "must be a torch.optim optimizer"),
+    (lambda: tessera.BeginBlock(torch.nn.Linear(2, 2), ipu_id=1),
+     r"BeginBlock\(ipu_id=1\) is not available yet"),
+    (lambda: tessera.Stage("a", "b"), "Stage is not available yet"),
 ])
 def test_option_errors(call, message):
     with pytest.raises(tessera.Error, match=message):
         call()
+
+
+def test_blocks_on_ipu0_compile_as_the_whole_model():
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(4, 3)
+    model = torch.nn.Sequential(tessera.BeginBlock(layer, "first", ipu_id=0), torch.nn.ReLU())
+
+    @tessera.BlockFunction(ipu_id=0)
+    def double(x):
+        return tessera.recomputationCheckpoint(x * 2)
+
+    x = torch.randn(2, 4)
+    close(tessera.inferenceModel(model)(x), model(x), "BeginBlock on IPU 0")
+    assert torch.equal(double(x), x * 2)
 
 
 def test_bad_options_file_names_the_line(tmp_path):

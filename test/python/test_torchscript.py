@@ -9,6 +9,7 @@ trace for inference, which makes PyTorch record its fused attention kernels.
 The error tests check what a user sees for models Tessera cannot compile:
 the source line, every unsupported operator at once, the missing shapes.
 """
+import os
 import re
 import warnings
 
@@ -260,3 +261,32 @@ def test_operator_list():
     for op in ["aten::_convolution", "aten::linear", "aten::layer_norm",
                "aten::_transformer_encoder_layer_fwd"]:
         assert op in ops
+
+
+def test_cache_key_covers_the_importer_plugin(tmp_path):
+    """The executable cache keys on every library that shapes the code: a
+    changed TorchScript importer plugin is a miss, not a stale hit."""
+    import shutil
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU()).eval()
+    pt = tmp_path / "m.pt"
+    save(model, torch.randn(2, 4), pt)
+    cache = tmp_path / "cache"
+
+    def compile_(env=None):
+        result = run([tool("tessera-compile"), str(pt), "--input-shape", "input=2x4",
+                      "--cache-dir", str(cache), "-o", str(tmp_path / "m.tess")],
+                     env=env)
+        assert result.returncode == 0, result.stderr
+        return result.stderr
+
+    assert "cache miss" in compile_()
+    assert "cache hit" in compile_()
+    plugin = os.path.join(os.path.dirname(tool("tessera-compile")), "..", "lib",
+                          "libTesseraTorchScriptPlugin.so")
+    changed = tmp_path / "libTesseraTorchScriptPlugin.so"
+    shutil.copy(plugin, changed)
+    with open(changed, "ab") as f:
+        f.write(b"\0")  # another build of the plugin, as far as its bytes go
+    env = dict(os.environ, TESSERA_TORCHSCRIPT_PLUGIN=str(changed))
+    assert "cache miss" in compile_(env)
+    assert "cache hit" in compile_(env)

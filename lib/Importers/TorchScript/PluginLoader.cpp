@@ -31,21 +31,25 @@ struct Plugin {
   std::string error;
 };
 
+std::vector<std::string> candidatePaths() {
+  std::vector<std::string> candidates;
+  if (auto env = llvm::sys::Process::GetEnv("TESSERA_TORCHSCRIPT_PLUGIN"))
+    candidates.push_back(*env);
+  candidates.push_back(TESSERA_TORCHSCRIPT_PLUGIN);
+  std::string exe = llvm::sys::fs::getMainExecutable(
+      nullptr, reinterpret_cast<void *>(&candidatePaths));
+  if (!exe.empty()) {
+    llvm::SmallString<256> near(llvm::sys::path::parent_path(exe));
+    llvm::sys::path::append(near, "..", "lib", TESSERA_TORCHSCRIPT_PLUGIN_NAME);
+    candidates.push_back(std::string(near));
+  }
+  return candidates;
+}
+
 const Plugin &plugin() {
   static const Plugin loaded = [] {
     Plugin p;
-    std::vector<std::string> candidates;
-    if (auto env = llvm::sys::Process::GetEnv("TESSERA_TORCHSCRIPT_PLUGIN"))
-      candidates.push_back(*env);
-    candidates.push_back(TESSERA_TORCHSCRIPT_PLUGIN);
-    std::string exe = llvm::sys::fs::getMainExecutable(
-        nullptr, reinterpret_cast<void *>(&plugin));
-    if (!exe.empty()) {
-      llvm::SmallString<256> near(llvm::sys::path::parent_path(exe));
-      llvm::sys::path::append(near, "..", "lib", TESSERA_TORCHSCRIPT_PLUGIN_NAME);
-      candidates.push_back(std::string(near));
-    }
-    for (const std::string &path : candidates) {
+    for (const std::string &path : candidatePaths()) {
       if (!llvm::sys::fs::exists(path))
         continue;
       std::string error;
@@ -77,6 +81,13 @@ const Plugin &plugin() {
 }
 
 } // namespace
+
+std::string pluginPath() {
+  for (const std::string &path : candidatePaths())
+    if (llvm::sys::fs::exists(path))
+      return path;
+  return "";
+}
 
 bool isTorchScriptArchive(StringRef contents) {
   return contents.starts_with(StringRef("PK\x03\x04", 4));

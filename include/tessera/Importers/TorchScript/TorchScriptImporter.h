@@ -79,6 +79,12 @@ importTorchScriptFile(llvm::StringRef path, mlir::MLIRContext *context,
 /// constants); an error if the plugin cannot be loaded.
 llvm::Expected<std::vector<std::string>> supportedOperators();
 
+/// The plugin file that imports TorchScript (the first that exists of
+/// $TESSERA_TORCHSCRIPT_PLUGIN, the path it was built to, and lib/ next to
+/// this program), or empty: its bytes shape the executables it imports, so
+/// the executable cache's key covers them.
+std::string pluginPath();
+
 } // namespace tessera::torchscript_importer
 
 #endif // TESSERA_IMPORTERS_TORCHSCRIPT_TORCHSCRIPTIMPORTER_H
