@@ -19,10 +19,11 @@ from .blocks import BeginBlock, Block, BlockFunction, Stage, recomputationCheckp
 from ._model import (LoadedExecutable, identity_loss, inferenceModel, load,
                      trainingModel)
 from .data import DataLoader
+from .ipu_config import IPUConfig
 from .options import Options, OutputMode, ReductionType
 
 __all__ = [
     "BeginBlock", "Block", "BlockFunction", "Stage", "recomputationCheckpoint",
-    "DataLoader", "Error", "LoadedExecutable", "Options", "OutputMode", "ReductionType",
+    "DataLoader", "Error", "IPUConfig", "LoadedExecutable", "Options", "OutputMode", "ReductionType",
     "identity_loss", "inferenceModel", "load", "optim", "trainingModel",
 ]

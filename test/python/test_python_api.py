@@ -6,6 +6,7 @@ PyTorch within 1e-4.
 """
 import copy
 import json
+import os
 import subprocess
 import sys
 
@@ -286,3 +287,53 @@ def test_compile_errors_name_the_python_line():
 
     with pytest.raises(tessera.Error, match=r"test_python_api.py:\d+.*svd"):
         tessera.inferenceModel(Unsupported())(torch.randn(2, 3, 3))
+
+
+CONFIGS = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "ipu_config")
+
+
+@pytest.mark.parametrize("name", ["bert-base-ipu", "gpt2-ipu", "vit-base-ipu"])
+def test_ipu_config_files_load_and_round_trip(name, tmp_path):
+    config = tessera.IPUConfig.from_json_file(os.path.join(CONFIGS, f"{name}.json"))
+    assert config.layers_per_ipu == [0, 4, 4, 4] and config.ipus_per_replica == 4
+    assert config.batch_size_factor() == config.gradient_accumulation_steps
+    config.save_pretrained(tmp_path)
+    assert tessera.IPUConfig.from_pretrained(tmp_path) == config
+    # The training placement needs four IPUs: reported, not dropped.
+    with pytest.raises(tessera.Error, match=r"layers_per_ipu \[0, 4, 4, 4\] .* is not "
+                                            "available yet"):
+        config.to_options()
+
+
+def test_ipu_config_values_become_options():
+    config = tessera.IPUConfig.from_json_file(os.path.join(CONFIGS, "vit-base-ipu.json"))
+    # ViT's inference runs on one IPU: its options are real.
+    opts = config.to_options(for_inference=True)
+    assert opts.device_iterations == 8 and opts.random_seed == 43
+    assert opts.toDict()["available_memory_proportion"] == 0.6
+    assert opts.toDict()["cache_dir"] == "./exe_cache"
+    assert config.batch_size_factor(for_inference=True) == 8
+    single = tessera.IPUConfig(gradient_accumulation_steps=4, device_iterations=2,
+                               matmul_proportion=0.3, output_mode="all")
+    opts = single.to_options(compile_only=True)
+    assert opts.Training.gradient_accumulation == 4 and opts.device_iterations == 2
+    assert opts.output_mode == tessera.OutputMode.All
+    assert opts.toDict()["compile_only"] is True
+    assert single.batch_size_factor() == 8
+    single.update_from_string("device_iterations=3,seed=7,matmul_proportion=[0.1 0.2],"
+                              "recompute_checkpoint_every_layer=true")
+    assert (single.device_iterations, single.seed, single.matmul_proportion,
+            single.recompute_checkpoint_every_layer) == (3, 7, [0.1, 0.2], True)
+
+
+def test_ipu_config_errors(tmp_path):
+    with pytest.warns(UserWarning, match="unknown key layers_per_gpu"):
+        tessera.IPUConfig(layers_per_gpu=[1])
+    with pytest.raises(tessera.Error, match="key bogus isn't in the original config"):
+        tessera.IPUConfig().update_from_string("bogus=1")
+    with pytest.raises(tessera.Error, match="gradient_accumulation_steps must be a positive"):
+        tessera.IPUConfig(gradient_accumulation_steps=0)
+    with pytest.raises(tessera.Error, match="replication_factor 2 is not available yet"):
+        tessera.IPUConfig(replication_factor=2).to_options()
+    with pytest.raises(tessera.Error, match="no ipu_config.json"):
+        tessera.IPUConfig.from_pretrained(tmp_path)
