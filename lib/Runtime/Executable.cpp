@@ -62,6 +62,8 @@ json::Value tensorJson(const TensorInfo &t) {
                       {"shape", json::Array(t.shape)}};
 }
 
+constexpr int64_t kMaxTensorElements = int64_t(1) << 36;
+
 llvm::Error readTensor(const json::Object *o, TensorInfo &t, StringRef what) {
   if (!o)
     return fail("metadata: " + what + " entry is not an object");
@@ -75,10 +77,14 @@ llvm::Error readTensor(const json::Object *o, TensorInfo &t, StringRef what) {
   if (!d)
     return d.takeError();
   t.dtype = *d;
+  // At most 2^36 elements, as the compiler accepts: a count computed from
+  // the shape never overflows.
+  int64_t elements = 1;
   for (const json::Value &v : *shape) {
     auto i = v.getAsInteger();
-    if (!i || *i < 0)
+    if (!i || *i < 0 || (*i > 0 && elements > kMaxTensorElements / *i))
       return fail("metadata: bad shape for " + what + " '" + t.name + "'");
+    elements *= *i;
     t.shape.push_back(*i);
   }
   return llvm::Error::success();
@@ -333,6 +339,13 @@ Expected<std::unique_ptr<Executable>> Executable::load(StringRef path) {
         updated[st.update] = true;
       m.state.push_back(std::move(st));
     }
+    // The updates are the program's outputs right after the signature's,
+    // with no gap: the runners size the outputs by their count.
+    size_t updates = llvm::count(updated, true);
+    for (size_t i = m.outputs.size(); i < m.outputs.size() + updates; ++i)
+      if (!updated[i])
+        return fail("'" + path + "' has state updates that skip program output " +
+                    llvm::Twine(i) + " (recompile the model)");
   }
   if (const json::Value *program = o->get("program")) {
     auto p = MachineProgram::fromJSON(*program);
@@ -343,6 +356,57 @@ Expected<std::unique_ptr<Executable>> Executable::load(StringRef path) {
   }
   exe->file_ = std::move(*file);
   return exe;
+}
+
+llvm::Error checkProgramAgreesWithSignature(const Executable &executable) {
+  const ExecutableMetadata &meta = executable.metadata();
+  if (!meta.program)
+    return fail("the executable has no machine program (recompile the model)");
+  const MachineProgram &p = *meta.program;
+  // The program's inputs, outputs and weights must be the signature's.
+  auto agree = [&](const char *what, const std::vector<int64_t> &vars,
+                   const std::vector<TensorInfo> &infos) -> llvm::Error {
+    if (vars.size() != infos.size())
+      return fail(llvm::Twine("the executable's program has ") + llvm::Twine(vars.size()) +
+                  " " + what + "s but its signature " + llvm::Twine(infos.size()) +
+                  " (recompile the model)");
+    for (size_t i = 0; i < vars.size(); ++i) {
+      if (vars[i] < 0 || static_cast<size_t>(vars[i]) >= p.variables.size())
+        return fail(llvm::Twine("the executable's program names a ") + what +
+                    " variable that does not exist (recompile the model)");
+      const Variable &v = p.variables[vars[i]];
+      if (v.shape != infos[i].shape || !sameStorage(v.dtype, infos[i].dtype))
+        return fail(llvm::Twine("the executable's program has ") + what + " '" +
+                    infos[i].name + "' as " + typeString(v.shape, v.dtype) +
+                    " but its signature says " + infos[i].typeString() +
+                    " (recompile the model)");
+    }
+    return llvm::Error::success();
+  };
+  // State follows the signature's inputs; updates its outputs.
+  std::vector<TensorInfo> programInputs(meta.inputs), programOutputs(meta.outputs);
+  for (const StateInfo &s : meta.state) {
+    programInputs.push_back(s);
+    if (s.update >= 0) {
+      programOutputs.resize(std::max<size_t>(programOutputs.size(), s.update + 1));
+      programOutputs[s.update] = s;
+    }
+  }
+  if (auto err = agree("input", p.inputs, programInputs))
+    return err;
+  if (auto err = agree("output", p.outputs, programOutputs))
+    return err;
+  for (const Variable &v : p.variables) {
+    if (v.base >= 0 || (v.kind != VarKind::Weight && v.kind != VarKind::Constant))
+      continue;
+    if (v.weight < 0 || static_cast<size_t>(v.weight) >= meta.weights.size() ||
+        static_cast<int64_t>(executable.weight(v.weight).size()) !=
+            numElements(v.shape) * v.elementBytes())
+      return fail("the executable's program has " + varKindName(v.kind) + " '" + v.name +
+                  "' (" + typeString(v.shape, v.dtype) +
+                  ") without matching weight data (recompile the model)");
+  }
+  return llvm::Error::success();
 }
 
 StringRef stateRoleName(StateInfo::Role role) {

@@ -36,6 +36,8 @@ Expected<std::unique_ptr<HostRunner>> HostRunner::create(const Executable &exe) 
   auto runner = std::unique_ptr<HostRunner>(new HostRunner(exe));
   if (llvm::Error err = checkHostCPU(exe.metadata()))
     return std::move(err);
+  if (llvm::Error err = checkProgramAgreesWithSignature(exe))
+    return std::move(err);
   auto jit = createCodeJIT(exe.hostObjects());
   if (!jit)
     return jit.takeError();

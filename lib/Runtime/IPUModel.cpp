@@ -1004,7 +1004,7 @@ Expected<std::unique_ptr<IPUModel>> IPUModel::create(const Executable &executabl
                                                      unsigned threads) {
   const ExecutableMetadata &meta = executable.metadata();
   if (!meta.program)
-    return fail("this executable has no IPU program; run with --reference");
+    return fail("this executable has no IPU program (damaged or forged; recompile the model)");
   auto impl = std::make_unique<Impl>(executable);
   impl->program = *meta.program;
   const MachineProgram &p = impl->program;
@@ -1021,46 +1021,8 @@ Expected<std::unique_ptr<IPUModel>> IPUModel::create(const Executable &executabl
     return fail("the executable's program is invalid for " + target->describe() +
                 ": " + llvm::toString(std::move(err)) + " (recompile the model)");
 
-  // The program's inputs, outputs and weights must be the signature's.
-  auto agree = [&](const char *what, const std::vector<int64_t> &vars,
-                   const std::vector<TensorInfo> &infos) -> llvm::Error {
-    if (vars.size() != infos.size())
-      return fail(llvm::Twine("the executable's program has ") +
-                  llvm::Twine(vars.size()) + " " + what + "s but its signature " +
-                  llvm::Twine(infos.size()) + " (recompile the model)");
-    for (size_t i = 0; i < vars.size(); ++i) {
-      const Variable &v = p.variables[vars[i]];
-      if (v.shape != infos[i].shape || !sameStorage(v.dtype, infos[i].dtype))
-        return fail(llvm::Twine("the executable's program has ") + what + " '" +
-                    infos[i].name + "' as " + typeString(v.shape, v.dtype) +
-                    " but its signature says " + infos[i].typeString() +
-                    " (recompile the model)");
-    }
-    return llvm::Error::success();
-  };
-  // State follows the signature's inputs; updates its outputs.
-  std::vector<TensorInfo> programInputs(meta.inputs), programOutputs(meta.outputs);
-  for (const StateInfo &s : meta.state) {
-    programInputs.push_back(s);
-    if (s.update >= 0) {
-      programOutputs.resize(std::max<size_t>(programOutputs.size(), s.update + 1));
-      programOutputs[s.update] = s;
-    }
-  }
-  if (auto err = agree("input", p.inputs, programInputs))
+  if (auto err = checkProgramAgreesWithSignature(executable))
     return std::move(err);
-  if (auto err = agree("output", p.outputs, programOutputs))
-    return std::move(err);
-  for (const Variable &v : p.variables) {
-    if (v.base >= 0 || (v.kind != VarKind::Weight && v.kind != VarKind::Constant))
-      continue;
-    if (v.weight < 0 || static_cast<size_t>(v.weight) >= meta.weights.size() ||
-        static_cast<int64_t>(executable.weight(v.weight).size()) !=
-            numElements(v.shape) * v.elementBytes())
-      return fail("the executable's program has " + varKindName(v.kind) + " '" + v.name +
-                  "' (" + typeString(v.shape, v.dtype) +
-                  ") without matching weight data (recompile the model)");
-  }
 
   auto plan = planMemory(p, numTiles, target->bytesPerTile);
   if (!plan)

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tessera/Runtime/HostRunner.h"
 #include "tessera/Runtime/IPUModel.h"
 
 #include "llvm/AsmParser/Parser.h"
@@ -23,6 +24,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
 
 using namespace tessera::runtime;
 
@@ -600,7 +602,7 @@ TEST(IPUModel, ReportsWhatCannotRun) {
   auto none = IPUModel::create(**exe);
   ASSERT_FALSE(static_cast<bool>(none));
   EXPECT_EQ(llvm::toString(none.takeError()),
-            "this executable has no IPU program; run with --reference");
+            "this executable has no IPU program (damaged or forged; recompile the model)");
 
   // 800 KB on one tile of 624 KiB.
   MachineProgram &p = meta.program.emplace();
@@ -617,6 +619,38 @@ TEST(IPUModel, ReportsWhatCannotRun) {
   EXPECT_NE(llvm::toString(big.takeError())
                 .find("out of tile memory: tile 3 needs 800,000 bytes, has 638,976 (624 KiB)"),
             std::string::npos);
+}
+
+TEST(HostRunner, RefusesASignatureThatDisagreesWithTheProgram) {
+  // The host reference code writes the outputs it was compiled for: a
+  // signature edited behind a valid checksum (an output dropped, shrunk or
+  // retyped) is refused before any code runs, on both paths.
+  struct Edit {
+    const char *what;
+    std::function<void(ExecutableMetadata &)> apply;
+    const char *message;
+  };
+  std::vector<Edit> edits = {
+      {"dropped output", [](ExecutableMetadata &m) { m.outputs.pop_back(); },
+       "has 2 outputs but its signature 1"},
+      {"smaller output", [](ExecutableMetadata &m) { m.outputs[0].shape = {4}; },
+       "has output 'z' as 48xf32 but its signature says 4xf32"},
+      {"retyped output", [](ExecutableMetadata &m) { m.outputs[1].dtype = DType::F64; },
+       "has output 'q' as 4x3xf32 but its signature says 4x3xf64"},
+      {"no program", [](ExecutableMetadata &m) { m.program.reset(); },
+       "has no machine program"},
+  };
+  std::string object = compileIR(kKernelIR);
+  for (const Edit &edit : edits) {
+    Sample s = sample();
+    edit.apply(s.meta);
+    auto exe = write(s.meta, object, s.w);
+    ASSERT_TRUE(exe) << edit.what;
+    auto host = HostRunner::create(*exe);
+    ASSERT_FALSE(static_cast<bool>(host)) << edit.what;
+    EXPECT_NE(llvm::toString(host.takeError()).find(edit.message), std::string::npos)
+        << edit.what;
+  }
 }
 
 TEST(IPUModel, KernelsAreTheExecutablesOwnVertexEntries) {

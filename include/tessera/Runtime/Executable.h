@@ -117,6 +117,17 @@ struct ExecutableMetadata {
 llvm::Error checkInputs(const ExecutableMetadata &metadata,
                         llvm::ArrayRef<Tensor> inputs);
 
+class Executable;
+
+/// Checks the machine program against the signature: its inputs are the
+/// signature's inputs then the state, its outputs the signature's outputs
+/// then the state's updates (same shapes and element types), and each of
+/// its weights has data of its size. Both runners check it before running
+/// anything: the host reference code writes outputs of the sizes it was
+/// compiled for, so a signature edited afterwards (behind a valid checksum)
+/// would have it write past the buffers it is given.
+llvm::Error checkProgramAgreesWithSignature(const Executable &executable);
+
 /// Executions of the compiled program per host call: the device iterations
 /// times the gradient accumulation, at most kMaxIterationsPerRun (so that a
 /// run's batch, this times the compiled one, cannot overflow).
