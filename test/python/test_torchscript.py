@@ -290,3 +290,37 @@ def test_cache_key_covers_the_importer_plugin(tmp_path):
     env = dict(os.environ, TESSERA_TORCHSCRIPT_PLUGIN=str(changed))
     assert "cache miss" in compile_(env)
     assert "cache hit" in compile_(env)
+
+
+class Decoder(torch.nn.Module):
+    """What segmentation heads and generators use: transposed convolutions
+    (groups, dilation, output padding, 1-d) and F.interpolate."""
+
+    def __init__(self):
+        super().__init__()
+        self.up = torch.nn.ConvTranspose2d(4, 6, 4, stride=2, padding=1, groups=2)
+        self.odd = torch.nn.ConvTranspose2d(6, 3, 3, stride=2, padding=1, output_padding=1,
+                                            dilation=1)
+        self.dilated = torch.nn.ConvTranspose2d(3, 2, 3, dilation=2)
+        self.line = torch.nn.ConvTranspose1d(2, 2, 3, stride=3)
+
+    def forward(self, x):
+        y = self.dilated(self.odd(torch.relu(self.up(x))))
+        y = y + torch.nn.functional.interpolate(y, scale_factor=1, mode="nearest")
+        z = torch.nn.functional.interpolate(y, size=(9, 13), mode="bilinear")
+        z = z + torch.nn.functional.interpolate(y, size=(9, 13), mode="bilinear",
+                                                align_corners=True)
+        z = z + torch.nn.functional.interpolate(y, size=(9, 13), mode="nearest")
+        w = torch.nn.functional.interpolate(z, scale_factor=2, mode="nearest-exact")
+        return w.sum((2, 3)) + self.line(z.flatten(2)[:, :2, :8]).sum(2)
+
+
+def test_transposed_convolutions_and_interpolation(tmp_path):
+    torch.manual_seed(0)
+    model = Decoder().eval()
+    x = torch.randn(2, 4, 5, 6, generator=torch.Generator().manual_seed(5))
+    pt = tmp_path / "decoder.pt"
+    save(model, x, pt)
+    with torch.no_grad():
+        expected = model(x).numpy()
+    compile_and_run(pt, "x", x, tmp_path, expected)

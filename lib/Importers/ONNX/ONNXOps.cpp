@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "NodeImporter.h"
+#include "tessera/Dialect/Graph/IR/GraphEmitter.h"
 #include "tessera/Dialect/Graph/IR/ShapeUtils.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -1451,86 +1452,25 @@ LogicalResult convTranspose(NodeImporter &n) {
         outPad[i] >= std::max(strides[i], dilations[i]))
       return n.error() << "strides and dilations must be positive and "
                           "output_padding smaller than the stride";
-  auto &b = n.builder();
-  // 1. Insert stride-1 zeros between input pixels: view each spatial dim as
-  //    D x 1, pad to D x s, merge, and drop the zeros after the last pixel.
-  Value up = x;
-  for (int64_t i = 0; i < k; ++i) {
-    if (strides[i] == 1)
-      continue;
-    Ints s = shapeOf(up);
-    int64_t d = 2 + i;
-    Ints split(s.begin(), s.begin() + d + 1);
-    split.push_back(1);
-    split.append(s.begin() + d + 1, s.end());
-    TESSERA_ASSIGN_OR_FAIL(r, n.reshape(up, split));
-    Ints lo(split.size(), 0), hi(split.size(), 0);
-    hi[d + 1] = strides[i] - 1;
-    TESSERA_ASSIGN_OR_FAIL(
-        p, n.infer<g::PadOp>(r, b.getDenseI64ArrayAttr(lo), b.getDenseI64ArrayAttr(hi),
-                             g::PadModeAttr::get(n.context(), g::PadMode::constant),
-                             b.getF64FloatAttr(0)));
-    Ints merged(s);
-    merged[d] = s[d] * strides[i];
-    TESSERA_ASSIGN_OR_FAIL(m, n.reshape(p, merged));
-    TESSERA_ASSIGN_OR_FAIL(cut, n.sliceAxis(m, d, 0, (s[d] - 1) * strides[i] + 1));
-    up = cut;
-  }
-  // 2. Pad by span - 1 - pad on each side (+ output_padding at the end);
-  //    negative amounts crop.
-  Ints lo(rank, 0), hi(rank, 0), cropLo(rank, 0), cropHi(rank, 0);
-  bool crops = false;
-  for (int64_t i = 0; i < k; ++i) {
-    int64_t span = dilations[i] * (kernel[i] - 1);
-    int64_t before = span - pads[i], after = span - pads[i + k] + outPad[i];
-    lo[2 + i] = std::max<int64_t>(0, before);
-    hi[2 + i] = std::max<int64_t>(0, after);
-    cropLo[2 + i] = std::max<int64_t>(0, -before);
-    cropHi[2 + i] = std::max<int64_t>(0, -after);
-    crops |= before < 0 || after < 0;
-  }
-  TESSERA_ASSIGN_OR_FAIL(
-      padded, n.infer<g::PadOp>(up, b.getDenseI64ArrayAttr(lo), b.getDenseI64ArrayAttr(hi),
-                                g::PadModeAttr::get(n.context(), g::PadMode::constant),
-                                b.getF64FloatAttr(0)));
-  Value input = padded;
-  if (crops) {
-    Ints s = shapeOf(padded), starts(rank), limits(rank), steps(rank, 1);
-    for (int64_t d = 0; d < rank; ++d) {
-      starts[d] = cropLo[d];
-      limits[d] = s[d] - cropHi[d];
-    }
-    TESSERA_ASSIGN_OR_FAIL(c, n.infer<g::SliceOp>(padded, b.getDenseI64ArrayAttr(starts),
-                                                  b.getDenseI64ArrayAttr(limits),
-                                                  b.getDenseI64ArrayAttr(steps)));
-    input = c;
-  }
-  // 3. Kernel: flip spatially; C x M/g -> M x C/g per group.
-  Ints starts(rank, 0), limits(ws), steps(rank, 1);
-  for (int64_t i = 0; i < k; ++i) {
-    starts[2 + i] = ws[2 + i] - 1;
-    limits[2 + i] = -1;
-    steps[2 + i] = -1;
-  }
-  TESSERA_ASSIGN_OR_FAIL(flipped, n.infer<g::SliceOp>(w, b.getDenseI64ArrayAttr(starts),
-                                                      b.getDenseI64ArrayAttr(limits),
-                                                      b.getDenseI64ArrayAttr(steps)));
-  int64_t cg = ws[0] / groups, mg = ws[1];
-  Ints grouped = {groups, cg, mg};
-  grouped.append(kernel.begin(), kernel.end());
-  TESSERA_ASSIGN_OR_FAIL(wg, n.reshape(flipped, grouped));
-  Ints perm = {0, 2, 1};
+  // The transposed convolution onto the output's shape (which includes
+  // output_padding), as a convolution's input gradient is computed.
+  Ints outShape2{xs[0], groups * ws[1]};
   for (int64_t i = 0; i < k; ++i)
-    perm.push_back(3 + i);
-  TESSERA_ASSIGN_OR_FAIL(wt, n.transpose(wg, perm));
-  Ints convW = {groups * mg, cg};
-  convW.append(kernel.begin(), kernel.end());
-  TESSERA_ASSIGN_OR_FAIL(wc, n.reshape(wt, convW));
-  TESSERA_ASSIGN_OR_FAIL(
-      v, n.infer<g::ConvOp>(input, wc, n.input(2), b.getDenseI64ArrayAttr(Ints(k, 1)),
-                            b.getDenseI64ArrayAttr(Ints(2 * k, 0)),
-                            b.getDenseI64ArrayAttr(dilations),
-                            b.getI64IntegerAttr(groups)));
+    outShape2.push_back(strides[i] * (xs[2 + i] - 1) + outPad[i] +
+                        dilations[i] * (kernel[i] - 1) + 1 - pads[i] - pads[i + k]);
+  if (llvm::any_of(outShape2, [](int64_t d) { return d <= 0; }))
+    return n.error() << "pads " << g::formatShape(pads) << " leave an empty output "
+                     << g::formatShape(outShape2);
+  g::GraphEmitter e(n.builder(), n.loc());
+  Value v = e.convTranspose(x, w, outShape2, strides, ArrayRef(pads).take_front(k),
+                            dilations, groups);
+  if (n.hasInput(2)) {
+    Ints biasShape(rank, 1);
+    biasShape[1] = outShape2[1];
+    v = e.add(v, e.reshape(n.input(2), biasShape));
+  }
+  if (e.failed() || !v)
+    return n.error() << "could not build the transposed convolution";
   return n.setOutput(v);
 }
 

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "OpContext.h"
+#include "tessera/Dialect/Graph/IR/GraphEmitter.h"
 #include "tessera/Dialect/Graph/IR/Losses.h"
 #include "tessera/Dialect/Graph/IR/ShapeUtils.h"
 
@@ -567,18 +568,135 @@ LogicalResult convWith(OpContext &c, size_t strideArg, size_t padArg,
   return c.setResult(v);
 }
 
+/// A transposed convolution: input N x C x spatial, weight C x M/groups x
+/// window; stride, padding, output_padding, groups and dilation at the
+/// given argument positions.
+LogicalResult convTransposeWith(OpContext &c, size_t strideArg, size_t padArg,
+                                size_t outPadArg, size_t groupsArg, size_t dilationArg) {
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(w, c.tensor(1));
+  int64_t k = rankOf(w) - 2;
+  Ints xs(shapeOf(x)), ws(shapeOf(w));
+  TESSERA_ASSIGN_OR_FAIL(groups, c.getInt(groupsArg));
+  if (k < 1 || rankOf(x) != k + 2 || groups < 1 || xs[1] != ws[0] || ws[0] % groups)
+    return c.error() << "input " << g::formatShape(xs) << " and weight " << g::formatShape(ws)
+                     << " do not make a transposed convolution in " << groups << " groups";
+  TESSERA_ASSIGN_OR_FAIL(strides, spatial(c, strideArg, k, "stride"));
+  TESSERA_ASSIGN_OR_FAIL(pads, spatial(c, padArg, k, "padding"));
+  TESSERA_ASSIGN_OR_FAIL(outPad, spatial(c, outPadArg, k, "output_padding"));
+  TESSERA_ASSIGN_OR_FAIL(dilations, spatial(c, dilationArg, k, "dilation"));
+  Ints out{xs[0], groups * ws[1]};
+  for (int64_t i = 0; i < k; ++i) {
+    if (strides[i] < 1 || dilations[i] < 1 || outPad[i] < 0 ||
+        outPad[i] >= std::max(strides[i], dilations[i]))
+      return c.error() << "strides and dilations must be positive and output_padding "
+                          "smaller than the stride or the dilation";
+    out.push_back((xs[2 + i] - 1) * strides[i] - 2 * pads[i] +
+                  dilations[i] * (ws[2 + i] - 1) + outPad[i] + 1);
+    if (out.back() < 1)
+      return c.error() << "padding " << g::formatShape(pads) << " leaves no output";
+  }
+  g::GraphEmitter e(c.builder(), c.loc());
+  Value v = e.convTranspose(x, w, out, strides, pads, dilations, groups);
+  if (!c.isNone(2)) {
+    TESSERA_ASSIGN_OR_FAIL(bias, c.tensor(2));
+    Ints biasShape(k + 2, 1);
+    biasShape[1] = out[1];
+    v = e.add(v, e.reshape(bias, biasShape));
+  }
+  if (e.failed() || !v)
+    return c.error() << "could not build the transposed convolution";
+  return c.setResult(v);
+}
+
 /// _convolution / convolution(input, weight, bias, stride, padding,
 /// dilation, transposed, output_padding, groups, ...)
 LogicalResult convolution(OpContext &c) {
   TESSERA_ASSIGN_OR_FAIL(transposed, c.getBool(6));
   if (transposed)
-    return c.unsupported("transposed convolution (ConvTranspose) from "
-                         "TorchScript");
+    return convTransposeWith(c, 3, 4, 7, 8, 5);
   return convWith(c, 3, 4, 5, 8);
 }
 
+/// conv_transpose1d/2d/3d(input, weight, bias, stride, padding,
+/// output_padding, groups, dilation)
+LogicalResult convTransposeNd(OpContext &c) { return convTransposeWith(c, 3, 4, 5, 6, 7); }
+
 /// conv1d/2d/3d(input, weight, bias, stride, padding, dilation, groups)
 LogicalResult convNd(OpContext &c) { return convWith(c, 3, 4, 5, 6); }
+
+/// upsample_{nearest,linear,bilinear,trilinear}Nd and
+/// _upsample_nearest_exactNd: F.interpolate. The output size is given, or
+/// computed from scale factors (floor(size x factor)); an output coordinate
+/// maps back by the given factor, or by output / input, as PyTorch does.
+/// Arguments: (input, output_size?, [align_corners,] scale_factors?) or
+/// the older (input, output_size, [align_corners,] scales_d...).
+LogicalResult upsample(OpContext &c, g::ResizeMode mode, bool alignCornersArg, bool exact) {
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  Ints in(shapeOf(x));
+  int64_t k = static_cast<int64_t>(in.size()) - 2;
+  if (k < 1)
+    return c.error() << "interpolation needs N x C x spatial..., got " << g::formatShape(in);
+  size_t at = 2;
+  bool alignCorners = false;
+  if (alignCornersArg) {
+    TESSERA_ASSIGN_OR_FAIL(a, c.getBool(at));
+    alignCorners = a;
+    ++at;
+  }
+  // Scale factors: one list, or one optional double per spatial dim.
+  SmallVector<std::optional<double>> factors(k);
+  const ImportedValue &given = c.input(std::min(at, c.numInputs() - 1));
+  if (at < c.numInputs() && given.kind == ImportedValue::Kind::Constant &&
+      given.constant.isDoubleList()) {
+    auto list = given.constant.toDoubleList();
+    if (static_cast<int64_t>(list.size()) != k)
+      return c.error() << "scale_factors has " << list.size() << " entries, expected " << k;
+    for (int64_t i = 0; i < k; ++i)
+      factors[i] = list[i];
+  } else {
+    for (int64_t i = 0; i < k && at + i < c.numInputs(); ++i)
+      if (!c.isNone(at + i)) {
+        TESSERA_ASSIGN_OR_FAIL(f, c.getDouble(at + i));
+        factors[i] = f;
+      }
+  }
+  Ints out(in.begin(), in.begin() + 2);
+  SmallVector<double> scales{1.0, 1.0};
+  if (!c.isNone(1)) {
+    TESSERA_ASSIGN_OR_FAIL(size, spatial(c, 1, k, "output_size"));
+    for (int64_t i = 0; i < k; ++i) {
+      out.push_back(size[i]);
+      scales.push_back(factors[i] ? *factors[i] : double(size[i]) / in[2 + i]);
+    }
+  } else {
+    for (int64_t i = 0; i < k; ++i) {
+      if (!factors[i])
+        return c.error() << "interpolation needs an output size or scale factors";
+      out.push_back(static_cast<int64_t>(std::floor(in[2 + i] * *factors[i])));
+      scales.push_back(*factors[i]);
+    }
+  }
+  for (int64_t i = 0; i < k; ++i)
+    if (out[2 + i] < 1 || !(scales[2 + i] > 0))
+      return c.error() << "interpolation to " << g::formatShape(out) << " is empty";
+  g::CoordinateTransform transform =
+      mode == g::ResizeMode::nearest
+          ? (exact ? g::CoordinateTransform::half_pixel : g::CoordinateTransform::asymmetric)
+      : alignCorners ? g::CoordinateTransform::align_corners
+                     : g::CoordinateTransform::pytorch_half_pixel;
+  g::NearestMode nearest =
+      exact ? g::NearestMode::round_prefer_ceil : g::NearestMode::floor;
+  auto &b = c.builder();
+  TESSERA_ASSIGN_OR_FAIL(
+      v, c.build<g::ResizeOp>(cast<RankedTensorType>(x.getType()).clone(out), x,
+                              b.getDenseF64ArrayAttr(scales),
+                              g::ResizeModeAttr::get(c.context(), mode),
+                              g::CoordinateTransformAttr::get(c.context(), transform),
+                              g::NearestModeAttr::get(c.context(), nearest),
+                              b.getF64FloatAttr(-0.75), b.getBoolAttr(false)));
+  return c.setResult(v);
+}
 
 /// The window of a pooling op: (self, kernel_size, stride, padding, ...),
 /// with an empty stride meaning the kernel size.
@@ -1826,6 +1944,27 @@ const llvm::StringMap<AtenConverter> &atenConverters() {
       {"aten::conv1d", convNd},
       {"aten::conv2d", convNd},
       {"aten::conv3d", convNd},
+      {"aten::conv_transpose1d", convTransposeNd},
+      {"aten::conv_transpose2d", convTransposeNd},
+      {"aten::conv_transpose3d", convTransposeNd},
+      {"aten::upsample_nearest1d",
+       [](OpContext &c) { return upsample(c, g::ResizeMode::nearest, false, false); }},
+      {"aten::upsample_nearest2d",
+       [](OpContext &c) { return upsample(c, g::ResizeMode::nearest, false, false); }},
+      {"aten::upsample_nearest3d",
+       [](OpContext &c) { return upsample(c, g::ResizeMode::nearest, false, false); }},
+      {"aten::_upsample_nearest_exact1d",
+       [](OpContext &c) { return upsample(c, g::ResizeMode::nearest, false, true); }},
+      {"aten::_upsample_nearest_exact2d",
+       [](OpContext &c) { return upsample(c, g::ResizeMode::nearest, false, true); }},
+      {"aten::_upsample_nearest_exact3d",
+       [](OpContext &c) { return upsample(c, g::ResizeMode::nearest, false, true); }},
+      {"aten::upsample_linear1d",
+       [](OpContext &c) { return upsample(c, g::ResizeMode::linear, true, false); }},
+      {"aten::upsample_bilinear2d",
+       [](OpContext &c) { return upsample(c, g::ResizeMode::linear, true, false); }},
+      {"aten::upsample_trilinear3d",
+       [](OpContext &c) { return upsample(c, g::ResizeMode::linear, true, false); }},
       {"aten::max_pool1d", maxPool},
       {"aten::max_pool2d", maxPool},
       {"aten::max_pool3d", maxPool},

@@ -8,6 +8,8 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
 
+#include <numeric>
+
 using namespace mlir;
 
 namespace tessera::graph {
@@ -322,6 +324,74 @@ Value GraphEmitter::scatterAdd(Value updates, Value indices, int64_t axis,
   auto type = RankedTensorType::get(
       shape, mlir::cast<RankedTensorType>(updates.getType()).getElementType());
   return finish(ScatterAddOp::create(b, loc, type, updates, indices, b.getI64IntegerAttr(axis)));
+}
+
+namespace {
+/// `w` (C x M x k1 x ... x kn) with every window dimension reversed. A
+/// small window is reversed by a matmul with a permutation matrix, not by
+/// reversing slices: tile mapping reads a reversed operand whole (its access
+/// is not a box), which for a large weight (512 x 512 x 3 x 3, 9.4 MB) does
+/// not fit on a tile, while the matmul splits over the weight's rows. The
+/// product is exact: each element is 1 x w plus zeros.
+Value flipWindow(GraphEmitter &e, Value w) {
+  if (e.skip({w}))
+    return {};
+  ArrayRef<int64_t> shape = shapeOf(w);
+  ArrayRef<int64_t> window = shape.drop_front(2);
+  int64_t size = std::accumulate(window.begin(), window.end(), int64_t(1),
+                                 std::multiplies<int64_t>());
+  if (size <= 1)
+    return w;
+  constexpr int64_t kMaxPermutedWindow = 64;
+  if (size > kMaxPermutedWindow) {
+    for (int64_t i = 0; i < static_cast<int64_t>(window.size()); ++i)
+      w = e.flip(w, i + 2);
+    return w;
+  }
+  // Reversing every dimension of a row-major window reverses its
+  // flattened index: P[size - 1 - i][i] = 1.
+  SmallVector<double> permutation(size * size, 0.0);
+  for (int64_t i = 0; i < size; ++i)
+    permutation[(size - 1 - i) * size + i] = 1.0;
+  Type elem = cast<RankedTensorType>(w.getType()).getElementType();
+  Value flat = e.reshape(w, {shape[0] * shape[1], size});
+  Value reversed = e.matmul(flat, e.constant(elem, {size, size}, permutation));
+  return e.reshape(reversed, shape);
+}
+
+} // namespace
+
+Value GraphEmitter::convTranspose(Value input, Value weight, ArrayRef<int64_t> outputShape,
+                                  ArrayRef<int64_t> strides, ArrayRef<int64_t> padsLow,
+                                  ArrayRef<int64_t> dilations, int64_t groups) {
+  if (skip({input, weight}))
+    return {};
+  GraphEmitter &e = *this;
+  int64_t n = strides.size();
+  ArrayRef<int64_t> w = shapeOf(weight);
+  int64_t m = w[0], cg = w[1], mg = m / groups;
+  SmallVector<int64_t> dims = llvm::to_vector(llvm::seq<int64_t>(2, 2 + n));
+  Value spread = e.interleaveZeros(input, dims, strides);
+  if (e.skip({spread}))
+    return {};
+  SmallVector<int64_t> low(n + 2, 0), high(n + 2, 0);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t k = w[i + 2], span = dilations[i] * (k - 1);
+    low[i + 2] = span - padsLow[i];
+    high[i + 2] = outputShape[i + 2] + padsLow[i] - shapeOf(spread)[i + 2];
+  }
+  Value padded = e.padOrCut(spread, low, high);
+  // w: M x Cg x K -> (G, Mg, Cg, K) -> (G, Cg, Mg, K) -> C x Mg x K, flipped.
+  SmallVector<int64_t> grouped{groups, mg, cg};
+  grouped.append(w.begin() + 2, w.end());
+  SmallVector<int64_t> perm{0, 2, 1};
+  perm.append(llvm::seq<int64_t>(3, 3 + n).begin(), llvm::seq<int64_t>(3, 3 + n).end());
+  SmallVector<int64_t> swapped{groups * cg, mg};
+  swapped.append(w.begin() + 2, w.end());
+  Value wt = e.reshape(e.transpose(e.reshape(weight, grouped), perm), swapped);
+  wt = flipWindow(e, wt);
+  return e.conv(padded, wt, SmallVector<int64_t>(n, 1), SmallVector<int64_t>(2 * n, 0),
+                dilations, groups);
 }
 
 Value GraphEmitter::logSoftmax(Value x, int64_t axis) {

@@ -57,69 +57,12 @@ struct ConvGeometry {
   int64_t spatialRank() const { return strides.size(); }
 };
 
-/// Gradient of a convolution's input: the output gradient with zeros
-/// between its elements (stride), padded so every input position sees the
-/// window positions that read it, correlated with the weight flipped and
-/// with input and output channels swapped within each group.
-/// `w` (C x M x k1 x ... x kn) with every window dimension reversed. A
-/// small window is reversed by a matmul with a permutation matrix, not by
-/// reversing slices: tile mapping reads a reversed operand whole (its access
-/// is not a box), which for a large weight (512 x 512 x 3 x 3, 9.4 MB) does
-/// not fit on a tile, while the matmul splits over the weight's rows. The
-/// product is exact: each element is 1 x w plus zeros.
-Value flipWindow(GraphEmitter &e, Value w) {
-  if (e.skip({w}))
-    return {};
-  ArrayRef<int64_t> shape = shapeOf(w);
-  ArrayRef<int64_t> window = shape.drop_front(2);
-  int64_t size = std::accumulate(window.begin(), window.end(), int64_t(1),
-                                 std::multiplies<int64_t>());
-  if (size <= 1)
-    return w;
-  constexpr int64_t kMaxPermutedWindow = 64;
-  if (size > kMaxPermutedWindow) {
-    for (int64_t i = 0; i < static_cast<int64_t>(window.size()); ++i)
-      w = e.flip(w, i + 2);
-    return w;
-  }
-  // Reversing every dimension of a row-major window reverses its
-  // flattened index: P[size - 1 - i][i] = 1.
-  SmallVector<double> permutation(size * size, 0.0);
-  for (int64_t i = 0; i < size; ++i)
-    permutation[(size - 1 - i) * size + i] = 1.0;
-  Type elem = cast<RankedTensorType>(w.getType()).getElementType();
-  Value flat = e.reshape(w, {shape[0] * shape[1], size});
-  Value reversed = e.matmul(flat, e.constant(elem, {size, size}, permutation));
-  return e.reshape(reversed, shape);
-}
-
+/// Gradient of a convolution's input: the transposed convolution of the
+/// output gradient with the weight, onto the input's shape.
 Value convInputGradient(GraphEmitter &e, Value grad, Value weight,
                         ArrayRef<int64_t> inputShape, const ConvGeometry &c) {
-  int64_t n = c.spatialRank();
-  ArrayRef<int64_t> w = shapeOf(weight);
-  int64_t m = w[0], cg = w[1], groups = c.groups, mg = m / groups;
-  SmallVector<int64_t> dims = iota(2, 2 + n);
-  Value spread = e.interleaveZeros(grad, dims, c.strides);
-  if (e.skip({spread}))
-    return {};
-  SmallVector<int64_t> low(n + 2, 0), high(n + 2, 0);
-  for (int64_t i = 0; i < n; ++i) {
-    int64_t k = w[i + 2], span = c.dilations[i] * (k - 1);
-    low[i + 2] = span - c.pads[i];
-    high[i + 2] = inputShape[i + 2] + c.pads[i] - shapeOf(spread)[i + 2];
-  }
-  Value padded = e.padOrCut(spread, low, high);
-  // w: M x Cg x K -> (G, Mg, Cg, K) -> (G, Cg, Mg, K) -> C x Mg x K, flipped.
-  SmallVector<int64_t> grouped{groups, mg, cg};
-  grouped.append(w.begin() + 2, w.end());
-  SmallVector<int64_t> perm{0, 2, 1};
-  perm.append(iota(3, 3 + n));
-  SmallVector<int64_t> swapped{groups * cg, mg};
-  swapped.append(w.begin() + 2, w.end());
-  Value wt = e.reshape(e.transpose(e.reshape(weight, grouped), perm), swapped);
-  wt = flipWindow(e, wt);
-  return e.conv(padded, wt, SmallVector<int64_t>(n, 1),
-                SmallVector<int64_t>(2 * n, 0), c.dilations, groups);
+  return e.convTranspose(grad, weight, inputShape, c.strides, c.pads.take_front(c.spatialRank()),
+                         c.dilations, c.groups);
 }
 
 /// Gradient of a convolution's weight: for each group, the correlation of

@@ -1563,6 +1563,18 @@ FailureOr<func::FuncOp> Planner::outlineKernel(Plan &plan,
     mapping.map(init.get(), ph.getResult());
   }
   auto clone = cast<linalg::GenericOp>(b.clone(*op, mapping));
+  // A tensor both read as an operand and captured by the body (an add
+  // fused with a resize of its own operand) was mapped to the operand's
+  // placeholder: the body's reads take the captured region instead.
+  for (auto [i, in] : llvm::enumerate(plan.inputs)) {
+    if (!in.captured)
+      continue;
+    Value mapped = mapping.lookupOrNull(resolve(in.value));
+    if (mapped && mapped != inArgs[i])
+      mapped.replaceUsesWithIf(inArgs[i], [&](OpOperand &use) {
+        return clone->isProperAncestor(use.getOwner());
+      });
+  }
 
   SmallVector<OpFoldResult> offsets, sizes;
   for (int64_t l = 0; l < numLoops; ++l) {

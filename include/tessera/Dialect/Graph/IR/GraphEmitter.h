@@ -96,6 +96,19 @@ public:
                    llvm::ArrayRef<int64_t> strides, llvm::ArrayRef<int64_t> pads,
                    llvm::ArrayRef<int64_t> dilations, int64_t groups);
   mlir::Value softmax(mlir::Value a, int64_t axis);
+  /// The transposed convolution (ONNX ConvTranspose, PyTorch's
+  /// conv_transpose, a convolution's input gradient) of `input` (N x C x
+  /// spatial) with `weight` (C x M/groups x window) onto `outputShape`
+  /// (N x M x spatial): zeros between the input's elements (stride),
+  /// padding so every output position sees the window positions that reach
+  /// it (`padsLow` is the forward convolution's low padding; the high side
+  /// follows from the output's shape, which covers output_padding), then a
+  /// stride-1 convolution with the window flipped and the channels swapped
+  /// within each group.
+  mlir::Value convTranspose(mlir::Value input, mlir::Value weight,
+                            llvm::ArrayRef<int64_t> outputShape,
+                            llvm::ArrayRef<int64_t> strides, llvm::ArrayRef<int64_t> padsLow,
+                            llvm::ArrayRef<int64_t> dilations, int64_t groups);
   mlir::Value logSoftmax(mlir::Value a, int64_t axis);
   /// graph.scatter_add of `updates` at `indices` into a zero tensor of `shape`.
   mlir::Value scatterAdd(mlir::Value updates, mlir::Value indices, int64_t axis,
