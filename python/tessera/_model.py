@@ -61,6 +61,28 @@ def _flatten(value):
                 "or tuples, lists or dicts of them")
 
 
+def _skeleton(value):
+    """`value`'s nesting with every tensor an empty placeholder (keeps no
+    data or autograd graph alive)."""
+    if isinstance(value, torch.Tensor):
+        return torch.empty(0)
+    if isinstance(value, dict):
+        return type(value)((k, _skeleton(v)) for k, v in value.items())
+    items = [_skeleton(v) for v in value]
+    return tuple(items) if isinstance(value, tuple) else items
+
+
+def _rebuild(structure, flat):
+    """`flat` tensors (an iterator) in the nesting of `structure`, the
+    model's traced output: a tensor, or tuples, lists and dicts of them."""
+    if isinstance(structure, torch.Tensor):
+        return next(flat)
+    if isinstance(structure, dict):
+        return type(structure)((k, _rebuild(v, flat)) for k, v in structure.items())
+    items = [_rebuild(v, flat) for v in structure]
+    return tuple(items) if isinstance(structure, tuple) else items
+
+
 def _as_array(value, index):
     if isinstance(value, torch.Tensor):
         return value.detach().cpu().contiguous().numpy()
@@ -87,7 +109,7 @@ class _Executor:
         self._executable = None    # _tessera.Executable, while attached
         self._signature = None     # [(name, dtype, shape)] of one call's inputs
         self._micro_batch = None
-        self._output_count = None
+        self._output_structure = None  # the model's output nesting
         self._host_stale = False   # the device's weights are newer
         self._steps_unsynced = 0   # micro-batches run since the host's copy
         self._updates = 0          # training calls run (the weights' version)
@@ -119,8 +141,7 @@ class _Executor:
                 steps *= v
             self._steps_unsynced += steps
             self._updates += 1
-        results = tuple(torch.from_numpy(o) for o in outputs)
-        return results[0] if len(results) == 1 else results
+        return _rebuild(self._output_structure, iter(torch.from_numpy(o) for o in outputs))
 
     def compile(self, *args):
         """Compiles for these inputs (as the first call would) without running."""
@@ -288,7 +309,7 @@ class _Executor:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", torch.jit.TracerWarning)
                 outputs = model(*example)
-                traced = torch.jit.trace(model, example, check_trace=False)
+                traced = torch.jit.trace(model, example, check_trace=False, strict=False)
             torch_dir = os.path.dirname(torch.__file__)
             for w in caught:
                 # Warnings from inside torch are about its own checks, not the
@@ -324,7 +345,7 @@ class _Executor:
         self.compilations += 1
         self._signature = [(n, e.dtype, tuple(e.shape[1:])) for n, e in zip(names, example)]
         self._micro_batch = micro
-        self._output_count = len(flat)
+        self._output_structure = _skeleton(outputs)
         if str(path) == self._executable_path():
             self._path = str(path)
 

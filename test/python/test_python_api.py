@@ -274,6 +274,19 @@ def test_bad_options_file_names_the_line(tmp_path):
         tessera.Options().loadFromFile(path)
 
 
+def test_outputs_keep_the_models_nesting():
+    class Nested(torch.nn.Module):
+        def forward(self, x):
+            return {"double": x * 2, "half": x / 2}, [x - 1, x]
+
+    x = torch.randn(2, 3)
+    out = tessera.inferenceModel(Nested())(x)
+    assert isinstance(out, tuple) and isinstance(out[0], dict) and isinstance(out[1], list)
+    assert list(out[0]) == ["double", "half"]
+    close(out[0]["half"], x / 2, "dict output")
+    close(out[1][0], x - 1, "list output")
+
+
 def test_training_model_needs_a_scalar_loss():
     model = tessera.trainingModel(torch.nn.Linear(4, 3))
     with pytest.raises(tessera.Error, match="must return its loss, a scalar"):

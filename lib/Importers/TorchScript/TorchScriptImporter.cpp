@@ -586,6 +586,16 @@ LogicalResult GraphEvaluator::evalSequenceOp(jit::Node *n, Location loc,
                                                 kind == "prim::TupleConstruct"));
     return success();
   }
+  // A dict of device tensors (a traced model's dict output, as Hugging
+  // Face's ModelOutput records with strict=False): its values, in order.
+  if (kind == "prim::DictConstruct" && !allConstant) {
+    std::vector<ImportedValue> values;
+    for (size_t i = 1; i < n->inputs().size(); i += 2)
+      values.push_back(lookup(n->input(i)));
+    handled = true;
+    bind(n->output(), ImportedValue::ofSequence(std::move(values), /*isTuple=*/true));
+    return success();
+  }
   if (n->inputs().empty())
     return success();
   const ImportedValue &seq = lookup(n->input(0));
