@@ -17,6 +17,8 @@ PACKAGES=(
   python3-pytest pybind11-dev libonnx-testdata
   # the Python module (pybind11 extension)
   python3-dev
+  # .npz inputs and data sets (CRC-checked, compressed and ZIP64 members)
+  libzip-dev
   # the training example's data set (8x8 digits, shipped with the package)
   python3-sklearn
 )

@@ -3,6 +3,8 @@
 #include "tessera/Runtime/Tensor.h"
 #include "tessera/Runtime/FileUtils.h"
 
+#include "llvm/ADT/ScopeExit.h"
+
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/CRC.h"
@@ -12,6 +14,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstring>
+#include <zip.h>
 
 using llvm::Expected;
 using llvm::StringRef;
@@ -177,52 +180,66 @@ Expected<Tensor> readNpy(StringRef path) {
   return parseNpy((*file)->getBuffer(), path);
 }
 
+/// The largest .npz member read: an array of 2^36 bytes, as the compiler's
+/// bound on shapes (a damaged header cannot make it allocate more).
+constexpr uint64_t kMaxNpzMemberBytes = uint64_t(1) << 36;
+
 Expected<std::map<std::string, Tensor>> readNpz(StringRef path) {
   auto file = readRegularFile(path);
   if (!file)
     return file.takeError();
-  StringRef zip = (*file)->getBuffer();
+  StringRef bytes = (*file)->getBuffer();
+  // libzip reads what numpy writes -- stored or deflated members, ZIP64,
+  // streamed entries -- and checks every member's CRC as it is read.
+  zip_error_t error;
+  zip_error_init(&error);
+  zip_source_t *source = zip_source_buffer_create(bytes.data(), bytes.size(), 0, &error);
+  zip_t *archive = source ? zip_open_from_source(source, ZIP_RDONLY | ZIP_CHECKCONS, &error)
+                          : nullptr;
+  if (!archive) {
+    std::string why = zip_error_strerror(&error);
+    if (source)
+      zip_source_free(source);
+    zip_error_fini(&error);
+    return fail(path + " is not a readable .npz archive (" + why + ")");
+  }
+  zip_error_fini(&error);
+  llvm::scope_exit closeArchive([&] { zip_discard(archive); });
   std::map<std::string, Tensor> arrays;
-  size_t pos = 0;
-  // Walk the local file headers (PK\3\4) in order.
-  while (pos + 30 <= zip.size() &&
-         llvm::support::endian::read32le(zip.data() + pos) == 0x04034b50) {
-    const char *h = zip.data() + pos;
-    uint16_t flags = llvm::support::endian::read16le(h + 6);
-    uint16_t method = llvm::support::endian::read16le(h + 8);
-    uint64_t compressed = llvm::support::endian::read32le(h + 18);
-    uint16_t nameLen = llvm::support::endian::read16le(h + 26);
-    uint16_t extraLen = llvm::support::endian::read16le(h + 28);
-    if (pos + 30 + nameLen + extraLen > zip.size())
-      return fail(path + " is a damaged .npz");
-    std::string name(h + 30, nameLen);
-    StringRef extra(h + 30 + nameLen, extraLen);
-    // ZIP64: sizes live in the extra field (numpy writes it for large arrays).
-    if (compressed == 0xffffffff) {
-      for (size_t e = 0; e + 4 <= extra.size();) {
-        uint16_t id = llvm::support::endian::read16le(extra.data() + e);
-        uint16_t len = llvm::support::endian::read16le(extra.data() + e + 2);
-        if (id == 1 && len >= 16)
-          compressed = llvm::support::endian::read64le(extra.data() + e + 12);
-        e += 4 + len;
-      }
-    }
-    if (method != 0)
-      return fail(path + " is compressed (entry '" + name +
-                  "'); save it with numpy.savez, not savez_compressed");
-    if (flags & 0x8)
-      return fail(path + " uses streamed zip entries, which are not supported");
-    size_t dataStart = pos + 30 + nameLen + extraLen;
-    if (dataStart + compressed > zip.size())
-      return fail(path + " is truncated (entry '" + name + "')");
-    StringRef key = StringRef(name);
+  zip_int64_t entries = zip_get_num_entries(archive, 0);
+  for (zip_int64_t i = 0; i < entries; ++i) {
+    zip_stat_t stat;
+    if (zip_stat_index(archive, i, 0, &stat) != 0 || !(stat.valid & ZIP_STAT_NAME) ||
+        !(stat.valid & ZIP_STAT_SIZE))
+      return fail(path + " is a damaged .npz (" + zip_strerror(archive) + ")");
+    std::string name = stat.name;
+    StringRef key = name;
     key.consume_back(".npy");
-    std::string what = (path + ":" + name).str();
-    auto t = parseNpy(zip.substr(dataStart, compressed), what);
+    if (stat.size > kMaxNpzMemberBytes)
+      return fail(path + ": entry '" + name + "' holds " + llvm::Twine(stat.size) +
+                  " bytes, more than an array Tessera reads (2^36)");
+    zip_file_t *member = zip_fopen_index(archive, i, 0);
+    if (!member)
+      return fail(path + ": cannot read entry '" + name + "' (" + zip_strerror(archive) +
+                  ")");
+    std::string data(stat.size, '\0');
+    zip_int64_t got = zip_fread(member, data.data(), data.size());
+    // One more read reaches the end, where libzip compares the CRC.
+    char extra;
+    zip_int64_t more = got == static_cast<zip_int64_t>(data.size())
+                           ? zip_fread(member, &extra, 1)
+                           : -1;
+    std::string why = got < 0 || more != 0 ? zip_file_strerror(member) : "";
+    zip_fclose(member);
+    if (got != static_cast<zip_int64_t>(data.size()) || more != 0)
+      return fail(path + ": entry '" + name + "' is damaged (" +
+                  (why.empty() ? "shorter than its header says" : why) + ")");
+    if (arrays.count(key.str()))
+      return fail(path + " holds the array '" + key + "' twice");
+    auto t = parseNpy(data, (path + ":" + name).str());
     if (!t)
       return t.takeError();
     arrays[key.str()] = std::move(*t);
-    pos = dataStart + compressed;
   }
   if (arrays.empty())
     return fail(path + " is not a .npz archive (or holds no arrays)");

@@ -20,7 +20,10 @@
 # RUN: not tessera-run %t/model.tess --reference --input x=%t/bad_dtype.npy 2>&1 | FileCheck %s --check-prefix=DTYPE
 # RUN: not tessera-run %t/model.tess --reference --input y=%t/x.npy 2>&1 | FileCheck %s --check-prefix=NAME
 # RUN: not tessera-run %t/model.tess --reference --input x=%t/compressed.npz 2>&1 | FileCheck %s --check-prefix=NOTNPY
-# RUN: not tessera-run %t/model.tess --reference --input %t/compressed.npz 2>&1 | FileCheck %s --check-prefix=COMPRESSED
+# numpy.savez_compressed archives are read; a member whose CRC does not
+# match its data is refused.
+# RUN: tessera-run %t/model.tess --reference --input %t/compressed.npz | FileCheck %s --check-prefix=COMPRESSED
+# RUN: not tessera-run %t/model.tess --reference --input %t/damaged.npz 2>&1 | FileCheck %s --check-prefix=CRC
 # A .pb whose values sit in int32_data (not raw_data) is read too.
 # RUN: tessera-compile %t/cast.onnx -o %t/cast.tess
 # RUN: tessera-run %t/cast.tess --reference --input k=%t/k.pb | FileCheck %s --check-prefix=PB
@@ -81,7 +84,8 @@
 # DTYPE: error: input 'x' must be 2x3x6x6xf32, got 2x3x6x6xf64
 # NAME: error: 'y' is not an input of the model
 # NOTNPY: is not a .npy file
-# COMPRESSED: error: {{.*}}compressed.npz is compressed (entry 'x.npy'); save it with numpy.savez, not savez_compressed
+# COMPRESSED: y: 2x4xf32  min
+# CRC: error: {{.*}}damaged.npz: entry 'x.npy' is damaged (CRC error)
 # FLIPPED: error: '{{.*}}flipped.tess' is damaged (checksum mismatch); recompile the model
 # TRUNCATED: error: '{{.*}}truncated.tess' is truncated or padded
 # VERSION: error: '{{.*}}version.tess' has executable format version 99; this runtime reads version 6 (recompile the model)
@@ -121,6 +125,9 @@ if mode == "gen":
         f.write(helper.make_tensor("k", T.INT32, [4], [-2, 0, 4, 7]).SerializeToString())
     np.savez(os.path.join(out, "inputs.npz"), x=x)
     np.savez_compressed(os.path.join(out, "compressed.npz"), x=x)
+    damaged = bytearray(open(os.path.join(out, "inputs.npz"), "rb").read())
+    damaged[damaged.index(b"NUMPY") + 200] ^= 0xFF  # a byte of x's data
+    open(os.path.join(out, "damaged.npz"), "wb").write(bytes(damaged))
     np.save(os.path.join(out, "bad_shape.npy"), x[:, :, :5])
     np.save(os.path.join(out, "bad_dtype.npy"), x.astype(np.float64))
     # A header whose dictionary lost its closing brace (accepted once).
