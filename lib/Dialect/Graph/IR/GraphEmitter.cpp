@@ -115,7 +115,31 @@ TESSERA_UNARY(sign, SignOp)
 TESSERA_UNARY(cos, CosOp)
 TESSERA_UNARY(sin, SinOp)
 TESSERA_UNARY(sigmoid, SigmoidOp)
+TESSERA_UNARY(tanh, TanhOp)
+TESSERA_UNARY(relu, ReluOp)
+TESSERA_UNARY(softplus, SoftplusOp)
 #undef TESSERA_UNARY
+
+Value GraphEmitter::concat(ValueRange parts, int64_t axis) {
+  if (parts.empty() || llvm::any_of(parts, [](Value v) { return !v; }) || hasFailed) {
+    hasFailed = true;
+    return {};
+  }
+  if (parts.size() == 1)
+    return parts.front();
+  return finish(ConcatOp::create(b, loc, placeholderResultType(b.getContext()), parts,
+                                 b.getI64IntegerAttr(axis)));
+}
+
+Value GraphEmitter::sliceAxis(Value x, int64_t axis, int64_t start, int64_t end) {
+  if (skip({x}))
+    return {};
+  ArrayRef<int64_t> shape = shapeOf(x);
+  SmallVector<int64_t> starts(shape.size(), 0), limits(shape), strides(shape.size(), 1);
+  starts[axis] = start;
+  limits[axis] = end;
+  return slice(x, starts, limits, strides);
+}
 
 Value GraphEmitter::notEqual(Value x, Value y) {
   Value eq = equal(x, y);

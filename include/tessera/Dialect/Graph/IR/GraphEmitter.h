@@ -52,6 +52,9 @@ public:
   mlir::Value cos(mlir::Value a);
   mlir::Value sin(mlir::Value a);
   mlir::Value sigmoid(mlir::Value a);
+  mlir::Value tanh(mlir::Value a);
+  mlir::Value relu(mlir::Value a);
+  mlir::Value softplus(mlir::Value a);
   mlir::Value greater(mlir::Value a, mlir::Value b);
   mlir::Value greaterEqual(mlir::Value a, mlir::Value b);
   mlir::Value less(mlir::Value a, mlir::Value b);
@@ -69,6 +72,10 @@ public:
   mlir::Value slice(mlir::Value a, llvm::ArrayRef<int64_t> starts,
                     llvm::ArrayRef<int64_t> limits,
                     llvm::ArrayRef<int64_t> strides);
+  /// Elements [start, end) of dimension `axis`.
+  mlir::Value sliceAxis(mlir::Value a, int64_t axis, int64_t start, int64_t end);
+  /// `parts` joined along `axis` (one part: itself).
+  mlir::Value concat(mlir::ValueRange parts, int64_t axis);
   /// Zero padding; negative amounts cut elements off instead.
   mlir::Value padOrCut(mlir::Value a, llvm::ArrayRef<int64_t> low,
                        llvm::ArrayRef<int64_t> high);
