@@ -175,6 +175,37 @@ def test_fine_tuning_trains_the_embedding_like_pytorch():
     close(trained["tokens.weight"][unused], ref.tokens.weight[unused], "unused rows")
 
 
+class SequenceClassifier(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = torch.nn.LSTM(3, 8, batch_first=True)
+        self.head = torch.nn.Linear(8, 2)
+
+    def forward(self, x, labels):
+        y, (h, c) = self.lstm(x)
+        logits = self.head(h[0])
+        return logits, torch.nn.functional.cross_entropy(logits, labels)
+
+
+def test_training_an_lstm_like_pytorch():
+    torch.manual_seed(0)
+    net = SequenceClassifier()
+    ref = copy.deepcopy(net)
+    g = torch.Generator().manual_seed(8)
+    x, labels = torch.randn(4, 5, 3, generator=g), torch.randint(0, 2, (4,), generator=g)
+    model = tessera.trainingModel(net, optimizer=torch.optim.SGD(net.parameters(), lr=0.5))
+    for _ in range(3):
+        model(x, labels)
+    opt = torch.optim.SGD(ref.parameters(), lr=0.5)
+    for _ in range(3):
+        opt.zero_grad()
+        ref(x, labels)[1].backward()
+        opt.step()
+    trained = dict(model.named_parameters())
+    for name, value in ref.named_parameters():
+        close(trained[name], value, name)
+
+
 def test_detach_and_attach_keep_the_device_state():
     torch.manual_seed(0)
     net = SmallCNN()

@@ -324,3 +324,42 @@ def test_transposed_convolutions_and_interpolation(tmp_path):
     with torch.no_grad():
         expected = model(x).numpy()
     compile_and_run(pt, "x", x, tmp_path, expected)
+
+
+class Recurrent(torch.nn.Module):
+    """nn.LSTM (stacked, bidirectional), nn.GRU (batch first, no bias) and
+    nn.RNN (relu), with given and default initial states."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = torch.nn.LSTM(4, 5, num_layers=2, bidirectional=True)
+        self.gru = torch.nn.GRU(10, 3, batch_first=True, bias=False)
+        self.rnn = torch.nn.RNN(3, 4, nonlinearity="relu")
+
+    def forward(self, x):
+        h0 = torch.ones(4, x.shape[1], 5) * 0.1
+        y, (h, c) = self.lstm(x, (h0, h0 * 2))
+        z, g = self.gru(y.transpose(0, 1))
+        w, r = self.rnn(z.transpose(0, 1))
+        return w, h, c, g, r
+
+
+def test_recurrent_layers(tmp_path):
+    torch.manual_seed(0)
+    model = Recurrent().eval()
+    x = torch.randn(6, 2, 4, generator=torch.Generator().manual_seed(6))
+    pt = tmp_path / "recurrent.pt"
+    save(model, x, pt)
+    tess = tmp_path / "recurrent.tess"
+    result = run([tool("tessera-compile"), str(pt), "--input-shape", "x=6x2x4", "-o", str(tess)])
+    assert result.returncode == 0, result.stderr
+    np.save(tmp_path / "x.npy", x.numpy())
+    out = tmp_path / "out.npz"
+    result = run([tool("tessera-run"), str(tess), "--input", f"x={tmp_path / 'x.npy'}",
+                  "--output", str(out)])
+    assert result.returncode == 0, result.stderr
+    got = np.load(out)
+    with torch.no_grad():
+        expected = model(x)
+    for key, want in zip(got.files, expected):
+        np.testing.assert_allclose(got[key], want.numpy(), rtol=1e-4, atol=1e-5, err_msg=key)

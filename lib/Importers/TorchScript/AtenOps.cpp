@@ -11,6 +11,7 @@
 #include "OpContext.h"
 #include "tessera/Dialect/Graph/IR/GraphEmitter.h"
 #include "tessera/Dialect/Graph/IR/Losses.h"
+#include "tessera/Dialect/Graph/IR/Recurrent.h"
 #include "tessera/Dialect/Graph/IR/ShapeUtils.h"
 
 #include <ATen/ops/full.h>
@@ -696,6 +697,120 @@ LogicalResult upsample(OpContext &c, g::ResizeMode mode, bool alignCornersArg, b
                               g::NearestModeAttr::get(c.context(), nearest),
                               b.getF64FloatAttr(-0.75), b.getBoolAttr(false)));
   return c.setResult(v);
+}
+
+/// aten::lstm / gru / rnn_tanh / rnn_relu (the `.input` overloads): nn.LSTM,
+/// nn.GRU and nn.RNN, stacked and bidirectional, unrolled by the builder the
+/// ONNX importer uses, with PyTorch's weights reordered into ONNX's gate
+/// order (LSTM i f g o -> i o f c; GRU r z n -> z r h, whose candidate
+/// PyTorch computes as ONNX's linear_before_reset). Arguments: (input, hx,
+/// params, has_biases, num_layers, dropout, train, bidirectional,
+/// batch_first); hx is [h0, c0] for an LSTM, h0 otherwise, each
+/// [layers x directions, batch, hidden]; params per layer and direction:
+/// w_ih, w_hh[, b_ih, b_hh].
+LogicalResult recurrent(OpContext &c, g::RecurrentCell cell, StringRef activation) {
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  if (c.numInputs() != 9 || c.isTensor(3))
+    return c.unsupported("packed sequences (pack_padded_sequence) in a recurrent layer");
+  SmallVector<Value> hx;
+  if (cell == g::RecurrentCell::LSTM) {
+    TESSERA_ASSIGN_OR_FAIL(list, c.tensorList(1));
+    hx = list;
+  } else {
+    TESSERA_ASSIGN_OR_FAIL(h, c.tensor(1));
+    hx = {h};
+  }
+  TESSERA_ASSIGN_OR_FAIL(params, c.tensorList(2));
+  TESSERA_ASSIGN_OR_FAIL(hasBiases, c.getBool(3));
+  TESSERA_ASSIGN_OR_FAIL(layers, c.getInt(4));
+  TESSERA_ASSIGN_OR_FAIL(dropout, c.getDouble(5));
+  TESSERA_ASSIGN_OR_FAIL(train, c.getBool(6));
+  TESSERA_ASSIGN_OR_FAIL(bidirectional, c.getBool(7));
+  TESSERA_ASSIGN_OR_FAIL(batchFirst, c.getBool(8));
+  if (train && dropout > 0)
+    return c.unsupported("dropout between the layers of a recurrent layer in training");
+  int64_t dirs = bidirectional ? 2 : 1, perLayer = hasBiases ? 4 : 2;
+  if (rankOf(x) != 3 || layers < 1 ||
+      static_cast<int64_t>(params.size()) != layers * dirs * perLayer)
+    return c.error() << "a recurrent layer needs a rank-3 input and " << perLayer
+                     << " weights per layer and direction (projections are not supported), "
+                     << "got " << g::formatShape(shapeOf(x)) << " and " << params.size();
+  g::GraphEmitter e(c.builder(), c.loc());
+  Value input = batchFirst ? e.transpose(x, {1, 0, 2}) : x;
+  int64_t hidden = shapeOf(params[1])[1];
+  int64_t gates = cell == g::RecurrentCell::LSTM ? 4 : cell == g::RecurrentCell::GRU ? 3 : 1;
+  // PyTorch's gate blocks in ONNX's order.
+  SmallVector<int64_t> order = cell == g::RecurrentCell::LSTM  ? SmallVector<int64_t>{0, 3, 1, 2}
+                               : cell == g::RecurrentCell::GRU ? SmallVector<int64_t>{1, 0, 2}
+                                                               : SmallVector<int64_t>{0};
+  auto reorder = [&](Value v) {
+    SmallVector<Value> blocks;
+    for (int64_t k : order)
+      blocks.push_back(e.sliceAxis(v, 0, k * hidden, (k + 1) * hidden));
+    return e.concat(blocks, 0);
+  };
+  auto perDirection = [&](auto &&make) {
+    SmallVector<Value> parts;
+    for (int64_t d = 0; d < dirs; ++d) {
+      Value v = make(d);
+      ArrayRef<int64_t> shape = graph::shapeOf(v);
+      SmallVector<int64_t> one{1};
+      one.append(shape.begin(), shape.end());
+      parts.push_back(e.reshape(v, one));
+    }
+    return e.concat(parts, 0);
+  };
+  SmallVector<g::RecurrentActivation> acts;
+  for (int64_t d = 0; d < dirs; ++d) {
+    if (cell != g::RecurrentCell::RNN)
+      acts.push_back({"sigmoid"});
+    acts.push_back({activation.str()});
+    if (cell == g::RecurrentCell::LSTM)
+      acts.push_back({"tanh"});
+  }
+  SmallVector<Value> finalH, finalC;
+  for (int64_t l = 0; l < layers && !e.failed(); ++l) {
+    auto param = [&](int64_t d, int64_t k) { return params[(l * dirs + d) * perLayer + k]; };
+    g::RecurrentLayer layer;
+    layer.cell = cell;
+    ArrayRef<int64_t> xs = graph::shapeOf(input);
+    layer.seq = xs[0];
+    layer.batch = xs[1];
+    layer.inputSize = xs[2];
+    layer.hidden = hidden;
+    layer.dirs = dirs;
+    layer.elem = cast<RankedTensorType>(x.getType()).getElementType();
+    layer.x = input;
+    layer.w = perDirection([&](int64_t d) { return reorder(param(d, 0)); });
+    layer.r = perDirection([&](int64_t d) { return reorder(param(d, 1)); });
+    if (hasBiases)
+      layer.b = perDirection([&](int64_t d) {
+        return e.concat(ValueRange{reorder(param(d, 2)), reorder(param(d, 3))}, 0);
+      });
+    layer.h0 = e.sliceAxis(hx[0], 0, l * dirs, (l + 1) * dirs);
+    if (cell == g::RecurrentCell::LSTM)
+      layer.c0 = e.sliceAxis(hx[1], 0, l * dirs, (l + 1) * dirs);
+    layer.unmaskedSteps = layer.seq;
+    layer.linearBeforeReset = cell == g::RecurrentCell::GRU;
+    layer.activations = acts;
+    g::RecurrentResult r = g::buildRecurrent(e, layer);
+    // Y [seq, dirs, batch, hidden] -> [seq, batch, dirs x hidden].
+    input = e.reshape(e.transpose(r.y, {0, 2, 1, 3}),
+                      {layer.seq, layer.batch, dirs * hidden});
+    finalH.push_back(r.yh);
+    if (r.yc)
+      finalC.push_back(r.yc);
+  }
+  Value output = batchFirst ? e.transpose(input, {1, 0, 2}) : input;
+  Value h = e.concat(finalH, 0);
+  Value cState = finalC.empty() ? Value() : e.concat(finalC, 0);
+  if (e.failed())
+    return c.error() << "could not unroll the recurrent layer";
+  if (failed(c.setResult(0, output)) || failed(c.setResult(1, h)))
+    return failure();
+  if (cState)
+    return c.setResult(2, cState);
+  return success();
 }
 
 /// The window of a pooling op: (self, kernel_size, stride, padding, ...),
@@ -1947,6 +2062,14 @@ const llvm::StringMap<AtenConverter> &atenConverters() {
       {"aten::conv_transpose1d", convTransposeNd},
       {"aten::conv_transpose2d", convTransposeNd},
       {"aten::conv_transpose3d", convTransposeNd},
+      {"aten::lstm",
+       [](OpContext &c) { return recurrent(c, g::RecurrentCell::LSTM, "tanh"); }},
+      {"aten::gru",
+       [](OpContext &c) { return recurrent(c, g::RecurrentCell::GRU, "tanh"); }},
+      {"aten::rnn_tanh",
+       [](OpContext &c) { return recurrent(c, g::RecurrentCell::RNN, "tanh"); }},
+      {"aten::rnn_relu",
+       [](OpContext &c) { return recurrent(c, g::RecurrentCell::RNN, "relu"); }},
       {"aten::upsample_nearest1d",
        [](OpContext &c) { return upsample(c, g::ResizeMode::nearest, false, false); }},
       {"aten::upsample_nearest2d",

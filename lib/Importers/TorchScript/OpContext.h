@@ -98,6 +98,10 @@ public:
   /// True if input `i` is a parameter or buffer of the module and the import
   /// is for training: it stays a global, to be trained or updated.
   bool isModuleState(size_t i) const;
+  bool isModuleState(const torch::jit::Value *v) const;
+  /// "layer1.0.conv1.weight" for a value the importer named after a module
+  /// attribute ("self.layer1.0.conv1.weight"), else nothing.
+  static std::optional<std::string> statePath(const torch::jit::Value *v);
   bool isNone(size_t i) const { return i >= numInputs() || input(i).isNone(); }
   bool isTensor(size_t i) const;
   /// Input `i` as a device tensor; constant tensors and Python scalars are

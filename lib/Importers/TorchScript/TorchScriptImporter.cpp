@@ -937,25 +937,30 @@ std::string OpContext::argName(size_t i) const {
   return "input" + std::to_string(i);
 }
 
-std::string OpContext::constantName(size_t i) const {
+std::optional<std::string> OpContext::statePath(const jit::Value *v) {
   // Frozen parameters keep their attribute path: "self.layer1.0.conv1.weight".
-  const jit::Value *v = node_->input(i);
-  if (v->hasDebugName()) {
-    // debugName() returns a temporary string: keep it for the StringRef.
-    std::string debugName = v->debugName();
-    StringRef name = debugName;
-    if (name.consume_front("self."))
-      return name.str();
-  }
+  if (!v->hasDebugName())
+    return std::nullopt;
+  // debugName() returns a temporary string: keep it for the StringRef.
+  std::string debugName = v->debugName();
+  StringRef name = debugName;
+  if (!name.consume_front("self."))
+    return std::nullopt;
+  return name.str();
+}
+
+std::string OpContext::constantName(size_t i) const {
+  if (std::optional<std::string> path = statePath(node_->input(i)))
+    return *path;
   std::string path = evaluator_.modulePath(node_);
   return path.empty() ? argName(i) : path + "." + argName(i);
 }
 
-bool OpContext::isModuleState(size_t i) const {
-  const jit::Value *v = node_->input(i);
-  return evaluator_.training() && v->hasDebugName() &&
-         StringRef(v->debugName()).starts_with("self.");
+bool OpContext::isModuleState(const jit::Value *v) const {
+  return evaluator_.training() && statePath(v).has_value();
 }
+
+bool OpContext::isModuleState(size_t i) const { return isModuleState(node_->input(i)); }
 
 bool OpContext::isTensor(size_t i) const {
   if (i >= numInputs())
@@ -1069,17 +1074,26 @@ FailureOr<SmallVector<Value>> OpContext::tensorList(size_t i) {
   } else {
     return error() << "argument '" << argName(i) << "' must be a list of tensors";
   }
+  // The list's own elements, when it is built here (an RNN's parameters):
+  // each is named, and trained, as the parameter it is.
+  const jit::Node *list = node_->input(i)->node();
+  bool built = list->kind() == c10::prim::ListConstruct &&
+               list->inputs().size() == elements.size();
   SmallVector<Value> out;
-  for (const ImportedValue &e : elements) {
+  for (auto [k, e] : llvm::enumerate(elements)) {
     if (e.kind == ImportedValue::Kind::Tensor) {
       out.push_back(e.tensor);
       continue;
     }
     if (e.kind != ImportedValue::Kind::Constant || !e.constant.isTensor())
       return error() << "argument '" << argName(i) << "' must be a list of tensors";
-    TESSERA_ASSIGN_OR_FAIL(
-        t, evaluator_.materialize(e.constant.toTensor(), loc_, constantName(i),
-                                  isModuleState(i)));
+    const jit::Value *element = built ? list->inputs()[k] : nullptr;
+    std::string name = constantName(i);
+    if (std::optional<std::string> path = element ? statePath(element) : std::nullopt)
+      name = *path;
+    TESSERA_ASSIGN_OR_FAIL(t, evaluator_.materialize(e.constant.toTensor(), loc_, name,
+                                                     element ? isModuleState(element)
+                                                             : isModuleState(i)));
     out.push_back(t);
   }
   return out;
