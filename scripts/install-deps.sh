@@ -19,6 +19,8 @@ PACKAGES=(
   python3-dev
   # .npz inputs and data sets (CRC-checked, compressed and ZIP64 members)
   libzip-dev
+  # coverage-guided fuzzers (libFuzzer) of the runtime's file readers
+  clang-22 libclang-rt-22-dev
   # the training example's data set (8x8 digits, shipped with the package)
   python3-sklearn
 )

@@ -91,6 +91,29 @@ llvm::Error readTensor(const json::Object *o, TensorInfo &t, StringRef what) {
 }
 } // namespace
 
+std::string buildExecutableImage(StringRef metadataJSON, StringRef code, StringRef weights) {
+  uint64_t metaOffset = kHeaderSize;
+  uint64_t codeOffset = alignTo(metaOffset + metadataJSON.size());
+  uint64_t weightOffset = alignTo(codeOffset + code.size());
+  uint64_t fileSize = weightOffset + weights.size();
+  std::string image(fileSize, '\0');
+  std::memcpy(image.data(), kMagic, sizeof(kMagic));
+  endian::write32le(&image[kVersionAt], kExecutableFormatVersion);
+  endian::write32le(&image[kHeaderSizeAt], kHeaderSize);
+  endian::write64le(&image[kFileSizeAt], fileSize);
+  endian::write64le(&image[kMetaOffsetAt], metaOffset);
+  endian::write64le(&image[kMetaOffsetAt + 8], metadataJSON.size());
+  endian::write64le(&image[kCodeOffsetAt], codeOffset);
+  endian::write64le(&image[kCodeOffsetAt + 8], code.size());
+  endian::write64le(&image[kWeightOffsetAt], weightOffset);
+  endian::write64le(&image[kWeightOffsetAt + 8], weights.size());
+  std::memcpy(&image[metaOffset], metadataJSON.data(), metadataJSON.size());
+  std::memcpy(&image[codeOffset], code.data(), code.size());
+  std::memcpy(&image[weightOffset], weights.data(), weights.size());
+  endian::write64le(&image[kChecksumAt], fileChecksum(image));
+  return image;
+}
+
 llvm::Error writeExecutable(StringRef path, ExecutableMetadata metadata,
                             StringRef hostObject,
                             llvm::ArrayRef<llvm::ArrayRef<char>> weights) {
@@ -149,28 +172,10 @@ llvm::Error writeExecutable(StringRef path, ExecutableMetadata metadata,
     meta["program"] = metadata.program->toJSON();
   std::string metaText;
   llvm::raw_string_ostream(metaText) << json::Value(std::move(meta));
-
-  uint64_t metaOffset = kHeaderSize;
-  uint64_t codeOffset = alignTo(metaOffset + metaText.size());
-  uint64_t weightOffset = alignTo(codeOffset + hostObject.size());
-  uint64_t fileSize = weightOffset + weightBytes;
-  std::string image(fileSize, '\0');
-  std::memcpy(image.data(), kMagic, sizeof(kMagic));
-  endian::write32le(&image[kVersionAt], kExecutableFormatVersion);
-  endian::write32le(&image[kHeaderSizeAt], kHeaderSize);
-  endian::write64le(&image[kFileSizeAt], fileSize);
-  endian::write64le(&image[kMetaOffsetAt], metaOffset);
-  endian::write64le(&image[kMetaOffsetAt + 8], metaText.size());
-  endian::write64le(&image[kCodeOffsetAt], codeOffset);
-  endian::write64le(&image[kCodeOffsetAt + 8], hostObject.size());
-  endian::write64le(&image[kWeightOffsetAt], weightOffset);
-  endian::write64le(&image[kWeightOffsetAt + 8], weightBytes);
-  std::memcpy(&image[metaOffset], metaText.data(), metaText.size());
-  std::memcpy(&image[codeOffset], hostObject.data(), hostObject.size());
+  std::string weightSection(weightBytes, '\0');
   for (auto [info, data] : llvm::zip(metadata.weights, weights))
-    std::memcpy(&image[weightOffset + info.offset], data.data(), data.size());
-  endian::write64le(&image[kChecksumAt], fileChecksum(image));
-
+    std::memcpy(&weightSection[info.offset], data.data(), data.size());
+  std::string image = buildExecutableImage(metaText, hostObject, weightSection);
   // A killed or failed compile never leaves a partial executable behind.
   return writeFileAtomically(path, image);
 }
@@ -179,7 +184,12 @@ Expected<std::unique_ptr<Executable>> Executable::load(StringRef path) {
   auto file = readRegularFile(path);
   if (!file)
     return file.takeError();
-  StringRef bytes = (*file)->getBuffer();
+  return parse(std::move(*file), path);
+}
+
+Expected<std::unique_ptr<Executable>>
+Executable::parse(std::unique_ptr<llvm::MemoryBuffer> file, StringRef path) {
+  StringRef bytes = file->getBuffer();
   if (bytes.size() < kHeaderSize || std::memcmp(bytes.data(), kMagic, 8) != 0)
     return fail("'" + path + "' is not a Tessera executable (bad magic)");
   uint32_t version = endian::read32le(bytes.data() + kVersionAt);
@@ -354,7 +364,7 @@ Expected<std::unique_ptr<Executable>> Executable::load(StringRef path) {
                   " (recompile the model)");
     m.program = std::move(*p);
   }
-  exe->file_ = std::move(*file);
+  exe->file_ = std::move(file);
   return exe;
 }
 

@@ -116,7 +116,7 @@ Expected<Tensor> parseNpy(StringRef bytes, StringRef what) {
   if (field("fortran_order").starts_with("True"))
     return fail(what + " is in Fortran order; save a C-ordered array");
   char order = descr.empty() ? '?' : descr[0];
-  StringRef kind = descr.drop_front(1);
+  StringRef kind = descr.empty() ? descr : descr.drop_front(1);
   if (order == '>' && kind != "u1" && kind != "i1" && kind != "b1")
     return fail(what + " is big-endian (" + descr + ")");
   Tensor t;
@@ -144,7 +144,16 @@ Expected<Tensor> parseNpy(StringRef bytes, StringRef what) {
       return fail(what + ": bad dimension '" + d + "'");
     t.shape.push_back(v);
   }
-  size_t size = t.numElements() * dtypeSize(t.dtype);
+  // At most 2^36 elements, checked before multiplying on: a header cannot
+  // overflow the size (the data must then be there too).
+  constexpr int64_t kMaxElements = int64_t(1) << 36;
+  int64_t elements = 1;
+  for (int64_t d : t.shape) {
+    if (d > 0 && elements > kMaxElements / d)
+      return fail(what + ": the shape in the .npy header has more than 2^36 elements");
+    elements *= d;
+  }
+  size_t size = elements * dtypeSize(t.dtype);
   StringRef payload = bytes.drop_front(offset + headerLen);
   if (payload.size() < size)
     return fail(what + " holds " + llvm::Twine(payload.size()) +
@@ -188,7 +197,10 @@ Expected<std::map<std::string, Tensor>> readNpz(StringRef path) {
   auto file = readRegularFile(path);
   if (!file)
     return file.takeError();
-  StringRef bytes = (*file)->getBuffer();
+  return parseNpz((*file)->getBuffer(), path);
+}
+
+Expected<std::map<std::string, Tensor>> parseNpz(StringRef bytes, StringRef path) {
   // libzip reads what numpy writes -- stored or deflated members, ZIP64,
   // streamed entries -- and checks every member's CRC as it is read.
   zip_error_t error;

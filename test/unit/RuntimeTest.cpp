@@ -185,6 +185,32 @@ TEST(Tensor, NpyErrorsSayWhatIsWrong) {
   EXPECT_NE(llvm::toString(cut.takeError()).find("header needs 64"), std::string::npos);
 }
 
+TEST(Tensor, NpyHeadersFoundByTheFuzzerAreErrors) {
+  // An empty 'descr' (asserted in StringRef::drop_front), and a shape whose
+  // element count overflows int64 (undefined behaviour, and a product that
+  // could match the data's size): both from tessera-fuzz's npy target.
+  auto npy = [](const std::string &dict) {
+    std::string header = dict;
+    header.append((64 - (10 + header.size() + 1) % 64) % 64, ' ');
+    header += '\n';
+    std::string out = "\x93NUMPY";
+    out += '\x01';
+    out += '\x00';
+    out += static_cast<char>(header.size() & 0xff);
+    out += static_cast<char>(header.size() >> 8);
+    return out + header + std::string(64, '\0');
+  };
+  for (auto [dict, message] :
+       {std::pair<std::string, std::string>{
+            "{'descr': '', 'fortran_order': False, 'shape': (2,), }", "element type ''"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (5333333333332133331, 3), }",
+         "more than 2^36 elements"}}) {
+    auto t = parseNpy(npy(dict), "fuzz.npy");
+    ASSERT_FALSE(static_cast<bool>(t)) << dict;
+    EXPECT_NE(llvm::toString(t.takeError()).find(message), std::string::npos) << dict;
+  }
+}
+
 } // namespace
 
 namespace {

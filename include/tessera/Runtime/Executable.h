@@ -119,6 +119,12 @@ llvm::Error checkInputs(const ExecutableMetadata &metadata,
 
 class Executable;
 
+/// A .tess image (header, checksum) around a metadata JSON text, the code
+/// section and the weights section: what writeExecutable writes, and what
+/// the fuzzer of the loader feeds it.
+std::string buildExecutableImage(llvm::StringRef metadataJSON, llvm::StringRef code,
+                                 llvm::StringRef weights);
+
 /// Checks the machine program against the signature: its inputs are the
 /// signature's inputs then the state, its outputs the signature's outputs
 /// then the state's updates (same shapes and element types), and each of
@@ -172,6 +178,9 @@ llvm::Error writeExecutable(llvm::StringRef path, ExecutableMetadata metadata,
 class Executable {
 public:
   static llvm::Expected<std::unique_ptr<Executable>> load(llvm::StringRef path);
+  /// The same checks on an image in memory; `path` names it in messages.
+  static llvm::Expected<std::unique_ptr<Executable>>
+  parse(std::unique_ptr<llvm::MemoryBuffer> image, llvm::StringRef path);
 
   const ExecutableMetadata &metadata() const { return metadata_; }
   /// The code section: every object of metadata().codeObjects, in order.

@@ -53,6 +53,9 @@ llvm::Expected<Tensor> readNpy(llvm::StringRef path);
 llvm::Expected<Tensor> parseNpy(llvm::StringRef bytes, llvm::StringRef what);
 /// Reads every array of an uncompressed .npz, by name (without ".npy").
 llvm::Expected<std::map<std::string, Tensor>> readNpz(llvm::StringRef path);
+/// The same from bytes in memory; `what` names them in messages.
+llvm::Expected<std::map<std::string, Tensor>> parseNpz(llvm::StringRef bytes,
+                                                       llvm::StringRef what);
 std::string serializeNpy(const Tensor &t);
 /// Writes arrays as an uncompressed .npz, atomically (temp file + rename).
 llvm::Error writeNpz(llvm::StringRef path,
