@@ -6,7 +6,7 @@ config.name = "Tessera"
 config.test_format = lit.formats.ShTest(execute_external=False)
 config.suffixes = [".mlir", ".py", ".test"]
 config.excludes = ["Inputs", "lit.cfg.py", "lit.site.cfg.py", "unit",
-                   "python", "bench", "conformance", "CMakeLists.txt"]
+                   "python", "bench", "conformance", "fuzz", "CMakeLists.txt"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.tessera_obj_root, "test")
 
