@@ -363,3 +363,36 @@ def test_recurrent_layers(tmp_path):
         expected = model(x)
     for key, want in zip(got.files, expected):
         np.testing.assert_allclose(got[key], want.numpy(), rtol=1e-4, atol=1e-5, err_msg=key)
+
+
+class SegmentationOut(torch.nn.Module):
+    """torchvision's segmentation models return a dict; its 'out'."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x):
+        return self.model(x)["out"]
+
+
+@pytest.mark.parametrize("name", ["lraspp_mobilenet_v3_large",
+                                  "deeplabv3_mobilenet_v3_large", "r3d_18"])
+def test_dense_and_video_families(name, tmp_path):
+    """Segmentation heads (bilinear upsampling of the logits) and a 3-d
+    video network, traced, on the IPU model."""
+    import torchvision
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(9)
+    if name == "r3d_18":
+        model = torchvision.models.video.r3d_18(weights=None).eval()
+        x = torch.randn(1, 3, 4, 32, 32, generator=g)
+    else:
+        model = SegmentationOut(getattr(torchvision.models.segmentation, name)(
+            weights=None, weights_backbone=None, num_classes=4)).eval()
+        x = torch.randn(1, 3, 64, 64, generator=g)
+    pt = tmp_path / f"{name}.pt"
+    save(model, x, pt)
+    with torch.no_grad():
+        expected = model(x).numpy()
+    compile_and_run(pt, "x", x, tmp_path, expected)
