@@ -9,6 +9,7 @@ between calls. The host's copy of the weights is brought up to date
 lazily: on copyWeightsToHost, and when the executor's parameters(),
 named_parameters() or state_dict() are read.
 """
+import inspect
 import os
 import re
 import tempfile
@@ -83,6 +84,21 @@ def _rebuild(structure, flat):
     return tuple(items) if isinstance(structure, tuple) else items
 
 
+def _keyword_call(model, names):
+    """A module whose forward(names...) calls `model` with them by keyword:
+    what is traced when a call names inputs that are not the forward's
+    first ones in order (`model(input_ids, token_type_ids=t)`). Its forward
+    is written out so the trace names its inputs; the names are Python
+    identifiers from the model's own signature."""
+    source = (f"def forward(self, {', '.join(names)}):\n"
+              f"    return self.model({', '.join(f'{n}={n}' for n in names)})\n")
+    namespace = {}
+    exec(source, namespace)  # noqa: S102 -- identifiers from inspect.signature only
+    wrapper = type("KeywordCall", (torch.nn.Module,), {"forward": namespace["forward"]})()
+    wrapper.model = model
+    return wrapper
+
+
 def _as_array(value, index):
     if isinstance(value, torch.Tensor):
         return value.detach().cpu().contiguous().numpy()
@@ -110,6 +126,7 @@ class _Executor:
         self._signature = None     # [(name, dtype, shape)] of one call's inputs
         self._micro_batch = None
         self._output_structure = None  # the model's output nesting
+        self._keyword_names = None  # inputs passed by keyword (see _positional)
         self._host_stale = False   # the device's weights are newer
         self._steps_unsynced = 0   # micro-batches run since the host's copy
         self._updates = 0          # training calls run (the weights' version)
@@ -122,9 +139,7 @@ class _Executor:
     # -- PopTorch's interface ------------------------------------------------
 
     def __call__(self, *args, **kwargs):
-        if kwargs:
-            raise Error("pass the model's inputs positionally (keyword arguments are not "
-                        "supported)")
+        args = self._positional(args, kwargs)
         trainer = self._trainer()
         if trainer is not None and self._trained_version != trainer._updates:
             self._path = self._executable = None  # trained since: new weights
@@ -143,16 +158,17 @@ class _Executor:
             self._updates += 1
         return _rebuild(self._output_structure, iter(torch.from_numpy(o) for o in outputs))
 
-    def compile(self, *args):
-        """Compiles for these inputs (as the first call would) without running."""
-        self._compile(args, self._executable_path())
-        if self._executable is None:
+    def compile(self, *args, **kwargs):
+        """Compiles for these inputs (as the first call would) without running;
+        attaches to the device unless the options name an offline target."""
+        self._compile(self._positional(args, kwargs), self._executable_path())
+        if self._executable is None and not self._options._values["compile_only"]:
             self.attachToDevice()
 
-    def compileAndExport(self, filename, *args, export_model=True):
+    def compileAndExport(self, filename, *args, export_model=True, **kwargs):
         """Compiles for these inputs into `filename`, a .tess that
         tessera.load (or tessera-run) runs."""
-        self._compile(args, str(filename))
+        self._compile(self._positional(args, kwargs), str(filename))
 
     def isCompiled(self):
         return self._path is not None
@@ -259,9 +275,41 @@ class _Executor:
         if self._host_stale:
             self.copyWeightsToHost()
 
-    @staticmethod
-    def _state_key(name):
-        return name[len("self."):] if name.startswith("self.") else name
+    def _state_key(self, name):
+        name = name[len("self."):] if name.startswith("self.") else name
+        if self._keyword_names is not None and name.startswith("model."):
+            name = name[len("model."):]  # traced through _keyword_call
+        return name
+
+    def _positional(self, args, kwargs):
+        """The call's tensors in the order the model was (or will be) traced
+        with: positional as given, or, with keywords, bound to the forward's
+        signature -- a call that names a later input than the ones before it
+        is traced through _keyword_call."""
+        if not kwargs:
+            if self._keyword_names is not None:
+                raise Error("the model was compiled for the inputs "
+                            f"{', '.join(self._keyword_names)} by keyword; pass them so")
+            return args
+        try:
+            bound = inspect.signature(self._model.forward).bind(*args, **kwargs)
+        except TypeError as e:
+            raise Error(f"the inputs do not fit {type(self._model).__name__}.forward: {e}") \
+                from None
+        names = list(bound.arguments)
+        parameters = list(inspect.signature(self._model.forward).parameters)
+        if any(inspect.signature(self._model.forward).parameters[n].kind in
+               (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+               for n in names):
+            raise Error("a forward that takes *args or **kwargs needs its inputs positionally")
+        leading = names == parameters[:len(names)]
+        if self._signature is None:
+            self._keyword_names = None if leading else names
+        elif names != (self._keyword_names or parameters[:len(self._signature)]):
+            compiled = self._keyword_names or parameters[:len(self._signature)]
+            raise Error(f"the model was compiled for the inputs {', '.join(compiled)}; "
+                        f"got {', '.join(names)}")
+        return tuple(bound.arguments.values())
 
     def _factors(self):
         """The host batch's factors past the micro-batch, as (name, value)."""
@@ -299,6 +347,8 @@ class _Executor:
         micro = arrays[0].shape[0] // combined
         example = tuple(torch.from_numpy(a[:micro].copy()) for a in arrays)
         model = self._model
+        traced_model = model if self._keyword_names is None else \
+            _keyword_call(model, self._keyword_names)
         was_training = model.training
         model.train(self._training)
         # Tracing runs the model: keep its buffers (running statistics) as
@@ -308,8 +358,9 @@ class _Executor:
         try:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", torch.jit.TracerWarning)
-                outputs = model(*example)
-                traced = torch.jit.trace(model, example, check_trace=False, strict=False)
+                outputs = traced_model(*example)
+                traced = torch.jit.trace(traced_model, example, check_trace=False,
+                                         strict=False)
             torch_dir = os.path.dirname(torch.__file__)
             for w in caught:
                 # Warnings from inside torch are about its own checks, not the
@@ -444,7 +495,7 @@ class LoadedExecutable:
 
     def state_dict(self):
         """The trained weights and buffers, by the model's names."""
-        return {_Executor._state_key(n): torch.from_numpy(v)
+        return {(n[len("self."):] if n.startswith("self.") else n): torch.from_numpy(v)
                 for n, v in self._executable.trained_weights()}
 
     @property

@@ -305,6 +305,64 @@ def test_bad_options_file_names_the_line(tmp_path):
         tessera.Options().loadFromFile(path)
 
 
+class Tagged(torch.nn.Module):
+    """A Hugging Face-style forward: optional inputs by keyword."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(20, 4)
+        self.kinds = torch.nn.Embedding(3, 4)
+
+    def forward(self, ids, mask=None, kinds=None):
+        h = self.embed(ids)
+        if kinds is not None:
+            h = h + self.kinds(kinds)
+        if mask is not None:
+            h = h * mask.unsqueeze(-1)
+        return h.sum(1)
+
+
+def test_keyword_inputs():
+    torch.manual_seed(0)
+    model = Tagged().eval()
+    ids = torch.randint(0, 20, (2, 5))
+    kinds = torch.randint(0, 3, (2, 5))
+    # A later input by keyword, skipping `mask`: traced through a wrapper.
+    ipu = tessera.inferenceModel(model)
+    with torch.no_grad():
+        close(ipu(ids, kinds=kinds), model(ids, kinds=kinds), "ids, kinds=")
+    with pytest.raises(tessera.Error, match="compiled for the inputs ids, kinds; got ids, mask"):
+        ipu(ids, mask=torch.ones(2, 5))
+    # Leading inputs by keyword are the positional call.
+    leading = tessera.inferenceModel(model)
+    mask = torch.ones(2, 5)
+    with torch.no_grad():
+        close(leading(ids=ids, mask=mask), model(ids, mask), "ids=, mask=")
+    close(leading(ids, mask), leading(ids=ids, mask=mask), "positional")
+
+
+class TaggedLoss(Tagged):
+    def forward(self, ids, mask=None, kinds=None, target=None):
+        out = super().forward(ids, mask, kinds)
+        return out, torch.nn.functional.mse_loss(out, target)
+
+
+def test_training_with_keyword_inputs_trains_the_models_weights():
+    torch.manual_seed(0)
+    net = TaggedLoss()
+    ref = copy.deepcopy(net)
+    ids = torch.randint(0, 20, (2, 5))
+    target = torch.randn(2, 4)
+    model = tessera.trainingModel(net, optimizer=torch.optim.SGD(net.parameters(), lr=0.1))
+    model(ids, target=target)
+    opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    ref(ids, target=target)[1].backward()
+    opt.step()
+    trained = dict(model.named_parameters())
+    for name, value in ref.named_parameters():
+        close(trained[name], value, name)
+
+
 def test_outputs_keep_the_models_nesting():
     class Nested(torch.nn.Module):
         def forward(self, x):

@@ -813,6 +813,28 @@ LogicalResult recurrent(OpContext &c, g::RecurrentCell cell, StringRef activatio
   return success();
 }
 
+/// broadcast_tensors(tensors): each expanded to their common shape (what
+/// F.mse_loss and friends do before the loss).
+LogicalResult broadcastTensors(OpContext &c) {
+  TESSERA_ASSIGN_OR_FAIL(tensors, c.tensorList(0));
+  SmallVector<int64_t> shape;
+  for (Value t : tensors) {
+    auto common = g::broadcastShapes(shape, shapeOf(t));
+    if (!common)
+      return c.error() << "shapes " << g::formatShape(shape) << " and "
+                       << g::formatShape(shapeOf(t)) << " do not broadcast";
+    shape.assign(common->begin(), common->end());
+  }
+  g::GraphEmitter e(c.builder(), c.loc());
+  std::vector<ImportedValue> out;
+  for (Value t : tensors)
+    out.push_back(ImportedValue::ofTensor(
+        shapeOf(t) == ArrayRef<int64_t>(shape) ? t : e.expand(t, shape)));
+  if (e.failed())
+    return c.error() << "could not broadcast to " << g::formatShape(shape);
+  return c.setResult(0, ImportedValue::ofSequence(std::move(out), false));
+}
+
 /// The window of a pooling op: (self, kernel_size, stride, padding, ...),
 /// with an empty stride meaning the kernel size.
 struct PoolWindow {
@@ -2062,6 +2084,7 @@ const llvm::StringMap<AtenConverter> &atenConverters() {
       {"aten::conv_transpose1d", convTransposeNd},
       {"aten::conv_transpose2d", convTransposeNd},
       {"aten::conv_transpose3d", convTransposeNd},
+      {"aten::broadcast_tensors", broadcastTensors},
       {"aten::lstm",
        [](OpContext &c) { return recurrent(c, g::RecurrentCell::LSTM, "tanh"); }},
       {"aten::gru",
