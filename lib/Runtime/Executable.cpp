@@ -62,8 +62,6 @@ json::Value tensorJson(const TensorInfo &t) {
                       {"shape", json::Array(t.shape)}};
 }
 
-constexpr int64_t kMaxTensorElements = int64_t(1) << 36;
-
 llvm::Error readTensor(const json::Object *o, TensorInfo &t, StringRef what) {
   if (!o)
     return fail("metadata: " + what + " entry is not an object");
@@ -77,16 +75,16 @@ llvm::Error readTensor(const json::Object *o, TensorInfo &t, StringRef what) {
   if (!d)
     return d.takeError();
   t.dtype = *d;
-  // At most 2^36 elements, as the compiler accepts: a count computed from
-  // the shape never overflows.
-  int64_t elements = 1;
+  // Bounded (kMaxTensorElements): a count computed from the shape never
+  // overflows.
   for (const json::Value &v : *shape) {
     auto i = v.getAsInteger();
-    if (!i || *i < 0 || (*i > 0 && elements > kMaxTensorElements / *i))
+    if (!i)
       return fail("metadata: bad shape for " + what + " '" + t.name + "'");
-    elements *= *i;
     t.shape.push_back(*i);
   }
+  if (!boundedNumElements(t.shape))
+    return fail("metadata: bad shape for " + what + " '" + t.name + "'");
   return llvm::Error::success();
 }
 } // namespace

@@ -66,6 +66,16 @@ Expected<DType> parseDType(StringRef name) {
   return fail("unknown element type '" + name + "'");
 }
 
+std::optional<int64_t> boundedNumElements(llvm::ArrayRef<int64_t> shape) {
+  int64_t elements = 1;
+  for (int64_t d : shape) {
+    if (d < 0 || (d > 0 && elements > kMaxTensorElements / d))
+      return std::nullopt;
+    elements *= d;
+  }
+  return elements;
+}
+
 int64_t numElements(const std::vector<int64_t> &shape) {
   int64_t n = 1;
   for (int64_t d : shape)
@@ -144,16 +154,12 @@ Expected<Tensor> parseNpy(StringRef bytes, StringRef what) {
       return fail(what + ": bad dimension '" + d + "'");
     t.shape.push_back(v);
   }
-  // At most 2^36 elements, checked before multiplying on: a header cannot
-  // overflow the size (the data must then be there too).
-  constexpr int64_t kMaxElements = int64_t(1) << 36;
-  int64_t elements = 1;
-  for (int64_t d : t.shape) {
-    if (d > 0 && elements > kMaxElements / d)
-      return fail(what + ": the shape in the .npy header has more than 2^36 elements");
-    elements *= d;
-  }
-  size_t size = elements * dtypeSize(t.dtype);
+  // Bounded before the size is computed: a header cannot overflow it (and
+  // the data must then be there too).
+  std::optional<int64_t> elements = boundedNumElements(t.shape);
+  if (!elements)
+    return fail(what + ": the shape in the .npy header has more than 2^36 elements");
+  size_t size = *elements * dtypeSize(t.dtype);
   StringRef payload = bytes.drop_front(offset + headerLen);
   if (payload.size() < size)
     return fail(what + " holds " + llvm::Twine(payload.size()) +
@@ -189,9 +195,9 @@ Expected<Tensor> readNpy(StringRef path) {
   return parseNpy((*file)->getBuffer(), path);
 }
 
-/// The largest .npz member read: an array of 2^36 bytes, as the compiler's
-/// bound on shapes (a damaged header cannot make it allocate more).
-constexpr uint64_t kMaxNpzMemberBytes = uint64_t(1) << 36;
+/// The largest .npz member read: kMaxTensorElements bytes (a damaged
+/// header cannot make it allocate more).
+constexpr uint64_t kMaxNpzMemberBytes = kMaxTensorElements;
 
 Expected<std::map<std::string, Tensor>> readNpz(StringRef path) {
   auto file = readRegularFile(path);

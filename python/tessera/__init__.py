@@ -15,7 +15,8 @@ the IPU model (tile memory, exchanges and cycle counts of the real chip).
 from _tessera import Error, version as __version__
 
 from . import optim
-from .blocks import BeginBlock, Block, BlockFunction, Stage, recomputationCheckpoint
+from .blocks import (BeginBlock, Block, BlockFunction, PipelinedExecution, ShardedExecution,
+                     Stage, recomputationCheckpoint)
 from ._model import (LoadedExecutable, identity_loss, inferenceModel, load,
                      trainingModel)
 from .data import DataLoader
@@ -23,7 +24,8 @@ from .ipu_config import IPUConfig
 from .options import Options, OutputMode, ReductionType
 
 __all__ = [
-    "BeginBlock", "Block", "BlockFunction", "Stage", "recomputationCheckpoint",
+    "BeginBlock", "Block", "BlockFunction", "PipelinedExecution", "ShardedExecution", "Stage",
+    "recomputationCheckpoint",
     "DataLoader", "Error", "IPUConfig", "LoadedExecutable", "Options", "OutputMode", "ReductionType",
     "identity_loss", "inferenceModel", "load", "optim", "trainingModel",
 ]

@@ -67,6 +67,21 @@ class Stage:
         not_available("Stage", "pipelined execution")
 
 
+class PipelinedExecution:
+    """Blocks run as a pipeline over IPUs (PopTorch's poptorch.PipelinedExecution)."""
+
+    def __init__(self, *stages):
+        not_available("PipelinedExecution", "pipelined execution over several IPUs")
+
+
+class ShardedExecution:
+    """Blocks run one after another on their IPUs (PopTorch's
+    poptorch.ShardedExecution)."""
+
+    def __init__(self, *stages):
+        not_available("ShardedExecution", "sharded execution over several IPUs")
+
+
 def recomputationCheckpoint(*tensors):
     """Where a pipelined backward pass would recompute activations from;
     returns its inputs (nothing is recomputed without pipelining)."""

@@ -148,28 +148,35 @@ class TinyBert(torch.nn.Module):
         return logits, torch.nn.functional.cross_entropy(logits, labels)
 
 
-def test_fine_tuning_trains_the_embedding_like_pytorch():
-    torch.manual_seed(0)
-    net = TinyBert()
+def trains_like_pytorch(net, steps, *args, **kwargs):
+    """Trains `net` for `steps` calls through trainingModel with SGD (lr 0.1,
+    momentum 0.9) and a copy of it with torch.optim, on the same inputs;
+    checks every parameter matches and returns the trained ones by name.
+    SGD, not Adam: a gradient that is zero up to rounding (a key
+    projection's bias: softmax ignores a shift shared by all keys) would be
+    blown up by Adam's normalisation to +-lr steps of noise."""
     ref = copy.deepcopy(net)
-    g = torch.Generator().manual_seed(4)
-    ids = torch.randint(0, 100, (4, 8), generator=g)
-    labels = torch.randint(0, 3, (4,), generator=g)
-    # SGD, not Adam: the key projection's bias has a gradient of zero up to
-    # rounding (softmax ignores a shift shared by all keys), which Adam's
-    # normalisation would blow up to +-lr steps of noise.
     model = tessera.trainingModel(net, optimizer=torch.optim.SGD(net.parameters(), lr=0.1,
                                                                  momentum=0.9))
-    for _ in range(2):
-        model(ids, labels)
+    for _ in range(steps):
+        model(*args, **kwargs)
     opt = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
-    for _ in range(2):
+    for _ in range(steps):
         opt.zero_grad()
-        ref(ids, labels)[1].backward()
+        ref(*args, **kwargs)[1].backward()
         opt.step()
     trained = dict(model.named_parameters())
     for name, value in ref.named_parameters():
         close(trained[name], value, name)
+    return trained, ref
+
+
+def test_fine_tuning_trains_the_embedding_like_pytorch():
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(4)
+    ids = torch.randint(0, 100, (4, 8), generator=g)
+    labels = torch.randint(0, 3, (4,), generator=g)
+    trained, ref = trains_like_pytorch(TinyBert(), 2, ids, labels)
     # Rows of the table no token used keep their values.
     unused = sorted(set(range(100)) - set(ids.flatten().tolist()))
     close(trained["tokens.weight"][unused], ref.tokens.weight[unused], "unused rows")
@@ -189,21 +196,9 @@ class SequenceClassifier(torch.nn.Module):
 
 def test_training_an_lstm_like_pytorch():
     torch.manual_seed(0)
-    net = SequenceClassifier()
-    ref = copy.deepcopy(net)
     g = torch.Generator().manual_seed(8)
     x, labels = torch.randn(4, 5, 3, generator=g), torch.randint(0, 2, (4,), generator=g)
-    model = tessera.trainingModel(net, optimizer=torch.optim.SGD(net.parameters(), lr=0.5))
-    for _ in range(3):
-        model(x, labels)
-    opt = torch.optim.SGD(ref.parameters(), lr=0.5)
-    for _ in range(3):
-        opt.zero_grad()
-        ref(x, labels)[1].backward()
-        opt.step()
-    trained = dict(model.named_parameters())
-    for name, value in ref.named_parameters():
-        close(trained[name], value, name)
+    trains_like_pytorch(SequenceClassifier(), 3, x, labels)
 
 
 def test_detach_and_attach_keep_the_device_state():
@@ -278,6 +273,9 @@ def test_options_round_trip_and_poptorch_files(tmp_path):
     (lambda: tessera.BeginBlock(torch.nn.Linear(2, 2), ipu_id=1),
      r"BeginBlock\(ipu_id=1\) is not available yet"),
     (lambda: tessera.Stage("a", "b"), "Stage is not available yet"),
+    (lambda: tessera.Options().setExecutionStrategy(tessera.PipelinedExecution("a")),
+     "PipelinedExecution is not available yet"),
+    (lambda: tessera.ShardedExecution("a"), "ShardedExecution is not available yet"),
 ])
 def test_option_errors(call, message):
     with pytest.raises(tessera.Error, match=message):
@@ -349,18 +347,8 @@ class TaggedLoss(Tagged):
 
 def test_training_with_keyword_inputs_trains_the_models_weights():
     torch.manual_seed(0)
-    net = TaggedLoss()
-    ref = copy.deepcopy(net)
-    ids = torch.randint(0, 20, (2, 5))
-    target = torch.randn(2, 4)
-    model = tessera.trainingModel(net, optimizer=torch.optim.SGD(net.parameters(), lr=0.1))
-    model(ids, target=target)
-    opt = torch.optim.SGD(ref.parameters(), lr=0.1)
-    ref(ids, target=target)[1].backward()
-    opt.step()
-    trained = dict(model.named_parameters())
-    for name, value in ref.named_parameters():
-        close(trained[name], value, name)
+    trains_like_pytorch(TaggedLoss(), 2, torch.randint(0, 20, (2, 5)),
+                        target=torch.randn(2, 4))
 
 
 def test_outputs_keep_the_models_nesting():

@@ -435,13 +435,19 @@ std::string text(const llvm::json::Value &v) {
   return s;
 }
 
+/// The program a JSON text describes (parsed, then read).
+llvm::Expected<MachineProgram> reparse(const std::string &json) {
+  auto parsed = llvm::json::parse(json);
+  if (!parsed)
+    return parsed.takeError();
+  return MachineProgram::fromJSON(*parsed);
+}
+
 TEST(MachineProgram, JSONRoundTrips) {
   MachineProgram p = sampleProgram();
   ASSERT_FALSE(static_cast<bool>(p.verify(4)));
   std::string first = text(p.toJSON());
-  auto parsed = llvm::json::parse(first);
-  ASSERT_TRUE(static_cast<bool>(parsed));
-  auto back = MachineProgram::fromJSON(*parsed);
+  auto back = reparse(first);
   ASSERT_TRUE(static_cast<bool>(back)) << llvm::toString(back.takeError());
   EXPECT_EQ(text(back->toJSON()), first);
   EXPECT_EQ(back->variables[3].base, 2);
@@ -461,9 +467,7 @@ TEST(MachineProgram, AccessExtentsRoundTripAndAreChecked) {
   w.extents = {4};
   ASSERT_FALSE(static_cast<bool>(p.verify(4)));
   std::string first = text(p.toJSON());
-  auto parsed = llvm::json::parse(first);
-  ASSERT_TRUE(static_cast<bool>(parsed));
-  auto back = MachineProgram::fromJSON(*parsed);
+  auto back = reparse(first);
   ASSERT_TRUE(static_cast<bool>(back)) << llvm::toString(back.takeError());
   EXPECT_EQ(back->computeSets[0].inputs[1].map.extents, (std::vector<int64_t>{4}));
   EXPECT_EQ(text(back->toJSON()), first);

@@ -9,11 +9,13 @@
 #ifndef TESSERA_RUNTIME_TENSOR_H
 #define TESSERA_RUNTIME_TENSOR_H
 
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +26,14 @@ enum class DType { F32, F64, F16, BF16, I64, I32, I16, I8, U8, U16, U32, U64, Bo
 
 llvm::StringRef dtypeName(DType t);
 llvm::Expected<DType> parseDType(llvm::StringRef mlirName);
+
+/// The most elements a tensor read from a file (an executable's metadata,
+/// a .npy or .npz) may have: the bound the compiler puts on declared
+/// shapes, 2^36 (256 GiB of f32).
+constexpr int64_t kMaxTensorElements = int64_t(1) << 36;
+/// The element count of `shape`, or nothing when a dimension is negative or
+/// the count exceeds kMaxTensorElements (checked before it can overflow).
+std::optional<int64_t> boundedNumElements(llvm::ArrayRef<int64_t> shape);
 size_t dtypeSize(DType t);
 /// Whether tile memory holds `a` and `b` alike: the same type, or integers
 /// of one width (the machine program is signless; the executable's
