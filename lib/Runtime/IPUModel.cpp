@@ -85,91 +85,6 @@ void appendDescriptor(llvm::SmallVectorImpl<int64_t> &d, const void *data,
     d[first + i] = d[first + i + 1] * sizes[i + 1];
 }
 
-/// One piece of a copy: `count` elements from a source piece to a
-/// destination piece.
-struct Segment {
-  int64_t dstTile, dstOffset, srcTile, srcOffset, count;
-};
-
-/// Matches the destination runs of a copy with its source runs: both walk
-/// the same region shape in row-major order, so region offsets correspond.
-std::vector<Segment> copySegments(const MachineProgram &p, const Copy &c) {
-  std::vector<Run> src, dst;
-  forEachRun(p, c.src, c.srcRegion, [&](const Run &r) { src.push_back(r); });
-  forEachRun(p, c.dst, Box{c.dstOffsets, c.srcRegion.sizes},
-             [&](const Run &r) { dst.push_back(r); });
-  std::vector<Segment> segments;
-  size_t s = 0;
-  for (const Run &d : dst) {
-    int64_t pos = d.regionOffset, end = d.regionOffset + d.count;
-    while (pos < end) {
-      while (src[s].regionOffset + src[s].count <= pos)
-        ++s;
-      int64_t n = std::min(end, src[s].regionOffset + src[s].count) - pos;
-      segments.push_back({d.tile, d.pieceOffset + (pos - d.regionOffset), src[s].tile,
-                          src[s].pieceOffset + (pos - src[s].regionOffset), n});
-      pos += n;
-    }
-  }
-  return segments;
-}
-
-/// Bytes and contiguous regions each tile, and bytes each IPU, sends and
-/// receives in one exchange phase.
-struct ExchangeCounter {
-  const target::IPUTarget &target;
-  std::vector<int64_t> sent, received, sentRegions, receivedRegions, ipuOut, ipuIn;
-  int64_t total = 0;
-
-  explicit ExchangeCounter(const target::IPUTarget &t)
-      : target(t), sent(t.totalTiles()), received(t.totalTiles()),
-        sentRegions(t.totalTiles()), receivedRegions(t.totalTiles()), ipuOut(t.numIPUs),
-        ipuIn(t.numIPUs) {}
-  /// `bytes` in `regions` contiguous regions move from tile `from` to tile
-  /// `to`. The exchange is a broadcast fabric (a receiving tile picks the
-  /// sender it listens to), so a tile sends data several tiles receive
-  /// once: `send` is false when `from` already sends these bytes to another
-  /// tile, and `link` when they already cross to `to`'s IPU.
-  void move(int64_t from, int64_t to, int64_t bytes, int64_t regions, bool send = true,
-            bool link = true) {
-    if (from == to || bytes == 0)
-      return;
-    if (send) {
-      sent[from] += bytes;
-      sentRegions[from] += regions;
-    }
-    received[to] += bytes;
-    receivedRegions[to] += regions;
-    total += bytes;
-    int64_t a = from / target.tilesPerIPU, b = to / target.tilesPerIPU;
-    if (a != b && link) {
-      ipuOut[a] += bytes;
-      ipuIn[b] += bytes;
-    }
-  }
-  /// The slowest tile's traffic at the exchange rate plus its regions'
-  /// set-up, or the busiest IPU's links if slower; plus the phase's fixed
-  /// cost. Nothing moved: free.
-  int64_t cycles() const {
-    if (total == 0)
-      return 0;
-    auto tileCycles = [&](int64_t bytes, int64_t regions) {
-      return (bytes + target.exchangeBytesPerCycle - 1) / target.exchangeBytesPerCycle +
-             regions * target.exchangeCyclesPerRegion;
-    };
-    int64_t busiest = 0;
-    for (size_t t = 0; t < sent.size(); ++t)
-      busiest = std::max({busiest, tileCycles(sent[t], sentRegions[t]),
-                          tileCycles(received[t], receivedRegions[t])});
-    double c = busiest;
-    double linkBytesPerCycle = target.ipuLinkBytesPerSecond / target.clockHz;
-    for (size_t i = 0; i < ipuOut.size(); ++i)
-      if (linkBytesPerCycle > 0)
-        c = std::max(c, std::ceil(std::max(ipuOut[i], ipuIn[i]) / linkBytesPerCycle));
-    return static_cast<int64_t>(c) + target.exchangeOverheadCycles;
-  }
-};
-
 /// Appends a row copy, extending the last one where the new rows continue
 /// it: contiguously in both buffers, or as more rows at the same strides.
 /// Entries before `mergeFrom` are left alone (another vertex's).
@@ -372,9 +287,6 @@ struct IPUModel::Impl {
   StepTable copyTable(const Copy &copy);
   void runExchange(const StepTable &t);
   void runVertices(const VertexTable &t, llvm::ArrayRef<RowCopy> exchange);
-  void computeCost();
-  /// Step t's estimated cost (computeCost; reads only the program).
-  StepCost stepCost(size_t t) const;
 };
 
 void IPUModel::Impl::gatherRows(int64_t var, const Box &region, int64_t toOffset,
@@ -897,106 +809,6 @@ void IPUModel::Impl::runVertices(const VertexTable &t,
   });
 }
 
-void IPUModel::Impl::computeCost() {
-  const ExecutableMetadata &meta = executable.metadata();
-  double hostBytesPerCycle = target.hostLinkBytesPerSecond / target.clockHz;
-  auto stream = [&](const char *name, const std::vector<TensorInfo> &tensors) {
-    StepCost s;
-    s.name = name;
-    for (const TensorInfo &t : tensors)
-      s.exchangeBytes += t.numElements() * dtypeSize(t.dtype);
-    s.exchangeCycles = static_cast<int64_t>(std::ceil(s.exchangeBytes / hostBytesPerCycle));
-    s.syncCycles = target.syncCycles;
-    return s;
-  };
-  cost.steps.push_back(stream("stream-in", meta.inputs));
-  // Steps are costed independently: on the host's threads.
-  std::vector<StepCost> steps(program.steps.size());
-  pool->run(steps.size(), [&](size_t t) { steps[t] = stepCost(t); });
-  for (StepCost &s : steps)
-    cost.steps.push_back(std::move(s));
-  cost.steps.push_back(stream("stream-out", meta.outputs));
-  // State stays on the device: its updates are copied into place, costed
-  // as an exchange of each state's largest piece (an upper bound: most
-  // pieces are already on their tile).
-  StepCost update;
-  update.name = "state-update";
-  for (size_t i = 0; i < meta.state.size(); ++i) {
-    const StateInfo &s = meta.state[i];
-    if (s.update < 0)
-      continue;
-    const Variable &v = program.variables[program.inputs[meta.inputs.size() + i]];
-    int64_t pieceBytes = v.mapping.maxPieceElements() * v.elementBytes();
-    update.exchangeBytes += s.numElements() * dtypeSize(s.dtype);
-    update.exchangeCycles += (pieceBytes + target.exchangeBytesPerCycle - 1) /
-                             target.exchangeBytesPerCycle;
-  }
-  if (update.exchangeBytes > 0) {
-    update.exchangeCycles += target.exchangeOverheadCycles;
-    update.syncCycles = target.syncCycles;
-    cost.steps.push_back(std::move(update));
-  }
-  for (const StepCost &s : cost.steps)
-    cost.totalCycles += s.total();
-}
-
-StepCost IPUModel::Impl::stepCost(size_t t) const {
-  int64_t sync = target.numIPUs > 1 ? target.globalSyncCycles : target.syncCycles;
-  const Step &step = program.steps[t];
-  StepCost s;
-  s.name = program.stepName(t);
-  s.location = program.stepLocation(t);
-  ExchangeCounter exchange(target);
-  if (step.kind == Step::Kind::Compute) {
-    const ComputeSet &cs = program.computeSets[step.index];
-    // Per input, the regions already sent (to any tile, and to each IPU):
-    // vertices reading the same region (a weight block several tiles
-    // share) receive one broadcast of it.
-    std::vector<std::set<std::vector<int64_t>>> sentRegions(cs.inputs.size());
-    std::vector<std::set<std::vector<int64_t>>> linkedRegions(cs.inputs.size());
-    for (const Vertex &vx : vertices(cs)) {
-      Box loops = cs.loopBox(vx.piece);
-      int64_t padding = 0; // bytes the vertex writes into its receive buffers
-      for (size_t i = 0; i < cs.inputs.size(); ++i) {
-        const auto &in = cs.inputs[i];
-        Box region = in.map.region(loops, program.variables[in.var].shape);
-        if (isLocalPiece(program, in.var, region, vx.tile))
-          continue;
-        padding += paddingBytes(program, in.var, region);
-        std::vector<int64_t> key(region.offsets.begin(), region.offsets.end());
-        key.insert(key.end(), region.sizes.begin(), region.sizes.end());
-        bool send = sentRegions[i].insert(key).second;
-        key.push_back(vx.tile / target.tilesPerIPU);
-        bool link = linkedRegions[i].insert(std::move(key)).second;
-        int64_t eb = program.variables[in.var].elementBytes();
-        Box inStorage;
-        if (!forEachOverlap(program, in.var, region, inStorage, [&](const Overlap &o) {
-              exchange.move(o.tile, vx.tile, o.part.numElements() * eb,
-                            rowCount(o.piece, inStorage, o.part), send, link);
-            }))
-          forEachRun(program, in.var, region, [&](const Run &r) {
-            if (r.tile != kPaddingTile) // padding is the vertex's, not sent
-              exchange.move(r.tile, vx.tile, r.count * eb, 1, send, link);
-          });
-      }
-      if (const Kernel *k = cs.kernelFor(vx.piece.sizes))
-        s.computeCycles =
-            std::max(s.computeCycles, k->cycles + target.fillCycles(padding));
-      ++s.tilesUsed;
-    }
-    s.macs = cs.macs;
-  } else {
-    const Copy &copy = program.copies[step.index];
-    int64_t eb = program.variables[copy.src].elementBytes();
-    for (const Segment &seg : copySegments(program, copy))
-      exchange.move(seg.srcTile, seg.dstTile, seg.count * eb, 1);
-  }
-  s.exchangeCycles = exchange.cycles();
-  s.exchangeBytes = exchange.total;
-  s.syncCycles = sync;
-  return s;
-}
-
 IPUModel::IPUModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 IPUModel::~IPUModel() = default;
 
@@ -1119,7 +931,7 @@ Expected<std::unique_ptr<IPUModel>> IPUModel::create(const Executable &executabl
     impl->tables[s] = step.kind == Step::Kind::Compute ? impl->computeTable(step.index)
                                                        : impl->copyTable(p.copies[step.index]);
   });
-  impl->computeCost();
+  impl->cost = estimateProgramCost(meta, p, impl->target, impl->pool.get());
   return std::unique_ptr<IPUModel>(new IPUModel(std::move(impl)));
 }
 

@@ -641,6 +641,27 @@ Expected<Variable> makePaddedView(const MachineProgram &program, int64_t source,
   return view;
 }
 
+std::vector<Segment> copySegments(const MachineProgram &p, const Copy &c) {
+  std::vector<Run> src, dst;
+  forEachRun(p, c.src, c.srcRegion, [&](const Run &r) { src.push_back(r); });
+  forEachRun(p, c.dst, Box{c.dstOffsets, c.srcRegion.sizes},
+             [&](const Run &r) { dst.push_back(r); });
+  std::vector<Segment> segments;
+  size_t s = 0;
+  for (const Run &d : dst) {
+    int64_t pos = d.regionOffset, end = d.regionOffset + d.count;
+    while (pos < end) {
+      while (src[s].regionOffset + src[s].count <= pos)
+        ++s;
+      int64_t n = std::min(end, src[s].regionOffset + src[s].count) - pos;
+      segments.push_back({d.tile, d.pieceOffset + (pos - d.regionOffset), src[s].tile,
+                          src[s].pieceOffset + (pos - src[s].regionOffset), n});
+      pos += n;
+    }
+  }
+  return segments;
+}
+
 bool forEachOverlap(const MachineProgram &program, int64_t var, const Box &region,
                     Box &regionInStorage, llvm::function_ref<void(const Overlap &)> fn) {
   if (program.variables[var].base < 0) {

@@ -8,6 +8,7 @@
 
 #include "tessera/Runtime/HostRunner.h"
 #include "tessera/Runtime/IPUModel.h"
+#include "tessera/Target/CostModel.h"
 
 #include "llvm/AsmParser/Parser.h"
 #include "llvm/IR/LLVMContext.h"
@@ -487,7 +488,7 @@ TEST(IPUModel, VerticesReadPaddedViewsWithTheirPadding) {
     // The vertex writes the padding it reads: tiles 2 and 4 read 10
     // elements of it, tile 3 four; the step takes as long as the slowest.
     const tessera::target::IPUTarget &target = (*model)->target();
-    EXPECT_EQ((*model)->cost().steps[1].computeCycles, 100 + target.fillCycles(10 * 4));
+    EXPECT_EQ((*model)->cost().steps[1].computeCycles, 100 + tessera::target::CostModel(target).fillCycles(10 * 4));
   }
 }
 

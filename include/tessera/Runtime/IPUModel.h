@@ -5,11 +5,10 @@
 // the memory plan places variables, receive buffers and code; each step is an
 // exchange phase (copies between tiles' memories), a sync, and a compute
 // phase (every vertex of the compute set, run on a host thread pool with
-// its tile's buffers). Inputs and outputs move over host streams. Cycles are
-// counted per phase as the target would spend them (max over tiles of bytes
-// moved at the exchange rate, of the vertices' estimated cycles; sync
-// latency; host link bandwidth) — they depend only on the program, so they
-// are computed once when the model is created. No MLIR here.
+// its tile's buffers). Inputs and outputs move over host streams. Its cycle
+// counts are the program's estimate (ProgramCost.h): they depend only on the
+// program, so they are computed once when the model is created. No MLIR
+// here.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +17,7 @@
 
 #include "tessera/Runtime/Runner.h"
 #include "tessera/Runtime/MemoryPlan.h"
+#include "tessera/Runtime/ProgramCost.h"
 #include "tessera/Target/IPUTarget.h"
 
 #include "llvm/Support/JSON.h"
@@ -25,24 +25,6 @@
 #include <memory>
 
 namespace tessera::runtime {
-
-struct StepCost {
-  std::string name;     ///< "cs3", "copy2", "stream-in", "stream-out"
-  std::string location; ///< source op
-  int64_t exchangeCycles = 0, syncCycles = 0, computeCycles = 0;
-  int64_t exchangeBytes = 0; ///< moved between tiles (all tiles)
-  int64_t tilesUsed = 0;     ///< tiles running a vertex
-  int64_t macs = 0;
-  int64_t total() const { return exchangeCycles + syncCycles + computeCycles; }
-};
-
-/// The cost of one device iteration (a run is deviceIterations of them).
-struct CostSummary {
-  /// stream-in, each program step, stream-out, state-update (training)
-  std::vector<StepCost> steps;
-  int64_t totalCycles = 0;
-  double seconds(double clockHz) const { return totalCycles / clockHz; }
-};
 
 class IPUModel : public Runner {
 public:

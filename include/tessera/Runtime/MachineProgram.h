@@ -225,6 +225,16 @@ llvm::Expected<Variable> makePaddedView(const MachineProgram &program, int64_t s
 void forEachRun(const MachineProgram &program, int64_t var, const Box &region,
                 llvm::function_ref<void(const Run &)> fn);
 
+/// One piece of a copy: `count` elements from a source piece to a
+/// destination piece.
+struct Segment {
+  int64_t dstTile, dstOffset, srcTile, srcOffset, count;
+};
+/// The segments of `copy`: its destination runs matched with its source
+/// runs (both walk the same region shape in row-major order, so region
+/// offsets correspond).
+std::vector<Segment> copySegments(const MachineProgram &program, const Copy &copy);
+
 /// The part of one storage piece that a region covers, in the storage's
 /// coordinates (for a view, its base's).
 struct Overlap {

@@ -3,7 +3,8 @@
 // The numbers of each IPU generation the compiler plans for and the IPU
 // model runs with, in one place (see shared/IPU_MODEL.md for their sources):
 // a user picks a target by name and a better figure changes here only.
-// No MLIR: the runtime uses these too.
+// The formulas that turn them into cycles are CostModel.h's. No MLIR: the
+// runtime uses these too.
 //
 //===----------------------------------------------------------------------===//
 
@@ -52,12 +53,14 @@ struct IPUTarget {
   /// gather costs this per element, a long row once).
   int64_t exchangeCyclesPerRegion = 1;
 
-  /// Cycles a vertex takes to write `bytes` of a constant into its own
-  /// memory (a padded input's padding, into its receive buffer): vector
-  /// stores.
-  int64_t fillCycles(int64_t bytes) const {
-    return (bytes + vectorBytesPerCycle - 1) / vectorBytesPerCycle;
-  }
+  /// Vector instructions a transcendental function (exp, tanh, ...) or a
+  /// division takes per element, against one for the arithmetic.
+  int64_t transcendentalInstructions = 4;
+  /// Tile memory a vertex's code takes: a base, a loop per dimension of its
+  /// nest, and its body's operations (from typical poplibs vertex sizes).
+  int64_t vertexCodeBaseBytes = 256;
+  int64_t vertexCodeBytesPerLoop = 48;
+  int64_t vertexCodeBytesPerOperation = 32;
 
   int64_t totalTiles() const { return numIPUs * tilesPerIPU; }
   int64_t memoryPerIPU() const { return tilesPerIPU * bytesPerTile; }

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tessera/Dialect/IPU/Transforms/Passes.h"
+#include "tessera/Target/CostModel.h"
 
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -418,7 +419,7 @@ class Planner {
 public:
   Planner(ModuleOp module, func::FuncOp main, const target::IPUTarget &target,
           double amp)
-      : module_(module), main_(main), target_(target),
+      : module_(module), main_(main), target_(target), cost_(target),
         numTiles_(target.totalTiles()),
         budget_(static_cast<int64_t>(amp * target.bytesPerTile)),
         weightBytesOnTile_(numTiles_, 0) {}
@@ -523,7 +524,9 @@ private:
   std::vector<std::pair<size_t, TileMapping>> mappingUndo_;
   /// Set while planOpOrSplit compares options (cheaper costing).
   bool inTrial_ = false;
-  int64_t vertexCycles(const Plan &plan, const Box &loops) const;
+  /// A vertex of `plan` running `loops`, writing `fillBytes` of constants
+  /// first (its output's initial value, an input's padding).
+  int64_t vertexCycles(const Plan &plan, const Box &loops, int64_t fillBytes = 0) const;
   int64_t codeBytes(const Plan &plan) const;
 
   // Rewriting.
@@ -534,6 +537,7 @@ private:
   ModuleOp module_;
   func::FuncOp main_;
   target::IPUTarget target_;
+  target::CostModel cost_;
   int64_t numTiles_, budget_;
   MachineProgram prog_;
   DenseMap<Value, int64_t> vars_;
@@ -789,43 +793,42 @@ LogicalResult Planner::describe(linalg::GenericOp op, Plan &plan) {
   return success();
 }
 
-/// Instructions per element of an elementwise body: transcendentals and
-/// divisions take several.
-static int64_t bodyOps(linalg::GenericOp op) {
-  int64_t ops = 0;
+/// Vector instructions per element of an elementwise body, as the cost
+/// model weighs each operation (transcendentals and divisions take several).
+static int64_t bodyInstructions(linalg::GenericOp op, const target::CostModel &cost) {
+  using Instruction = target::CostModel::Instruction;
+  int64_t instructions = 0;
   op.getRegion().walk([&](Operation *o) {
     if (isa<linalg::YieldOp, linalg::IndexOp, arith::ConstantOp>(o))
       return;
-    ops += isa<math::MathDialect>(o->getDialect()) || isa<arith::DivFOp>(o) ? 4 : 1;
+    bool transcendental = isa<math::MathDialect>(o->getDialect()) || isa<arith::DivFOp>(o);
+    instructions += cost.instructionCycles(transcendental ? Instruction::Transcendental
+                                                          : Instruction::Simple);
   });
-  return std::max<int64_t>(ops, 1);
+  return std::max<int64_t>(instructions, 1);
 }
 
-int64_t Planner::vertexCycles(const Plan &plan, const Box &loops) const {
-  int64_t volume = loops.numElements();
+int64_t Planner::vertexCycles(const Plan &plan, const Box &loops, int64_t fillBytes) const {
+  target::VertexWork work;
+  work.iterations = loops.numElements();
   // Rows of the output piece: the vertex's inner loop runs along the
   // output's last dimension, set up again for each row.
-  int64_t rows = 1;
   for (size_t k = 0; k + 1 < plan.outputLoops.size(); ++k)
-    rows *= loops.sizes[plan.outputLoops[k]];
-  int64_t fixed = target_.vertexOverheadCycles + rows * target_.vertexCyclesPerRow;
+    work.rows *= loops.sizes[plan.outputLoops[k]];
   Type elem = getElementTypeOrSelf(plan.op->getResult(0).getType());
-  int64_t lanes =
-      std::max<int64_t>(1, target_.vectorBytesPerCycle / elementBytes(elem));
-  int64_t epilogue = 0;
+  work.elementBytes = elementBytes(elem);
+  work.halfPrecision = elem.isF16() || elem.isBF16();
+  work.contraction = plan.macs > 0;
+  if (!work.contraction)
+    work.instructions = bodyInstructions(plan.op, cost_);
   if (plan.epilogue) {
-    int64_t piece = 1;
+    work.epilogueElements = 1;
     for (int64_t l : plan.outputLoops)
-      piece *= loops.sizes[l];
-    epilogue = (piece * bodyOps(plan.epilogue) + lanes - 1) / lanes;
+      work.epilogueElements *= loops.sizes[l];
+    work.epilogueInstructions = bodyInstructions(plan.epilogue, cost_);
   }
-  if (plan.macs > 0) {
-    int64_t rate = elem.isF16() || elem.isBF16() ? target_.f16MacsPerCycle
-                                                 : target_.f32MacsPerCycle;
-    return fixed + (volume + rate - 1) / rate + epilogue;
-  }
-  int64_t work = volume * bodyOps(plan.op);
-  return fixed + (work + lanes - 1) / lanes + epilogue;
+  work.fillBytes = fillBytes;
+  return cost_.vertexCycles(work);
 }
 
 int64_t Planner::codeBytes(const Plan &plan) const {
@@ -833,8 +836,7 @@ int64_t Planner::codeBytes(const Plan &plan) const {
   for (linalg::GenericOp op : {plan.op, plan.epilogue})
     if (op)
       op.getRegion().walk([&](Operation *) { ++ops; });
-  // Loop nest per dimension plus the body, from typical vertex sizes.
-  return 256 + 48 * static_cast<int64_t>(plan.loopRanges.size()) + 32 * ops;
+  return cost_.vertexCodeBytes(plan.loopRanges.size(), ops);
 }
 
 /// Grids costed per op at most (an op is planned several times when its
@@ -990,14 +992,10 @@ LogicalResult Planner::planGeneric(Plan &plan) {
           }
         }
         int64_t exchange =
-            received ? (received + target_.exchangeBytesPerCycle - 1) /
-                               target_.exchangeBytesPerCycle +
-                           regions * target_.exchangeCyclesPerRegion +
-                           target_.exchangeOverheadCycles
-                     : 0;
+            cost_.exchangePhaseCycles(cost_.tileExchangeCycles(received, regions));
         // The vertex writes the padding it reads itself.
-        worstCycles = std::max(worstCycles, exchange + vertexCycles(plan, loops) +
-                                                target_.fillCycles(padding));
+        worstCycles =
+            std::max(worstCycles, exchange + vertexCycles(plan, loops, padding));
         worstMemory = std::max(worstMemory, memory);
       }
       prog_.variables.resize(tentative);
@@ -1296,7 +1294,7 @@ LogicalResult Planner::planOpOrSplit(linalg::GenericOp op) {
     if (planned) {
       const Plan &partial = plans_[planOf_[split.partial]];
       const Plan &combine = plans_[planOf_[split.combine]];
-      cycles = partial.cycles + combine.cycles + target_.syncCycles;
+      cycles = partial.cycles + combine.cycles + cost_.stepSyncCycles();
       fits = partial.fits && combine.fits;
     }
     restore(before);
@@ -1841,14 +1839,13 @@ LogicalResult Planner::emitComputeSet(Plan &plan, OpBuilder &b) {
     loops.sizes.assign(plan.loopRanges.begin(), plan.loopRanges.end());
     for (auto [j, l] : llvm::enumerate(plan.outputLoops))
       loops.sizes[l] = shape[j];
-    int64_t fill = 0;
+    int64_t fillBytes = 0;
     if (plan.fillsInit()) {
-      int64_t bytes = elementBytes(op->getResult(0).getType());
+      fillBytes = elementBytes(op->getResult(0).getType());
       for (int64_t n : shape)
-        bytes *= n;
-      fill = (bytes + target_.vectorBytesPerCycle - 1) / target_.vectorBytesPerCycle;
+        fillBytes *= n;
     }
-    cycles.push_back(vertexCycles(plan, loops) + fill);
+    cycles.push_back(vertexCycles(plan, loops, fillBytes));
   }
   SmallVector<Value> inputs;
   SmallVector<Attribute> maps, extents;

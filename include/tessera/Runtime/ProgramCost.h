@@ -1,0 +1,61 @@
+//===- ProgramCost.h - the estimated cycles of a compiled program -*- C++ -*-===//
+//
+// One iteration of a tile-mapped program, costed phase by phase as the chip
+// would spend it: each step's exchange (the busiest tile's traffic, or the
+// busiest IPU's links), its sync and its compute (the slowest vertex), plus
+// the host streams and a training step's state updates. The formulas are
+// the target's CostModel; this walks the program to feed them. The same
+// estimate serves tessera-compile --summary, the executable's cost summary
+// and the IPU model's cycle counts. It reads only the program and its
+// signature, never tile memory. No MLIR.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_RUNTIME_PROGRAMCOST_H
+#define TESSERA_RUNTIME_PROGRAMCOST_H
+
+#include "tessera/Target/IPUTarget.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tessera::runtime {
+
+struct ExecutableMetadata;
+struct MachineProgram;
+class PhasePool;
+
+struct StepCost {
+  std::string name;     ///< "cs3", "copy2", "stream-in", "stream-out"
+  std::string location; ///< source op
+  int64_t exchangeCycles = 0, syncCycles = 0, computeCycles = 0;
+  int64_t exchangeBytes = 0; ///< moved between tiles (all tiles)
+  int64_t tilesUsed = 0;     ///< tiles running a vertex
+  int64_t macs = 0;
+  int64_t total() const { return exchangeCycles + syncCycles + computeCycles; }
+};
+
+/// The cost of one device iteration (a run is deviceIterations of them).
+struct CostSummary {
+  /// stream-in, each program step, stream-out, state-update (training)
+  std::vector<StepCost> steps;
+  int64_t totalCycles = 0;
+  double seconds(double clockHz) const { return totalCycles / clockHz; }
+  /// Sums over the steps.
+  int64_t computeCycles() const;
+  int64_t exchangeCycles() const;
+  int64_t syncCycles() const;
+};
+
+/// The estimate of one iteration of `program` (the program of `metadata`,
+/// whose signature sizes the host streams) on `target`. Steps are costed
+/// on `pool`'s threads when one is given.
+CostSummary estimateProgramCost(const ExecutableMetadata &metadata,
+                                const MachineProgram &program,
+                                const target::IPUTarget &target,
+                                PhasePool *pool = nullptr);
+
+} // namespace tessera::runtime
+
+#endif // TESSERA_RUNTIME_PROGRAMCOST_H

@@ -1,0 +1,199 @@
+//===- ProgramCost.cpp - the estimated cycles of a compiled program ------===//
+
+#include "tessera/Runtime/ProgramCost.h"
+
+#include "tessera/Runtime/Executable.h"
+#include "tessera/Runtime/MachineProgram.h"
+#include "tessera/Runtime/PhasePool.h"
+#include "tessera/Target/CostModel.h"
+
+#include <algorithm>
+#include <set>
+
+namespace tessera::runtime {
+
+namespace {
+
+/// Bytes and contiguous regions each tile, and bytes each IPU, sends and
+/// receives in one exchange phase.
+struct ExchangeCounter {
+  const target::CostModel &cost;
+  int64_t tilesPerIPU;
+  std::vector<int64_t> sent, received, sentRegions, receivedRegions, ipuOut, ipuIn;
+  int64_t total = 0;
+
+  explicit ExchangeCounter(const target::CostModel &c)
+      : cost(c), tilesPerIPU(c.target().tilesPerIPU), sent(c.target().totalTiles()),
+        received(c.target().totalTiles()), sentRegions(c.target().totalTiles()),
+        receivedRegions(c.target().totalTiles()), ipuOut(c.target().numIPUs),
+        ipuIn(c.target().numIPUs) {}
+  /// `bytes` in `regions` contiguous regions move from tile `from` to tile
+  /// `to`. The exchange is a broadcast fabric (a receiving tile picks the
+  /// sender it listens to), so a tile sends data several tiles receive
+  /// once: `send` is false when `from` already sends these bytes to another
+  /// tile, and `link` when they already cross to `to`'s IPU.
+  void move(int64_t from, int64_t to, int64_t bytes, int64_t regions, bool send = true,
+            bool link = true) {
+    if (from == to || bytes == 0)
+      return;
+    if (send) {
+      sent[from] += bytes;
+      sentRegions[from] += regions;
+    }
+    received[to] += bytes;
+    receivedRegions[to] += regions;
+    total += bytes;
+    int64_t a = from / tilesPerIPU, b = to / tilesPerIPU;
+    if (a != b && link) {
+      ipuOut[a] += bytes;
+      ipuIn[b] += bytes;
+    }
+  }
+  /// The phase's cycles: its busiest tile, or its busiest IPU's links.
+  int64_t cycles() const {
+    if (total == 0)
+      return 0;
+    int64_t busiestTile = 0, busiestLink = 0;
+    for (size_t t = 0; t < sent.size(); ++t)
+      busiestTile = std::max({busiestTile, cost.tileExchangeCycles(sent[t], sentRegions[t]),
+                              cost.tileExchangeCycles(received[t], receivedRegions[t])});
+    for (size_t i = 0; i < ipuOut.size(); ++i)
+      busiestLink = std::max({busiestLink, ipuOut[i], ipuIn[i]});
+    return cost.exchangePhaseCycles(busiestTile, busiestLink);
+  }
+};
+
+/// Step t of `program`: its exchange, sync and slowest vertex.
+StepCost stepCost(const MachineProgram &program, const target::CostModel &cost, size_t t) {
+  const Step &step = program.steps[t];
+  StepCost s;
+  s.name = program.stepName(t);
+  s.location = program.stepLocation(t);
+  ExchangeCounter exchange(cost);
+  int64_t tilesPerIPU = cost.target().tilesPerIPU;
+  if (step.kind == Step::Kind::Compute) {
+    const ComputeSet &cs = program.computeSets[step.index];
+    // Per input, the regions already sent (to any tile, and to each IPU):
+    // vertices reading the same region (a weight block several tiles
+    // share) receive one broadcast of it.
+    std::vector<std::set<std::vector<int64_t>>> sentRegions(cs.inputs.size());
+    std::vector<std::set<std::vector<int64_t>>> linkedRegions(cs.inputs.size());
+    program.variables[cs.outputs[0]].mapping.forEachPiece([&](int64_t tile,
+                                                              const Box &piece) {
+      if (piece.numElements() == 0)
+        return;
+      Box loops = cs.loopBox(piece);
+      int64_t padding = 0; // bytes the vertex writes into its receive buffers
+      for (size_t i = 0; i < cs.inputs.size(); ++i) {
+        const auto &in = cs.inputs[i];
+        Box region = in.map.region(loops, program.variables[in.var].shape);
+        if (isLocalPiece(program, in.var, region, tile))
+          continue;
+        padding += paddingBytes(program, in.var, region);
+        std::vector<int64_t> key(region.offsets.begin(), region.offsets.end());
+        key.insert(key.end(), region.sizes.begin(), region.sizes.end());
+        bool send = sentRegions[i].insert(key).second;
+        key.push_back(tile / tilesPerIPU);
+        bool link = linkedRegions[i].insert(std::move(key)).second;
+        int64_t eb = program.variables[in.var].elementBytes();
+        Box inStorage;
+        if (!forEachOverlap(program, in.var, region, inStorage, [&](const Overlap &o) {
+              exchange.move(o.tile, tile, o.part.numElements() * eb,
+                            rowCount(o.piece, inStorage, o.part), send, link);
+            }))
+          forEachRun(program, in.var, region, [&](const Run &r) {
+            if (r.tile != kPaddingTile) // padding is the vertex's, not sent
+              exchange.move(r.tile, tile, r.count * eb, 1, send, link);
+          });
+      }
+      // The kernel's cycles are the planner's (from the same cost model);
+      // the padding it writes depends on where the vertex sits.
+      if (const Kernel *k = cs.kernelFor(piece.sizes))
+        s.computeCycles = std::max(s.computeCycles, k->cycles + cost.fillCycles(padding));
+      ++s.tilesUsed;
+    });
+    s.macs = cs.macs;
+  } else {
+    const Copy &copy = program.copies[step.index];
+    int64_t eb = program.variables[copy.src].elementBytes();
+    for (const Segment &seg : copySegments(program, copy))
+      exchange.move(seg.srcTile, seg.dstTile, seg.count * eb, 1);
+  }
+  s.exchangeCycles = exchange.cycles();
+  s.exchangeBytes = exchange.total;
+  s.syncCycles = cost.stepSyncCycles();
+  return s;
+}
+
+} // namespace
+
+int64_t CostSummary::computeCycles() const {
+  int64_t n = 0;
+  for (const StepCost &s : steps)
+    n += s.computeCycles;
+  return n;
+}
+int64_t CostSummary::exchangeCycles() const {
+  int64_t n = 0;
+  for (const StepCost &s : steps)
+    n += s.exchangeCycles;
+  return n;
+}
+int64_t CostSummary::syncCycles() const {
+  int64_t n = 0;
+  for (const StepCost &s : steps)
+    n += s.syncCycles;
+  return n;
+}
+
+CostSummary estimateProgramCost(const ExecutableMetadata &meta, const MachineProgram &program,
+                                const target::IPUTarget &target, PhasePool *pool) {
+  target::CostModel cost(target);
+  CostSummary summary;
+  auto stream = [&](const char *name, const std::vector<TensorInfo> &tensors) {
+    StepCost s;
+    s.name = name;
+    for (const TensorInfo &t : tensors)
+      s.exchangeBytes += t.numElements() * dtypeSize(t.dtype);
+    s.exchangeCycles = cost.hostTransferCycles(s.exchangeBytes);
+    s.syncCycles = cost.chipSyncCycles();
+    return s;
+  };
+  summary.steps.push_back(stream("stream-in", meta.inputs));
+  // Steps are costed independently: on the pool's threads.
+  std::vector<StepCost> steps(program.steps.size());
+  auto costStep = [&](size_t t) { steps[t] = stepCost(program, cost, t); };
+  if (pool)
+    pool->run(steps.size(), costStep);
+  else
+    for (size_t t = 0; t < steps.size(); ++t)
+      costStep(t);
+  for (StepCost &s : steps)
+    summary.steps.push_back(std::move(s));
+  summary.steps.push_back(stream("stream-out", meta.outputs));
+  // State stays on the device: its updates are copied into place, costed
+  // as an exchange of each state's largest piece (an upper bound: most
+  // pieces are already on their tile).
+  StepCost update;
+  update.name = "state-update";
+  int64_t updateTileCycles = 0;
+  for (size_t i = 0; i < meta.state.size(); ++i) {
+    const StateInfo &s = meta.state[i];
+    if (s.update < 0)
+      continue;
+    const Variable &v = program.variables[program.inputs[meta.inputs.size() + i]];
+    int64_t pieceBytes = v.mapping.maxPieceElements() * v.elementBytes();
+    update.exchangeBytes += s.numElements() * dtypeSize(s.dtype);
+    updateTileCycles += cost.tileExchangeCycles(pieceBytes, 0);
+  }
+  if (update.exchangeBytes > 0) {
+    update.exchangeCycles = cost.exchangePhaseCycles(updateTileCycles);
+    update.syncCycles = cost.chipSyncCycles();
+    summary.steps.push_back(std::move(update));
+  }
+  for (const StepCost &s : summary.steps)
+    summary.totalCycles += s.total();
+  return summary;
+}
+
+} // namespace tessera::runtime

@@ -1,0 +1,42 @@
+//===- CostModel.cpp - the cycle formulas of an IPU target ---------------===//
+
+#include "tessera/Target/CostModel.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace tessera::target {
+
+int64_t CostModel::vertexCycles(const VertexWork &work) const {
+  int64_t fixed = target_.vertexOverheadCycles + work.rows * target_.vertexCyclesPerRow;
+  // A non-contraction body runs on the vector unit, as many lanes as the
+  // result's elements fit in a vector.
+  int64_t lanes = std::max<int64_t>(1, target_.vectorBytesPerCycle / work.elementBytes);
+  int64_t epilogue = ceilDiv(work.epilogueElements * work.epilogueInstructions, lanes);
+  int64_t body;
+  if (work.contraction) {
+    int64_t rate = work.halfPrecision ? target_.f16MacsPerCycle : target_.f32MacsPerCycle;
+    body = ceilDiv(work.iterations, rate);
+  } else {
+    body = ceilDiv(work.iterations * work.instructions, lanes);
+  }
+  return fixed + body + epilogue + fillCycles(work.fillBytes);
+}
+
+int64_t CostModel::exchangePhaseCycles(int64_t busiestTileCycles,
+                                       int64_t busiestLinkBytes) const {
+  if (busiestTileCycles == 0 && busiestLinkBytes == 0)
+    return 0;
+  double cycles = busiestTileCycles;
+  double linkBytesPerCycle = target_.ipuLinkBytesPerSecond / target_.clockHz;
+  if (linkBytesPerCycle > 0)
+    cycles = std::max(cycles, std::ceil(busiestLinkBytes / linkBytesPerCycle));
+  return static_cast<int64_t>(cycles) + target_.exchangeOverheadCycles;
+}
+
+int64_t CostModel::hostTransferCycles(int64_t bytes) const {
+  double bytesPerCycle = target_.hostLinkBytesPerSecond / target_.clockHz;
+  return static_cast<int64_t>(std::ceil(bytes / bytesPerCycle));
+}
+
+} // namespace tessera::target
