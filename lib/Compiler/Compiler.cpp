@@ -5,6 +5,9 @@
 #include "tessera/Codegen/HostCodegen.h"
 #include "tessera/Dialect/IPU/Transforms/Passes.h"
 #include "tessera/Importers/TorchScript/TorchScriptImporter.h"
+#include "tessera/Runtime/PhasePool.h"
+#include "tessera/Runtime/ProgramCost.h"
+#include "tessera/Target/IPUTarget.h"
 
 #include "mlir/Bytecode/BytecodeReader.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -18,6 +21,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/Threading.h"
 
 using namespace mlir;
 
@@ -443,6 +447,18 @@ LogicalResult writeExecutableFile(ModuleOp llvmModule, const CompiledModel &mode
   metadata.loss = model.loss;
   metadata.optimizer = model.optimizer;
   metadata.program = model.program;
+  if (metadata.program) {
+    // The estimate the IPU model will count, carried by the executable.
+    llvm::Expected<target::IPUTarget> target =
+        target::makeTarget(metadata.target, metadata.numIPUs, metadata.tilesPerIPU);
+    if (!target)
+      return emitError(llvmModule.getLoc()) << llvm::toString(target.takeError());
+    runtime::PhasePool pool(llvm::hardware_concurrency().compute_thread_count());
+    runtime::CostSummary cost =
+        runtime::estimateProgramCost(metadata, *metadata.program, *target, &pool);
+    metadata.estimate = {cost.totalCycles, cost.computeCycles(), cost.exchangeCycles(),
+                         cost.syncCycles()};
+  }
   metadata.hostTriple = llvm::sys::getProcessTriple();
   metadata.hostCPU = cpu.name;
   metadata.hostFeatures = cpu.features;

@@ -168,6 +168,11 @@ llvm::Error writeExecutable(StringRef path, ExecutableMetadata metadata,
   }
   if (metadata.program)
     meta["program"] = metadata.program->toJSON();
+  if (const auto &e = metadata.estimate)
+    meta["estimate"] = json::Object{{"cycles", e->cycles},
+                                    {"compute_cycles", e->computeCycles},
+                                    {"exchange_cycles", e->exchangeCycles},
+                                    {"sync_cycles", e->syncCycles}};
   std::string metaText;
   llvm::raw_string_ostream(metaText) << json::Value(std::move(meta));
   std::string weightSection(weightBytes, '\0');
@@ -361,6 +366,21 @@ Executable::parse(std::unique_ptr<llvm::MemoryBuffer> file, StringRef path) {
       return fail("'" + path + "': " + llvm::toString(p.takeError()) +
                   " (recompile the model)");
     m.program = std::move(*p);
+  }
+  if (const json::Object *e = o->getObject("estimate")) {
+    ExecutableMetadata::Estimate estimate;
+    bool valid = true;
+    for (auto [key, field] : {std::pair{"cycles", &estimate.cycles},
+                              {"compute_cycles", &estimate.computeCycles},
+                              {"exchange_cycles", &estimate.exchangeCycles},
+                              {"sync_cycles", &estimate.syncCycles}}) {
+      std::optional<int64_t> v = e->getInteger(key);
+      valid &= v && *v >= 0;
+      *field = v.value_or(0);
+    }
+    if (!valid)
+      return fail("'" + path + "' has a malformed estimate (recompile the model)");
+    m.estimate = estimate;
   }
   exe->file_ = std::move(file);
   return exe;

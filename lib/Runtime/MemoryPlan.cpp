@@ -44,15 +44,6 @@ const char *categoryName(int c) {
   return names[c];
 }
 
-std::string withCommas(int64_t v) {
-  std::string digits = std::to_string(v < 0 ? -v : v), out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i && (digits.size() - i) % 3 == 0)
-      out += ',';
-    out += digits[i];
-  }
-  return v < 0 ? "-" + out : out;
-}
 
 /// One thing that needs bytes: a variable's pieces or a compute set input's
 /// receive buffers.
@@ -106,6 +97,16 @@ std::string stepDescription(const MachineProgram &p, int64_t step) {
 }
 
 } // namespace
+
+std::string withCommas(int64_t v) {
+  std::string digits = std::to_string(v < 0 ? -v : v), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0)
+      out += ',';
+    out += digits[i];
+  }
+  return v < 0 ? "-" + out : out;
+}
 
 std::string OutOfMemory::message() const {
   std::string s = "out of tile memory: tile " + std::to_string(tile) + " needs " +

@@ -4,10 +4,16 @@
 
 #include "tessera/Runtime/Executable.h"
 #include "tessera/Runtime/MachineProgram.h"
+#include "tessera/Runtime/MemoryPlan.h"
 #include "tessera/Runtime/PhasePool.h"
 #include "tessera/Target/CostModel.h"
 
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
+
 #include <algorithm>
+#include <numeric>
 #include <set>
 
 namespace tessera::runtime {
@@ -194,6 +200,70 @@ CostSummary estimateProgramCost(const ExecutableMetadata &meta, const MachinePro
   for (const StepCost &s : summary.steps)
     summary.totalCycles += s.total();
   return summary;
+}
+
+void printCostSummary(const CostSummary &cost, const ExecutableMetadata &meta,
+                      const target::IPUTarget &target, llvm::raw_ostream &os,
+                      size_t topSteps) {
+  int64_t batch = !meta.inputs.empty() && !meta.inputs[0].shape.empty()
+                      ? meta.inputs[0].shape[0]
+                      : 1;
+  double seconds = cost.seconds(target.clockHz);
+  os << "estimated on " << target.describe() << "\n";
+  os << "  one iteration (batch " << batch << "): " << withCommas(cost.totalCycles)
+     << " cycles, " << llvm::format("%.4g", seconds * 1e3) << " ms";
+  if (seconds > 0)
+    os << ", " << withCommas(std::llround(batch / seconds)) << " samples/s";
+  os << "\n";
+  if (meta.gradientAccumulation > 1)
+    os << "  one weight update (" << meta.gradientAccumulation
+       << " micro-batches): " << withCommas(cost.totalCycles * meta.gradientAccumulation)
+       << " cycles\n";
+  auto share = [&](int64_t part) {
+    return llvm::format("%.1f%%", cost.totalCycles ? 100.0 * part / cost.totalCycles : 0.0);
+  };
+  os << "  compute " << withCommas(cost.computeCycles()) << " (" << share(cost.computeCycles())
+     << "), exchange " << withCommas(cost.exchangeCycles()) << " ("
+     << share(cost.exchangeCycles()) << "), sync " << withCommas(cost.syncCycles()) << " ("
+     << share(cost.syncCycles()) << ")\n";
+  int64_t macs = 0;
+  for (const StepCost &s : cost.steps)
+    macs += s.macs;
+  if (macs > 0 && cost.totalCycles > 0) {
+    // The time the MACs would take at the tiles' fp32 rate on every tile.
+    double peakCycles =
+        static_cast<double>(macs) / (target.f32MacsPerCycle * target.totalTiles());
+    os << "  " << withCommas(macs) << " multiply-accumulates: "
+       << llvm::format("%.1f%%", 100.0 * peakCycles / cost.totalCycles)
+       << " of the fp32 peak\n";
+  }
+  std::vector<size_t> order(cost.steps.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return cost.steps[a].total() > cost.steps[b].total();
+  });
+  order.resize(std::min(order.size(), topSteps));
+  if (order.empty())
+    return;
+  os << "  costliest steps (" << order.size() << " of " << cost.steps.size() << "):\n";
+  os << llvm::format("  %12s %12s %12s %8s %6s %6s  %-14s %s\n", "cycles", "compute",
+                     "exchange", "sync", "tiles", "peak", "step", "op");
+  for (size_t i : order) {
+    const StepCost &s = cost.steps[i];
+    // A contraction's share of the fp32 peak: what its MACs would take on
+    // every tile at the MAC rate, over its cycles.
+    std::string peak = "-";
+    if (s.macs > 0 && s.total() > 0)
+      peak = llvm::formatv("{0:F1}%", 100.0 * s.macs /
+                                          (target.f32MacsPerCycle * target.totalTiles()) /
+                                          s.total())
+                 .str();
+    os << llvm::format("  %12s %12s %12s %8s %6lld %6s  %-14s %s\n",
+                       withCommas(s.total()).c_str(), withCommas(s.computeCycles).c_str(),
+                       withCommas(s.exchangeCycles).c_str(), withCommas(s.syncCycles).c_str(),
+                       static_cast<long long>(s.tilesUsed), peak.c_str(), s.name.c_str(),
+                       s.location.c_str());
+  }
 }
 
 } // namespace tessera::runtime

@@ -32,6 +32,12 @@
 # RUN: tessera-compile %t/model.onnx --compile-to=graph --mlir-timing -o /dev/null 2>&1 | FileCheck %s --check-prefix=TIMING
 # RUN: tessera-compile %t/model.onnx --compile-to=graph --summary --no-output | FileCheck %s --check-prefix=SUMMARY
 # RUN: tessera-compile %t/model.onnx --compile-to=graph --progress -o /dev/null 2>&1 | FileCheck %s --check-prefix=PROGRESS
+# An executable's --summary adds its estimate, the cycles the IPU model then
+# counts; the executable carries the totals.
+# RUN: tessera-compile %t/model.onnx --summary -o %t/estimate.tess > %t/estimate.txt
+# RUN: tessera-run %t/estimate.tess --input %t/x.npy >> %t/estimate.txt
+# RUN: FileCheck %s --check-prefix=ESTIMATE < %t/estimate.txt
+# RUN: %python -c "import json,struct,sys; b=open(sys.argv[1],'rb').read(); print(b.decode('latin-1'))" %t/estimate.tess | FileCheck %s --check-prefix=CARRIED
 # RUN: tessera-compile %t/model.onnx --compile-to=graph --mlir-pass-pipeline-crash-reproducer=%t/repro.mlir -o /dev/null
 # External data next to the model is found.
 # RUN: tessera-compile %t/ext/external.onnx --compile-to=graph | FileCheck %s --check-prefix=EXT
@@ -44,6 +50,17 @@ import onnx
 from onnx_gen import T, init, node, save, vi
 
 out = sys.argv[1]
+
+# ESTIMATE: wrote {{.*}}estimate.tess
+# ESTIMATE-NEXT: estimated on ipu2: 1 IPU x 1472 tiles
+# ESTIMATE-NEXT: one iteration (batch 2): [[CYCLES:[0-9,]+]] cycles, {{.*}} samples/s
+# ESTIMATE-NEXT: compute {{[0-9,]+}} ({{.*}}%), exchange {{[0-9,]+}} ({{.*}}%), sync {{[0-9,]+}} ({{.*}}%)
+# ESTIMATE-NEXT: 120 multiply-accumulates: {{.*}}% of the fp32 peak
+# ESTIMATE-NEXT: costliest steps (3 of 3):
+# ESTIMATE-NEXT: cycles compute exchange sync tiles peak step op
+# ESTIMATE-NEXT: cs0 m
+# ESTIMATE: estimated on ipu2: [[CYCLES]] cycles, {{.*}} ms per iteration
+# CARRIED: "estimate":{"compute_cycles":{{[0-9]+}},"cycles":{{[0-9]+}},"exchange_cycles":{{[0-9]+}},"sync_cycles":{{[0-9]+}}}
 
 # INPUT: graph.reshape %{{.*}} : tensor<2x3x4xf32> -> tensor<2x12xf32>
 # INPUT: graph.matmul

@@ -1,8 +1,11 @@
 //===- TargetTest.cpp - IPU machine descriptions -------------------------===//
 
+#include "tessera/Target/CostModel.h"
 #include "tessera/Target/IPUTarget.h"
 
 #include <gtest/gtest.h>
+
+#include <random>
 
 using namespace tessera::target;
 
@@ -44,3 +47,55 @@ TEST(Target, OutOfRangeOptionsAreErrors) {
 }
 
 } // namespace
+
+// The cost model's formulas against the machine's limits: whatever the
+// work, no vertex beats the MAC or vector rate, no exchange beats the
+// exchange rate, and a phase that moves nothing is free. Random works with
+// a fixed seed.
+TEST(CostModel, NoEstimateBeatsTheMachine) {
+  auto t = makeTarget("ipu2");
+  ASSERT_TRUE(static_cast<bool>(t));
+  CostModel cost(*t);
+  std::mt19937_64 rng(7);
+  auto draw = [&](int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(0, hi)(rng);
+  };
+  for (int i = 0; i < 1000; ++i) {
+    VertexWork w;
+    w.iterations = draw(1 << 20);
+    w.rows = 1 + draw(256);
+    w.elementBytes = draw(1) ? 4 : 2;
+    w.halfPrecision = w.elementBytes == 2;
+    w.contraction = draw(1);
+    w.instructions = 1 + draw(8);
+    int64_t cycles = cost.vertexCycles(w);
+    EXPECT_GE(cycles, t->vertexOverheadCycles + w.rows * t->vertexCyclesPerRow);
+    if (w.contraction) {
+      int64_t rate = w.halfPrecision ? t->f16MacsPerCycle : t->f32MacsPerCycle;
+      EXPECT_GE(cycles * rate, w.iterations) << "faster than the MAC rate";
+    } else {
+      int64_t lanes = t->vectorBytesPerCycle / w.elementBytes;
+      EXPECT_GE(cycles * lanes, w.iterations * w.instructions) << "faster than the vector unit";
+    }
+    int64_t bytes = draw(1 << 20), regions = draw(1000);
+    int64_t tile = cost.tileExchangeCycles(bytes, regions);
+    EXPECT_GE(tile * t->exchangeBytesPerCycle, bytes) << "faster than the exchange";
+    int64_t phase = cost.exchangePhaseCycles(tile);
+    EXPECT_EQ(phase, tile == 0 ? 0 : tile + t->exchangeOverheadCycles);
+  }
+  EXPECT_EQ(cost.exchangePhaseCycles(0, 0), 0);
+  // Links bound an exchange between IPUs: 320 GB/s at 1.33 GHz is about 240
+  // bytes per cycle for the whole chip, far below its tiles' 1472 x 4.
+  int64_t linkBytes = 240 * 100000;
+  EXPECT_GE(cost.exchangePhaseCycles(1, linkBytes), 99000);
+}
+
+TEST(CostModel, TheSyncBetweenStepsSpansEveryIPU) {
+  auto one = makeTarget("ipu2"), four = makeTarget("ipu2", 4);
+  ASSERT_TRUE(one && four);
+  EXPECT_EQ(CostModel(*one).stepSyncCycles(), one->syncCycles);
+  EXPECT_EQ(CostModel(*four).stepSyncCycles(), four->globalSyncCycles);
+  EXPECT_EQ(CostModel(*four).chipSyncCycles(), four->syncCycles);
+  // Host transfers at the host link's rate: 64 GB/s at 1.33 GHz.
+  EXPECT_NEAR(CostModel(*one).hostTransferCycles(64000000), 1330000, 1);
+}

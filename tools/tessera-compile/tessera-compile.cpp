@@ -13,7 +13,10 @@
 #include "tessera/Compiler/Registration.h"
 #include "tessera/Dialect/Graph/Analysis/ModelStats.h"
 #include "tessera/Importers/TorchScript/TorchScriptImporter.h"
+#include "tessera/Runtime/Executable.h"
 #include "tessera/Runtime/FileUtils.h"
+#include "tessera/Runtime/PhasePool.h"
+#include "tessera/Runtime/ProgramCost.h"
 #include "tessera/Runtime/Tensor.h"
 #include "tessera/Target/IPUTarget.h"
 
@@ -35,6 +38,7 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/Threading.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
 
@@ -90,7 +94,9 @@ cl::opt<bool> emitBytecode("emit-bytecode",
                            cl::init(false), cl::cat(category));
 cl::opt<bool> summary("summary",
                       cl::desc("Print ops by kind, parameters and FLOPs to "
-                               "stdout (with -o, the IR still goes there)"),
+                               "stdout (with -o, the IR still goes there); for "
+                               "an executable, also its estimated cycles, "
+                               "samples/s and costliest steps"),
                       cl::init(false), cl::cat(category));
 cl::opt<bool> noOutput("no-output",
                        cl::desc("Compile but write no IR (with --summary)"),
@@ -282,6 +288,24 @@ LogicalResult printModelDiagnostic(Diagnostic &diag, StringRef modelPath) {
 }
 
 } // namespace
+
+/// The estimate of the executable at `path`, as --summary prints it: the
+/// same program costing the IPU model's cycle counts come from.
+LogicalResult printEstimate(StringRef path, const tessera::target::IPUTarget &target) {
+  auto exe = tessera::runtime::Executable::load(path);
+  if (!exe) {
+    llvm::errs() << "error: " << llvm::toString(exe.takeError()) << "\n";
+    return failure();
+  }
+  const tessera::runtime::ExecutableMetadata &meta = (*exe)->metadata();
+  if (!meta.program)
+    return success();
+  tessera::runtime::PhasePool pool(llvm::hardware_concurrency().compute_thread_count());
+  tessera::runtime::printCostSummary(
+      tessera::runtime::estimateProgramCost(meta, *meta.program, target, &pool), meta, target,
+      llvm::outs());
+  return success();
+}
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
@@ -539,6 +563,8 @@ if (!train) {
       llvm::WithColor::warning(llvm::errs(), "tessera-compile") << built->cacheWarning << "\n";
     if (built->outcome == tessera::CacheOutcome::Miss && (showProgress || summary))
       llvm::outs() << "wrote " << path << "\n";
+    if (summary && failed(printEstimate(path, *target)))
+      return fail();
     return 0;
   }
 

@@ -209,15 +209,6 @@ void summarize(const TensorInfo &info, const Tensor &t) {
   llvm::outs() << (n > 5 ? ", ...]\n" : "]\n");
 }
 
-std::string withCommas(int64_t v) {
-  std::string digits = std::to_string(v), out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i && (digits.size() - i) % 3 == 0)
-      out += ',';
-    out += digits[i];
-  }
-  return out;
-}
 
 /// Indented for reading, or compact for the (large) trace.
 llvm::Error writeJSON(llvm::StringRef dir, llvm::StringRef name, llvm::json::Value v,

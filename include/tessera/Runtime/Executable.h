@@ -109,6 +109,13 @@ struct ExecutableMetadata {
   /// are in the same code section as `entry`. Absent in executables built
   /// for the host reference only.
   std::optional<MachineProgram> program;
+  /// The compiler's estimate of one iteration of the program on the target
+  /// (ProgramCost's totals, what tessera-compile --summary prints): tools
+  /// read it without building an IPU model.
+  struct Estimate {
+    int64_t cycles = 0, computeCycles = 0, exchangeCycles = 0, syncCycles = 0;
+  };
+  std::optional<Estimate> estimate;
 };
 
 /// Checks run-time inputs against the signature: count, then each input's

@@ -68,6 +68,9 @@ llvm::Expected<MemoryPlan> planMemory(const MachineProgram &program,
                                       int64_t numTiles, int64_t bytesPerTile,
                                       OutOfMemory *report = nullptr);
 
+/// `v` with thousands separated by commas, as reports print counts.
+std::string withCommas(int64_t v);
+
 /// Per-tile usage and totals by category, for profiles and --report.
 llvm::json::Value memoryReportJSON(const MachineProgram &program,
                                    const MemoryPlan &plan);

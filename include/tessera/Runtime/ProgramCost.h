@@ -20,6 +20,10 @@
 #include <string>
 #include <vector>
 
+namespace llvm {
+class raw_ostream;
+} // namespace llvm
+
 namespace tessera::runtime {
 
 struct ExecutableMetadata;
@@ -55,6 +59,15 @@ CostSummary estimateProgramCost(const ExecutableMetadata &metadata,
                                 const MachineProgram &program,
                                 const target::IPUTarget &target,
                                 PhasePool *pool = nullptr);
+
+/// The estimate as tessera-compile --summary prints it: cycles and
+/// samples/s per iteration (and per weight update when gradients
+/// accumulate), the split into compute, exchange and sync, the share of the
+/// chip's fp32 peak, and the `topSteps` costliest steps with the ops they
+/// come from.
+void printCostSummary(const CostSummary &cost, const ExecutableMetadata &metadata,
+                      const target::IPUTarget &target, llvm::raw_ostream &os,
+                      size_t topSteps = 10);
 
 } // namespace tessera::runtime
 
