@@ -120,9 +120,10 @@ void buildIPUPipeline(OpPassManager &pm, const IPUPipelineOptions &options) {
   pm.addPass(ipu::createIPUPrepareForMapping());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
-  ipu::IPUMapTilesOptions map;
-  map.availableMemoryProportion = options.availableMemoryProportion;
-  pm.addPass(ipu::createIPUMapTiles(map));
+  ipu::IPUPlanTilesOptions plan;
+  plan.availableMemoryProportion = options.availableMemoryProportion;
+  pm.addPass(ipu::createIPUPlanTiles(plan));
+  pm.addPass(ipu::createIPUMapTiles());
   pm.addPass(createSymbolDCEPass());
   ipu::IPUAllocateMemoryOptions allocate;
   allocate.reportPath = options.reportPath;

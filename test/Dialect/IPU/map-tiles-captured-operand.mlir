@@ -1,4 +1,4 @@
-// RUN: tessera-opt %s --ipu-prepare-for-mapping --ipu-map-tiles | FileCheck %s
+// RUN: tessera-opt %s --ipu-prepare-for-mapping --ipu-plan-tiles --ipu-map-tiles | FileCheck %s
 
 // A tensor the body both reads as an operand and captures (an add fused
 // with a gather or resize of its own operand): the operand is its region of

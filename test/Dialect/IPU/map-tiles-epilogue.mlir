@@ -1,4 +1,4 @@
-// RUN: tessera-opt %s --ipu-prepare-for-mapping --ipu-map-tiles --split-input-file | FileCheck %s
+// RUN: tessera-opt %s --ipu-prepare-for-mapping --ipu-plan-tiles --ipu-map-tiles --split-input-file | FileCheck %s
 
 // The Relu after a matmul runs in the matmul's vertices, on each output
 // piece right after it is computed: one compute set, whose result is the

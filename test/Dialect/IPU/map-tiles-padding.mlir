@@ -1,4 +1,4 @@
-// RUN: tessera-opt %s --ipu-prepare-for-mapping --ipu-map-tiles --split-input-file | FileCheck %s
+// RUN: tessera-opt %s --ipu-prepare-for-mapping --ipu-plan-tiles --ipu-map-tiles --split-input-file | FileCheck %s
 
 // Virtual padding: a zero-padded input that only a convolution (here a 3x3
 // window over a 6x6 image) reads is a padded view of the unpadded input.

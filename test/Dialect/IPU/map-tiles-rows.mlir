@@ -1,4 +1,4 @@
-// RUN: tessera-opt %s --ipu-prepare-for-mapping --ipu-map-tiles | FileCheck %s
+// RUN: tessera-opt %s --ipu-prepare-for-mapping --ipu-plan-tiles --ipu-map-tiles | FileCheck %s
 
 // A vertex sets its inner loop up again for each row of its output (the
 // target's vertexCyclesPerRow). On 16 tiles, a 3x3 convolution's 32x32

@@ -1,4 +1,4 @@
-// RUN: tessera-opt %s --ipu-prepare-for-mapping --canonicalize --cse --ipu-map-tiles | FileCheck %s
+// RUN: tessera-opt %s --ipu-prepare-for-mapping --canonicalize --cse --ipu-plan-tiles --ipu-map-tiles | FileCheck %s
 
 // A matmul of a zero constant: CSE makes the zero fill both its left
 // operand and its accumulator's init. One value cannot hold two regions

@@ -1,4 +1,4 @@
-// RUN: tessera-opt %s --ipu-prepare-for-mapping --ipu-map-tiles | FileCheck %s
+// RUN: tessera-opt %s --ipu-prepare-for-mapping --ipu-plan-tiles --ipu-map-tiles | FileCheck %s
 
 // Strided slices with offsets (x[:, 1::2, 3::2], a swin patch merge, a
 // negative-step ONNX Slice) become generics reading stride * i + offset.

@@ -1,4 +1,4 @@
-// RUN: tessera-opt %s --ipu-prepare-for-mapping --ipu-map-tiles | FileCheck %s
+// RUN: tessera-opt %s --ipu-prepare-for-mapping --ipu-plan-tiles --ipu-map-tiles | FileCheck %s
 
 // On a chip of 23 tiles (an IPU2's 1472 is 64 x 23), a matmul's 512 rows go
 // in 23 pieces of 23 rows, one per tile, rather than in the 16 pieces of 32

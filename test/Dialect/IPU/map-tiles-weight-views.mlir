@@ -1,4 +1,4 @@
-// RUN: tessera-opt %s --ipu-prepare-for-mapping --ipu-map-tiles --split-input-file | FileCheck %s
+// RUN: tessera-opt %s --ipu-prepare-for-mapping --ipu-plan-tiles --ipu-map-tiles --split-input-file | FileCheck %s
 
 // A weight read through a view that only adds a unit dimension (a
 // convolution's weight with its group dimension) is placed by its reader's

@@ -1,4 +1,4 @@
-// RUN: tessera-opt %s --split-input-file --ipu-prepare-for-mapping --ipu-map-tiles | FileCheck %s
+// RUN: tessera-opt %s --split-input-file --ipu-prepare-for-mapping --ipu-plan-tiles --ipu-map-tiles | FileCheck %s
 
 // Two row sums share one zero fill as their init (CSE merges them). Each is
 // given a fill of its own, which its vertices fold in: no compute set

@@ -1,4 +1,4 @@
-// RUN: tessera-opt %s --ipu-prepare-for-mapping --ipu-map-tiles | FileCheck %s
+// RUN: tessera-opt %s --ipu-prepare-for-mapping --ipu-plan-tiles --ipu-map-tiles | FileCheck %s
 
 // ResNet-50's layer3.0 conv2 (3x3, stride 2, 256 -> 256 channels, 14x14
 // output) on an ipu2. Cut into 32 slices of input channels it is estimated

@@ -1,4 +1,4 @@
-// RUN: tessera-opt %s --ipu-prepare-for-mapping --ipu-map-tiles | FileCheck %s
+// RUN: tessera-opt %s --ipu-prepare-for-mapping --ipu-plan-tiles --ipu-map-tiles | FileCheck %s
 
 // A matmul with a long reduction (k = 2048) and a small output (4x8) on 16
 // tiles: computing each output element whole on one tile would leave most

@@ -32,6 +32,40 @@ void IPUDialect::initialize() {
 
 namespace tessera::ipu {
 
+Attribute PlanAttr::parse(AsmParser &parser, Type) {
+  MappingAttr mapping;
+  if (parser.parseLess() || parser.parseKeyword("mapping") || parser.parseEqual() ||
+      parser.parseAttribute(mapping))
+    return {};
+  bool epilogue = false, inPlace = false;
+  while (succeeded(parser.parseOptionalComma())) {
+    SMLoc at = parser.getCurrentLocation();
+    StringRef flag;
+    if (parser.parseKeyword(&flag))
+      return {};
+    if (flag == "epilogue")
+      epilogue = true;
+    else if (flag == "in_place")
+      inPlace = true;
+    else
+      return parser.emitError(at, "expected 'epilogue' or 'in_place', got '") << flag << "'",
+             Attribute();
+  }
+  if (parser.parseGreater())
+    return {};
+  return PlanAttr::get(parser.getContext(), mapping, epilogue, inPlace);
+}
+
+void PlanAttr::print(AsmPrinter &printer) const {
+  printer << "<mapping = ";
+  printer.printAttribute(getMapping());
+  if (getEpilogue())
+    printer << ", epilogue";
+  if (getInPlace())
+    printer << ", in_place";
+  printer << ">";
+}
+
 MappingAttr toAttr(MLIRContext *context, const runtime::TileMapping &m) {
   return MappingAttr::get(context, m.chunks, m.tileStrides, m.firstTile);
 }

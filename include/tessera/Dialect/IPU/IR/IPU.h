@@ -38,6 +38,11 @@ namespace tessera::ipu {
 inline constexpr llvm::StringLiteral kTargetAttrName = "ipu.target";
 /// The discardable attribute placing function arguments and weight loads.
 inline constexpr llvm::StringLiteral kMappingAttrName = "ipu.mapping";
+/// A linalg.generic's #ipu.plan (ipu-plan-tiles -> ipu-map-tiles).
+inline constexpr llvm::StringLiteral kPlanAttrName = "ipu.plan";
+/// On a tensor.insert_slice that pads: it becomes an ipu.pad_view (virtual
+/// padding, no copy) and the fill of its destination goes.
+inline constexpr llvm::StringLiteral kPaddedViewAttrName = "ipu.padded_view";
 /// Marks a func.func as a vertex kernel.
 inline constexpr llvm::StringLiteral kVertexAttrName = "ipu.vertex";
 

@@ -67,6 +67,23 @@ def IPU_MappingAttr : IPU_Attr<"Mapping", "mapping"> {
   }];
 }
 
+def IPU_PlanAttr : IPU_Attr<"Plan", "plan"> {
+  let summary = "How a linalg.generic runs on the tiles: ipu-plan-tiles' decision";
+  let description = [{
+    The decision `ipu-plan-tiles` records on each `linalg.generic` of @main
+    and `ipu-map-tiles` applies: the `mapping` of the op's results (one piece
+    per tile; each vertex computes one piece); `epilogue`: the op's only
+    reader, an elementwise generic (through a reshape of unit dimensions at
+    most), runs in the same vertices on each piece; `in_place`: the op's
+    init is the result of the generic before it, which takes this op's
+    mapping and is updated in place (when that generic only fills a
+    constant, it is no step of its own: each vertex fills its piece first).
+    `#ipu.plan<mapping = #ipu.mapping<chunks = [1, 64], tile_strides = [0, 1], first_tile = 0>, epilogue>`.
+  }];
+  let parameters = (ins "MappingAttr":$mapping, "bool":$epilogue, "bool":$inPlace);
+  let hasCustomAssemblyFormat = 1;
+}
+
 class IPU_Op<string mnemonic, list<Trait> traits = []>
     : Op<IPU_Dialect, mnemonic, traits>;
 

@@ -44,8 +44,8 @@ def IPUPrepareForMapping
                            "::mlir::tensor::TensorDialect"];
 }
 
-def IPUMapTiles : Pass<"ipu-map-tiles", "::mlir::ModuleOp"> {
-  let summary = "Place every tensor on tiles and turn every op into a compute set";
+def IPUPlanTiles : Pass<"ipu-plan-tiles", "::mlir::ModuleOp"> {
+  let summary = "Decide how every op runs on the tiles, as #ipu.plan attributes";
   let description = [{
     Plans each `linalg.generic` of @main on the module's `#ipu.target`: the
     candidates split the output's dimensions into a grid of pieces, one per
@@ -91,9 +91,6 @@ def IPUMapTiles : Pass<"ipu-map-tiles", "::mlir::ModuleOp"> {
     more inputs of the compute set, so it is no compute set, sync or pass
     over tile memory of its own.
 
-    Kernels that are identical (the same code on the same shapes, as in a
-    network's repeated blocks) are outlined once and shared.
-
     A value padded with a constant (an insert into a fill, as a padded
     convolution or pooling input) that only generics read, directly or
     through unit-dimension reshapes, is an `ipu.pad_view` of the unpadded
@@ -106,11 +103,17 @@ def IPUMapTiles : Pass<"ipu-map-tiles", "::mlir::ModuleOp"> {
     piece counts that divide the tile count (1472 = 64 x 23), and a plan is
     costed at its first, a central and its last piece.
 
-    Each planned op becomes an `ipu.compute_set` whose kernels (one per
-    distinct piece shape) are outlined as `func.func`s on memrefs marked
-    `ipu.vertex`, taking the piece's loop offsets and its operand regions.
-    Inserts become `ipu.copy`, slices an `ipu.alloc` and an `ipu.copy`,
-    reshapes `ipu.view`, empty tensors `ipu.alloc`.
+    The decisions are recorded, not applied: each `linalg.generic` of @main
+    to run gets an `#ipu.plan` (its results' mapping; `epilogue` when it
+    absorbs its reader; `in_place` when it updates its init's producer's
+    result), inputs, weights, empty tensors and slices an `ipu.mapping`, and
+    an insert that becomes a padded view `ipu.padded_view`. The only IR
+    changes are the reduction splits (their worth depends on how their
+    parts are mapped, so they are decided and made here) and copies of a
+    shared fill or insert destination, one per reader. `ipu-map-tiles`
+    applies the plans. `-debug-only=ipu-plan-tiles` prints each plan with
+    its estimated cycles per vertex; `--mlir-pass-statistics` counts plans,
+    splits, epilogues and ops over the memory budget.
   }];
   let options = [
     Option<"availableMemoryProportion", "available-memory-proportion", "double",
@@ -118,6 +121,33 @@ def IPUMapTiles : Pass<"ipu-map-tiles", "::mlir::ModuleOp"> {
            "Fraction of each tile's memory a vertex's output and receive "
            "buffers may take (PopTorch's availableMemoryProportion)">,
   ];
+  let dependentDialects = ["::tessera::ipu::IPUDialect",
+                           "::mlir::affine::AffineDialect",
+                           "::mlir::arith::ArithDialect"];
+}
+
+def IPUMapTiles : Pass<"ipu-map-tiles", "::mlir::ModuleOp"> {
+  let summary = "Apply the tile plans: compute sets, vertices, copies and views";
+  let description = [{
+    Applies the `#ipu.plan` that `ipu-plan-tiles` recorded on each
+    `linalg.generic` of @main; it makes no choice of its own. Each planned
+    op becomes an `ipu.compute_set` over its plan's mapping whose kernels
+    (one per distinct piece shape) are outlined as `func.func`s on memrefs
+    marked `ipu.vertex`, taking the piece's loop offsets and its operand
+    regions; with `epilogue`, its elementwise reader runs in the same
+    vertices on each piece (that reader and any unit-dimension reshape
+    before it go); with `in_place`, the compute set updates its init's
+    producer in place, and a producer that only fills a constant becomes an
+    `ipu.alloc` whose fill each vertex does. Kernels that are identical (the
+    same code on the same shapes, as in a network's repeated blocks) are
+    outlined once and shared. Inserts become `ipu.copy` (or, marked
+    `ipu.padded_view`, an `ipu.pad_view` of their source, the fill gone),
+    slices an `ipu.alloc` and an `ipu.copy`, reshapes `ipu.view`, empty
+    tensors and ops without elements `ipu.alloc`. Each kernel's cycles come
+    from the target's cost model. A plan that cannot apply (a mapping of
+    another rank or past the last tile, an epilogue or in-place init the IR
+    does not have, a generic without a plan) is an error on its op.
+  }];
   let dependentDialects = ["::tessera::ipu::IPUDialect",
                            "::mlir::bufferization::BufferizationDialect",
                            "::mlir::memref::MemRefDialect",

@@ -1,0 +1,1143 @@
+//===- IPUPlanTiles.cpp - decide how each op runs on the tiles -----------===//
+//
+// Planning happens over the whole of @main, against a MachineProgram that
+// grows as values are placed (so the cost of a candidate is measured with
+// the same region arithmetic the IPU model executes, and the same
+// CostModel). Each linalg.generic gets the mapping of its results that the
+// cost model prefers among a grid of candidates; a reduction may first be
+// split into partial results and a combining step, which is an IR change
+// made here because its worth depends on how its parts are mapped. The
+// decisions are then recorded as attributes (#ipu.plan on each generic,
+// #ipu.mapping on inputs, weights and allocations) for ipu-map-tiles to
+// apply; nothing else changes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TilePlan.h"
+
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/Transforms/RegionUtils.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/Statistic.h"
+#include "llvm/Support/Debug.h"
+
+#include <set>
+
+#define DEBUG_TYPE "ipu-plan-tiles"
+
+namespace tessera::ipu {
+#define GEN_PASS_DEF_IPUPLANTILES
+#include "tessera/Dialect/IPU/Transforms/Passes.h.inc"
+} // namespace tessera::ipu
+
+using namespace mlir;
+using namespace tessera;
+using namespace tessera::ipu::tiling;
+using runtime::MachineProgram;
+
+STATISTIC(numPlanned, "linalg.generic ops planned (compute sets to be)");
+STATISTIC(numSplit, "reductions split into partial results and a combining step");
+STATISTIC(numEpilogues, "elementwise ops planned as epilogues of their producer");
+STATISTIC(numOverBudget, "ops planned over the memory budget (nothing fit)");
+
+namespace {
+/// How a reduction accumulates: `yield combine(out, f(ins))`, the output
+/// read nowhere else. Splitting such a reduction into partial results and
+/// combining them is exact up to the reassociation of `combine`.
+struct Accumulation {
+  StringRef combine;  ///< arith.addf, arith.maximumf, ...
+  TypedAttr identity; ///< combine(identity, x) == x
+};
+
+std::optional<Accumulation> accumulationOf(linalg::GenericOp op) {
+  if (op.getNumDpsInits() != 1 || op.getNumReductionLoops() == 0 ||
+      op.hasIndexSemantics())
+    return std::nullopt;
+  Block &body = op.getRegion().front();
+  BlockArgument out = body.getArguments().back();
+  Operation *combine = body.getTerminator()->getOperand(0).getDefiningOp();
+  if (!combine || combine->getNumOperands() != 2 || !out.hasOneUse() ||
+      out.getUses().begin()->getOwner() != combine)
+    return std::nullopt;
+  Type t = out.getType();
+  Builder b(op.getContext());
+  if (isa<arith::AddFOp>(combine))
+    return Accumulation{combine->getName().getStringRef(),
+                        b.getFloatAttr(t, 0.0)};
+  if (isa<arith::AddIOp>(combine))
+    return Accumulation{combine->getName().getStringRef(),
+                        b.getIntegerAttr(t, 0)};
+  if (isa<arith::MaximumFOp, arith::MaxNumFOp>(combine))
+    return Accumulation{
+        combine->getName().getStringRef(),
+        b.getFloatAttr(t, -std::numeric_limits<double>::infinity())};
+  return std::nullopt;
+}
+
+/// The ops a reduction split into `pieces` partial results becomes.
+struct SplitOps {
+  linalg::GenericOp fill, partial, combine;
+  SmallVector<Operation *> created; ///< every new op, in creation order
+};
+
+/// Splits reduction loop `loop` of `op` (range R, divisible by `pieces`)
+/// into `pieces` slices: a generic computing the partial results
+/// [pieces x output] from the identity (the slice index is a new parallel
+/// loop, the last), then a generic combining them into `op`'s init. The new
+/// ops are inserted before `op`, which is left in place.
+SplitOps splitReduction(linalg::GenericOp op, const Accumulation &acc,
+                        unsigned loop, int64_t pieces) {
+  MLIRContext *ctx = op.getContext();
+  Location loc = op.getLoc();
+  OpBuilder b(op);
+  unsigned n = op.getNumLoops();
+  int64_t slice = op.getStaticLoopRanges()[loop] / pieces;
+  // Old loop `loop` = new loop `loop` (within the slice) + slice * new loop n.
+  SmallVector<AffineExpr> oldLoops;
+  for (unsigned i = 0; i < n; ++i)
+    oldLoops.push_back(i == loop ? b.getAffineDimExpr(i) +
+                                       slice * b.getAffineDimExpr(n)
+                                 : b.getAffineDimExpr(i));
+  AffineMap toOld = AffineMap::get(n + 1, 0, oldLoops, ctx);
+  auto outType = cast<RankedTensorType>(op->getResult(0).getType());
+  SmallVector<int64_t> partialShape{pieces};
+  partialShape.append(outType.getShape().begin(), outType.getShape().end());
+  auto partialType =
+      RankedTensorType::get(partialShape, outType.getElementType());
+
+  // The identity, everywhere.
+  auto empty =
+      tensor::EmptyOp::create(b, loc, partialShape, outType.getElementType());
+  auto identity = arith::ConstantOp::create(b, loc, acc.identity);
+  AffineMap fillOut = b.getMultiDimIdentityMap(partialShape.size());
+  auto fill = linalg::GenericOp::create(
+      b, loc, TypeRange{partialType}, ValueRange{}, ValueRange{empty},
+      ArrayRef<AffineMap>{fillOut},
+      SmallVector<utils::IteratorType>(partialShape.size(),
+                                       utils::IteratorType::parallel),
+      [&](OpBuilder &nb, Location l, ValueRange) {
+        linalg::YieldOp::create(nb, l, identity.getResult());
+      });
+
+  // The partial results: the same body over one slice of the reduction.
+  SmallVector<AffineMap> maps;
+  for (OpOperand *in : op.getDpsInputOperands())
+    maps.push_back(op.getMatchingIndexingMap(in).compose(toOld));
+  AffineMap out = op.getMatchingIndexingMap(op.getDpsInitOperand(0));
+  SmallVector<AffineExpr> partialOut{b.getAffineDimExpr(n)};
+  for (AffineExpr e : out.getResults())
+    partialOut.push_back(e.compose(toOld));
+  maps.push_back(AffineMap::get(n + 1, 0, partialOut, ctx));
+  // The slice's range appears only in sums (k' + slice * s): an
+  // uninitialized operand indexed by k' alone gives linalg its range (as a
+  // pooling window's shape operand does).
+  SmallVector<Value> inputs(op.getDpsInputs());
+  auto window = tensor::EmptyOp::create(b, loc, ArrayRef<int64_t>{slice},
+                                        outType.getElementType());
+  inputs.push_back(window);
+  maps.insert(maps.end() - 1,
+              AffineMap::get(n + 1, 0, b.getAffineDimExpr(loop)));
+  SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
+  iterators.push_back(utils::IteratorType::parallel);
+  auto partial =
+      linalg::GenericOp::create(b, loc, TypeRange{partialType}, inputs,
+                                ValueRange{fill.getResult(0)}, maps, iterators);
+  IRMapping none;
+  op.getRegion().cloneInto(&partial.getRegion(), none);
+  partial.getRegion().front().insertArgument(op.getNumDpsInputs(),
+                                             outType.getElementType(), loc);
+
+  // Combined into the op's own init (a bias, or its zeros).
+  unsigned rank = outType.getRank();
+  SmallVector<AffineExpr> read{b.getAffineDimExpr(rank)};
+  for (unsigned d = 0; d < rank; ++d)
+    read.push_back(b.getAffineDimExpr(d));
+  SmallVector<utils::IteratorType> combineIterators(
+      rank, utils::IteratorType::parallel);
+  combineIterators.push_back(utils::IteratorType::reduction);
+  auto combine = linalg::GenericOp::create(
+      b, loc, TypeRange{outType}, ValueRange{partial.getResult(0)},
+      ValueRange{op.getDpsInitOperand(0)->get()},
+      // The init is read at the first `rank` loops; built explicitly because
+      // getMajorSubMap(0) of a scalar's map is null.
+      ArrayRef<AffineMap>{AffineMap::get(rank + 1, 0, read, ctx),
+                          AffineMap::get(rank + 1, 0, ArrayRef(read).drop_front(),
+                                         ctx)},
+      combineIterators, [&](OpBuilder &nb, Location l, ValueRange args) {
+        OperationState state(l, acc.combine);
+        state.addOperands({args[1], args[0]});
+        state.addTypes(args[0].getType());
+        linalg::YieldOp::create(nb, l, nb.create(state)->getResult(0));
+      });
+  return {fill,
+          partial,
+          combine,
+          {empty, identity, fill, window, partial, combine}};
+}
+
+class Planner {
+public:
+  Planner(ModuleOp module, func::FuncOp main, const target::IPUTarget &target,
+          double amp)
+      : module_(module), main_(main), target_(target), cost_(target),
+        numTiles_(target.totalTiles()),
+        budget_(static_cast<int64_t>(amp * target.bytesPerTile)),
+        weightBytesOnTile_(numTiles_, 0) {}
+
+  LogicalResult plan();
+  /// Records the plans as attributes: #ipu.plan on each generic to run,
+  /// #ipu.mapping on the leaves and allocations, ipu.padded_view on the
+  /// inserts that became padded views.
+  void record();
+
+private:
+  // Placement of values (variables of prog_).
+  int64_t variableOf(Value v) const {
+    auto it = vars_.find(v);
+    return it == vars_.end() ? -1 : it->second;
+  }
+  int64_t addVariable(Value v, TileMapping mapping);
+  int64_t addView(Value v, Value source);
+  /// Places a value nobody placed yet (an input, weight or constant) with a
+  /// linear mapping.
+  int64_t placeLinear(Value v);
+  /// The mapping an unplaced operand should take to sit where the vertices
+  /// reading it through `access` need it, or nullopt when it cannot follow.
+  std::optional<TileMapping> alignedMapping(Value v, const AccessMap &access,
+                                            const Plan &plan,
+                                            const TileMapping &out) const;
+  bool isUnplacedLeaf(Value v) const {
+    return variableOf(v) < 0 &&
+           (isa<BlockArgument>(v) || v.getDefiningOp<ml_program::GlobalLoadConstOp>() ||
+            deferredViews_.count(v));
+  }
+  /// Views that only insert or drop unit dimensions of a weight not placed
+  /// yet (a convolution's weight with its group dimension), read by generics
+  /// only: the weight is placed by its first reader's plan, through the
+  /// view, like a weight it reads directly -- where that plan's vertices
+  /// read it, not spread out linearly.
+  llvm::MapVector<Value, Value> deferredViews_;
+  /// Places a deferred view's weight with `mapping` (of the view's shape)
+  /// and makes the view; or linearly when `mapping` is empty.
+  void placeDeferredView(Value view, const std::optional<TileMapping> &mapping);
+  /// Places an unplaced leaf, or a deferred view's weight, with `mapping`
+  /// (of `v`'s shape).
+  void placeAligned(Value v, const TileMapping &mapping) {
+    if (deferredViews_.count(v))
+      placeDeferredView(v, mapping);
+    else
+      addVariable(v, mapping);
+  }
+
+  LogicalResult planGeneric(Plan &plan);
+  /// Plans one generic and places its results (the whole step for one op).
+  /// `resultOf`: the op whose result's reader may be this op's epilogue
+  /// (a split reduction's combining step finishes the original op's).
+  LogicalResult planOp(linalg::GenericOp op, linalg::GenericOp resultOf = {});
+  /// Epilogues planned with their producers (not ops of their own).
+  DenseSet<Operation *> absorbed_;
+  /// Fills whose insert became a padded view: no step, no memory.
+  DenseSet<Operation *> paddingFills_;
+  /// Makes the padded view of `insert` (see paddingInsertOf); fails when its
+  /// source cannot be padded in place (a general reshape).
+  LogicalResult addPaddedView(tensor::InsertSliceOp insert);
+  /// Plans a reduction as it is or split into partial results over the
+  /// tiles and a combining step, whichever the cost model prefers; the
+  /// split rewrites the IR. Other ops go straight to planOp.
+  LogicalResult planOpOrSplit(linalg::GenericOp op);
+
+  /// The planner's state, to try a plan and take it back. Plans are only
+  /// appended, but for the mapping an init producer takes from its user,
+  /// which `mappingUndo_` records.
+  struct Snapshot {
+    size_t numVariables, numPlans, numUndo;
+    DenseMap<Value, int64_t> vars;
+    llvm::StringMap<int64_t> globalVars;
+    DenseMap<Operation *, size_t> planOf;
+    std::vector<int64_t> weightBytesOnTile;
+  };
+  Snapshot snapshot() const {
+    return {prog_.variables.size(),
+            plans_.size(),
+            mappingUndo_.size(),
+            vars_,
+            globalVars_,
+            planOf_,
+            weightBytesOnTile_};
+  }
+  void restore(Snapshot s) {
+    prog_.variables.resize(s.numVariables);
+    while (mappingUndo_.size() > s.numUndo) {
+      auto &[plan, mapping] = mappingUndo_.back();
+      plans_[plan].mapping = std::move(mapping);
+      mappingUndo_.pop_back();
+    }
+    plans_.resize(s.numPlans);
+    vars_ = std::move(s.vars);
+    globalVars_ = std::move(s.globalVars);
+    planOf_ = std::move(s.planOf);
+    weightBytesOnTile_ = std::move(s.weightBytesOnTile);
+  }
+  std::vector<std::pair<size_t, TileMapping>> mappingUndo_;
+  /// Set while planOpOrSplit compares options (cheaper costing).
+  bool inTrial_ = false;
+
+
+  ModuleOp module_;
+  func::FuncOp main_;
+  target::IPUTarget target_;
+  target::CostModel cost_;
+  int64_t numTiles_, budget_;
+  MachineProgram prog_;
+  DenseMap<Value, int64_t> vars_;
+  /// Weights loaded more than once share one variable.
+  llvm::StringMap<int64_t> globalVars_;
+  /// Bytes of weights placed on each tile so far (see weightOffset).
+  std::vector<int64_t> weightBytesOnTile_;
+  int64_t weightOffset(const TileMapping &out, const TileMapping &weight,
+                       int64_t elementBytes);
+  std::vector<Plan> plans_;
+  DenseMap<Operation *, size_t> planOf_;
+};
+
+
+int64_t Planner::addVariable(Value v, TileMapping mapping) {
+  runtime::Variable var;
+  auto type = cast<RankedTensorType>(v.getType());
+  var.shape.assign(type.getShape().begin(), type.getShape().end());
+  mapping.shape = var.shape;
+  var.mapping = std::move(mapping);
+  int64_t id = prog_.variables.size();
+  prog_.variables.push_back(std::move(var));
+  vars_[v] = id;
+  if (auto load = v.getDefiningOp<ml_program::GlobalLoadConstOp>())
+    globalVars_[load.getGlobal().getLeafReference()] = id;
+  return id;
+}
+
+int64_t Planner::addView(Value v, Value source) {
+  int64_t src = variableOf(source);
+  auto type = cast<RankedTensorType>(v.getType());
+  llvm::Expected<runtime::Variable> var = runtime::makeView(prog_, src, type.getShape());
+  if (!var) {
+    // A reshape of a padded view other than by unit dimensions: never made
+    // (paddingInsertOf admits only those), so the caller reports it.
+    llvm::consumeError(var.takeError());
+    return -1;
+  }
+  int64_t id = prog_.variables.size();
+  prog_.variables.push_back(std::move(*var));
+  vars_[v] = id;
+  return id;
+}
+
+LogicalResult Planner::addPaddedView(tensor::InsertSliceOp insert) {
+  int64_t src = variableOf(insert.getSource());
+  auto fill = insert.getDest().getDefiningOp<linalg::GenericOp>();
+  std::optional<uint64_t> bits =
+      ipu::paddingBits(cast<TypedAttr>(constantFillValue(fill)->getValue()));
+  if (!bits)
+    return failure();
+  SmallVector<int64_t> low(insert.getStaticOffsets()), high;
+  for (auto [d, size] : llvm::enumerate(insert.getSourceType().getShape()))
+    high.push_back(insert.getDestType().getDimSize(d) - low[d] - size);
+  llvm::Expected<runtime::Variable> var = runtime::makePaddedView(prog_, src, low, high, *bits);
+  if (!var) {
+    llvm::consumeError(var.takeError());
+    return failure();
+  }
+  vars_[insert.getResult()] = prog_.variables.size();
+  prog_.variables.push_back(std::move(*var));
+  return success();
+}
+
+void Planner::placeDeferredView(Value view, const std::optional<TileMapping> &mapping) {
+  Value source = deferredViews_.lookup(view);
+  if (variableOf(source) < 0) {
+    if (!mapping) {
+      placeLinear(source);
+    } else {
+      // The view's pieces are the weight's: the same non-unit dimensions
+      // with the same chunks and tile strides.
+      TileMapping m;
+      m.firstTile = mapping->firstTile;
+      SmallVector<std::pair<int64_t, int64_t>> nonUnit;
+      for (int64_t j = 0; j < mapping->rank(); ++j)
+        if (mapping->shape[j] != 1)
+          nonUnit.push_back({mapping->chunks[j], mapping->tileStrides[j]});
+      auto it = nonUnit.begin();
+      for (int64_t d : cast<RankedTensorType>(source.getType()).getShape()) {
+        auto [chunk, stride] = d != 1 ? *it++ : std::make_pair(int64_t(1), int64_t(0));
+        m.chunks.push_back(chunk);
+        m.tileStrides.push_back(stride);
+      }
+      addVariable(source, m);
+    }
+  }
+  addView(view, source);
+}
+
+int64_t Planner::placeLinear(Value v) {
+  if (int64_t id = variableOf(v); id >= 0)
+    return id;
+  if (deferredViews_.count(v)) {
+    placeDeferredView(v, std::nullopt);
+    return variableOf(v);
+  }
+  auto type = cast<RankedTensorType>(v.getType());
+  return addVariable(
+      v, TileMapping::linear(type.getShape(), elementBytes(type), numTiles_));
+}
+
+std::optional<TileMapping>
+Planner::alignedMapping(Value v, const AccessMap &access, const Plan &plan,
+                        const TileMapping &out) const {
+  if (access.full)
+    return std::nullopt;
+  auto type = cast<RankedTensorType>(v.getType());
+  TileMapping m;
+  m.shape.assign(type.getShape().begin(), type.getShape().end());
+  m.firstTile = out.firstTile;
+  std::vector<bool> used(out.rank(), false);
+  for (int64_t k = 0; k < type.getRank(); ++k) {
+    int64_t dim = type.getDimSize(k);
+    int64_t chunk = std::max<int64_t>(dim, 1), stride = 0;
+    // Follows output dimension j when it reads exactly loop outputLoops[j].
+    int64_t loop = -1, nonzero = 0;
+    for (auto [i, c] : llvm::enumerate(access.coeffs[k]))
+      if (c != 0) {
+        ++nonzero;
+        loop = c == 1 ? static_cast<int64_t>(i) : -2;
+      }
+    if (nonzero == 1 && loop >= 0 && access.consts[k] == 0 && dim > 1) {
+      for (int64_t j = 0; j < out.rank(); ++j) {
+        if (plan.outputLoops[j] != loop || out.shape[j] != dim)
+          continue;
+        if (used[j])
+          return std::nullopt;
+        used[j] = true;
+        chunk = out.chunks[j];
+        stride = out.tileStrides[j];
+      }
+    } else if (nonzero == 2 && access.consts[k] == 0 && dim > 1) {
+      // A split reduction's slice, k' + slice * s: follows output loop s
+      // in blocks of `slice` when k' (coefficient 1) spans a whole slice.
+      for (int64_t j = 0; j < out.rank(); ++j) {
+        int64_t s = plan.outputLoops[j];
+        int64_t slice = access.coeffs[k][s];
+        if (slice <= 1 || used[j] || out.shape[j] * slice != dim)
+          continue;
+        bool inner =
+            llvm::any_of(llvm::enumerate(access.coeffs[k]), [&](auto c) {
+              return c.value() == 1 && static_cast<int64_t>(c.index()) != s &&
+                     plan.loopRanges[c.index()] == slice;
+            });
+        if (!inner)
+          continue;
+        used[j] = true;
+        chunk = out.chunks[j] * slice;
+        stride = out.tileStrides[j];
+      }
+    }
+    m.chunks.push_back(chunk);
+    m.tileStrides.push_back(stride);
+  }
+  return m;
+}
+
+
+/// Grids costed per op at most (an op is planned several times when its
+/// reduction may split): bounds compile time on many-dimensional ops.
+constexpr int64_t kMaxCandidatesCosted = 1000;
+/// The same bound while comparing an op with its reduction splits: the
+/// comparison needs each option's rough cost, the chosen one is then
+/// planned with the full bound.
+constexpr int64_t kMaxCandidatesCostedInTrials = 300;
+/// How much dearer (estimated) a reduction split with fewer slices may be
+/// and still be chosen over the cheapest. The per-op estimate costs three
+/// sample pieces and no broadcasts, so differences of a few percent are
+/// within its error; fewer slices are a sure saving: each slice is a whole
+/// output-sized partial sum written, exchanged and added, in temporary
+/// memory. (On ResNet-50 the whole-program estimate falls too.)
+constexpr double kSplitTolerance = 0.03;
+
+/// Chunk sizes worth trying for a dimension: near-even splits in powers of
+/// two and the whole dimension.
+std::vector<int64_t> chunkCandidates(int64_t dim, int64_t maxPieces) {
+  std::set<int64_t> chunks;
+  for (int64_t p = 1; p <= std::min(dim, maxPieces); p *= 2)
+    chunks.insert((dim + p - 1) / p);
+  for (int64_t p : {3, 5, 6, 7, 12, 24, 48, 96})
+    if (p <= std::min(dim, maxPieces))
+      chunks.insert((dim + p - 1) / p);
+  // Piece counts that divide the tile count (1472 = 64 x 23 on an IPU2): 23
+  // or 46 pieces of one dimension times a power of two of others fill every
+  // tile, where powers of two alone leave a third of them idle.
+  for (int64_t p = maxPieces; p > 1; p /= 2) {
+    if (p <= dim)
+      chunks.insert((dim + p - 1) / p);
+    if (p % 2 != 0)
+      break;
+  }
+  if (dim <= maxPieces)
+    chunks.insert(1);
+  return {chunks.begin(), chunks.end()};
+}
+
+LogicalResult Planner::planGeneric(Plan &plan) {
+  auto outType = cast<RankedTensorType>(plan.op->getResult(0).getType());
+  std::vector<int64_t> shape(outType.getShape().begin(),
+                             outType.getShape().end());
+  int64_t rank = shape.size();
+  int64_t outBytes = elementBytes(outType);
+  for (const Input &in : plan.inputs)
+    if (!isUnplacedLeaf(in.value) && variableOf(in.value) < 0)
+      return plan.op.emitError(
+          "ipu-plan-tiles: an operand was not placed before "
+          "its use (internal error)");
+
+  // Candidate chunks per dimension, including the chunks of inputs that the
+  // output can follow so elementwise chains stay on their tiles.
+  std::vector<std::vector<int64_t>> cands(rank);
+  for (int64_t j = 0; j < rank; ++j) {
+    cands[j] = chunkCandidates(shape[j], numTiles_);
+    for (const Input &in : plan.inputs) {
+      int64_t var = variableOf(in.value);
+      if (var < 0 || prog_.variables[var].base >= 0 || in.access.full)
+        continue;
+      const TileMapping &m = prog_.variables[var].mapping;
+      for (int64_t k = 0; k < m.rank(); ++k)
+        if (in.access.coeffs[k][plan.outputLoops[j]] == 1 &&
+            m.shape[k] == shape[j])
+          cands[j].push_back(m.chunks[k]);
+    }
+    llvm::sort(cands[j]);
+    cands[j].erase(std::unique(cands[j].begin(), cands[j].end()),
+                   cands[j].end());
+  }
+
+  struct Best {
+    bool valid = false, fits = false;
+    int64_t cycles = 0, memory = 0, pieces = 0;
+    TileMapping mapping;
+  } best;
+  std::vector<int64_t> chunks(rank, 1);
+  // Odometer over the candidate lists, pruned by the tile count.
+  std::vector<size_t> at(rank, 0);
+  int64_t evaluated = 0;
+  while (true) {
+    int64_t pieces = 1;
+    for (int64_t j = 0; j < rank; ++j) {
+      chunks[j] = cands[j][at[j]];
+      pieces *= (shape[j] + chunks[j] - 1) / chunks[j];
+    }
+    if (pieces <= numTiles_) {
+      ++evaluated;
+      TileMapping m;
+      m.shape = shape;
+      m.chunks = chunks;
+      m.tileStrides.assign(rank, 0);
+      int64_t stride = 1;
+      for (int64_t j = rank - 1; j >= 0; --j) {
+        int64_t n = (shape[j] + chunks[j] - 1) / chunks[j];
+        m.tileStrides[j] = n > 1 ? stride : 0;
+        stride *= n;
+      }
+      // Unplaced leaves take the mapping they would get with this plan.
+      size_t tentative = prog_.variables.size();
+      std::vector<int64_t> inVars;
+      for (const Input &in : plan.inputs) {
+        int64_t var = variableOf(in.value);
+        if (var < 0) {
+          runtime::Variable v;
+          auto t = cast<RankedTensorType>(in.value.getType());
+          v.shape.assign(t.getShape().begin(), t.getShape().end());
+          auto aligned = alignedMapping(in.value, in.access, plan, m);
+          v.mapping = aligned ? *aligned
+                              : TileMapping::linear(v.shape, elementBytes(t),
+                                                    numTiles_);
+          v.mapping.shape = v.shape;
+          var = prog_.variables.size();
+          prog_.variables.push_back(std::move(v));
+        }
+        inVars.push_back(var);
+      }
+      // Cost the first, a central and the last piece: edges and holders
+      // differ. The central one is central in every dimension: an operand
+      // placed with the pieces of index 0 along some dimensions (a weight
+      // block, on the first of the tiles sharing it) is local to the first
+      // piece, and to the middle one in row-major order, but remote for
+      // most vertices.
+      std::vector<int64_t> perDim = m.piecesPerDim();
+      std::vector<int64_t> first(rank, 0), central(rank), last(rank);
+      for (int64_t j = 0; j < rank; ++j) {
+        central[j] = perDim[j] / 2;
+        last[j] = perDim[j] - 1;
+      }
+      int64_t worstCycles = 0, worstMemory = 0;
+      for (const std::vector<int64_t> &idx : {first, central, last}) {
+        Box piece = m.pieceBox(idx);
+        int64_t tile = m.tileOf(idx);
+        Box loops;
+        loops.offsets.assign(plan.loopRanges.size(), 0);
+        loops.sizes.assign(plan.loopRanges.begin(), plan.loopRanges.end());
+        for (int64_t j = 0; j < rank; ++j) {
+          loops.offsets[plan.outputLoops[j]] = piece.offsets[j];
+          loops.sizes[plan.outputLoops[j]] = piece.sizes[j];
+        }
+        int64_t received = 0, regions = 0, padding = 0,
+                memory = piece.numElements() * outBytes;
+        for (auto [in, var] : llvm::zip(plan.inputs, inVars)) {
+          const runtime::Variable &v = prog_.variables[var];
+          Box region = in.access.region(loops, v.shape);
+          int64_t bytes = elementBytes(in.value.getType());
+          if (!runtime::isLocalPiece(prog_, var, region, tile)) {
+            received += runtime::remoteBytes(prog_, var, region, tile);
+            regions += runtime::remoteRegions(prog_, var, region, tile);
+            padding += runtime::paddingBytes(prog_, var, region);
+            memory += region.numElements() * bytes;
+          }
+        }
+        int64_t exchange =
+            cost_.exchangePhaseCycles(cost_.tileExchangeCycles(received, regions));
+        // The vertex writes the padding it reads itself.
+        worstCycles =
+            std::max(worstCycles, exchange + vertexCycles(plan, loops, cost_, padding));
+        worstMemory = std::max(worstMemory, memory);
+      }
+      prog_.variables.resize(tentative);
+      bool fits = worstMemory <= budget_;
+      auto better = [&] {
+        if (!best.valid)
+          return true;
+        if (fits != best.fits)
+          return fits;
+        if (!fits)
+          return worstMemory < best.memory;
+        if (worstCycles != best.cycles)
+          return worstCycles < best.cycles;
+        return pieces < best.pieces;
+      };
+      if (better()) {
+        best.valid = true;
+        best.fits = fits;
+        best.cycles = worstCycles;
+        best.memory = worstMemory;
+        best.pieces = pieces;
+        best.mapping = m;
+      }
+    }
+    int64_t j = rank - 1;
+    while (j >= 0 && ++at[j] == cands[j].size())
+      at[j--] = 0;
+    if (j < 0 || evaluated == (inTrial_ ? kMaxCandidatesCostedInTrials
+                                         : kMaxCandidatesCosted))
+      break;
+  }
+  if (!best.valid)
+    return plan.op.emitError("ipu-plan-tiles: no way to split this op over ")
+           << numTiles_ << " tiles";
+  plan.mapping = best.mapping;
+  plan.cycles = best.cycles;
+  plan.fits = best.fits;
+  // Place unplaced operands where this plan reads them.
+  for (const Input &in : plan.inputs) {
+    if (variableOf(in.value) >= 0)
+      continue;
+    Value leaf = deferredViews_.lookup(in.value);
+    if (!leaf)
+      leaf = in.value;
+    if (auto aligned =
+            alignedMapping(in.value, in.access, plan, plan.mapping)) {
+      // A weight loaded twice keeps the placement of its first load.
+      if (auto load = leaf.getDefiningOp<ml_program::GlobalLoadConstOp>();
+          load && globalVars_.count(load.getGlobal().getLeafReference())) {
+        vars_[leaf] = globalVars_[load.getGlobal().getLeafReference()];
+        if (leaf != in.value)
+          addView(in.value, leaf);
+        continue;
+      }
+      TileMapping placed = *aligned;
+      if (leaf.getDefiningOp<ml_program::GlobalLoadConstOp>())
+        placed.firstTile +=
+            weightOffset(plan.mapping, placed, elementBytes(in.value.getType()));
+      placeAligned(in.value, placed);
+    } else {
+      placeLinear(in.value);
+    }
+  }
+  return success();
+}
+
+int64_t Planner::weightOffset(const TileMapping &out, const TileMapping &weight,
+                              int64_t elementBytes) {
+  // A weight follows some of the output's dims (a matmul's columns); its
+  // pieces can sit on the output pieces of any one block of the other dims
+  // (rows), each as near to the pieces that read it. Always taking block 0
+  // puts every layer's weights on the same first tiles (a transformer's
+  // overflow tile 0 while most tiles hold none): take the block whose tiles
+  // hold the fewest weight bytes so far.
+  std::vector<int64_t> perDim = out.piecesPerDim();
+  std::vector<int64_t> blockDims;
+  int64_t blocks = 1;
+  for (size_t j = 0; j < perDim.size(); ++j)
+    if (out.tileStrides[j] > 0 && perDim[j] > 1 &&
+        !llvm::is_contained(weight.tileStrides, out.tileStrides[j])) {
+      blockDims.push_back(j);
+      blocks *= perDim[j];
+    }
+  std::vector<std::pair<int64_t, int64_t>> pieces; // tile, bytes
+  weight.forEachPiece([&](int64_t tile, const runtime::Box &box) {
+    pieces.push_back({tile, box.numElements() * elementBytes});
+  });
+  auto offsetOf = [&](int64_t block) {
+    int64_t offset = 0;
+    for (auto it = blockDims.rbegin(); it != blockDims.rend(); ++it) {
+      offset += (block % perDim[*it]) * out.tileStrides[*it];
+      block /= perDim[*it];
+    }
+    return offset;
+  };
+  // Try at most 64 blocks, spread over all of them.
+  constexpr int64_t kMaxBlocksTried = 64;
+  int64_t step = std::max<int64_t>(1, blocks / kMaxBlocksTried);
+  int64_t bestOffset = 0, bestLoad = INT64_MAX;
+  for (int64_t block = 0; block < blocks; block += step) {
+    int64_t offset = offsetOf(block), load = 0;
+    for (auto [tile, bytes] : pieces)
+      load = std::max(load, weightBytesOnTile_[tile + offset] + bytes);
+    if (load < bestLoad) {
+      bestLoad = load;
+      bestOffset = offset;
+    }
+  }
+  for (auto [tile, bytes] : pieces)
+    weightBytesOnTile_[tile + bestOffset] += bytes;
+  return bestOffset;
+}
+
+LogicalResult Planner::planOp(linalg::GenericOp generic, linalg::GenericOp resultOf) {
+  Plan plan;
+  if (failed(describe(generic, plan)))
+    return failure();
+  if (generic->getNumResults() == 1)
+    std::tie(plan.epilogue, plan.epilogueReshape) =
+        epilogueOf(generic, (resultOf ? resultOf : generic)->getResult(0));
+  if (plan.epilogue &&
+      failed(addEpilogueInputs(generic, (resultOf ? resultOf : generic)->getResult(0), plan,
+                               [&](Value v) { return variableOf(v) >= 0 || isUnplacedLeaf(v); })))
+    plan.epilogue = {}, plan.epilogueReshape = nullptr;
+  // A producer whose only use is the init of a later generic takes that
+  // generic's mapping and is updated in place by it.
+  if (generic->getNumResults() == 1 && generic->hasOneUse()) {
+    auto user = dyn_cast<linalg::GenericOp>(*generic->getUsers().begin());
+    if (user && user->getNumResults() == 1 &&
+        user.getDpsInitOperand(0)->get() == generic->getResult(0))
+      plan.isInitProducer = true;
+  }
+  if (!plan.isInitProducer) {
+    // This op's own init, if computed by a deferred producer.
+    Value init = generic.getDpsInitOperand(0)->get();
+    if (auto producer = init.getDefiningOp<linalg::GenericOp>();
+        producer && planOf_.count(producer) &&
+        plans_[planOf_[producer]].isInitProducer) {
+      plan.initProducer = producer;
+      if (std::optional<arith::ConstantOp> cst = constantFillValue(producer))
+        plan.initFill = cst->getValue();
+    }
+    if (plan.readsInit && !plan.initProducer) {
+      // Read the init like any other input, through the output map.
+      for (OpOperand &o : generic.getDpsInitsMutable()) {
+        Input input;
+        input.value = o.get();
+        input.map = generic.getMatchingIndexingMap(&o);
+        input.access = toAccessMap(input.map);
+        if (variableOf(input.value) < 0 && !isUnplacedLeaf(input.value))
+          return generic.emitError("ipu-plan-tiles: an init that is not placed");
+        plan.inputs.push_back(input);
+      }
+    }
+    if (failed(planGeneric(plan)))
+      return failure();
+    if (plan.initProducer) {
+      Plan &producer = plans_[planOf_[plan.initProducer]];
+      mappingUndo_.emplace_back(planOf_[plan.initProducer], producer.mapping);
+      producer.mapping = plan.mapping;
+      int64_t var = addVariable(plan.initProducer->getResult(0), plan.mapping);
+      vars_[generic->getResult(0)] = var;
+      // The producer's inputs were waiting for this placement.
+      for (const Input &in : producer.inputs)
+        if (variableOf(in.value) < 0) {
+          if (auto aligned = alignedMapping(in.value, in.access, producer,
+                                            producer.mapping))
+            placeAligned(in.value, *aligned);
+          else
+            placeLinear(in.value);
+        }
+    } else {
+      for (Value r : generic->getResults())
+        addVariable(r, plan.mapping);
+    }
+    // The epilogue updates the op's result in place: one variable (seen
+    // through the reshape, a view of it).
+    if (plan.epilogue) {
+      if (plan.epilogueReshape) {
+        addView(plan.epilogueReshape->getResult(0), generic->getResult(0));
+        addView(plan.epilogue->getResult(0), generic->getResult(0));
+      } else {
+        vars_[plan.epilogue->getResult(0)] = variableOf(generic->getResult(0));
+      }
+      if (!inTrial_) {
+        absorbed_.insert(plan.epilogue);
+        if (plan.epilogueReshape)
+          absorbed_.insert(plan.epilogueReshape);
+      }
+    }
+  }
+  planOf_[generic] = plans_.size();
+  plans_.push_back(std::move(plan));
+  return success();
+}
+
+LogicalResult Planner::planOpOrSplit(linalg::GenericOp op) {
+  // Nothing to compute: the (empty) result is placed and the op becomes
+  // an allocation.
+  if (llvm::any_of(op->getResultTypes(), [](Type t) {
+        return cast<RankedTensorType>(t).getNumElements() == 0;
+      })) {
+    Plan plan;
+    plan.op = op;
+    plan.isEmpty = true;
+    for (Value r : op->getResults())
+      placeLinear(r);
+    planOf_[op] = plans_.size();
+    plans_.push_back(std::move(plan));
+    return success();
+  }
+  std::optional<Accumulation> acc = accumulationOf(op);
+  if (!acc)
+    return planOp(op);
+  // The reduction loop to split: the longest (a convolution's input
+  // channels, a matmul's k, a pooling window's rows).
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  auto iterators = op.getIteratorTypesArray();
+  int64_t loop = -1;
+  for (auto [i, it] : llvm::enumerate(iterators))
+    if (it == utils::IteratorType::reduction &&
+        (loop < 0 || ranges[i] > ranges[loop]))
+      loop = i;
+  int64_t range = ranges[loop];
+
+  // The op as it is.
+  Snapshot before = snapshot();
+  inTrial_ = true;
+  if (failed(planOp(op))) {
+    inTrial_ = false;
+    return failure();
+  }
+  int64_t bestCycles = plans_.back().cycles, bestPieces = 1;
+  bool bestFits = plans_.back().fits;
+  // Every option that fits, by increasing slices: (slices, cycles).
+  SmallVector<std::pair<int64_t, int64_t>> fitting;
+  if (bestFits)
+    fitting.emplace_back(1, bestCycles);
+  restore(before);
+
+  // Split into slices of at least 4 iterations; each split pays the
+  // combining step and one more sync. More slices cost less exchange per
+  // vertex and more combining: the cost falls, then rises, so the search
+  // stops at the first fitting split that is worse than the one before.
+  int64_t previousCycles = -1;
+  for (int64_t pieces = 2; pieces <= range / 4 && pieces <= numTiles_;
+       pieces *= 2) {
+    if (range % pieces != 0)
+      break;
+    SplitOps split = splitReduction(op, *acc, loop, pieces);
+    bool planned;
+    {
+      // A split the planner cannot place is just not a candidate.
+      ScopedDiagnosticHandler quiet(op.getContext(),
+                                    [](Diagnostic &) { return success(); });
+      planned = succeeded(planOp(split.fill)) &&
+                succeeded(planOp(split.partial)) &&
+                succeeded(planOp(split.combine, op));
+    }
+    int64_t cycles = 0;
+    bool fits = planned;
+    if (planned) {
+      const Plan &partial = plans_[planOf_[split.partial]];
+      const Plan &combine = plans_[planOf_[split.combine]];
+      cycles = partial.cycles + combine.cycles + cost_.stepSyncCycles();
+      fits = partial.fits && combine.fits;
+    }
+    restore(before);
+    for (Operation *created : llvm::reverse(split.created))
+      created->erase();
+    if (!planned)
+      continue;
+    if ((fits && !bestFits) || (fits == bestFits && cycles < bestCycles)) {
+      bestCycles = cycles;
+      bestFits = fits;
+      bestPieces = pieces;
+    }
+    if (fits)
+      fitting.emplace_back(pieces, cycles);
+    if (fits && previousCycles >= 0 && cycles > previousCycles)
+      break;
+    previousCycles = fits ? cycles : -1;
+  }
+  inTrial_ = false;
+  // The fewest slices within kSplitTolerance of the cheapest.
+  if (bestFits)
+    for (auto [pieces, cycles] : fitting)
+      if (cycles <= bestCycles * (1 + kSplitTolerance)) {
+        bestPieces = pieces;
+        break;
+      }
+  if (bestPieces == 1)
+    return planOp(op);
+  SplitOps split = splitReduction(op, *acc, loop, bestPieces);
+  if (failed(planOp(split.fill)) || failed(planOp(split.partial)) ||
+      failed(planOp(split.combine, op)))
+    return failure();
+  op->replaceAllUsesWith(split.combine->getResults());
+  op->erase();
+  return success();
+}
+
+LogicalResult Planner::plan() {
+  Block &body = main_.getBody().front();
+  // Inserts update their destination in place: a destination shared (CSE
+  // merges identical pads' fills) is recomputed for each.
+  SmallVector<tensor::InsertSliceOp> inserts(
+      body.getOps<tensor::InsertSliceOp>());
+  for (tensor::InsertSliceOp insert : inserts) {
+    Value dest = insert.getDest();
+    Operation *def = dest.getDefiningOp();
+    if (dest.hasOneUse() || !def || !isPure(def) || def->getNumResults() != 1)
+      continue;
+    OpBuilder b(insert);
+    insert.getDestMutable().assign(b.clone(*def)->getResult(0));
+  }
+  // Likewise a reduction accumulates into its init: a fill shared by several
+  // (CSE merges the zero fills of convolutions and matmuls) is made again
+  // for each, so that each folds its own into its vertices instead of
+  // reading a fill materialized by a step of its own.
+  for (auto generic : llvm::to_vector(body.getOps<linalg::GenericOp>())) {
+    if (generic.getNumDpsInits() != 1 || generic.getNumReductionLoops() == 0)
+      continue;
+    // Fills are generalized by ipu-prepare-for-mapping.
+    OpOperand *init = generic.getDpsInitOperand(0);
+    auto fill = init->get().getDefiningOp<linalg::GenericOp>();
+    if (!fill || init->get().hasOneUse() || !constantFillValue(fill))
+      continue;
+    OpBuilder b(generic);
+    init->assign(b.clone(*fill)->getResult(0));
+  }
+  // Over a copy of the op list: splitting a reduction inserts ops before
+  // the one being planned (planned on the spot) and erases it.
+  SmallVector<Operation *> ops;
+  for (Operation &op : body)
+    ops.push_back(&op);
+  for (Operation *opPtr : ops) {
+    Operation &op = *opPtr;
+    if (isa<func::ReturnOp>(op)) {
+      for (Value v : op.getOperands())
+        if (variableOf(v) < 0)
+          placeLinear(v);
+      continue;
+    }
+    if (isa<arith::ConstantOp, ml_program::GlobalLoadConstOp, tensor::EmptyOp>(
+            op))
+      continue;
+    if (absorbed_.contains(&op))
+      continue;
+    if (auto generic = dyn_cast<linalg::GenericOp>(op)) {
+      // A padding fill waits for its insert, which may make it a padded
+      // view and the fill nothing.
+      if (paddingInsertOf(generic)) {
+        paddingFills_.insert(generic);
+        continue;
+      }
+      if (failed(planOpOrSplit(generic)))
+        return failure();
+      continue;
+    }
+    if (auto insert = dyn_cast<tensor::InsertSliceOp>(op)) {
+      placeLinear(insert.getSource());
+      if (Operation *fill = insert.getDest().getDefiningOp();
+          fill && paddingFills_.contains(fill)) {
+        if (succeeded(addPaddedView(insert)))
+          continue;
+        // Padded for real: the fill is a step after all.
+        paddingFills_.erase(fill);
+        if (failed(planOpOrSplit(cast<linalg::GenericOp>(fill))))
+          return failure();
+      }
+      Value dest = insert.getDest();
+      if (!dest.hasOneUse())
+        return insert.emitError(
+            "ipu-plan-tiles: an insert into a value that has "
+            "other uses");
+      if (dest.getDefiningOp<tensor::EmptyOp>() && variableOf(dest) < 0)
+        placeLinear(dest);
+      if (variableOf(dest) < 0)
+        return insert.emitError("ipu-plan-tiles: insert destination not placed");
+      vars_[insert.getResult()] = variableOf(dest);
+      continue;
+    }
+    if (auto slice = dyn_cast<tensor::ExtractSliceOp>(op)) {
+      if (!llvm::all_of(slice.getStaticStrides(),
+                        [](int64_t s) { return s == 1; }) ||
+          slice.getSourceType().getRank() != slice.getType().getRank())
+        return slice.emitError(
+            "ipu-plan-tiles: slices need unit strides and the "
+            "source's rank (run ipu-prepare-for-mapping first)");
+      placeLinear(slice.getSource());
+      placeLinear(slice.getResult());
+      continue;
+    }
+    if (isa<tensor::ReshapeOp, tensor::CollapseShapeOp, tensor::ExpandShapeOp>(
+            op)) {
+      Value source = op.getOperand(0), view = op.getResult(0);
+      if (variableOf(source) < 0 && source.getDefiningOp<ml_program::GlobalLoadConstOp>() &&
+          differsByUnitDims(cast<RankedTensorType>(source.getType()).getShape(),
+                            cast<RankedTensorType>(view.getType()).getShape()) &&
+          !view.use_empty() &&
+          llvm::all_of(view.getUsers(), [](Operation *u) { return isa<linalg::GenericOp>(u); })) {
+        deferredViews_[view] = source;
+        continue;
+      }
+      placeLinear(source);
+      if (addView(view, source) < 0)
+        return op.emitError("ipu-plan-tiles: a reshape of a padded value other than by "
+                            "unit dimensions (internal error: padded views are only "
+                            "made for values generics read)");
+      continue;
+    }
+    bool onTensors = llvm::any_of(op.getResultTypes(),
+                                  [](Type t) { return isa<TensorType>(t); });
+    if (onTensors)
+      return op.emitError("ipu-plan-tiles: cannot place '")
+             << op.getName()
+             << "' on tiles (expected linalg.generic, inserts, "
+                "reshapes; run ipu-prepare-for-mapping first)";
+  }
+  // Inputs nobody reads are still streamed somewhere.
+  for (BlockArgument arg : main_.getArguments())
+    placeLinear(arg);
+  for (auto [view, source] : deferredViews_)
+    if (variableOf(view) < 0)
+      placeLinear(view);
+  return success();
+}
+
+
+void Planner::record() {
+  MLIRContext *ctx = module_.getContext();
+  auto mappingOf = [&](Value v) {
+    return ipu::toAttr(ctx, prog_.variables[variableOf(v)].mapping);
+  };
+  for (BlockArgument arg : main_.getArguments())
+    if (variableOf(arg) >= 0)
+      main_.setArgAttr(arg.getArgNumber(), ipu::kMappingAttrName, mappingOf(arg));
+  for (Operation &op : main_.getBody().front()) {
+    if (auto generic = dyn_cast<linalg::GenericOp>(op)) {
+      // Absorbed epilogues and padding fills have no plan of their own.
+      auto it = planOf_.find(generic);
+      if (it == planOf_.end())
+        continue;
+      const Plan &plan = plans_[it->second];
+      // An op without elements is only allocations, placed as leaves are.
+      ipu::MappingAttr mapping = plan.isEmpty ? mappingOf(generic->getResult(0))
+                                              : ipu::toAttr(ctx, plan.mapping);
+      generic->setAttr(ipu::kPlanAttrName,
+                       ipu::PlanAttr::get(ctx, mapping, static_cast<bool>(plan.epilogue),
+                                          static_cast<bool>(plan.initProducer)));
+      ++numPlanned;
+      numEpilogues += plan.epilogue ? 1 : 0;
+      numOverBudget += plan.fits ? 0 : 1;
+      LLVM_DEBUG(llvm::dbgs() << "plan " << generic->getLoc() << ": "
+                              << generic->getAttr(ipu::kPlanAttrName) << ", " << plan.cycles
+                              << " cycles per vertex" << (plan.fits ? "" : ", over budget")
+                              << "\n");
+      continue;
+    }
+    if (auto insert = dyn_cast<tensor::InsertSliceOp>(op)) {
+      if (int64_t var = variableOf(insert.getResult());
+          var >= 0 && prog_.variables[var].isPadded())
+        insert->setAttr(ipu::kPaddedViewAttrName, UnitAttr::get(ctx));
+      continue;
+    }
+    if (isa<ml_program::GlobalLoadConstOp, tensor::EmptyOp, tensor::ExtractSliceOp>(op) &&
+        variableOf(op.getResult(0)) >= 0)
+      op.setAttr(ipu::kMappingAttrName, mappingOf(op.getResult(0)));
+  }
+}
+
+struct IPUPlanTiles : tessera::ipu::impl::IPUPlanTilesBase<IPUPlanTiles> {
+  using IPUPlanTilesBase::IPUPlanTilesBase;
+  /// Fills (generalized: a generic of scalars into an empty tensor), empty
+  /// tensors and constants.
+  static bool isCheapToClone(Operation *op) {
+    if (isa<linalg::FillOp, tensor::EmptyOp, arith::ConstantOp>(op))
+      return true;
+    auto generic = dyn_cast<linalg::GenericOp>(op);
+    return generic && llvm::all_of(generic.getDpsInputs(), [](Value in) {
+             return !isa<ShapedType>(in.getType());
+           }) && llvm::all_of(generic.getDpsInits(), [](Value init) {
+             return init.getDefiningOp<tensor::EmptyOp>() != nullptr;
+           });
+  }
+
+  /// A value that is both an input and the init of one op (CSE merges a
+  /// zero constant operand with a matmul's zero fill) would need two
+  /// regions on the same tiles; each op gets its own copy of the init's
+  /// producer instead (a fill, an empty tensor or a constant: cheap).
+  static void separateInitsFromInputs(func::FuncOp main) {
+    main.walk([](linalg::LinalgOp op) {
+      for (OpOperand &init : op.getDpsInitsMutable()) {
+        Value v = init.get();
+        bool alsoInput = llvm::any_of(op.getDpsInputOperands(), [&](OpOperand *in) {
+          return in->get() == v;
+        });
+        Operation *producer = v.getDefiningOp();
+        if (!alsoInput || !producer || !isCheapToClone(producer))
+          continue;
+        OpBuilder b(op);
+        init.set(b.clone(*producer)->getResult(cast<OpResult>(v).getResultNumber()));
+      }
+    });
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (availableMemoryProportion <= 0 || availableMemoryProportion > 1) {
+      module.emitError("--available-memory-proportion must be in (0, 1], got ")
+          << availableMemoryProportion;
+      return signalPassFailure();
+    }
+    FailureOr<target::IPUTarget> target = ipu::getTarget(module);
+    if (failed(target))
+      return signalPassFailure();
+    auto main = module.lookupSymbol<func::FuncOp>("main");
+    if (!main) {
+      module.emitError("ipu-plan-tiles: the module has no @main");
+      return signalPassFailure();
+    }
+    if (!main.getBody().hasOneBlock()) {
+      main.emitError(
+          "ipu-plan-tiles: @main must be a single block (no control flow)");
+      return signalPassFailure();
+    }
+    separateInitsFromInputs(main);
+    Planner planner(module, main, *target, availableMemoryProportion);
+    if (failed(planner.plan()))
+      return signalPassFailure();
+    planner.record();
+  }
+};
+
+} // namespace
+

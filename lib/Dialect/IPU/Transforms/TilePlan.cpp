@@ -1,0 +1,380 @@
+//===- TilePlan.cpp - what the tile planner and its rewrite share --------===//
+
+#include "TilePlan.h"
+
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/Transforms/RegionUtils.h"
+
+using namespace mlir;
+
+namespace tessera::ipu::tiling {
+
+int64_t elementBytes(Type t) {
+  Type e = getElementTypeOrSelf(t);
+  if (e.isIndex())
+    return 8;
+  return std::max<int64_t>(1, (e.getIntOrFloatBitWidth() + 7) / 8);
+}
+
+/// `map` as an AccessMap; `full` (read whole) when it is not a box read.
+AccessMap toAccessMap(AffineMap map) {
+  if (std::optional<AccessMap> box = ipu::toBoxAccess(map))
+    return *box;
+  AccessMap a;
+  a.coeffs.assign(map.getNumResults(),
+                  std::vector<int64_t>(map.getNumDims(), 0));
+  a.consts.assign(map.getNumResults(), 0);
+  a.full = true;
+  return a;
+}
+
+/// The constant `op` fills its result with, when it only does that: no
+/// tensor inputs, the init not read, a constant yielded (a reduction's zeros,
+/// the identity of a split reduction's partials).
+std::optional<arith::ConstantOp> constantFillValue(linalg::GenericOp op) {
+  if (op->getNumResults() != 1 || op.hasIndexSemantics() ||
+      llvm::any_of(op.getDpsInputs(),
+                   [](Value in) { return isa<ShapedType>(in.getType()); }) ||
+      op.payloadUsesValueFromOperand(op.getDpsInitOperand(0)))
+    return std::nullopt;
+  Value yielded = op.getRegion().front().getTerminator()->getOperand(0);
+  // A generalized linalg.fill yields its scalar operand's block argument.
+  if (auto arg = dyn_cast<BlockArgument>(yielded);
+      arg && arg.getOwner() == &op.getRegion().front() &&
+      arg.getArgNumber() < op.getNumDpsInputs())
+    yielded = op.getDpsInputOperand(arg.getArgNumber())->get();
+  if (auto cst = yielded.getDefiningOp<arith::ConstantOp>())
+    return cst;
+  return std::nullopt;
+}
+
+/// How the body of `op` reads `captured`, a tensor defined above it, as a
+/// map in the loops with extents: dimension k follows loop l when every
+/// tensor.extract of it takes `linalg.index l` there (a gather's columns);
+/// other dimensions are read whole (a gather's rows, at data-dependent
+/// places). `full` when no dimension follows a loop or the body uses the
+/// tensor otherwise.
+static void capturedAccess(linalg::GenericOp op, Value captured, AffineMap &map,
+                    AccessMap &access) {
+  auto type = cast<RankedTensorType>(captured.getType());
+  int64_t rank = type.getRank();
+  constexpr int64_t kUnseen = -2, kWhole = -1;
+  SmallVector<int64_t> follows(rank, kUnseen);
+  bool onlyExtracts = true;
+  for (Operation *user : captured.getUsers()) {
+    if (!op->isProperAncestor(user))
+      continue;
+    auto extract = dyn_cast<tensor::ExtractOp>(user);
+    if (!extract) {
+      onlyExtracts = false;
+      break;
+    }
+    for (auto [k, index] : llvm::enumerate(extract.getIndices())) {
+      auto loop = index.getDefiningOp<linalg::IndexOp>();
+      int64_t l = loop && loop->getParentOp() == op.getOperation()
+                      ? static_cast<int64_t>(loop.getDim())
+                      : kWhole;
+      follows[k] = follows[k] == kUnseen || follows[k] == l ? l : kWhole;
+    }
+  }
+  MLIRContext *ctx = op.getContext();
+  unsigned numLoops = op.getNumLoops();
+  SmallVector<AffineExpr> exprs;
+  SmallVector<int64_t> extents;
+  for (int64_t k = 0; k < rank; ++k) {
+    bool follow = onlyExtracts && follows[k] >= 0;
+    exprs.push_back(follow ? getAffineDimExpr(follows[k], ctx)
+                           : getAffineConstantExpr(0, ctx));
+    extents.push_back(follow ? 1 : type.getDimSize(k));
+  }
+  map = AffineMap::get(numLoops, 0, exprs, ctx);
+  access = toAccessMap(map);
+  if (llvm::all_of(exprs, [](AffineExpr e) { return isa<AffineConstantExpr>(e); })) {
+    access.full = true;
+    return;
+  }
+  access.extents.assign(extents.begin(), extents.end());
+}
+/// its reshape to `to`, which only adds or drops unit dimensions.
+AffineMap reshapedMap(AffineMap map, ArrayRef<int64_t> from, ArrayRef<int64_t> to) {
+  SmallVector<AffineExpr> exprs;
+  size_t j = 0;
+  for (int64_t d : to) {
+    if (d == 1) {
+      exprs.push_back(getAffineConstantExpr(0, map.getContext()));
+      continue;
+    }
+    while (from[j] == 1)
+      ++j;
+    exprs.push_back(map.getResult(j++));
+  }
+  return AffineMap::get(map.getNumDims(), map.getNumSymbols(), exprs, map.getContext());
+}
+
+/// Whether `a` and `b` hold the same dimensions but for unit ones.
+bool differsByUnitDims(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
+  auto nonUnit = [](ArrayRef<int64_t> shape) {
+    SmallVector<int64_t> dims;
+    for (int64_t d : shape)
+      if (d != 1)
+        dims.push_back(d);
+    return dims;
+  };
+  return nonUnit(a) == nonUnit(b);
+}
+
+/// The insert that pads a value with `fill`'s constant, when it can be a
+/// padded view (virtual padding): `fill` fills the insert's destination and
+/// nothing else, the insert writes its whole source at static offsets, and
+/// only generics read the padded result, as inputs.
+tensor::InsertSliceOp paddingInsertOf(linalg::GenericOp fill) {
+  if (!constantFillValue(fill) || !fill->hasOneUse())
+    return {};
+  auto insert = dyn_cast<tensor::InsertSliceOp>(*fill->getUsers().begin());
+  if (!insert || insert.getDest() != fill->getResult(0) ||
+      insert.getSourceType().getRank() != insert.getDestType().getRank() ||
+      !insert.getSourceType().hasStaticShape() || !insert.getDestType().hasStaticShape() ||
+      llvm::any_of(insert.getStaticOffsets(), ShapedType::isDynamic) ||
+      !llvm::all_of(insert.getStaticStrides(), [](int64_t s) { return s == 1; }) ||
+      llvm::ArrayRef(insert.getStaticSizes()) != insert.getSourceType().getShape())
+    return {};
+  // Readers: generics, as inputs, directly or through reshapes that only
+  // insert or drop unit dimensions (a convolution's group dimension).
+  std::function<bool(Value)> readByGenericsOnly = [&](Value v) {
+    if (v.use_empty())
+      return false;
+    for (OpOperand &use : v.getUses()) {
+      Operation *user = use.getOwner();
+      if (auto reader = dyn_cast<linalg::GenericOp>(user)) {
+        if (reader.isDpsInit(&use))
+          return false;
+        continue;
+      }
+      if (!isa<tensor::ReshapeOp, tensor::CollapseShapeOp, tensor::ExpandShapeOp>(user) ||
+          !differsByUnitDims(cast<RankedTensorType>(v.getType()).getShape(),
+                             cast<RankedTensorType>(user->getResult(0).getType()).getShape()) ||
+          !readByGenericsOnly(user->getResult(0)))
+        return false;
+    }
+    return true;
+  };
+  return readByGenericsOnly(insert.getResult()) ? insert : tensor::InsertSliceOp();
+}
+
+/// The op `reduction`'s result's only reader, when it can run as an
+/// epilogue of the vertices computing that result: an all-parallel generic
+/// reading that result element for element (identity maps, the result's
+/// type and shape) and any other inputs at the same indices or broadcast
+/// along some (a residual Add and its Relu, a bias), into an output it does
+/// not read, with only constants from outside its body.
+/// Not for ops without reductions: ipu-fuse-elementwise fuses those chains
+/// before.
+std::pair<linalg::GenericOp, Operation *> epilogueOf(linalg::GenericOp reduction,
+                                                     Value result) {
+  if (reduction.getNumReductionLoops() == 0 || !result.hasOneUse())
+    return {};
+  // Through a reshape of unit dimensions only.
+  Operation *reshape = *result.getUsers().begin();
+  if (isa<tensor::ReshapeOp, tensor::CollapseShapeOp, tensor::ExpandShapeOp>(reshape) &&
+      reshape->getResult(0).hasOneUse() &&
+      cast<RankedTensorType>(reshape->getResult(0).getType()).hasStaticShape() &&
+      differsByUnitDims(cast<RankedTensorType>(result.getType()).getShape(),
+                        cast<RankedTensorType>(reshape->getResult(0).getType()).getShape()))
+    result = reshape->getResult(0);
+  else
+    reshape = nullptr;
+  auto user = dyn_cast<linalg::GenericOp>(*result.getUsers().begin());
+  if (!user || user->getBlock() != reduction->getBlock() || user.getNumDpsInits() != 1 ||
+      user->getNumResults() != 1 || user.getNumLoops() != user.getNumParallelLoops() ||
+      user.hasIndexSemantics() || user.payloadUsesValueFromOperand(user.getDpsInitOperand(0)) ||
+      user->getResult(0).getType() != result.getType() ||
+      llvm::count(user.getDpsInputs(), result) != 1)
+    return {};
+  // The result and the output element for element; other operands at
+  // those indices or broadcast along some (a bias).
+  for (OpOperand &operand : user->getOpOperands()) {
+    AffineMap map = user.getMatchingIndexingMap(&operand);
+    auto type = dyn_cast<RankedTensorType>(operand.get().getType());
+    bool elementForElement = operand.get() == result || user.isDpsInit(&operand);
+    if (elementForElement ? !map.isIdentity()
+                          : !type || !type.hasStaticShape() || !map.isProjectedPermutation())
+      return {};
+  }
+  llvm::SetVector<Value> captured;
+  getUsedValuesDefinedAbove(user.getRegion(), captured);
+  if (!llvm::all_of(captured, [](Value v) { return v.getDefiningOp<arith::ConstantOp>(); }))
+    return {};
+  return {user, reshape};
+}
+
+
+LogicalResult describe(linalg::GenericOp op, Plan &plan) {
+  plan.op = op;
+  for (Type t : op->getResultTypes())
+    if (!cast<RankedTensorType>(t).hasStaticShape())
+      return op.emitError("tile mapping needs static shapes");
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  plan.loopRanges.assign(ranges.begin(), ranges.end());
+  for (int64_t r : plan.loopRanges)
+    if (ShapedType::isDynamic(r))
+      return op.emitError("tile mapping needs static loop ranges");
+  // Every output reads the same projected permutation of parallel loops.
+  AffineMap outMap = op.getMatchingIndexingMap(op.getDpsInitOperand(0));
+  if (!outMap.isProjectedPermutation())
+    return op.emitError("tile mapping: outputs must be indexed by a projected "
+                        "permutation of the loops");
+  for (OpOperand &init : op.getDpsInitsMutable())
+    if (op.getMatchingIndexingMap(&init) != outMap)
+      return op.emitError("tile mapping: outputs with different indexing maps "
+                          "are not supported");
+  for (AffineExpr e : outMap.getResults()) {
+    unsigned d = cast<AffineDimExpr>(e).getPosition();
+    if (op.getIteratorTypesArray()[d] != utils::IteratorType::parallel)
+      return op.emitError(
+          "tile mapping: an output indexed by a reduction loop");
+    plan.outputLoops.push_back(d);
+  }
+  for (OpOperand *in : op.getDpsInputOperands()) {
+    if (!isa<RankedTensorType>(in->get().getType())) {
+      // Scalars are cloned into the kernel: they must be constants.
+      if (!matchPattern(in->get(), m_Constant()))
+        return op.emitError(
+            "tile mapping: a scalar operand that is not a constant");
+      continue;
+    }
+    // Uninitialized operands (a pooling window's shape) need no data: the
+    // kernel makes its own.
+    if (in->get().getDefiningOp<tensor::EmptyOp>())
+      continue;
+    Input input;
+    input.value = in->get();
+    input.map = op.getMatchingIndexingMap(in);
+    input.access = toAccessMap(input.map);
+    // An operand indexed by no loop is not sliced by tiling: read it whole.
+    if (!input.access.full &&
+        llvm::none_of(
+            input.map.getResults(),
+            [](AffineExpr e) { return !isa<AffineConstantExpr>(e); }) &&
+        cast<RankedTensorType>(input.value.getType()).getNumElements() > 1)
+      input.access.full = true;
+    plan.inputs.push_back(input);
+  }
+  plan.readsInit = llvm::any_of(op.getDpsInitsMutable(), [&](OpOperand &o) {
+    return op.payloadUsesValueFromOperand(&o);
+  });
+  // Tensors the body reads at data-dependent places (gathers, resizes).
+  llvm::SetVector<Value> captured;
+  getUsedValuesDefinedAbove(op.getRegion(), captured);
+  for (Value v : captured) {
+    if (isa<RankedTensorType>(v.getType())) {
+      Input input;
+      input.value = v;
+      input.captured = true;
+      capturedAccess(op, v, input.map, input.access);
+      plan.inputs.push_back(input);
+    } else if (!matchPattern(v, m_Constant())) {
+      return op.emitError("tile mapping: the body reads a non-constant scalar "
+                          "defined outside it");
+    }
+  }
+  // Contractions: a reduction loop and a multiply in the body.
+  bool hasReduction = op.getNumReductionLoops() > 0;
+  bool multiplies = false;
+  op.getRegion().walk([&](Operation *o) {
+    multiplies |= isa<arith::MulFOp, arith::MulIOp>(o);
+  });
+  if (hasReduction && multiplies) {
+    int64_t macs = 1;
+    for (int64_t r : plan.loopRanges)
+      macs *= r;
+    plan.macs = macs;
+  }
+  return success();
+}
+
+/// Vector instructions per element of an elementwise body, as the cost
+/// model weighs each operation (transcendentals and divisions take several).
+static int64_t bodyInstructions(linalg::GenericOp op, const target::CostModel &cost) {
+  using Instruction = target::CostModel::Instruction;
+  int64_t instructions = 0;
+  op.getRegion().walk([&](Operation *o) {
+    if (isa<linalg::YieldOp, linalg::IndexOp, arith::ConstantOp>(o))
+      return;
+    bool transcendental = isa<math::MathDialect>(o->getDialect()) || isa<arith::DivFOp>(o);
+    instructions += cost.instructionCycles(transcendental ? Instruction::Transcendental
+                                                          : Instruction::Simple);
+  });
+  return std::max<int64_t>(instructions, 1);
+}
+
+int64_t vertexCycles(const Plan &plan, const Box &loops, const target::CostModel &cost,
+                     int64_t fillBytes) {
+  target::VertexWork work;
+  work.iterations = loops.numElements();
+  // Rows of the output piece: the vertex's inner loop runs along the
+  // output's last dimension, set up again for each row.
+  for (size_t k = 0; k + 1 < plan.outputLoops.size(); ++k)
+    work.rows *= loops.sizes[plan.outputLoops[k]];
+  Type elem = getElementTypeOrSelf(plan.op->getResult(0).getType());
+  work.elementBytes = elementBytes(elem);
+  work.halfPrecision = elem.isF16() || elem.isBF16();
+  work.contraction = plan.macs > 0;
+  if (!work.contraction)
+    work.instructions = bodyInstructions(plan.op, cost);
+  if (plan.epilogue) {
+    work.epilogueElements = 1;
+    for (int64_t l : plan.outputLoops)
+      work.epilogueElements *= loops.sizes[l];
+    work.epilogueInstructions = bodyInstructions(plan.epilogue, cost);
+  }
+  work.fillBytes = fillBytes;
+  return cost.vertexCycles(work);
+}
+
+int64_t vertexCodeBytes(const Plan &plan, const target::CostModel &cost) {
+  int64_t ops = 0;
+  for (linalg::GenericOp op : {plan.op, plan.epilogue})
+    if (op)
+      op.getRegion().walk([&](Operation *) { ++ops; });
+  return cost.vertexCodeBytes(plan.loopRanges.size(), ops);
+}
+
+LogicalResult addEpilogueInputs(linalg::GenericOp generic, Value result, Plan &plan,
+                                llvm::function_ref<bool(Value)> canRead) {
+  if (plan.epilogueReshape)
+    result = plan.epilogueReshape->getResult(0);
+  // The output's indices in the op's loops, as indices of the epilogue's
+  // operands (through the reshape).
+  AffineMap outMap = generic.getMatchingIndexingMap(generic.getDpsInitOperand(0));
+  if (plan.epilogueReshape)
+    outMap = reshapedMap(outMap,
+                         cast<RankedTensorType>(generic->getResult(0).getType()).getShape(),
+                         cast<RankedTensorType>(result.getType()).getShape());
+  std::vector<Input> inputs;
+  for (OpOperand *operand : plan.epilogue.getDpsInputOperands()) {
+    Value v = operand->get();
+    if (v == result) {
+      plan.epilogueResultOperand = operand->getOperandNumber();
+      continue;
+    }
+    bool before = isa<BlockArgument>(v) ||
+                  (v.getDefiningOp()->getBlock() == generic->getBlock() &&
+                   v.getDefiningOp()->isBeforeInBlock(generic));
+    if (!before || !canRead(v))
+      return failure();
+    Input in;
+    in.value = v;
+    in.map = plan.epilogue.getMatchingIndexingMap(operand).compose(outMap);
+    in.access = toAccessMap(in.map);
+    inputs.push_back(in);
+  }
+  for (Input &in : inputs) {
+    plan.epilogueInputs.push_back(plan.inputs.size());
+    plan.inputs.push_back(std::move(in));
+  }
+  return success();
+}
+
+
+} // namespace tessera::ipu::tiling

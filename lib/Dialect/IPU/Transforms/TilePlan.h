@@ -1,0 +1,130 @@
+//===- TilePlan.h - what the tile planner and its rewrite share -*- C++ -*-===//
+//
+// ipu-plan-tiles decides how each linalg.generic of @main runs on the tiles
+// and records it as an #ipu.plan; ipu-map-tiles applies the plans. Both see
+// an op the same way: its loops, the regions each vertex reads of each
+// input (`describe`), the elementwise reader it may absorb as an epilogue,
+// the constant fill its vertices may do instead of a step of its own, and
+// the cycles one of its vertices takes (through the target's CostModel).
+// Those shared readings live here, private to the IPU transforms.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_LIB_DIALECT_IPU_TRANSFORMS_TILEPLAN_H
+#define TESSERA_LIB_DIALECT_IPU_TRANSFORMS_TILEPLAN_H
+
+#include "tessera/Dialect/IPU/Transforms/Passes.h"
+#include "tessera/Target/CostModel.h"
+
+#include <optional>
+#include <utility>
+#include <vector>
+
+namespace tessera::ipu::tiling {
+
+using mlir::AffineMap;
+using mlir::LogicalResult;
+using mlir::Operation;
+using mlir::TypedAttr;
+using mlir::Value;
+using runtime::AccessMap;
+using runtime::Box;
+using runtime::TileMapping;
+namespace linalg = mlir::linalg;
+
+/// Bytes of one element of `t` (or of its elements): index is 8.
+int64_t elementBytes(mlir::Type t);
+/// `map` as an AccessMap; `full` (read whole) when it is not a box read.
+AccessMap toAccessMap(AffineMap map);
+/// The constant `op` fills its result with, when it only does that: no
+/// tensor inputs, the init not read, a constant yielded (a reduction's
+/// zeros, the identity of a split reduction's partials).
+std::optional<mlir::arith::ConstantOp> constantFillValue(linalg::GenericOp op);
+/// `map`, whose results index a tensor of shape `from`, indexing instead
+/// its reshape to `to`, which only adds or drops unit dimensions.
+AffineMap reshapedMap(AffineMap map, llvm::ArrayRef<int64_t> from, llvm::ArrayRef<int64_t> to);
+/// Whether `a` and `b` hold the same dimensions but for unit ones.
+bool differsByUnitDims(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b);
+/// The insert that pads a value with `fill`'s constant, when it can be a
+/// padded view (virtual padding): `fill` fills the insert's destination and
+/// nothing else, the insert writes its whole source at static offsets, and
+/// only generics read the padded result, as inputs.
+mlir::tensor::InsertSliceOp paddingInsertOf(linalg::GenericOp fill);
+/// The reader of `result` (a reduction's) that can run as an epilogue of
+/// the vertices computing it, and the unit-dimension reshape between them
+/// if any; null when there is none (see the definition).
+std::pair<linalg::GenericOp, Operation *> epilogueOf(linalg::GenericOp reduction,
+                                                     Value result);
+
+/// An input of a compute set: an operand, or a tensor the body reads.
+struct Input {
+  Value value;
+  AffineMap map; ///< in the generic's loops (a constant map for `full`)
+  AccessMap access;
+  bool captured = false; ///< read inside the body, not an operand
+};
+
+/// One linalg.generic as a compute set: what it reads and how (from the
+/// op's structure), and the decisions of its plan (mapping, epilogue,
+/// in-place init). The planner fills it while it decides; ipu-map-tiles
+/// rebuilds it from the op and its #ipu.plan.
+struct Plan {
+  linalg::GenericOp op;
+  std::vector<int64_t> loopRanges, outputLoops;
+  std::vector<Input> inputs; ///< compute-set inputs, in order
+  TileMapping mapping;       ///< of the results
+  /// The generic whose only use is as this op's init: it takes this op's
+  /// mapping and this op updates its result in place. When it only fills
+  /// with a constant, it is no compute set of its own: each vertex of this
+  /// op fills its output piece first (as poplibs' convolution vertices zero
+  /// their partials), saving a step, its sync and a pass over the memory.
+  linalg::GenericOp initProducer;
+  TypedAttr initFill; ///< the constant, when this op's vertices fill
+  bool fillsInit() const { return static_cast<bool>(initFill); }
+  bool isInitProducer = false;
+  bool readsInit = false; ///< the body reads the outs block arguments
+  int64_t macs = 0;
+  /// The chosen mapping's cost: worst vertex's exchange + compute cycles,
+  /// and whether its buffers fit the memory budget.
+  int64_t cycles = 0;
+  bool fits = true;
+  /// The results have no elements: no compute set, only allocations.
+  bool isEmpty = false;
+  /// An elementwise op applied to each output piece by the same vertices,
+  /// right after this op (the Relu after a convolution, see epilogueOf):
+  /// the compute set's result is the epilogue's, and this op's result is
+  /// never in tile memory.
+  linalg::GenericOp epilogue;
+  /// A reshape between this op and its epilogue that only drops or adds
+  /// unit dimensions (a convolution's group dimension): the epilogue's
+  /// result is then a view of the compute set's.
+  Operation *epilogueReshape = nullptr;
+  /// The epilogue's operand that is this op's result; its others are
+  /// inputs of the compute set, `inputs[epilogueInputs[k]]` for the k-th.
+  unsigned epilogueResultOperand = 0;
+  std::vector<size_t> epilogueInputs;
+};
+
+/// `map`, whose results index a tensor of shape `from`, indexing instead
+
+/// Fills `plan` with what `op` is: loops, the output's loops, inputs with
+/// their access maps (operands, then tensors the body captures), whether the
+/// body reads its init, its multiply-accumulates. Fails, with an error on
+/// `op`, on what tile mapping cannot take (dynamic shapes, outputs not
+/// indexed by parallel loops, non-constant scalars).
+LogicalResult describe(linalg::GenericOp op, Plan &plan);
+/// Makes `plan.epilogue`'s operands other than `result` (the op's result,
+/// or its reshape) inputs of `plan`, read at the output's indices. Fails
+/// when `canRead` refuses one (the planner: not placed before the op).
+LogicalResult addEpilogueInputs(linalg::GenericOp generic, Value result, Plan &plan,
+                                llvm::function_ref<bool(Value)> canRead);
+/// Cycles of one vertex of `plan` running `loops`, writing `fillBytes` of
+/// constants first (its output's initial value, an input's padding).
+int64_t vertexCycles(const Plan &plan, const Box &loops, const target::CostModel &cost,
+                     int64_t fillBytes = 0);
+/// Tile memory the code of one of `plan`'s vertices takes.
+int64_t vertexCodeBytes(const Plan &plan, const target::CostModel &cost);
+
+} // namespace tessera::ipu::tiling
+
+#endif // TESSERA_LIB_DIALECT_IPU_TRANSFORMS_TILEPLAN_H
