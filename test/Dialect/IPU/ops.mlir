@@ -22,3 +22,15 @@ module attributes {ipu.target = #ipu.target<"ipu2", ipus = 1, tiles_per_ipu = 4,
   }
   func.func private @vertex_cs0_0(index, index, memref<2x4xf32>, memref<2x4xf32>, memref<2x4xf32>) attributes {ipu.vertex}
 }
+
+// Plans, with and without their flags, round-trip.
+// CHECK-LABEL: func.func private @plans
+// CHECK-SAME: a = #ipu.plan<mapping = #ipu.mapping<chunks = [2], tile_strides = [1], first_tile = 0>>
+// CHECK-SAME: b = #ipu.plan<mapping = #ipu.mapping<chunks = [4], tile_strides = [0], first_tile = 3>, epilogue>
+// CHECK-SAME: c = #ipu.plan<mapping = #ipu.mapping<chunks = [1], tile_strides = [1], first_tile = 0>, in_place>
+// CHECK-SAME: d = #ipu.plan<mapping = #ipu.mapping<chunks = [1], tile_strides = [1], first_tile = 0>, epilogue, in_place>
+func.func private @plans() attributes {
+  a = #ipu.plan<mapping = #ipu.mapping<chunks = [2], tile_strides = [1], first_tile = 0>>,
+  b = #ipu.plan<mapping = #ipu.mapping<chunks = [4], tile_strides = [0], first_tile = 3>, epilogue>,
+  c = #ipu.plan<mapping = #ipu.mapping<chunks = [1], tile_strides = [1], first_tile = 0>, in_place>,
+  d = #ipu.plan<mapping = #ipu.mapping<chunks = [1], tile_strides = [1], first_tile = 0>, in_place, epilogue>}

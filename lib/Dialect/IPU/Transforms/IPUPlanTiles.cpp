@@ -804,7 +804,8 @@ LogicalResult Planner::planOpOrSplit(linalg::GenericOp op) {
   // Nothing to compute: the (empty) result is placed and the op becomes
   // an allocation.
   if (llvm::any_of(op->getResultTypes(), [](Type t) {
-        return cast<RankedTensorType>(t).getNumElements() == 0;
+        auto type = cast<RankedTensorType>(t);
+        return type.hasStaticShape() && type.getNumElements() == 0;
       })) {
     Plan plan;
     plan.op = op;

@@ -1,0 +1,62 @@
+// RUN: tessera-opt %s --ipu-prepare-for-mapping --ipu-plan-tiles --split-input-file | FileCheck %s
+
+// ipu-plan-tiles records its decisions and applies none: every generic
+// stays a linalg.generic with an #ipu.plan, inputs get an ipu.mapping, and
+// a padding insert that will be a padded view is marked. (Which mapping
+// each op gets is the cost model's; map-tiles-*.mlir and split-reductions
+// check the choices, map-tiles-apply.mlir the application.)
+
+// The matmul's Relu is its epilogue (no plan of its own), its zero fill is
+// updated in place (the fill takes the matmul's mapping).
+// CHECK-LABEL: func.func @main
+// CHECK-SAME: %arg0: tensor<8x16xf32> {ipu.mapping = #ipu.mapping<
+// CHECK-SAME: %arg1: tensor<16x8xf32> {ipu.mapping = #ipu.mapping<
+// CHECK: linalg.generic {{.*}} ins(%cst : f32) {{.*}} attrs = {ipu.plan = #ipu.plan<mapping = #ipu.mapping<[[M:.*]]>>}
+// CHECK: linalg.generic {{.*}} ins(%arg0, %arg1 : {{.*}}) {{.*}} attrs = {ipu.plan = #ipu.plan<mapping = #ipu.mapping<[[M]]>, epilogue, in_place>}
+// CHECK: linalg.generic
+// CHECK-NOT: ipu.plan
+// CHECK-NOT: ipu.compute_set
+// CHECK: return
+module attributes {ipu.target = #ipu.target<"ipu2", ipus = 1, tiles_per_ipu = 4, bytes_per_tile = 638976>} {
+  func.func @main(%x: tensor<8x16xf32>, %w: tensor<16x8xf32>) -> tensor<8x8xf32> {
+    %zero = arith.constant 0.0 : f32
+    %e = tensor.empty() : tensor<8x8xf32>
+    %init = linalg.fill ins(%zero : f32) outs(%e : tensor<8x8xf32>) -> tensor<8x8xf32>
+    %y = linalg.matmul ins(%x, %w : tensor<8x16xf32>, tensor<16x8xf32>) outs(%init : tensor<8x8xf32>) -> tensor<8x8xf32>
+    %r = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]}
+        ins(%y : tensor<8x8xf32>) outs(%e : tensor<8x8xf32>) {
+    ^bb0(%a: f32, %o: f32):
+      %m = arith.maximumf %a, %zero : f32
+      linalg.yield %m : f32
+    } -> tensor<8x8xf32>
+    return %r : tensor<8x8xf32>
+  }
+}
+
+// -----
+
+// The padded input of a convolution becomes a padded view: its insert is
+// marked, its fill has no plan.
+// CHECK-LABEL: func.func @main
+// CHECK: tensor.insert_slice %arg0 into %{{.*}}[1, 1] [6, 6] [1, 1] {ipu.padded_view}
+// CHECK: ins(%cst : f32) {{.*}} attrs = {ipu.plan = #ipu.plan<mapping = #ipu.mapping<[[M:.*]]>>}
+// CHECK: ins(%inserted_slice, %arg1 : {{.*}} attrs = {ipu.plan = #ipu.plan<mapping = #ipu.mapping<[[M]]>, in_place>}
+// CHECK-NOT: ipu.plan
+module attributes {ipu.target = #ipu.target<"ipu2", ipus = 1, tiles_per_ipu = 4, bytes_per_tile = 638976>} {
+  func.func @main(%x: tensor<6x6xf32>, %w: tensor<3x3xf32>) -> tensor<6x6xf32> {
+    %zero = arith.constant 0.0 : f32
+    %pe = tensor.empty() : tensor<8x8xf32>
+    %pf = linalg.fill ins(%zero : f32) outs(%pe : tensor<8x8xf32>) -> tensor<8x8xf32>
+    %xp = tensor.insert_slice %x into %pf[1, 1] [6, 6] [1, 1] : tensor<6x6xf32> into tensor<8x8xf32>
+    %e = tensor.empty() : tensor<6x6xf32>
+    %init = linalg.fill ins(%zero : f32) outs(%e : tensor<6x6xf32>) -> tensor<6x6xf32>
+    %y = linalg.generic {indexing_maps = [affine_map<(i, j, a, b) -> (i + a, j + b)>, affine_map<(i, j, a, b) -> (a, b)>, affine_map<(i, j, a, b) -> (i, j)>], iterator_types = ["parallel", "parallel", "reduction", "reduction"]}
+        ins(%xp, %w : tensor<8x8xf32>, tensor<3x3xf32>) outs(%init : tensor<6x6xf32>) {
+    ^bb0(%a: f32, %b: f32, %o: f32):
+      %p = arith.mulf %a, %b : f32
+      %s = arith.addf %o, %p : f32
+      linalg.yield %s : f32
+    } -> tensor<6x6xf32>
+    return %y : tensor<6x6xf32>
+  }
+}
