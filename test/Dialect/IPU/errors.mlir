@@ -110,3 +110,62 @@ func.func @extent_range(%x: tensor<8x4xf32>) -> tensor<8x4xf32> {
       mapping <chunks = [2, 4], tile_strides = [1, 0], first_tile = 0> : tensor<8x4xf32>
   return %s : tensor<8x4xf32>
 }
+
+// -----
+
+// A compute set updates its init in place: no other op may read it.
+func.func private @k(index, index, memref<2x4xf32>) attributes {ipu.vertex}
+func.func @init_shared(%x: tensor<8x4xf32>) -> (tensor<8x4xf32>, tensor<8x4xf32>) {
+  // expected-error @below {{init 0 has other uses; the compute set updates it in place}}
+  %s = ipu.compute_set "cs0" inits(%x : tensor<8x4xf32>) loops [8, 4] outputs [0, 1]
+      maps [] full [] kernels [@k] cycles [1] macs 0
+      mapping <chunks = [2, 4], tile_strides = [1, 0], first_tile = 0> : tensor<8x4xf32>
+  return %s, %x : tensor<8x4xf32>, tensor<8x4xf32>
+}
+
+// -----
+
+func.func @copy_dest_shared(%x: tensor<4xf32>, %d: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
+  // expected-error @below {{dest has other uses; the copy updates it in place}}
+  %c = ipu.copy %x[0] [4] into %d[2] : tensor<4xf32> into tensor<8xf32>
+  return %c, %d : tensor<8xf32>, tensor<8xf32>
+}
+
+// -----
+
+func.func @missing_kernel(%x: tensor<8x4xf32>) -> tensor<8x4xf32> {
+  // expected-error @below {{kernel @nowhere is not a func.func marked ipu.vertex}}
+  %s = ipu.compute_set "cs0" ins(%x : tensor<8x4xf32>) loops [8, 4] outputs [0, 1]
+      maps [affine_map<(d0, d1) -> (d0, d1)>] full [] kernels [@nowhere] cycles [1] macs 0
+      mapping <chunks = [2, 4], tile_strides = [1, 0], first_tile = 0> : tensor<8x4xf32>
+  return %s : tensor<8x4xf32>
+}
+
+// -----
+
+func.func private @not_a_vertex(index, index, memref<2x4xf32>, memref<2x4xf32>)
+func.func @kernel_not_vertex(%x: tensor<8x4xf32>) -> tensor<8x4xf32> {
+  // expected-error @below {{kernel @not_a_vertex is not a func.func marked ipu.vertex}}
+  %s = ipu.compute_set "cs0" ins(%x : tensor<8x4xf32>) loops [8, 4] outputs [0, 1]
+      maps [affine_map<(d0, d1) -> (d0, d1)>] full [] kernels [@not_a_vertex] cycles [1] macs 0
+      mapping <chunks = [2, 4], tile_strides = [1, 0], first_tile = 0> : tensor<8x4xf32>
+  return %s : tensor<8x4xf32>
+}
+
+// -----
+
+// expected-error @below {{unknown target 'banana'; targets are ipu1, ipu2, bow}}
+module attributes {ipu.target = #ipu.target<"banana", ipus = 1, tiles_per_ipu = 4, bytes_per_tile = 638976>} {
+}
+
+// -----
+
+// expected-error @below {{--tiles-per-ipu must be between 1 and 1472 for ipu2, got 0}}
+module attributes {ipu.target = #ipu.target<"ipu2", ipus = 1, tiles_per_ipu = 0, bytes_per_tile = 638976>} {
+}
+
+// -----
+
+// expected-error @below {{bytes_per_tile must be between 1024 and 638976 for ipu2, got 100}}
+module attributes {ipu.target = #ipu.target<"ipu2", ipus = 1, tiles_per_ipu = 4, bytes_per_tile = 100>} {
+}

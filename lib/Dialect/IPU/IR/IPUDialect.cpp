@@ -2,6 +2,9 @@
 
 #include "tessera/Dialect/IPU/IR/IPU.h"
 #include "tessera/Runtime/MachineProgram.h"
+#include "tessera/Target/IPUTarget.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 
 #include "mlir/Analysis/FlatLinearValueConstraints.h"
 #include "mlir/IR/Builders.h"
@@ -66,6 +69,40 @@ void PlanAttr::print(AsmPrinter &printer) const {
   printer << ">";
 }
 
+LogicalResult TargetAttr::verify(function_ref<InFlightDiagnostic()> emitError, StringRef name,
+                                 int64_t ipus, int64_t tilesPerIpu, int64_t bytesPerTile) {
+  llvm::Expected<target::IPUTarget> target = target::makeTarget(name, ipus, tilesPerIpu);
+  if (!target)
+    return emitError() << llvm::toString(target.takeError());
+  if (bytesPerTile < 1024 || bytesPerTile > target->bytesPerTile)
+    return emitError() << "bytes_per_tile must be between 1024 and " << target->bytesPerTile
+                       << " for " << name << ", got " << bytesPerTile;
+  return success();
+}
+
+FailureOr<target::IPUTarget> getTarget(ModuleOp module) {
+  auto attr = module->getAttrOfType<TargetAttr>(kTargetAttrName);
+  if (!attr)
+    return module.emitError("the module has no '")
+           << kTargetAttrName << "' attribute naming the machine (e.g. "
+           << "#ipu.target<\"ipu2\", ipus = 1, tiles_per_ipu = 1472, "
+              "bytes_per_tile = 638976>)";
+  // The attribute's verifier checked the numbers.
+  llvm::Expected<target::IPUTarget> target =
+      target::makeTarget(attr.getName(), attr.getIpus(), attr.getTilesPerIpu());
+  if (!target)
+    return module.emitError("bad ipu.target: ") << llvm::toString(target.takeError());
+  target->bytesPerTile = attr.getBytesPerTile();
+  return *target;
+}
+
+void setTarget(ModuleOp module, const target::IPUTarget &target) {
+  module.getContext()->getOrLoadDialect<IPUDialect>();
+  module->setAttr(kTargetAttrName,
+                  TargetAttr::get(module.getContext(), target.name, target.numIPUs,
+                                  target.tilesPerIPU, target.bytesPerTile));
+}
+
 MappingAttr toAttr(MLIRContext *context, const runtime::TileMapping &m) {
   return MappingAttr::get(context, m.chunks, m.tileStrides, m.firstTile);
 }
@@ -119,7 +156,21 @@ LogicalResult verifyMapping(Operation *op, MappingAttr mapping, ShapedType type)
 }
 } // namespace
 
+LogicalResult ComputeSetOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  for (Attribute kernel : getKernels()) {
+    auto func = symbols.lookupNearestSymbolFrom<func::FuncOp>(*this, cast<SymbolRefAttr>(kernel));
+    if (!func || !func->hasAttr(kVertexAttrName))
+      return emitOpError("kernel ") << kernel << " is not a func.func marked " << kVertexAttrName;
+  }
+  return success();
+}
+
 LogicalResult ComputeSetOp::verify() {
+  // Each result is its init updated in place: nothing else may read the
+  // init, which no longer holds its value after the step.
+  for (auto [k, init] : llvm::enumerate(getInits()))
+    if (!init.hasOneUse())
+      return emitOpError("init ") << k << " has other uses; the compute set updates it in place";
   int64_t loops = getLoopRanges().size();
   if (getResults().empty())
     return emitOpError("needs at least one result");
@@ -171,6 +222,10 @@ LogicalResult ComputeSetOp::verify() {
 }
 
 LogicalResult CopyOp::verify() {
+  // The copy writes into dest's storage: a second reader would see it
+  // before or after, depending on the order of steps.
+  if (!getDest().hasOneUse())
+    return emitOpError("dest has other uses; the copy updates it in place");
   auto src = cast<RankedTensorType>(getSource().getType());
   auto dst = cast<RankedTensorType>(getDest().getType());
   int64_t rank = src.getRank();

@@ -9,29 +9,6 @@ using namespace tessera;
 
 namespace tessera::ipu {
 
-FailureOr<target::IPUTarget> getTarget(ModuleOp module) {
-  auto attr = module->getAttrOfType<TargetAttr>(kTargetAttrName);
-  if (!attr)
-    return module.emitError("the module has no '")
-           << kTargetAttrName << "' attribute naming the machine (e.g. "
-           << "#ipu.target<\"ipu2\", ipus = 1, tiles_per_ipu = 1472, "
-              "bytes_per_tile = 638976>)";
-  auto target = target::makeTarget(attr.getName(), attr.getIpus(), attr.getTilesPerIpu());
-  if (!target)
-    return module.emitError("bad ipu.target: ") << llvm::toString(target.takeError());
-  target->bytesPerTile = attr.getBytesPerTile();
-  if (target->bytesPerTile < 1024)
-    return module.emitError("bad ipu.target: bytes_per_tile must be at least 1024");
-  return *target;
-}
-
-void setTarget(ModuleOp module, const target::IPUTarget &target) {
-  module.getContext()->getOrLoadDialect<IPUDialect>();
-  module->setAttr(kTargetAttrName,
-                  TargetAttr::get(module.getContext(), target.name, target.numIPUs,
-                                  target.tilesPerIPU, target.bytesPerTile));
-}
-
 namespace {
 std::string nameOf(Location loc, StringRef fallback) {
   if (auto fused = dyn_cast<FusedLoc>(loc))

@@ -15,6 +15,7 @@
 #include "mlir/IR/Dialect.h"
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include "tessera/Dialect/IPU/IR/IPUDialect.h.inc"
@@ -26,6 +27,14 @@
 #include "tessera/Dialect/IPU/IR/IPUOps.h.inc"
 
 #include <optional>
+
+namespace mlir {
+class ModuleOp;
+} // namespace mlir
+
+namespace tessera::target {
+struct IPUTarget;
+} // namespace tessera::target
 
 namespace tessera::runtime {
 struct TileMapping;
@@ -53,6 +62,12 @@ runtime::TileMapping fromAttr(MappingAttr attr, llvm::ArrayRef<int64_t> shape);
 /// non-negative coefficients plus a constant (a box of loops reads a box of
 /// the operand); nullopt otherwise (mod, floordiv, reversed dimensions).
 std::optional<runtime::AccessMap> toBoxAccess(mlir::AffineMap map);
+
+/// The module's #ipu.target as a full target description (rates included).
+/// Errors are diagnostics on the module.
+mlir::FailureOr<target::IPUTarget> getTarget(mlir::ModuleOp module);
+/// Sets the module's #ipu.target from a target description.
+void setTarget(mlir::ModuleOp module, const target::IPUTarget &target);
 
 } // namespace tessera::ipu
 

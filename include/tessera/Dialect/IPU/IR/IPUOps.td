@@ -15,6 +15,7 @@ include "mlir/IR/OpBase.td"
 include "mlir/IR/AttrTypeBase.td"
 include "mlir/IR/BuiltinAttributeInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/IR/SymbolInterfaces.td"
 
 def IPU_Dialect : Dialect {
   let name = "ipu";
@@ -49,6 +50,7 @@ def IPU_TargetAttr : IPU_Attr<"Target", "target"> {
     `<` $name `,` `ipus` `=` $ipus `,` `tiles_per_ipu` `=` $tilesPerIpu `,`
     `bytes_per_tile` `=` $bytesPerTile `>`
   }];
+  let genVerifyDecl = 1;
 }
 
 def IPU_MappingAttr : IPU_Attr<"Mapping", "mapping"> {
@@ -87,7 +89,8 @@ def IPU_PlanAttr : IPU_Attr<"Plan", "plan"> {
 class IPU_Op<string mnemonic, list<Trait> traits = []>
     : Op<IPU_Dialect, mnemonic, traits>;
 
-def IPU_ComputeSetOp : IPU_Op<"compute_set", [Pure, AttrSizedOperandSegments]> {
+def IPU_ComputeSetOp : IPU_Op<"compute_set", [Pure, AttrSizedOperandSegments,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Vertices over tiles: one per piece of the outputs' mapping";
   let description = [{
     The loop nest `loop_ranges` is split by the mapping of the results (all
@@ -102,7 +105,8 @@ def IPU_ComputeSetOp : IPU_Op<"compute_set", [Pure, AttrSizedOperandSegments]> {
     so a vertex receives the columns it computes, not the whole table. With `inits`, result
     `k` is `inits[k]` updated in place (the vertex reads and writes the
     piece it holds; a contraction accumulating onto a value computed before it); an init must
-    have no other use. `kernel_cycles` are the
+    have no other use. Each kernel names a `func.func` of the module marked
+    `ipu.vertex`. `kernel_cycles` are the
     estimated cycles of each kernel on one tile; `macs` counts the
     multiply-accumulates of the whole op (0 when it is not a contraction).
 

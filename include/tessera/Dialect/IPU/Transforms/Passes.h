@@ -33,12 +33,6 @@ namespace tessera::ipu {
 #define GEN_PASS_REGISTRATION
 #include "tessera/Dialect/IPU/Transforms/Passes.h.inc"
 
-/// The module's #ipu.target as a full target description (rates included).
-/// Errors are diagnostics on the module.
-mlir::FailureOr<target::IPUTarget> getTarget(mlir::ModuleOp module);
-/// Sets the module's #ipu.target from a target description.
-void setTarget(mlir::ModuleOp module, const target::IPUTarget &target);
-
 /// The machine program of a mapped module's @main. Weights are numbered in
 /// the order of their first load in @main (as codegen-externalize-weights
 /// numbers them). Errors are diagnostics.
