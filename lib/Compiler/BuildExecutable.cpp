@@ -199,15 +199,18 @@ buildExecutable(MLIRContext &context, const ExecutableRequest &request,
   options.compileTo = Phase::Executable;
   TimingScope passTimer = timing.nest("passes");
   auto configure = request.compile.configure;
+  std::deque<TimingScope> pipelineTimers;
   options.configure = [&](PassManager &pm) -> LogicalResult {
     if (configure && failed(configure(pm)))
       return failure();
-    pm.enableTiming(passTimer);
+    enablePipelineTiming(pm, passTimer, pipelineTimers);
     return success();
   };
   CompiledModel compiled;
   if (failed(compileModule(*module, options, &compiled)))
     return compileFailed();
+  if (!pipelineTimers.empty())
+    pipelineTimers.back().stop();
   passTimer.stop();
 
   TimingScope codegenTimer = timing.nest("codegen");

@@ -405,6 +405,25 @@ LogicalResult setInputBatch(ModuleOp module, int64_t batch) {
   return success();
 }
 
+void enablePipelineTiming(PassManager &pm, TimingScope &parent,
+                          std::deque<TimingScope> &scopes) {
+  // Named by its first pass with a command-line name (a nested pipeline's
+  // adaptor has none).
+  std::string name = "pipeline";
+  for (Pass &pass : pm.getPasses())
+    if (!pass.getArgument().empty()) {
+      name += " from " + pass.getArgument().str();
+      break;
+    }
+  // The pipelines run one after another: the one before has finished.
+  if (!scopes.empty())
+    scopes.back().stop();
+  // A distinct id per scope (its index), so no two pipelines share one.
+  scopes.push_back(parent.nest(reinterpret_cast<const void *>(scopes.size() + 1),
+                               [&] { return name; }));
+  pm.enableTiming(scopes.back());
+}
+
 LogicalResult writeExecutableFile(ModuleOp llvmModule, const CompiledModel &model,
                                   const HostCPU &cpu, runtime::ExecutableMetadata metadata,
                                   StringRef path) {

@@ -17,7 +17,9 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "mlir/Support/LLVM.h"
+#include "mlir/Support/Timing.h"
 
+#include <deque>
 #include <functional>
 
 namespace mlir {
@@ -40,6 +42,15 @@ InputFormat detectInputFormat(llvm::StringRef path, llvm::StringRef contents);
 mlir::OwningOpRef<mlir::ModuleOp>
 loadModel(llvm::StringRef path, mlir::MLIRContext *context,
           const onnx_importer::ImportOptions &importOptions);
+
+/// Times `pm`'s passes in a scope of its own under `parent`, one of
+/// `scopes` (which must outlive the run). MLIR's pass timer tells passes
+/// apart by address: with one scope for every pipeline of a compile, a pass
+/// at the address of an earlier pipeline's (freed) pass was counted as that
+/// pass, and --mlir-timing lost ipu-map-tiles and others. Starting a scope
+/// stops the one before; stop the last when the compile is done.
+void enablePipelineTiming(mlir::PassManager &pm, mlir::TimingScope &parent,
+                          std::deque<mlir::TimingScope> &scopes);
 
 struct CompileOptions {
   Phase compileTo = Phase::Graph;

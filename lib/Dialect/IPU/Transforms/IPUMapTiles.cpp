@@ -62,8 +62,11 @@ private:
   /// Epilogues (and reshapes before them) done by their producer's vertices.
   DenseSet<Operation *> absorbed_;
   int64_t computeSets_ = 0;
-  /// Outlined kernels by their text less the name (structuralKey).
-  llvm::StringMap<std::string> kernelByBody_;
+  /// Outlined kernels by structuralHash.
+  DenseMap<llvm::hash_code, SmallVector<func::FuncOp, 1>> kernels_;
+  /// The kernel outlined before that is the same code as `kernel`, or
+  /// `kernel`, now known.
+  func::FuncOp findOrAddKernel(func::FuncOp kernel);
   /// Results of rewritten ops -> their replacements (plans hold the former).
   DenseMap<Value, Value> replaced_;
   Value resolve(Value v) const {
@@ -489,16 +492,38 @@ FailureOr<func::FuncOp> TileMapper::outlineKernel(Plan &plan,
 }
 
 
-/// The kernel's signature and body as text, without its name: equal keys
-/// mean the same code.
-std::string structuralKey(func::FuncOp kernel) {
-  std::string key;
-  llvm::raw_string_ostream os(key);
-  StringAttr name = kernel.getSymNameAttr();
-  kernel.setSymName("vertex");
-  kernel->print(os, OpPrintingFlags().printGenericOpForm());
-  kernel.setSymNameAttr(name);
-  return key;
+/// A hash of what makes a kernel's code: its signature and attributes, and
+/// each op's name, attributes and types in order (not its values'
+/// identities or its locations). Kernels that are the same code hash alike.
+llvm::hash_code structuralHash(func::FuncOp kernel) {
+  llvm::hash_code hash =
+      llvm::hash_combine(kernel.getFunctionType(), kernel->getDiscardableAttrDictionary());
+  kernel.getBody().walk([&](Operation *op) {
+    hash = llvm::hash_combine(
+        hash, OperationEquivalence::computeHash(op, OperationEquivalence::ignoreHashValue,
+                                                OperationEquivalence::ignoreHashValue,
+                                                OperationEquivalence::IgnoreLocations));
+  });
+  return hash;
+}
+
+/// Whether two kernels are the same code but for their names (as CSE
+/// compares ops: OperationEquivalence, regions included).
+bool sameKernel(func::FuncOp a, func::FuncOp b) {
+  return a.getFunctionType() == b.getFunctionType() &&
+         a->getDiscardableAttrDictionary() == b->getDiscardableAttrDictionary() &&
+         a.getSymVisibilityAttr() == b.getSymVisibilityAttr() &&
+         OperationEquivalence::isRegionEquivalentTo(&a.getBody(), &b.getBody(),
+                                                    OperationEquivalence::IgnoreLocations);
+}
+
+func::FuncOp TileMapper::findOrAddKernel(func::FuncOp kernel) {
+  SmallVector<func::FuncOp, 1> &bucket = kernels_[structuralHash(kernel)];
+  for (func::FuncOp known : bucket)
+    if (sameKernel(known, kernel))
+      return known;
+  bucket.push_back(kernel);
+  return kernel;
 }
 
 LogicalResult TileMapper::emitComputeSet(Plan &plan, OpBuilder &b) {
@@ -535,12 +560,12 @@ LogicalResult TileMapper::emitComputeSet(Plan &plan, OpBuilder &b) {
     // Ops that compute the same thing on the same shapes (the repeated
     // blocks of a network) share one kernel: less to compile, and its code
     // is stored once on a tile that runs both.
-    std::string body = structuralKey(*kernel);
-    auto [it, isNew] = kernelByBody_.try_emplace(body, kernelName);
+    func::FuncOp shared = findOrAddKernel(*kernel);
+    bool isNew = shared == *kernel;
     if (!isNew)
       (*kernel)->erase();
     ++(isNew ? numKernels : numSharedKernels);
-    kernels.push_back(FlatSymbolRefAttr::get(b.getContext(), it->second));
+    kernels.push_back(FlatSymbolRefAttr::get(shared.getSymNameAttr()));
     Box loops;
     loops.offsets.assign(plan.loopRanges.size(), 0);
     loops.sizes.assign(plan.loopRanges.begin(), plan.loopRanges.end());
