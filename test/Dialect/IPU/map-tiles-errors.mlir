@@ -154,3 +154,13 @@ module attributes {ipu.target = #ipu.target<"ipu2", ipus = 1, tiles_per_ipu = 4,
 
 // expected-error @+1 {{expected 'epilogue' or 'in_place', got 'banana'}}
 func.func private @f() attributes {ipu.plan = #ipu.plan<mapping = #ipu.mapping<chunks = [2], tile_strides = [1], first_tile = 0>, banana>}
+
+// -----
+
+module attributes {ipu.target = #ipu.target<"ipu2", ipus = 1, tiles_per_ipu = 4, bytes_per_tile = 638976>} {
+  func.func @main(%x: tensor<4xf32>, %d: tensor<8x4xf32>) -> tensor<8x4xf32> {
+    // expected-error @+1 {{rank-reducing inserts are not supported}}
+    %p = tensor.insert_slice %x into %d[2, 0] [1, 4] [1, 1] : tensor<4xf32> into tensor<8x4xf32>
+    return %p : tensor<8x4xf32>
+  }
+}
