@@ -38,7 +38,12 @@
 #include "mlir/Target/LLVMIR/Export.h"
 #include "mlir/Transforms/Passes.h"
 
+#include "tessera/Runtime/JIT.h"
+
+#include "llvm/Bitcode/BitcodeWriter.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/IR/IRBuilder.h"
+#include "llvm/Support/Threading.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
 #include "llvm/MC/MCSubtargetInfo.h"
@@ -187,70 +192,72 @@ bool isVertexFunction(StringRef name) {
   return name.starts_with("vertex_") || name.starts_with("_mlir_ciface_vertex_");
 }
 
-/// One object's share of the LLVM-dialect module: the host reference code
-/// (everything but the vertex kernels) or the vertex kernels (everything but
-/// @main). Helpers both use stay in both when private or mergeable; other
-/// definitions become declarations in the kernels' part, resolved against
-/// the reference part when the runtime links the objects.
-OwningOpRef<ModuleOp> partition(ModuleOp module, bool vertices) {
+/// A vertex function's kernel: `vertex_cs3_0` for itself and its C
+/// interface `_mlir_ciface_vertex_cs3_0`, which go in the same part.
+StringRef kernelOf(StringRef name) {
+  name.consume_front("_mlir_ciface_");
+  return name;
+}
+
+/// One part of the LLVM-dialect module: the host reference code (@main and
+/// its C interface; `kernels` empty) or the vertex kernels in `kernels`.
+/// Each part is whole on its own: the IPU model links only the kernels'
+/// parts, the host reference runner only the reference code.
+OwningOpRef<ModuleOp> partition(ModuleOp module, const llvm::StringSet<> &kernels) {
   OwningOpRef<ModuleOp> part = module.clone();
   SmallVector<Operation *> erase;
   for (auto fn : part->getOps<LLVM::LLVMFuncOp>()) {
     StringRef name = fn.getSymName();
     if (fn.isExternal())
       continue;
-    if (isVertexFunction(name) != vertices) {
-      if (!vertices || name == "main" || name == "_mlir_ciface_main")
-        erase.push_back(fn);
-      else if (!llvm::is_contained({LLVM::Linkage::Private, LLVM::Linkage::Internal,
-                                    LLVM::Linkage::Linkonce, LLVM::Linkage::LinkonceODR},
-                                   fn.getLinkage())) {
-        fn.getBody().dropAllReferences();
-        fn.getBody().getBlocks().clear();
-        fn.setLinkage(LLVM::Linkage::External);
-      }
-    }
+    bool isMain = name == "main" || name == "_mlir_ciface_main";
+    bool keep = kernels.empty() ? !isVertexFunction(name)
+                                : !isMain && (!isVertexFunction(name) ||
+                                              kernels.contains(kernelOf(name)));
+    if (!keep)
+      erase.push_back(fn);
   }
   for (Operation *op : erase)
     op->erase();
   return part;
 }
 
-/// O2 and instruction selection of one LLVM module, in its own context
-/// (so parts compile on separate threads): the relocatable object's bytes.
-/// Adds the packed entry points first: `tessera_main` for the host
-/// reference code, `vertex_<cs>_<k>_entry` per vertex kernel, each
+/// The vertex kernels in `parts` groups of about equal size (operations
+/// of their LLVM functions), so the groups compile in parallel in about
+/// equal times. Largest first, each to the lightest group.
+std::vector<llvm::StringSet<>> groupKernels(ModuleOp module, size_t parts) {
+  llvm::StringMap<int64_t> size;
+  for (auto fn : module.getOps<LLVM::LLVMFuncOp>())
+    if (!fn.isExternal() && isVertexFunction(fn.getSymName())) {
+      int64_t ops = 0;
+      fn.walk([&](Operation *) { ++ops; });
+      size[kernelOf(fn.getSymName())] += ops;
+    }
+  std::vector<std::pair<int64_t, StringRef>> bySize;
+  for (auto &entry : size)
+    bySize.push_back({entry.second, entry.first()});
+  llvm::sort(bySize, [](auto &a, auto &b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
+  parts = std::max<size_t>(1, std::min(parts, bySize.size()));
+  std::vector<llvm::StringSet<>> groups(parts);
+  std::vector<int64_t> load(parts, 0);
+  for (auto &[ops, name] : bySize) {
+    size_t lightest = std::min_element(load.begin(), load.end()) - load.begin();
+    groups[lightest].insert(name);
+    load[lightest] += ops;
+  }
+  if (bySize.empty())
+    groups.clear();
+  return groups;
+}
+
+/// Adds the packed entry points: `tessera_main` for the host reference
+/// code, `vertex_<cs>_<k>_entry` per vertex kernel, each
 /// `void entry(void **args)` where each argument is a pointer to a memref
 /// descriptor or to an int64 scalar, so the runtime can call any signature
 /// without generating calls itself.
-llvm::Expected<std::string> compileLLVMModule(llvm::Module &llvmModule,
-                                              const HostCPU &cpu) {
-  auto fail = [](const llvm::Twine &msg) {
-    return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
-  };
-  std::string triple = llvm::sys::getProcessTriple();
-  std::string error;
-  const llvm::Target *target =
-      llvm::TargetRegistry::lookupTarget(llvm::Triple(triple), error);
-  if (!target)
-    return fail("no LLVM target for the host (" + triple + "): " + error);
-  // Exactly the resolved features (the CPU name alone would also enable those
-  // this machine lacks), plus full-width vectors: vertex kernels' register
-  // tiles are 512-bit vectors, which CPUs tuned to prefer 256-bit ones
-  // would split in two.
-  std::string features;
-  for (const std::string &f : cpu.features)
-    features += "+" + f + ",";
-  for (const std::string &f : cpu.disabled)
-    features += "-" + f + ",";
-  features += "-prefer-256-bit";
-  llvm::TargetOptions options;
-  std::unique_ptr<llvm::TargetMachine> machine(target->createTargetMachine(
-      llvm::Triple(triple), cpu.name, features, options, llvm::Reloc::PIC_,
-      std::nullopt, llvm::CodeGenOptLevel::Aggressive));
-  llvmModule.setDataLayout(machine->createDataLayout());
-  llvmModule.setTargetTriple(llvm::Triple(triple));
-
+void addPackedEntries(llvm::Module &llvmModule) {
   llvm::SmallVector<std::pair<llvm::Function *, std::string>> entries;
   for (llvm::Function &f : llvmModule) {
     if (f.isDeclaration())
@@ -277,71 +284,80 @@ llvm::Expected<std::string> compileLLVMModule(llvm::Module &llvmModule,
     b.CreateCall(callee, args);
     b.CreateRetVoid();
   }
+}
 
-  // O2 over the whole module.
-  llvm::LoopAnalysisManager lam;
-  llvm::FunctionAnalysisManager fam;
-  llvm::CGSCCAnalysisManager cgam;
-  llvm::ModuleAnalysisManager mam;
-  llvm::PassBuilder builder(machine.get());
-  builder.registerModuleAnalyses(mam);
-  builder.registerCGSCCAnalyses(cgam);
-  builder.registerFunctionAnalyses(fam);
-  builder.registerLoopAnalyses(lam);
-  builder.crossRegisterProxies(lam, fam, cgam, mam);
-  builder.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2).run(llvmModule, mam);
-
-  llvm::SmallString<0> object;
-  llvm::raw_svector_ostream os(object);
-  llvm::legacy::PassManager codegen;
-  if (machine->addPassesToEmitFile(codegen, os, nullptr,
-                                   llvm::CodeGenFileType::ObjectFile))
-    return fail("the host target cannot emit object files");
-  codegen.run(llvmModule);
-  return std::string(object.data(), object.size());
+/// The vertex kernels' object for `cpu`: exactly the resolved features (the
+/// CPU name alone would also enable those this machine lacks), plus
+/// full-width vectors: vertex kernels' register tiles are 512-bit vectors,
+/// which CPUs tuned to prefer 256-bit ones would split in two.
+llvm::Expected<std::string> compileKernels(llvm::Module &llvmModule, const HostCPU &cpu) {
+  std::string features;
+  for (const std::string &f : cpu.features)
+    features += "+" + f + ",";
+  for (const std::string &f : cpu.disabled)
+    features += "-" + f + ",";
+  features += "-prefer-256-bit";
+  return runtime::compileToObject(llvmModule, cpu.name, features);
 }
 
 } // namespace
 
-FailureOr<std::vector<std::string>> emitHostObjects(ModuleOp module, const HostCPU &cpu) {
+FailureOr<HostCode> emitHostObjects(ModuleOp module, const HostCPU &cpu,
+                                    TimingScope *timing) {
   initializeNativeTarget();
+  TimingScope none;
+  TimingScope &parent = timing ? *timing : none;
   if (!module.lookupSymbol<LLVM::LLVMFuncOp>("_mlir_ciface_main"))
     return module.emitError("no C interface for @main was generated");
-  // Two parts -- the host reference code and the vertex kernels, about half
-  // of the code each for a CNN -- are optimized and compiled on two threads.
-  // Translation to LLVM IR stays on this thread (it uses the MLIR context).
-  bool anyVertex = llvm::any_of(module.getOps<LLVM::LLVMFuncOp>(), [](auto fn) {
-    return !fn.isExternal() && isVertexFunction(fn.getSymName());
-  });
-  SmallVector<OwningOpRef<ModuleOp>> parts;
-  parts.push_back(partition(module, /*vertices=*/false));
-  if (anyVertex)
-    parts.push_back(partition(module, /*vertices=*/true));
+  // The host reference code is only translated: stored as bitcode, it is
+  // optimized and compiled when a run asks for it (tessera-run --reference),
+  // not by every compile. It is most of the native code -- one function of
+  // every op at full size, 91 of maxvit_t's 113 s of compile -- and the IPU
+  // model never runs it.
+  HostCode code;
+  TimingScope translateTimer = parent.nest("translate to LLVM IR");
+  llvm::LLVMContext referenceContext;
+  OwningOpRef<ModuleOp> reference = partition(module, llvm::StringSet<>());
+  std::unique_ptr<llvm::Module> referenceModule =
+      translateModuleToLLVMIR(*reference, referenceContext, "tessera-reference");
+  if (!referenceModule)
+    return module.emitError("could not translate the module to LLVM IR");
+  addPackedEntries(*referenceModule);
+  referenceModule->setTargetTriple(llvm::Triple(llvm::sys::getProcessTriple()));
+  llvm::raw_string_ostream bitcode(code.referenceBitcode);
+  llvm::WriteBitcodeToFile(*referenceModule, bitcode);
+  // The kernels in one group per hardware thread, each its own module and
+  // LLVM context, so that they compile in parallel.
+  std::vector<llvm::StringSet<>> groups =
+      groupKernels(module, llvm::hardware_concurrency().compute_thread_count());
   std::vector<std::unique_ptr<llvm::LLVMContext>> contexts;
-  std::vector<std::unique_ptr<llvm::Module>> llvmModules;
-  for (OwningOpRef<ModuleOp> &part : parts) {
+  std::vector<std::unique_ptr<llvm::Module>> kernelModules;
+  for (const llvm::StringSet<> &group : groups) {
+    OwningOpRef<ModuleOp> part = partition(module, group);
     contexts.push_back(std::make_unique<llvm::LLVMContext>());
-    llvmModules.push_back(translateModuleToLLVMIR(*part, *contexts.back(), "tessera"));
-    if (!llvmModules.back())
+    kernelModules.push_back(translateModuleToLLVMIR(*part, *contexts.back(), "tessera-kernels"));
+    if (!kernelModules.back())
       return module.emitError("could not translate the module to LLVM IR");
+    addPackedEntries(*kernelModules.back());
   }
+  translateTimer.stop();
+  TimingScope kernelTimer = parent.nest("O2 and instruction selection: vertex kernels");
   std::vector<llvm::Expected<std::string>> objects;
-  for (size_t i = 0; i < llvmModules.size(); ++i)
+  for (size_t i = 0; i < kernelModules.size(); ++i)
     objects.emplace_back(std::string());
   std::vector<std::thread> threads;
-  for (size_t i = 1; i < llvmModules.size(); ++i)
-    threads.emplace_back(
-        [&, i] { objects[i] = compileLLVMModule(*llvmModules[i], cpu); });
-  objects[0] = compileLLVMModule(*llvmModules[0], cpu);
+  for (size_t i = 1; i < kernelModules.size(); ++i)
+    threads.emplace_back([&, i] { objects[i] = compileKernels(*kernelModules[i], cpu); });
+  if (!kernelModules.empty())
+    objects[0] = compileKernels(*kernelModules[0], cpu);
   for (std::thread &t : threads)
     t.join();
-  std::vector<std::string> result;
   for (llvm::Expected<std::string> &object : objects) {
     if (!object)
       return module.emitError(llvm::toString(object.takeError()));
-    result.push_back(std::move(*object));
+    code.objects.push_back(std::move(*object));
   }
-  return result;
+  return code;
 }
 
 } // namespace tessera

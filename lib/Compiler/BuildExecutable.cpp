@@ -225,7 +225,8 @@ buildExecutable(MLIRContext &context, const ExecutableRequest &request,
   metadata.outputMode = request.outputMode;
   metadata.outputEvery = request.outputEvery;
   metadata.cacheKey = cacheKey;
-  if (failed(writeExecutableFile(*module, compiled, request.cpu, std::move(metadata), path)))
+  if (failed(writeExecutableFile(*module, compiled, request.cpu, std::move(metadata), path,
+                                 &codegenTimer)))
     return compileFailed();
   BuildResult result;
   if (!cacheKey.empty())

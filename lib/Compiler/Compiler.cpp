@@ -426,7 +426,7 @@ void enablePipelineTiming(PassManager &pm, TimingScope &parent,
 
 LogicalResult writeExecutableFile(ModuleOp llvmModule, const CompiledModel &model,
                                   const HostCPU &cpu, runtime::ExecutableMetadata metadata,
-                                  StringRef path) {
+                                  StringRef path, TimingScope *timing) {
   if (runtime::iterationsPerRun(metadata) > 1)
     for (const runtime::TensorInfo &in : model.inputs)
       if (in.shape.empty())
@@ -451,14 +451,17 @@ LogicalResult writeExecutableFile(ModuleOp llvmModule, const CompiledModel &mode
            << "--output-mode every-" << metadata.outputEvery << " must divide the "
            << runtime::iterationsPerRun(metadata)
            << " iterations of a run (device iterations x gradient accumulation)";
-  FailureOr<std::vector<std::string>> objects = emitHostObjects(llvmModule, cpu);
-  if (failed(objects))
+  FailureOr<HostCode> native = emitHostObjects(llvmModule, cpu, timing);
+  if (failed(native))
     return failure();
+  // The code section: the objects, then the reference code's bitcode.
   std::string code;
-  for (const std::string &object : *objects) {
+  for (const std::string &object : native->objects) {
     code += object;
     metadata.codeObjects.push_back(object.size());
   }
+  code += native->referenceBitcode;
+  metadata.referenceBitcode = native->referenceBitcode.size();
   metadata.inputs = model.inputs;
   metadata.outputs = model.outputs;
   metadata.weights = model.weights;

@@ -157,6 +157,7 @@ llvm::Error writeExecutable(StringRef path, ExecutableMetadata metadata,
                     {"host_cpu", metadata.hostCPU},
                     {"host_features", json::Array(metadata.hostFeatures)},
                     {"code_objects", json::Array(metadata.codeObjects)},
+                    {"reference_bitcode", metadata.referenceBitcode},
                     {"entry", metadata.entry},
                     {"inputs", std::move(inputs)},
                     {"outputs", std::move(outputs)},
@@ -271,20 +272,27 @@ Executable::parse(std::unique_ptr<llvm::MemoryBuffer> file, StringRef path) {
       if (auto name = f.getAsString())
         m.hostFeatures.push_back(name->str());
   m.entry = str("entry");
+  // The code section is the objects, then the reference code's bitcode.
+  int64_t codeBytes = static_cast<int64_t>(exe->hostObject_.size()), total = 0;
+  auto badCode = [&] {
+    return fail("'" + path + "' has code objects that do not fill its code section "
+                "(recompile the model)");
+  };
   if (const json::Array *objects = o->getArray("code_objects")) {
-    int64_t total = 0;
     for (const json::Value &v : *objects) {
       std::optional<int64_t> size = v.getAsInteger();
-      if (!size || *size < 0 || *size > static_cast<int64_t>(exe->hostObject_.size()) - total)
-        return fail("'" + path + "' has code objects that do not fill its code section "
-                    "(recompile the model)");
+      if (!size || *size < 0 || *size > codeBytes - total)
+        return badCode();
       total += *size;
       m.codeObjects.push_back(*size);
     }
-    if (!m.codeObjects.empty() && total != static_cast<int64_t>(exe->hostObject_.size()))
-      return fail("'" + path + "' has code objects that do not fill its code section "
-                  "(recompile the model)");
   }
+  // Without object sizes, what precedes the bitcode is one object.
+  std::optional<int64_t> reference = o->getInteger("reference_bitcode");
+  if (!reference || *reference < 0 || *reference > codeBytes - total ||
+      (!m.codeObjects.empty() && total + *reference != codeBytes))
+    return badCode();
+  m.referenceBitcode = *reference;
   auto list = [&](StringRef key, auto &out) -> llvm::Error {
     const json::Array *a = o->getArray(key);
     if (!a)
@@ -452,8 +460,9 @@ StringRef stateRoleName(StateInfo::Role role) {
 }
 
 std::vector<StringRef> Executable::hostObjects() const {
+  StringRef objectBytes = hostObject_.drop_back(metadata_.referenceBitcode);
   if (metadata_.codeObjects.empty())
-    return {hostObject_};
+    return objectBytes.empty() ? std::vector<StringRef>{} : std::vector<StringRef>{objectBytes};
   std::vector<StringRef> objects;
   size_t at = 0;
   for (int64_t size : metadata_.codeObjects) {
@@ -461,6 +470,10 @@ std::vector<StringRef> Executable::hostObjects() const {
     at += size;
   }
   return objects;
+}
+
+StringRef Executable::referenceBitcode() const {
+  return hostObject_.take_back(metadata_.referenceBitcode);
 }
 
 /// " (3 device iterations of batch 2)": what makes the host's batch.

@@ -38,12 +38,17 @@ Expected<std::unique_ptr<HostRunner>> HostRunner::create(const Executable &exe) 
     return std::move(err);
   if (llvm::Error err = checkProgramAgreesWithSignature(exe))
     return std::move(err);
-  auto jit = createCodeJIT(exe.hostObjects());
+  // The reference code is compiled here, for this machine, from the
+  // executable's bitcode: compiles skip it, and only reference runs pay.
+  auto object = compileReferenceObject(exe.referenceBitcode());
+  if (!object)
+    return object.takeError();
+  auto jit = createCodeJIT({*object});
   if (!jit)
     return jit.takeError();
   runner->jit_ = std::move(*jit);
   // The entry must be the executable's own code, not a symbol of the process.
-  std::vector<std::string> own = definedFunctions(exe.hostObjects());
+  std::vector<std::string> own = definedFunctions({*object});
   if (!llvm::is_contained(own, exe.metadata().entry))
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),

@@ -4,7 +4,14 @@
 
 #include "tessera/Runtime/Executable.h"
 
+#include "llvm/Bitcode/BitcodeReader.h"
 #include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/IR/Verifier.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Passes/PassBuilder.h"
+#include "llvm/Target/TargetMachine.h"
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
 #include "llvm/ExecutionEngine/Orc/Mangling.h"
 #include "llvm/ADT/StringExtras.h"
@@ -150,14 +157,81 @@ llvm::Error checkHostCPU(const ExecutableMetadata &metadata) {
           "for code any " + metadata.hostTriple + " host runs");
 }
 
-llvm::Expected<std::unique_ptr<llvm::orc::LLJIT>>
-createCodeJIT(llvm::ArrayRef<llvm::StringRef> objects) {
+namespace {
+void initializeNativeTarget() {
   static bool initialized = [] {
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
     return true;
   }();
   (void)initialized;
+}
+} // namespace
+
+llvm::Expected<std::string> compileToObject(llvm::Module &module, llvm::StringRef cpu,
+                                            llvm::StringRef features) {
+  initializeNativeTarget();
+  auto fail = [](const llvm::Twine &msg) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+  };
+  std::string triple = llvm::sys::getProcessTriple();
+  std::string error;
+  const llvm::Target *target = llvm::TargetRegistry::lookupTarget(llvm::Triple(triple), error);
+  if (!target)
+    return fail("no LLVM target for the host (" + triple + "): " + error);
+  llvm::TargetOptions options;
+  std::unique_ptr<llvm::TargetMachine> machine(target->createTargetMachine(
+      llvm::Triple(triple), cpu, features, options, llvm::Reloc::PIC_, std::nullopt,
+      llvm::CodeGenOptLevel::Aggressive));
+  module.setDataLayout(machine->createDataLayout());
+  module.setTargetTriple(llvm::Triple(triple));
+
+  // O2 over the whole module.
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PassBuilder builder(machine.get());
+  builder.registerModuleAnalyses(mam);
+  builder.registerCGSCCAnalyses(cgam);
+  builder.registerFunctionAnalyses(fam);
+  builder.registerLoopAnalyses(lam);
+  builder.crossRegisterProxies(lam, fam, cgam, mam);
+  builder.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2).run(module, mam);
+
+  llvm::SmallString<0> object;
+  llvm::raw_svector_ostream os(object);
+  llvm::legacy::PassManager codegen;
+  if (machine->addPassesToEmitFile(codegen, os, nullptr, llvm::CodeGenFileType::ObjectFile))
+    return fail("the host target cannot emit object files");
+  codegen.run(module);
+  return std::string(object.data(), object.size());
+}
+
+llvm::Expected<std::string> compileReferenceObject(llvm::StringRef bitcode) {
+  auto fail = [](const llvm::Twine &msg) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+  };
+  llvm::LLVMContext context;
+  auto module = llvm::parseBitcodeFile(
+      llvm::MemoryBufferRef(bitcode, "tessera-reference"), context);
+  if (!module)
+    return fail("the executable's host reference code does not parse (" +
+                llvm::toString(module.takeError()) + "; recompile the model)");
+  if (llvm::verifyModule(**module))
+    return fail("the executable's host reference code is malformed (damaged or forged; "
+                "recompile the model)");
+  // This machine's own CPU: the reference runs here, and checkHostCPU has
+  // made sure it has what the executable was compiled for.
+  std::string features;
+  for (const auto &[name, enabled] : llvm::sys::getHostCPUFeatures())
+    features += (enabled ? "+" : "-") + name.str() + ",";
+  return compileToObject(**module, llvm::sys::getHostCPUName(), features);
+}
+
+llvm::Expected<std::unique_ptr<llvm::orc::LLJIT>>
+createCodeJIT(llvm::ArrayRef<llvm::StringRef> objects) {
+  initializeNativeTarget();
   auto jit = llvm::orc::LLJITBuilder().create();
   if (!jit)
     return jit.takeError();

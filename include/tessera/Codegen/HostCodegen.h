@@ -17,6 +17,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Support/LLVM.h"
+#include "mlir/Support/Timing.h"
 #include "llvm/Support/Error.h"
 
 #include <string>
@@ -54,12 +55,21 @@ struct HostCPU {
 /// An unknown name is an error listing how to choose.
 llvm::Expected<HostCPU> resolveHostCPU(llvm::StringRef name);
 
-/// Translates an LLVM-dialect module to LLVM IR, optimizes it (O2) for
-/// `cpu` and returns relocatable object files: the host reference code, then
-/// (when there are any) the vertex kernels, compiled on two threads. The
-/// runtime links them together. Errors are diagnostics on the module.
-mlir::FailureOr<std::vector<std::string>> emitHostObjects(mlir::ModuleOp module,
-                                                          const HostCPU &cpu);
+/// An executable's native code.
+struct HostCode {
+  /// Relocatable objects the IPU model links: the vertex kernels.
+  std::vector<std::string> objects;
+  /// The host reference code as LLVM bitcode, not yet optimized: compiled
+  /// for the running machine when a run asks for it.
+  std::string referenceBitcode;
+};
+
+/// Translates an LLVM-dialect module to LLVM IR: the vertex kernels are
+/// optimized (O2) and compiled for `cpu`, the host reference code (@main)
+/// is kept as bitcode. Errors are diagnostics on the module. `timing`, when
+/// given, gets a scope per phase (--mlir-timing).
+mlir::FailureOr<HostCode> emitHostObjects(mlir::ModuleOp module, const HostCPU &cpu,
+                                          mlir::TimingScope *timing = nullptr);
 
 } // namespace tessera
 

@@ -105,7 +105,8 @@ mlir::LogicalResult compileModule(mlir::ModuleOp module,
 mlir::LogicalResult writeExecutableFile(mlir::ModuleOp llvmModule,
                                         const CompiledModel &model, const HostCPU &cpu,
                                         runtime::ExecutableMetadata metadata,
-                                        llvm::StringRef path);
+                                        llvm::StringRef path,
+                                        mlir::TimingScope *timing = nullptr);
 
 } // namespace tessera
 

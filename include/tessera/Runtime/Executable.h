@@ -31,7 +31,7 @@ namespace tessera::runtime {
 
 /// 2: metadata may carry the tile-mapped program ("program").
 /// 5: metadata may carry device-resident state ("state", training).
-constexpr uint32_t kExecutableFormatVersion = 6;
+constexpr uint32_t kExecutableFormatVersion = 7;
 
 struct TensorInfo {
   std::string name;
@@ -95,8 +95,11 @@ struct ExecutableMetadata {
   std::string hostCPU;
   std::vector<std::string> hostFeatures;
   /// Sizes of the relocatable objects the code section holds, back to back
-  /// (the host reference code, the vertex kernels); empty: one object.
+  /// (the vertex kernels; none when the program has no compute set).
   std::vector<int64_t> codeObjects;
+  /// Bytes of LLVM bitcode after the objects: the host reference code,
+  /// unoptimized, compiled for the running machine when a run asks for it.
+  int64_t referenceBitcode = 0;
   /// Packed entry point: void entry(void **descriptors), one memref
   /// descriptor per input, then weight, then output.
   std::string entry = "tessera_main";
@@ -190,10 +193,14 @@ public:
   parse(std::unique_ptr<llvm::MemoryBuffer> image, llvm::StringRef path);
 
   const ExecutableMetadata &metadata() const { return metadata_; }
-  /// The code section: every object of metadata().codeObjects, in order.
+  /// The code section: every object of metadata().codeObjects, in order,
+  /// then the reference code's bitcode.
   llvm::StringRef hostObject() const { return hostObject_; }
-  /// The objects of the code section, which the runtime links together.
+  /// The objects of the code section (the vertex kernels), which the IPU
+  /// model links together.
   std::vector<llvm::StringRef> hostObjects() const;
+  /// The host reference code: LLVM bitcode (see compileReferenceObject).
+  llvm::StringRef referenceBitcode() const;
   llvm::ArrayRef<char> weight(size_t i) const;
 
 private:

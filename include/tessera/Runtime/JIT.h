@@ -18,9 +18,12 @@
 #include <string>
 #include <vector>
 
-namespace llvm::orc {
+namespace llvm {
+class Module;
+namespace orc {
 class LLJIT;
-} // namespace llvm::orc
+} // namespace orc
+} // namespace llvm
 
 namespace tessera::runtime {
 
@@ -32,6 +35,19 @@ struct ExecutableMetadata;
 /// Whether this machine's CPU has every feature the executable's code may
 /// use; the error names the missing ones and how to recompile.
 llvm::Error checkHostCPU(const ExecutableMetadata &metadata);
+
+/// `module` optimized (O2) and compiled for `cpu` with `features` (an LLVM
+/// feature string, "+avx2,-avx512f,..."): a relocatable object's bytes. The
+/// compiler's vertex kernels and the runtime's host reference code both go
+/// through it. Each call makes its own target machine: calls on separate
+/// threads (each module in its own LLVMContext) are safe.
+llvm::Expected<std::string> compileToObject(llvm::Module &module, llvm::StringRef cpu,
+                                            llvm::StringRef features);
+
+/// The executable's host reference code (LLVM bitcode, stored unoptimized)
+/// compiled for this machine's CPU: an object for createCodeJIT. A module
+/// that does not parse or verify is an error, never undefined behaviour.
+llvm::Expected<std::string> compileReferenceObject(llvm::StringRef bitcode);
 
 /// A JIT with `objects` (an executable's code section) linked in.
 llvm::Expected<std::unique_ptr<llvm::orc::LLJIT>>
