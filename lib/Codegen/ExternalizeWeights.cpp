@@ -24,22 +24,32 @@ struct ExternalizeWeights
       module.emitError("codegen needs an entry function @main");
       return signalPassFailure();
     }
+    // One new argument per global, in the order of their first loads, added
+    // at once (inserting them one by one rebuilds the signature each time).
     llvm::StringMap<unsigned> argOf;
     SmallVector<ml_program::GlobalLoadConstOp> loads;
     main.walk([&](ml_program::GlobalLoadConstOp load) { loads.push_back(load); });
-    Block &entry = main.getBody().front();
+    SmallVector<unsigned> indices;
+    SmallVector<Type> types;
+    SmallVector<DictionaryAttr> attrs;
+    SmallVector<Location> locs;
+    unsigned numArgs = main.getNumArguments();
     for (ml_program::GlobalLoadConstOp load : loads) {
       StringRef name = load.getGlobal().getLeafReference();
-      auto [it, inserted] = argOf.try_emplace(name, main.getNumArguments());
-      if (inserted) {
-        if (failed(main.insertArgument(it->second, load.getType(),
-                                       DictionaryAttr::get(&getContext()),
-                                       load.getLoc())))
-          return signalPassFailure();
-        main.setArgAttr(it->second, "tessera.weight",
-                        StringAttr::get(&getContext(), name));
-      }
-      load.replaceAllUsesWith(entry.getArgument(it->second));
+      if (!argOf.try_emplace(name, numArgs + types.size()).second)
+        continue;
+      indices.push_back(numArgs);
+      types.push_back(load.getType());
+      attrs.push_back(DictionaryAttr::get(
+          &getContext(), {NamedAttribute(StringAttr::get(&getContext(), "tessera.weight"),
+                                         StringAttr::get(&getContext(), name))}));
+      locs.push_back(load.getLoc());
+    }
+    if (failed(main.insertArguments(indices, types, attrs, locs)))
+      return signalPassFailure();
+    Block &entry = main.getBody().front();
+    for (ml_program::GlobalLoadConstOp load : loads) {
+      load.replaceAllUsesWith(entry.getArgument(argOf[load.getGlobal().getLeafReference()]));
       load.erase();
     }
     // State arguments and updates (training) name the globals that held
@@ -48,8 +58,12 @@ struct ExternalizeWeights
       main.removeArgAttr(i, "graph.state");
     for (unsigned i = 0; i < main.getNumResults(); ++i)
       main.removeResultAttr(i, StringAttr::get(&getContext(), "graph.state_update"));
+    // Every global's users in one walk of the module (asking per global
+    // walked the module once for each).
+    SymbolTableCollection symbolTables;
+    SymbolUserMap users(symbolTables, module);
     for (auto global : llvm::make_early_inc_range(module.getOps<ml_program::GlobalOp>())) {
-      if (!SymbolTable::symbolKnownUseEmpty(global, module)) {
+      if (!users.useEmpty(global)) {
         global.emitError("weight global is read outside @main");
         return signalPassFailure();
       }

@@ -888,6 +888,41 @@ int64_t remoteBytes(const MachineProgram &program, int64_t var, const Box &regio
   return elements * program.variables[var].elementBytes();
 }
 
+RemoteRead remoteRead(const MachineProgram &program, int64_t var, const Box &region,
+                      int64_t tile) {
+  RemoteRead read;
+  const Variable &v = program.variables[var];
+  if (v.base < 0 || v.isPadded() || baseRegionOfUnitDimView(program, var, region)) {
+    // Each answer in O(rank).
+    read.local = isLocalPiece(program, var, region, tile);
+    if (!read.local) {
+      read.bytes = remoteBytes(program, var, region, tile);
+      read.regions = remoteRegions(program, var, region, tile);
+      read.paddingBytes = paddingBytes(program, var, region);
+    }
+    return read;
+  }
+  if (region.numElements() == 0)
+    return read;
+  // A general view: one walk of its runs answers all four.
+  std::optional<Box> piece = program.storage(var).mapping.pieceOnTile(tile);
+  bool inPlace = piece && piece->numElements() == region.numElements();
+  int64_t elements = 0;
+  forEachRun(program, var, region, [&](const Run &r) {
+    if (r.tile != tile || r.pieceOffset != r.regionOffset)
+      inPlace = false;
+    if (r.tile != tile) {
+      elements += r.count;
+      ++read.regions;
+    }
+  });
+  read.local = inPlace;
+  if (read.local)
+    return read;
+  read.bytes = elements * v.elementBytes();
+  return read;
+}
+
 std::optional<PiecePart> denseRegionOnOneTile(const MachineProgram &program, int64_t var,
                                               const Box &region) {
   if (region.numElements() == 0 || program.variables[var].isPadded())

@@ -377,6 +377,19 @@ int64_t paddingBytes(const MachineProgram &program, int64_t var, const Box &regi
 int64_t remoteRegions(const MachineProgram &program, int64_t var, const Box &region,
                       int64_t tile);
 
+/// What a vertex on `tile` reading `region` of `var` gets: whether it reads
+/// in place (isLocalPiece), and otherwise the bytes and regions other tiles
+/// send it (remoteBytes, remoteRegions) and the padding it writes itself
+/// (paddingBytes). The same answers as those four, with one walk of the
+/// region's runs where `var` is a general view (a transpose's reshape): the
+/// planner asks this for every input of every candidate it costs.
+struct RemoteRead {
+  bool local = true;
+  int64_t bytes = 0, regions = 0, paddingBytes = 0;
+};
+RemoteRead remoteRead(const MachineProgram &program, int64_t var, const Box &region,
+                      int64_t tile);
+
 } // namespace tessera::runtime
 
 #endif // TESSERA_RUNTIME_MACHINEPROGRAM_H

@@ -592,10 +592,11 @@ LogicalResult Planner::planGeneric(Plan &plan) {
           const runtime::Variable &v = prog_.variables[var];
           Box region = in.access.region(loops, v.shape);
           int64_t bytes = elementBytes(in.value.getType());
-          if (!runtime::isLocalPiece(prog_, var, region, tile)) {
-            received += runtime::remoteBytes(prog_, var, region, tile);
-            regions += runtime::remoteRegions(prog_, var, region, tile);
-            padding += runtime::paddingBytes(prog_, var, region);
+          if (runtime::RemoteRead read = runtime::remoteRead(prog_, var, region, tile);
+              !read.local) {
+            received += read.bytes;
+            regions += read.regions;
+            padding += read.paddingBytes;
             memory += region.numElements() * bytes;
           }
         }
