@@ -90,10 +90,17 @@ llvm::Error readTensor(const json::Object *o, TensorInfo &t, StringRef what) {
 } // namespace
 
 std::string buildExecutableImage(StringRef metadataJSON, StringRef code, StringRef weights) {
+  return buildExecutableImage(metadataJSON, code, weights.size(), [&](char *section) {
+    std::memcpy(section, weights.data(), weights.size());
+  });
+}
+
+std::string buildExecutableImage(StringRef metadataJSON, StringRef code, uint64_t weightBytes,
+                                 llvm::function_ref<void(char *)> fillWeights) {
   uint64_t metaOffset = kHeaderSize;
   uint64_t codeOffset = alignTo(metaOffset + metadataJSON.size());
   uint64_t weightOffset = alignTo(codeOffset + code.size());
-  uint64_t fileSize = weightOffset + weights.size();
+  uint64_t fileSize = weightOffset + weightBytes;
   std::string image(fileSize, '\0');
   std::memcpy(image.data(), kMagic, sizeof(kMagic));
   endian::write32le(&image[kVersionAt], kExecutableFormatVersion);
@@ -104,10 +111,10 @@ std::string buildExecutableImage(StringRef metadataJSON, StringRef code, StringR
   endian::write64le(&image[kCodeOffsetAt], codeOffset);
   endian::write64le(&image[kCodeOffsetAt + 8], code.size());
   endian::write64le(&image[kWeightOffsetAt], weightOffset);
-  endian::write64le(&image[kWeightOffsetAt + 8], weights.size());
+  endian::write64le(&image[kWeightOffsetAt + 8], weightBytes);
   std::memcpy(&image[metaOffset], metadataJSON.data(), metadataJSON.size());
   std::memcpy(&image[codeOffset], code.data(), code.size());
-  std::memcpy(&image[weightOffset], weights.data(), weights.size());
+  fillWeights(&image[weightOffset]);
   endian::write64le(&image[kChecksumAt], fileChecksum(image));
   return image;
 }
@@ -176,10 +183,13 @@ llvm::Error writeExecutable(StringRef path, ExecutableMetadata metadata,
                                     {"sync_cycles", e->syncCycles}};
   std::string metaText;
   llvm::raw_string_ostream(metaText) << json::Value(std::move(meta));
-  std::string weightSection(weightBytes, '\0');
-  for (auto [info, data] : llvm::zip(metadata.weights, weights))
-    std::memcpy(&weightSection[info.offset], data.data(), data.size());
-  std::string image = buildExecutableImage(metaText, hostObject, weightSection);
+  // The weights go straight into the image: a model's weights are most of
+  // the compile's memory, and a section built first was one more copy.
+  std::string image =
+      buildExecutableImage(metaText, hostObject, weightBytes, [&](char *section) {
+        for (auto [info, data] : llvm::zip(metadata.weights, weights))
+          std::memcpy(section + info.offset, data.data(), data.size());
+      });
   // A killed or failed compile never leaves a partial executable behind.
   return writeFileAtomically(path, image);
 }

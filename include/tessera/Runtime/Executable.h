@@ -134,6 +134,11 @@ class Executable;
 /// the fuzzer of the loader feeds it.
 std::string buildExecutableImage(llvm::StringRef metadataJSON, llvm::StringRef code,
                                  llvm::StringRef weights);
+/// The same with a weights section of `weightBytes` that `fillWeights`
+/// writes in place (zeroed before), so no section is built first.
+std::string buildExecutableImage(llvm::StringRef metadataJSON, llvm::StringRef code,
+                                 uint64_t weightBytes,
+                                 llvm::function_ref<void(char *)> fillWeights);
 
 /// Checks the machine program against the signature: its inputs are the
 /// signature's inputs then the state, its outputs the signature's outputs
