@@ -134,27 +134,15 @@ void buildHostLoweringPipeline(OpPassManager &pm) {
   pm.addPass(createCanonicalizerPass());
 }
 
-namespace {
-void initializeNativeTarget() {
-  static bool initialized = [] {
-    llvm::InitializeNativeTarget();
-    llvm::InitializeNativeTargetAsmPrinter();
-    return true;
-  }();
-  (void)initialized;
-}
-} // namespace
-
 llvm::Expected<HostCPU> resolveHostCPU(llvm::StringRef name) {
-  initializeNativeTarget();
   auto fail = [](const llvm::Twine &msg) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
   };
+  llvm::Expected<const llvm::Target *> found = runtime::lookupHostTarget();
+  if (!found)
+    return found.takeError();
+  const llvm::Target *target = *found;
   std::string triple = llvm::sys::getProcessTriple();
-  std::string error;
-  const llvm::Target *target = llvm::TargetRegistry::lookupTarget(llvm::Triple(triple), error);
-  if (!target)
-    return fail("no LLVM target for the host (" + triple + "): " + error);
   HostCPU cpu;
   std::string featureString;
   if (name == "native") {
@@ -304,7 +292,6 @@ llvm::Expected<std::string> compileKernels(llvm::Module &llvmModule, const HostC
 
 FailureOr<HostCode> emitHostObjects(ModuleOp module, const HostCPU &cpu,
                                     TimingScope *timing) {
-  initializeNativeTarget();
   TimingScope none;
   TimingScope &parent = timing ? *timing : none;
   if (!module.lookupSymbol<LLVM::LLVMFuncOp>("_mlir_ciface_main"))

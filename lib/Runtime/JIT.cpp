@@ -168,19 +168,28 @@ void initializeNativeTarget() {
 }
 } // namespace
 
-llvm::Expected<std::string> compileToObject(llvm::Module &module, llvm::StringRef cpu,
-                                            llvm::StringRef features) {
+llvm::Expected<const llvm::Target *> lookupHostTarget() {
   initializeNativeTarget();
-  auto fail = [](const llvm::Twine &msg) {
-    return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
-  };
   std::string triple = llvm::sys::getProcessTriple();
   std::string error;
   const llvm::Target *target = llvm::TargetRegistry::lookupTarget(llvm::Triple(triple), error);
   if (!target)
-    return fail("no LLVM target for the host (" + triple + "): " + error);
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "no LLVM target for the host (" + triple + "): " + error);
+  return target;
+}
+
+llvm::Expected<std::string> compileToObject(llvm::Module &module, llvm::StringRef cpu,
+                                            llvm::StringRef features) {
+  auto fail = [](const llvm::Twine &msg) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+  };
+  llvm::Expected<const llvm::Target *> target = lookupHostTarget();
+  if (!target)
+    return target.takeError();
+  std::string triple = llvm::sys::getProcessTriple();
   llvm::TargetOptions options;
-  std::unique_ptr<llvm::TargetMachine> machine(target->createTargetMachine(
+  std::unique_ptr<llvm::TargetMachine> machine((*target)->createTargetMachine(
       llvm::Triple(triple), cpu, features, options, llvm::Reloc::PIC_, std::nullopt,
       llvm::CodeGenOptLevel::Aggressive));
   module.setDataLayout(machine->createDataLayout());

@@ -20,6 +20,7 @@
 
 namespace llvm {
 class Module;
+class Target;
 namespace orc {
 class LLJIT;
 } // namespace orc
@@ -35,6 +36,10 @@ struct ExecutableMetadata;
 /// Whether this machine's CPU has every feature the executable's code may
 /// use; the error names the missing ones and how to recompile.
 llvm::Error checkHostCPU(const ExecutableMetadata &metadata);
+
+/// LLVM's target for this process's triple, the native target initialized;
+/// the error says none is built in.
+llvm::Expected<const llvm::Target *> lookupHostTarget();
 
 /// `module` optimized (O2) and compiled for `cpu` with `features` (an LLVM
 /// feature string, "+avx2,-avx512f,..."): a relocatable object's bytes. The

@@ -448,7 +448,8 @@ FailureOr<func::FuncOp> TileMapper::outlineKernel(Plan &plan,
         cast<RankedTensorType>(plan.epilogue->getResult(0).getType()).getShape());
     SmallVector<Value> ins;
     SmallVector<AffineMap> maps;
-    for (size_t k = 0, other = 0; k < plan.epilogue.getNumDpsInputs(); ++k) {
+    size_t other = 0;
+    for (int64_t k = 0; k < plan.epilogue.getNumDpsInputs(); ++k) {
       if (k == plan.epilogueResultOperand) {
         ins.push_back(piece);
         maps.push_back(id);
@@ -753,16 +754,10 @@ struct IPUMapTiles : tessera::ipu::impl::IPUMapTilesBase<IPUMapTiles> {
     FailureOr<target::IPUTarget> target = ipu::getTarget(module);
     if (failed(target))
       return signalPassFailure();
-    auto main = module.lookupSymbol<func::FuncOp>("main");
-    if (!main) {
-      module.emitError("ipu-map-tiles: the module has no @main");
+    FailureOr<func::FuncOp> main = mainToMap(module, getArgument());
+    if (failed(main))
       return signalPassFailure();
-    }
-    if (!main.getBody().hasOneBlock()) {
-      main.emitError("ipu-map-tiles: @main must be a single block (no control flow)");
-      return signalPassFailure();
-    }
-    TileMapper mapper(module, main, *target);
+    TileMapper mapper(module, *main, *target);
     if (failed(mapper.readPlans()) || failed(mapper.rewrite()))
       return signalPassFailure();
   }

@@ -1123,18 +1123,11 @@ struct IPUPlanTiles : tessera::ipu::impl::IPUPlanTilesBase<IPUPlanTiles> {
     FailureOr<target::IPUTarget> target = ipu::getTarget(module);
     if (failed(target))
       return signalPassFailure();
-    auto main = module.lookupSymbol<func::FuncOp>("main");
-    if (!main) {
-      module.emitError("ipu-plan-tiles: the module has no @main");
+    FailureOr<func::FuncOp> main = mainToMap(module, getArgument());
+    if (failed(main))
       return signalPassFailure();
-    }
-    if (!main.getBody().hasOneBlock()) {
-      main.emitError(
-          "ipu-plan-tiles: @main must be a single block (no control flow)");
-      return signalPassFailure();
-    }
-    separateInitsFromInputs(main);
-    Planner planner(module, main, *target, availableMemoryProportion);
+    separateInitsFromInputs(*main);
+    Planner planner(module, *main, *target, availableMemoryProportion);
     if (failed(planner.plan()))
       return signalPassFailure();
     planner.record();

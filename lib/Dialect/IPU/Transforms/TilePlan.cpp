@@ -10,6 +10,15 @@ using namespace mlir;
 
 namespace tessera::ipu::tiling {
 
+FailureOr<func::FuncOp> mainToMap(ModuleOp module, StringRef pass) {
+  auto main = module.lookupSymbol<func::FuncOp>("main");
+  if (!main)
+    return module.emitError(pass) << ": the module has no @main";
+  if (!main.getBody().hasOneBlock())
+    return main.emitError(pass) << ": @main must be a single block (no control flow)";
+  return main;
+}
+
 int64_t elementBytes(Type t) {
   Type e = getElementTypeOrSelf(t);
   if (e.isIndex())

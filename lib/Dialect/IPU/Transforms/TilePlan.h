@@ -32,6 +32,10 @@ using runtime::Box;
 using runtime::TileMapping;
 namespace linalg = mlir::linalg;
 
+/// The module's @main, which tile mapping takes as one block of ops; an
+/// error on the module (or @main) naming `pass` otherwise.
+mlir::FailureOr<mlir::func::FuncOp> mainToMap(mlir::ModuleOp module, llvm::StringRef pass);
+
 /// Bytes of one element of `t` (or of its elements): index is 8.
 int64_t elementBytes(mlir::Type t);
 /// `map` as an AccessMap; `full` (read whole) when it is not a box read.
