@@ -10,7 +10,10 @@
 #include "tessera/Runtime/IPUModel.h"
 #include "tessera/Target/CostModel.h"
 
+#include "tessera/Runtime/JIT.h"
+
 #include "llvm/AsmParser/Parser.h"
+#include "llvm/Bitcode/BitcodeWriter.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
@@ -673,4 +676,35 @@ TEST(IPUModel, KernelsAreTheExecutablesOwnVertexEntries) {
   }
 }
 
+} // namespace
+
+namespace {
+// The host reference code travels as bitcode and is compiled by the runtime
+// for this machine: valid bitcode becomes an object defining its functions;
+// anything else is an error that says to recompile, never a crash.
+TEST(HostRunner, CompilesTheReferenceBitcodeAndRefusesDamage) {
+  llvm::LLVMContext context;
+  llvm::SMDiagnostic diag;
+  auto module = llvm::parseAssemblyString(
+      "define void @tessera_main(ptr %args) {\n  ret void\n}\n", diag, context);
+  ASSERT_TRUE(module) << diag.getMessage().str();
+  std::string bitcode;
+  llvm::raw_string_ostream os(bitcode);
+  llvm::WriteBitcodeToFile(*module, os);
+  os.flush();
+
+  auto object = tessera::runtime::compileReferenceObject(bitcode);
+  ASSERT_TRUE(static_cast<bool>(object)) << llvm::toString(object.takeError());
+  std::vector<std::string> defined = tessera::runtime::definedFunctions({*object});
+  EXPECT_NE(std::find(defined.begin(), defined.end(), "tessera_main"), defined.end());
+
+  for (std::string damaged : {std::string("not bitcode"), bitcode.substr(0, bitcode.size() / 2),
+                              std::string()}) {
+    auto bad = tessera::runtime::compileReferenceObject(damaged);
+    ASSERT_FALSE(static_cast<bool>(bad));
+    std::string message = llvm::toString(bad.takeError());
+    EXPECT_NE(message.find("host reference code"), std::string::npos) << message;
+    EXPECT_NE(message.find("recompile the model"), std::string::npos) << message;
+  }
+}
 } // namespace

@@ -68,26 +68,34 @@ TEST(Executable, RoundTripsMetadataCodeAndAlignedWeights) {
   llvm::sys::fs::remove(path);
 }
 
-// The code section holds the objects codegen compiled in parallel (host
-// reference, vertex kernels) back to back; the metadata gives their sizes.
-TEST(Executable, SplitsTheCodeSectionIntoItsObjects) {
+// The code section holds the vertex kernels' objects (compiled in parallel
+// groups) back to back, then the host reference code's bitcode; the
+// metadata gives their sizes.
+TEST(Executable, SplitsTheCodeSectionIntoItsObjectsAndTheReferenceBitcode) {
   std::string path = tempPath("tess");
   std::vector<char> a(12, 1), b = {1, 2, 3, 4, 5};
   ExecutableMetadata m = metadataWithWeights();
-  m.codeObjects = {3, 3};
+  m.codeObjects = {2, 1};
+  m.referenceBitcode = 3;
   ASSERT_FALSE(llvm::errorToBool(
       writeExecutable(path, m, "OBJECT", {llvm::ArrayRef(a), llvm::ArrayRef(b)})));
   auto exe = Executable::load(path);
   ASSERT_TRUE(static_cast<bool>(exe)) << llvm::toString(exe.takeError());
-  EXPECT_EQ((*exe)->hostObjects(), (std::vector<llvm::StringRef>{"OBJ", "ECT"}));
+  EXPECT_EQ((*exe)->hostObjects(), (std::vector<llvm::StringRef>{"OB", "J"}));
+  EXPECT_EQ((*exe)->referenceBitcode(), "ECT");
 
-  // Sizes that do not add up to the section are refused.
-  m.codeObjects = {3, 5};
-  ASSERT_FALSE(llvm::errorToBool(
-      writeExecutable(path, m, "OBJECT", {llvm::ArrayRef(a), llvm::ArrayRef(b)})));
-  auto bad = Executable::load(path);
-  ASSERT_FALSE(static_cast<bool>(bad));
-  EXPECT_NE(llvm::toString(bad.takeError()).find("code objects"), std::string::npos);
+  // Sizes that do not add up to the section are refused: objects too long,
+  // or objects and bitcode short of it.
+  for (auto [objects, bitcode] :
+       {std::pair{std::vector<int64_t>{3, 5}, int64_t{0}}, {{3}, 2}, {{}, 7}}) {
+    m.codeObjects = objects;
+    m.referenceBitcode = bitcode;
+    ASSERT_FALSE(llvm::errorToBool(
+        writeExecutable(path, m, "OBJECT", {llvm::ArrayRef(a), llvm::ArrayRef(b)})));
+    auto bad = Executable::load(path);
+    ASSERT_FALSE(static_cast<bool>(bad));
+    EXPECT_NE(llvm::toString(bad.takeError()).find("code objects"), std::string::npos);
+  }
   llvm::sys::fs::remove(path);
 }
 
