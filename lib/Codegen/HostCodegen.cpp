@@ -110,28 +110,36 @@ void buildHostLoweringPipeline(OpPassManager &pm) {
   pm.addPass(createConvertBufferizationToMemRefPass());
   pm.addPass(createOrderLoopsForVectors());
   pm.addPass(createVectorizeContractions());
-  pm.addPass(createConvertLinalgToLoopsPass());
-  pm.addPass(memref::createExpandStridedMetadataPass());
-  pm.addPass(createLowerAffinePass());
+  // Passes that change one function at a time run nested on the functions,
+  // which MLIR spreads over the host's threads: the vertex kernels lower
+  // beside the host reference's @main instead of after it. Passes that add
+  // module-level symbols (helper functions, libm and malloc declarations)
+  // stay on the module, in the same order.
+  OpPassManager &loops = pm.nest<func::FuncOp>();
+  loops.addPass(createConvertLinalgToLoopsPass());
+  loops.addPass(memref::createExpandStridedMetadataPass());
+  loops.addPass(createLowerAffinePass());
   // Integer powers (math.ipowi) become loops in generated functions.
   pm.addPass(createConvertMathToFuncs());
   // bf16 conversions as integer arithmetic: LLVM would call compiler-rt's
   // __truncsfbf2, which the executable's loader does not provide.
+  OpPassManager &scalar = pm.nest<func::FuncOp>();
   arith::ArithExpandOpsPassOptions expand;
   expand.includeBf16 = true;
-  pm.addPass(arith::createArithExpandOpsPass(expand));
-  pm.addPass(createSCFToControlFlowPass());
-  pm.addPass(createConvertMathToLLVMPass());
+  scalar.addPass(arith::createArithExpandOpsPass(expand));
+  scalar.addPass(createSCFToControlFlowPass());
+  scalar.addPass(createConvertMathToLLVMPass());
   pm.addPass(createConvertMathToLibmPass());
-  pm.addPass(createConvertVectorToLLVMPass());
+  pm.nest<func::FuncOp>().addPass(createConvertVectorToLLVMPass());
   pm.addPass(createFinalizeMemRefToLLVMConversionPass());
-  pm.addPass(createArithToLLVMConversionPass());
+  pm.nest<func::FuncOp>().addPass(createArithToLLVMConversionPass());
   pm.addPass(std::make_unique<EmitCInterface>());
   pm.addPass(createConvertFuncToLLVMPass());
   pm.addPass(createConvertControlFlowToLLVMPass());
-  pm.addPass(createConvertIndexToLLVMPass());
-  pm.addPass(createReconcileUnrealizedCastsPass());
-  pm.addPass(createCanonicalizerPass());
+  OpPassManager &llvmFunctions = pm.nest<LLVM::LLVMFuncOp>();
+  llvmFunctions.addPass(createConvertIndexToLLVMPass());
+  llvmFunctions.addPass(createReconcileUnrealizedCastsPass());
+  llvmFunctions.addPass(createCanonicalizerPass());
 }
 
 llvm::Expected<HostCPU> resolveHostCPU(llvm::StringRef name) {
