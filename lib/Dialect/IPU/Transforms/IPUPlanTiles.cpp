@@ -22,6 +22,7 @@
 #include "llvm/ADT/Statistic.h"
 #include "llvm/Support/Debug.h"
 
+#include <map>
 #include <set>
 
 #define DEBUG_TYPE "ipu-plan-tiles"
@@ -523,6 +524,25 @@ LogicalResult Planner::planGeneric(Plan &plan) {
     TileMapping mapping;
   } best;
   std::vector<int64_t> chunks(rank, 1);
+  // What a region of a general view costs to read, by (variable, tile,
+  // region): candidates that differ only in loops an input does not read
+  // ask again for the same region, and answering walks the view's runs.
+  // Only variables placed before this op (the candidates' tentative leaves
+  // reuse their numbers with other mappings).
+  size_t placedVariables = prog_.variables.size();
+  std::map<std::vector<int64_t>, runtime::RemoteRead> viewReads;
+  auto remoteRead = [&](int64_t var, const Box &region, int64_t tile) {
+    const runtime::Variable &v = prog_.variables[var];
+    if (static_cast<size_t>(var) >= placedVariables || v.base < 0 || v.isPadded())
+      return runtime::remoteRead(prog_, var, region, tile);
+    std::vector<int64_t> key{var, tile};
+    key.insert(key.end(), region.offsets.begin(), region.offsets.end());
+    key.insert(key.end(), region.sizes.begin(), region.sizes.end());
+    auto [it, inserted] = viewReads.try_emplace(std::move(key));
+    if (inserted)
+      it->second = runtime::remoteRead(prog_, var, region, tile);
+    return it->second;
+  };
   // Odometer over the candidate lists, pruned by the tile count.
   std::vector<size_t> at(rank, 0);
   int64_t evaluated = 0;
@@ -592,8 +612,7 @@ LogicalResult Planner::planGeneric(Plan &plan) {
           const runtime::Variable &v = prog_.variables[var];
           Box region = in.access.region(loops, v.shape);
           int64_t bytes = elementBytes(in.value.getType());
-          if (runtime::RemoteRead read = runtime::remoteRead(prog_, var, region, tile);
-              !read.local) {
+          if (runtime::RemoteRead read = remoteRead(var, region, tile); !read.local) {
             received += read.bytes;
             regions += read.regions;
             padding += read.paddingBytes;
