@@ -1,0 +1,143 @@
+//===- TilePlannerTest.cpp - ipu-plan-tiles against the cost model -------===//
+//
+// The planner's decisions are data (#ipu.plan), applied by ipu-map-tiles, so
+// a test can apply other plans to the same ops and compare estimates. These
+// pin what the planner must guarantee whatever its search does: every op it
+// plans gets a plan that fits the target's tiles, an elementwise op after a
+// contraction runs as its epilogue, and no plan is estimated slower than
+// running every op on one tile (the plan nobody would pick, but always
+// valid).
+//
+//===----------------------------------------------------------------------===//
+
+#include "tessera/Compiler/Registration.h"
+#include "tessera/Dialect/IPU/Transforms/Passes.h"
+#include "tessera/Runtime/Executable.h"
+#include "tessera/Runtime/ProgramCost.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+using namespace mlir;
+using namespace tessera;
+
+namespace {
+
+constexpr int64_t kTiles = 64;
+
+/// A matmul of MxK by KxN into zeros, then a Relu, on a 64-tile ipu2.
+std::string matmulRelu(int64_t m, int64_t n, int64_t k) {
+  auto t = [](int64_t a, int64_t b) {
+    return "tensor<" + std::to_string(a) + "x" + std::to_string(b) + "xf32>";
+  };
+  return R"(module attributes {ipu.target = #ipu.target<"ipu2", ipus = 1, tiles_per_ipu = )" +
+         std::to_string(kTiles) + R"(, bytes_per_tile = 638976>} {
+  func.func @main(%x: )" + t(m, k) + ", %w: " + t(k, n) + ") -> " + t(m, n) + R"( {
+    %zero = arith.constant 0.0 : f32
+    %e = tensor.empty() : )" + t(m, n) + R"(
+    %init = linalg.fill ins(%zero : f32) outs(%e : )" + t(m, n) + ") -> " + t(m, n) + R"(
+    %y = linalg.matmul ins(%x, %w : )" + t(m, k) + ", " + t(k, n) + ") outs(%init : " +
+         t(m, n) + ") -> " + t(m, n) + R"(
+    %r = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]}
+        ins(%y : )" + t(m, n) + ") outs(%e : " + t(m, n) + R"() {
+    ^bb0(%a: f32, %o: f32):
+      %v = arith.maximumf %a, %zero : f32
+      linalg.yield %v : f32
+    } -> )" + t(m, n) + R"(
+    return %r : )" + t(m, n) + R"(
+  }
+})";
+}
+
+class TilePlanner : public ::testing::Test {
+protected:
+  TilePlanner() {
+    DialectRegistry registry;
+    registerTesseraDialects(registry);
+    context.appendDialectRegistry(registry);
+    context.loadAllAvailableDialects();
+  }
+
+  OwningOpRef<ModuleOp> parse(const std::string &text) {
+    return parseSourceString<ModuleOp>(text, &context);
+  }
+  /// Runs ipu-prepare-for-mapping and ipu-plan-tiles.
+  LogicalResult plan(ModuleOp module) {
+    PassManager pm(&context);
+    pm.addPass(ipu::createIPUPrepareForMapping());
+    pm.addPass(ipu::createIPUPlanTiles());
+    return pm.run(module);
+  }
+  /// Applies the plans and estimates one iteration of the program.
+  int64_t applyAndEstimate(ModuleOp module) {
+    PassManager pm(&context);
+    pm.addPass(ipu::createIPUMapTiles());
+    if (failed(pm.run(module)))
+      return -1;
+    FailureOr<runtime::MachineProgram> program = ipu::exportMachineProgram(module);
+    FailureOr<target::IPUTarget> target = ipu::getTarget(module);
+    if (failed(program) || failed(target))
+      return -1;
+    runtime::ExecutableMetadata metadata;
+    return runtime::estimateProgramCost(metadata, *program, *target).totalCycles;
+  }
+
+  MLIRContext context;
+};
+
+TEST_F(TilePlanner, PlansFitTheTilesAndAbsorbTheRelu) {
+  OwningOpRef<ModuleOp> module = parse(matmulRelu(128, 96, 64));
+  ASSERT_TRUE(module);
+  ASSERT_TRUE(succeeded(plan(*module)));
+  int64_t planned = 0, withEpilogue = 0;
+  module->walk([&](linalg::GenericOp op) {
+    auto attr = op->getAttrOfType<ipu::PlanAttr>(ipu::kPlanAttrName);
+    if (!attr)
+      return; // the Relu, absorbed
+    ++planned;
+    withEpilogue += attr.getEpilogue();
+    runtime::TileMapping mapping =
+        ipu::fromAttr(attr.getMapping(), cast<RankedTensorType>(op->getResult(0).getType()).getShape());
+    int64_t last = mapping.firstTile;
+    std::vector<int64_t> perDim = mapping.piecesPerDim();
+    for (size_t d = 0; d < perDim.size(); ++d)
+      last += (perDim[d] - 1) * mapping.tileStrides[d];
+    EXPECT_LT(last, kTiles);
+    EXPECT_GT(mapping.numPieces(), 1) << "a 128x96 matmul on one tile";
+  });
+  EXPECT_GE(planned, 1);
+  EXPECT_EQ(withEpilogue, 1);
+}
+
+TEST_F(TilePlanner, NoPlanIsSlowerThanOneTile) {
+  for (auto [m, n, k] : {std::tuple{8, 8, 8}, {64, 32, 16}, {128, 128, 64}, {7, 13, 5},
+                         {256, 64, 256}}) {
+    SCOPED_TRACE(std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k));
+    OwningOpRef<ModuleOp> chosen = parse(matmulRelu(m, n, k));
+    OwningOpRef<ModuleOp> oneTile = parse(matmulRelu(m, n, k));
+    ASSERT_TRUE(chosen && oneTile);
+    ASSERT_TRUE(succeeded(plan(*chosen)) && succeeded(plan(*oneTile)));
+    // The same decisions but each op's results whole on tile 0.
+    oneTile->walk([&](linalg::GenericOp op) {
+      auto attr = op->getAttrOfType<ipu::PlanAttr>(ipu::kPlanAttrName);
+      if (!attr)
+        return;
+      auto shape = cast<RankedTensorType>(op->getResult(0).getType()).getShape();
+      auto whole = ipu::MappingAttr::get(&context, shape,
+                                         SmallVector<int64_t>(shape.size(), 0), 0);
+      op->setAttr(ipu::kPlanAttrName, ipu::PlanAttr::get(&context, whole, attr.getEpilogue(),
+                                                         attr.getInPlace()));
+    });
+    int64_t planned = applyAndEstimate(*chosen), single = applyAndEstimate(*oneTile);
+    ASSERT_GT(planned, 0);
+    ASSERT_GT(single, 0);
+    EXPECT_LE(planned, single);
+  }
+}
+
+} // namespace
