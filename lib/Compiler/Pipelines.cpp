@@ -122,6 +122,7 @@ void buildIPUPipeline(OpPassManager &pm, const IPUPipelineOptions &options) {
   pm.addPass(createCSEPass());
   ipu::IPUPlanTilesOptions plan;
   plan.availableMemoryProportion = options.availableMemoryProportion;
+  plan.explain = options.explainPlans;
   pm.addPass(ipu::createIPUPlanTiles(plan));
   pm.addPass(ipu::createIPUMapTiles());
   pm.addPass(createSymbolDCEPass());

@@ -37,6 +37,8 @@
 # RUN: tessera-compile %t/model.onnx --summary -o %t/estimate.tess > %t/estimate.txt
 # RUN: tessera-run %t/estimate.tess --input %t/x.npy >> %t/estimate.txt
 # RUN: FileCheck %s --check-prefix=ESTIMATE < %t/estimate.txt
+# --explain-plans: a remark per op with its plan and estimated cycles.
+# RUN: tessera-compile %t/model.onnx --explain-plans -o %t/explain.tess 2>&1 | FileCheck %s --check-prefix=EXPLAIN
 # RUN: %python -c "import json,struct,sys; b=open(sys.argv[1],'rb').read(); print(b.decode('latin-1'))" %t/estimate.tess | FileCheck %s --check-prefix=CARRIED
 # RUN: tessera-compile %t/model.onnx --compile-to=graph --mlir-pass-pipeline-crash-reproducer=%t/repro.mlir -o /dev/null
 # External data next to the model is found.
@@ -60,6 +62,7 @@ out = sys.argv[1]
 # ESTIMATE-NEXT: cycles compute exchange sync tiles peak step op
 # ESTIMATE-NEXT: cs0 m
 # ESTIMATE: estimated on ipu2: [[CYCLES]] cycles, {{.*}} ms per iteration
+# EXPLAIN: remark: #ipu.plan<mapping = #ipu.mapping<{{.*}}>: {{[0-9]+}} estimated cycles on its slowest vertex
 # CARRIED: "estimate":{"compute_cycles":{{[0-9]+}},"cycles":{{[0-9]+}},"exchange_cycles":{{[0-9]+}},"sync_cycles":{{[0-9]+}}}
 
 # INPUT: graph.reshape %{{.*}} : tensor<2x3x4xf32> -> tensor<2x12xf32>

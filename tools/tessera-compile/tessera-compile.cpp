@@ -12,6 +12,7 @@
 #include "tessera/Compiler/Compiler.h"
 #include "tessera/Compiler/Registration.h"
 #include "tessera/Dialect/Graph/Analysis/ModelStats.h"
+#include "tessera/Dialect/IPU/IR/IPU.h"
 #include "tessera/Importers/TorchScript/TorchScriptImporter.h"
 #include "tessera/Runtime/Executable.h"
 #include "tessera/Runtime/FileUtils.h"
@@ -131,6 +132,12 @@ cl::opt<double> availableMemoryProportion(
              "buffers may take while planning (0, 1]; PopTorch's "
              "availableMemoryProportion"),
     cl::init(0.6), cl::cat(category));
+cl::opt<bool> explainPlans(
+    "explain-plans",
+    cl::desc("Print a remark per op with its tile plan and estimated cycles, "
+             "and per reduction why it was split or not (a cache hit plans "
+             "nothing)"),
+    cl::init(false), cl::cat(category));
 cl::opt<int64_t> deviceIterations(
     "device-iterations",
     cl::desc("Batches one run loops over on the device (PopTorch's "
@@ -272,7 +279,13 @@ LogicalResult printModelDiagnostic(Diagnostic &diag, StringRef modelPath) {
                    << ":" << pos->getColumn();
     else
       llvm::errs() << modelPath;
-    llvm::errs() << ": " << severity << ": " << d.str() << "\n";
+    llvm::errs() << ": " << severity << ": ";
+    // A remark (--explain-plans) names the model's op it is about; errors
+    // say it in their text.
+    if (d.getSeverity() == DiagnosticSeverity::Remark)
+      if (std::string name = tessera::ipu::locationName(d.getLocation(), ""); !name.empty())
+        llvm::errs() << name << ": ";
+    llvm::errs() << d.str() << "\n";
   };
   StringRef severity = diag.getSeverity() == DiagnosticSeverity::Error
                            ? "error"
@@ -347,6 +360,10 @@ int main(int argc, char **argv) {
   DialectRegistry registry;
   tessera::registerTesseraDialects(registry);
   MLIRContext context(registry);
+  // A remark per op (--explain-plans) names the op by its location; the
+  // op's IR after each would drown them.
+  if (explainPlans)
+    context.printOpOnDiagnostic(false);
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagHandler(sourceMgr, &context);
   ScopedDiagnosticHandler modelDiagHandler(&context, [&](Diagnostic &diag) {
@@ -488,6 +505,7 @@ if (!train) {
   request.compile.compileTo = *phase;
   request.compile.target = *target;
   request.compile.ipu.availableMemoryProportion = availableMemoryProportion;
+  request.compile.ipu.explainPlans = explainPlans;
   request.compile.ipu.reportPath = reportPath;
   if (llvm::Error err = tessera::checkExecutableRequest(request)) {
     llvm::errs() << "error: " << llvm::toString(std::move(err)) << "\n";

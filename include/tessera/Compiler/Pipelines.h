@@ -91,6 +91,8 @@ struct IPUPipelineOptions {
   double availableMemoryProportion = 0.6;
   /// Where ipu-allocate-memory writes the memory report (none if empty).
   std::string reportPath;
+  /// ipu-plan-tiles' `explain`: a remark per op on its plan.
+  bool explainPlans = false;
 };
 
 /// linalg -> ipu: prepare, map tiles, allocate memory. The module must carry

@@ -1,10 +1,18 @@
 // RUN: tessera-opt %s --ipu-prepare-for-mapping --ipu-plan-tiles --split-input-file | FileCheck %s
+// RUN: tessera-opt %s --ipu-prepare-for-mapping --ipu-plan-tiles=explain=true --split-input-file -o /dev/null 2>&1 | FileCheck %s --check-prefix=EXPLAIN
 
 // ipu-plan-tiles records its decisions and applies none: every generic
 // stays a linalg.generic with an #ipu.plan, inputs get an ipu.mapping, and
 // a padding insert that will be a padded view is marked. (Which mapping
 // each op gets is the cost model's; map-tiles-*.mlir and split-reductions
 // check the choices, map-tiles-apply.mlir the application.)
+
+// With explain, each reduction says whether it was split and at what
+// estimated cost against unsplit, and each planned op its plan and cycles.
+// EXPLAIN: remark: {{(not split|split into [0-9]+ partial results)}} along reduction loop 2 (16 iterations): {{[0-9]+}} estimated cycles, against {{[0-9]+}} unsplit
+// The fill its reader updates in place says so.
+// EXPLAIN: remark: #ipu.plan<mapping = #ipu.mapping<{{.*}}>>: its reader's mapping (the reader updates it in place)
+// EXPLAIN: remark: #ipu.plan<mapping = #ipu.mapping<{{.*}}>, epilogue, in_place>: {{[0-9]+}} estimated cycles on its slowest vertex
 
 // The matmul's Relu is its epilogue (no plan of its own), its zero fill is
 // updated in place (the fill takes the matmul's mapping).

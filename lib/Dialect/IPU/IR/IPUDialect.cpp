@@ -80,6 +80,16 @@ LogicalResult TargetAttr::verify(function_ref<InFlightDiagnostic()> emitError, S
   return success();
 }
 
+std::string locationName(Location loc, StringRef fallback) {
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location l : fused.getLocations())
+      if (auto n = dyn_cast<NameLoc>(l))
+        return n.getName().str();
+  if (auto n = dyn_cast<NameLoc>(loc))
+    return n.getName().str();
+  return fallback.str();
+}
+
 FailureOr<target::IPUTarget> getTarget(ModuleOp module) {
   auto attr = module->getAttrOfType<TargetAttr>(kTargetAttrName);
   if (!attr)

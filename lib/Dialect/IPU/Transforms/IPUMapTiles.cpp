@@ -17,9 +17,6 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/TilingInterface.h"
 #include "mlir/Transforms/RegionUtils.h"
-#include "llvm/ADT/Statistic.h"
-
-#define DEBUG_TYPE "ipu-map-tiles"
 
 namespace tessera::ipu {
 #define GEN_PASS_DEF_IPUMAPTILES
@@ -30,9 +27,6 @@ using namespace mlir;
 using namespace tessera;
 using namespace tessera::ipu::tiling;
 
-STATISTIC(numComputeSets, "compute sets made");
-STATISTIC(numKernels, "distinct vertex kernels outlined");
-STATISTIC(numSharedKernels, "vertex kernels shared with an identical one");
 
 namespace {
 
@@ -45,6 +39,9 @@ public:
   /// an error on the op when a plan cannot apply.
   LogicalResult readPlans();
   LogicalResult rewrite();
+
+  /// What the rewrite made, for the pass's statistics.
+  int64_t numComputeSets = 0, numKernels = 0, numSharedKernels = 0;
 
 private:
   LogicalResult readPlan(linalg::GenericOp op, ipu::PlanAttr attr, Plan &plan);
@@ -760,6 +757,9 @@ struct IPUMapTiles : tessera::ipu::impl::IPUMapTilesBase<IPUMapTiles> {
     TileMapper mapper(module, *main, *target);
     if (failed(mapper.readPlans()) || failed(mapper.rewrite()))
       return signalPassFailure();
+    numComputeSets += mapper.numComputeSets;
+    numKernels += mapper.numKernels;
+    numSharedKernels += mapper.numSharedKernels;
   }
 };
 

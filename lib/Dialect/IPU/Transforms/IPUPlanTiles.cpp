@@ -19,13 +19,9 @@
 #include "mlir/IR/Matchers.h"
 #include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/MapVector.h"
-#include "llvm/ADT/Statistic.h"
-#include "llvm/Support/Debug.h"
 
 #include <map>
 #include <set>
-
-#define DEBUG_TYPE "ipu-plan-tiles"
 
 namespace tessera::ipu {
 #define GEN_PASS_DEF_IPUPLANTILES
@@ -37,10 +33,6 @@ using namespace tessera;
 using namespace tessera::ipu::tiling;
 using runtime::MachineProgram;
 
-STATISTIC(numPlanned, "linalg.generic ops planned (compute sets to be)");
-STATISTIC(numSplit, "reductions split into partial results and a combining step");
-STATISTIC(numEpilogues, "elementwise ops planned as epilogues of their producer");
-STATISTIC(numOverBudget, "ops planned over the memory budget (nothing fit)");
 
 namespace {
 /// How a reduction accumulates: `yield combine(out, f(ins))`, the output
@@ -186,6 +178,14 @@ public:
         budget_(static_cast<int64_t>(amp * target.bytesPerTile)),
         weightBytesOnTile_(numTiles_, 0) {}
 
+  /// What the planner did, for the pass's statistics.
+  struct Counts {
+    int64_t planned = 0, split = 0, epilogues = 0, overBudget = 0;
+  };
+  const Counts &counts() const { return counts_; }
+  /// Emit a remark on each op explaining its plan (the pass's `explain`).
+  void explain() { explain_ = true; }
+
   LogicalResult plan();
   /// Records the plans as attributes: #ipu.plan on each generic to run,
   /// #ipu.mapping on the leaves and allocations, ipu.padded_view on the
@@ -283,6 +283,8 @@ private:
   std::vector<std::pair<size_t, TileMapping>> mappingUndo_;
   /// Set while planOpOrSplit compares options (cheaper costing).
   bool inTrial_ = false;
+  bool explain_ = false;
+  Counts counts_;
 
 
   ModuleOp module_;
@@ -859,6 +861,8 @@ LogicalResult Planner::planOpOrSplit(linalg::GenericOp op) {
   }
   int64_t bestCycles = plans_.back().cycles, bestPieces = 1;
   bool bestFits = plans_.back().fits;
+  const int64_t unsplitCycles = bestCycles;
+  const bool unsplitFits = bestFits;
   // Every option that fits, by increasing slices: (slices, cycles).
   SmallVector<std::pair<int64_t, int64_t>> fitting;
   if (bestFits)
@@ -916,8 +920,21 @@ LogicalResult Planner::planOpOrSplit(linalg::GenericOp op) {
         bestPieces = pieces;
         break;
       }
+  if (explain_) {
+    int64_t chosenCycles = bestPieces == 1 ? unsplitCycles : bestCycles;
+    for (auto [pieces, cycles] : fitting)
+      if (pieces == bestPieces)
+        chosenCycles = cycles;
+    op.emitRemark() << (bestPieces == 1 ? "not split" : "split into " +
+                                                          std::to_string(bestPieces) +
+                                                          " partial results")
+                    << " along reduction loop " << loop << " (" << range << " iterations): "
+                    << chosenCycles << " estimated cycles, against " << unsplitCycles
+                    << " unsplit" << (unsplitFits ? "" : " (over the memory budget)");
+  }
   if (bestPieces == 1)
     return planOp(op);
+  ++counts_.split;
   SplitOps split = splitReduction(op, *acc, loop, bestPieces);
   if (failed(planOp(split.fill)) || failed(planOp(split.partial)) ||
       failed(planOp(split.combine, op)))
@@ -1076,13 +1093,16 @@ void Planner::record() {
       generic->setAttr(ipu::kPlanAttrName,
                        ipu::PlanAttr::get(ctx, mapping, static_cast<bool>(plan.epilogue),
                                           static_cast<bool>(plan.initProducer)));
-      ++numPlanned;
-      numEpilogues += plan.epilogue ? 1 : 0;
-      numOverBudget += plan.fits ? 0 : 1;
-      LLVM_DEBUG(llvm::dbgs() << "plan " << generic->getLoc() << ": "
-                              << generic->getAttr(ipu::kPlanAttrName) << ", " << plan.cycles
-                              << " cycles per vertex" << (plan.fits ? "" : ", over budget")
-                              << "\n");
+      ++counts_.planned;
+      counts_.epilogues += plan.epilogue ? 1 : 0;
+      counts_.overBudget += plan.fits ? 0 : 1;
+      if (explain_ && plan.isInitProducer)
+        generic.emitRemark() << generic->getAttr(ipu::kPlanAttrName)
+                             << ": its reader's mapping (the reader updates it in place)";
+      else if (explain_ && !plan.isEmpty)
+        generic.emitRemark() << generic->getAttr(ipu::kPlanAttrName) << ": " << plan.cycles
+                             << " estimated cycles on its slowest vertex"
+                             << (plan.fits ? "" : "; nothing fit the memory budget");
       continue;
     }
     if (auto insert = dyn_cast<tensor::InsertSliceOp>(op)) {
@@ -1147,9 +1167,15 @@ struct IPUPlanTiles : tessera::ipu::impl::IPUPlanTilesBase<IPUPlanTiles> {
       return signalPassFailure();
     separateInitsFromInputs(*main);
     Planner planner(module, *main, *target, availableMemoryProportion);
+    if (explain)
+      planner.explain();
     if (failed(planner.plan()))
       return signalPassFailure();
     planner.record();
+    numPlanned += planner.counts().planned;
+    numSplit += planner.counts().split;
+    numEpilogues += planner.counts().epilogues;
+    numOverBudget += planner.counts().overBudget;
   }
 };
 

@@ -10,16 +10,6 @@ using namespace tessera;
 namespace tessera::ipu {
 
 namespace {
-std::string nameOf(Location loc, StringRef fallback) {
-  if (auto fused = dyn_cast<FusedLoc>(loc))
-    for (Location l : fused.getLocations())
-      if (auto n = dyn_cast<NameLoc>(l))
-        return n.getName().str();
-  if (auto n = dyn_cast<NameLoc>(loc))
-    return n.getName().str();
-  return fallback.str();
-}
-
 FailureOr<runtime::DType> dtypeOf(Value v) {
   std::string name;
   llvm::raw_string_ostream(name) << getElementTypeOrSelf(v.getType());
@@ -114,7 +104,7 @@ FailureOr<runtime::MachineProgram> exportMachineProgram(ModuleOp module) {
     }
     if (auto alloc = dyn_cast<AllocOp>(op)) {
       if (failed(add(alloc.getResult(), runtime::VarKind::Activation, alloc.getMapping(),
-                     nameOf(alloc.getLoc(), "alloc"))))
+                     locationName(alloc.getLoc(), "alloc"))))
         return failure();
       continue;
     }
@@ -157,7 +147,7 @@ FailureOr<runtime::MachineProgram> exportMachineProgram(ModuleOp module) {
     if (auto cs = dyn_cast<ComputeSetOp>(op)) {
       runtime::ComputeSet set;
       set.name = cs.getName().str();
-      set.location = nameOf(cs.getLoc(), "");
+      set.location = locationName(cs.getLoc(), "");
       set.loopRanges.assign(cs.getLoopRanges().begin(), cs.getLoopRanges().end());
       set.outputLoops.assign(cs.getOutputLoops().begin(), cs.getOutputLoops().end());
       set.macs = cs.getMacs();
@@ -199,7 +189,7 @@ FailureOr<runtime::MachineProgram> exportMachineProgram(ModuleOp module) {
           continue;
         }
         FailureOr<int64_t> id = add(r, runtime::VarKind::Activation, cs.getMapping(),
-                                    nameOf(cs.getLoc(), set.name));
+                                    locationName(cs.getLoc(), set.name));
         if (failed(id))
           return failure();
         set.outputs.push_back(*id);

@@ -63,6 +63,10 @@ runtime::TileMapping fromAttr(MappingAttr attr, llvm::ArrayRef<int64_t> shape);
 /// the operand); nullopt otherwise (mod, floordiv, reversed dimensions).
 std::optional<runtime::AccessMap> toBoxAccess(mlir::AffineMap map);
 
+/// The model's name for what `loc` points at (an ONNX node's or a
+/// TorchScript op's NameLoc, alone or fused), or `fallback`.
+std::string locationName(mlir::Location loc, llvm::StringRef fallback);
+
 /// The module's #ipu.target as a full target description (rates included).
 /// Errors are diagnostics on the module.
 mlir::FailureOr<target::IPUTarget> getTarget(mlir::ModuleOp module);

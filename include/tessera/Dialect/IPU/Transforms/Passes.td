@@ -111,8 +111,9 @@ def IPUPlanTiles : Pass<"ipu-plan-tiles", "::mlir::ModuleOp"> {
     changes are the reduction splits (their worth depends on how their
     parts are mapped, so they are decided and made here) and copies of a
     shared fill or insert destination, one per reader. `ipu-map-tiles`
-    applies the plans. `-debug-only=ipu-plan-tiles` prints each plan with
-    its estimated cycles per vertex; `--mlir-pass-statistics` counts plans,
+    applies the plans. With `explain`, each op gets a remark saying its plan
+    and estimated cycles, and each reduction why it was split or not (its
+    cycles split against unsplit); `--mlir-pass-statistics` counts plans,
     splits, epilogues and ops over the memory budget.
   }];
   let options = [
@@ -120,6 +121,18 @@ def IPUPlanTiles : Pass<"ipu-plan-tiles", "::mlir::ModuleOp"> {
            /*default=*/"0.6",
            "Fraction of each tile's memory a vertex's output and receive "
            "buffers may take (PopTorch's availableMemoryProportion)">,
+    Option<"explain", "explain", "bool", /*default=*/"false",
+           "Emit a remark on each op with its plan and estimated cycles, and "
+           "on each reduction why it was split or not">,
+  ];
+  let statistics = [
+    Statistic<"numPlanned", "planned-ops", "linalg.generic ops planned">,
+    Statistic<"numSplit", "split-reductions",
+              "reductions split into partial results and a combining step">,
+    Statistic<"numEpilogues", "epilogues",
+              "elementwise ops planned as their producer's epilogues">,
+    Statistic<"numOverBudget", "over-budget",
+              "ops planned over the memory budget (nothing fit)">,
   ];
   let dependentDialects = ["::tessera::ipu::IPUDialect",
                            "::mlir::affine::AffineDialect",
@@ -148,6 +161,12 @@ def IPUMapTiles : Pass<"ipu-map-tiles", "::mlir::ModuleOp"> {
     another rank or past the last tile, an epilogue or in-place init the IR
     does not have, a generic without a plan) is an error on its op.
   }];
+  let statistics = [
+    Statistic<"numComputeSets", "compute-sets", "compute sets made">,
+    Statistic<"numKernels", "kernels", "distinct vertex kernels outlined">,
+    Statistic<"numSharedKernels", "shared-kernels",
+              "kernels found identical to one outlined before">,
+  ];
   let dependentDialects = ["::tessera::ipu::IPUDialect",
                            "::mlir::bufferization::BufferizationDialect",
                            "::mlir::memref::MemRefDialect",
