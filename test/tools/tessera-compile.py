@@ -62,7 +62,8 @@ out = sys.argv[1]
 # ESTIMATE-NEXT: cycles compute exchange sync tiles peak step op
 # ESTIMATE-NEXT: cs0 m
 # ESTIMATE: estimated on ipu2: [[CYCLES]] cycles, {{.*}} ms per iteration
-# EXPLAIN: remark: #ipu.plan<mapping = #ipu.mapping<{{.*}}>: {{[0-9]+}} estimated cycles on its slowest vertex
+# EXPLAIN: remark: m: {{(not split|split into [0-9]+ partial results)}} along reduction loop 2 (12 iterations)
+# EXPLAIN: remark: m: #ipu.plan<mapping = #ipu.mapping<{{.*}}>{{.*}}>: {{[0-9]+}} estimated cycles on its slowest vertex
 # CARRIED: "estimate":{"compute_cycles":{{[0-9]+}},"cycles":{{[0-9]+}},"exchange_cycles":{{[0-9]+}},"sync_cycles":{{[0-9]+}}}
 
 # INPUT: graph.reshape %{{.*}} : tensor<2x3x4xf32> -> tensor<2x12xf32>
