@@ -36,11 +36,15 @@ SLOW = {"maxvit_t"}
 def phases(timing):
     """{name: seconds} of the --mlir-timing report's top two levels, and the
     five slowest passes."""
+    # One column (wall) or two (user, then wall) when phases ran on several
+    # threads; the wall time counts.
     rows = []
+    entry = r"(\d+\.\d+) \(\s*[\d.]+%\)"
     for line in timing.splitlines():
-        m = re.match(r"\s+(\d+\.\d+) \(\s*[\d.]+%\)( +)(.+)$", line)
+        m = re.match(rf"\s+{entry}(?:\s+{entry})?( +)(.+)$", line)
         if m:
-            rows.append((float(m.group(1)), len(m.group(2)), m.group(3).strip()))
+            wall = float(m.group(2) or m.group(1))
+            rows.append((wall, len(m.group(3)), m.group(4).strip()))
     top = {name: s for s, depth, name in rows if depth == 2 and name != "Total"}
     pipelines = {name: s for s, depth, name in rows if depth == 4}
     passes = sorted(((s, name) for s, depth, name in rows if depth >= 6), reverse=True)[:5]
