@@ -2,6 +2,7 @@
 # RUN: %python %s %t
 # RUN: tessera-compile %t/topk.onnx --compile-to=input | FileCheck %s --check-prefix=TOPK
 # RUN: tessera-compile %t/scatter.onnx --compile-to=input | FileCheck %s --check-prefix=SCATTER
+# RUN: tessera-compile %t/scatter_max.onnx --compile-to=input | FileCheck %s --check-prefix=SCATTERMAX
 # RUN: tessera-compile %t/quantize.onnx --compile-to=input | FileCheck %s --check-prefix=QUANT
 # RUN: tessera-compile %t/cubic.onnx --compile-to=input | FileCheck %s --check-prefix=CUBIC
 # RUN: tessera-compile %t/shift.onnx --compile-to=input | FileCheck %s --check-prefix=SHIFT
@@ -29,12 +30,22 @@ save("topk", [node("TopK", ["x", "k"], ["v", "i"], axis=1)],
      [vi("x", T.FLOAT, [3, 4])], [vi("v", T.FLOAT, [3, 2]), vi("i", T.INT64, [3, 2])],
      [init("k", np.array([2], dtype=np.int64))])
 
-# Each update's flat target compared with every position (one-hot), the
-# selected updates summed over updates and merged where some update hit.
-# SCATTER: graph.equal {{.*}} -> tensor<2x5x1xi1>
-# SCATTER: graph.reduce_sum {{.*}} {axes = array<i64: 0>, keepdims = false} : (tensor<2x5x1xf32>) -> tensor<5x1xf32>
-# SCATTER: graph.add
+# An accumulating scatter: the updates added into zeros at their flat
+# targets (graph.scatter_add, no one-hot mask), then to the data.
+# SCATTER-NOT: graph.equal
+# SCATTER: graph.scatter_add {{.*}} : (tensor<2x1xf32>, tensor<2xi64>) -> tensor<5x1xf32>
+# SCATTER: graph.add {{.*}} : (tensor<5x1xf32>, tensor<5x1xf32>) -> tensor<5x1xf32>
 save("scatter", [node("ScatterElements", ["d", "i", "u"], ["y"], axis=1, reduction="add")],
+     [vi("d", T.FLOAT, [1, 5]), vi("i", T.INT64, [1, 2]), vi("u", T.FLOAT, [1, 2])],
+     [vi("y", T.FLOAT, [1, 5])])
+
+# Other reductions: each update's flat target compared with every position
+# (one-hot), the selected updates reduced over updates and merged where
+# some update hit.
+# SCATTERMAX: graph.equal {{.*}} -> tensor<2x5x1xi1>
+# SCATTERMAX: graph.reduce_max {{.*}} {axes = array<i64: 0>, keepdims = false} : (tensor<2x5x1xf32>) -> tensor<5x1xf32>
+# SCATTERMAX: graph.max
+save("scatter_max", [node("ScatterElements", ["d", "i", "u"], ["y"], axis=1, reduction="max")],
      [vi("d", T.FLOAT, [1, 5]), vi("i", T.INT64, [1, 2]), vi("u", T.FLOAT, [1, 2])],
      [vi("y", T.FLOAT, [1, 5])])
 
