@@ -660,6 +660,42 @@ LogicalResult Planner::planGeneric(Plan &plan) {
   if (!best.valid)
     return plan.op.emitError("ipu-plan-tiles: no way to split this op over ")
            << numTiles_ << " tiles";
+  {
+    // A tensor the body reads at data-dependent places (a gather's table)
+    // is held whole along those dimensions by every vertex's tile, placed
+    // there or received: when that is more than a tile holds, no plan can
+    // work, and the allocator's report would blame whichever tile
+    // overflowed first. Say what is too big.
+    for (const Input &in : plan.inputs) {
+      if (!in.captured || in.access.full || in.access.extents.empty())
+        continue;
+      auto type = cast<RankedTensorType>(in.value.getType());
+      int64_t bytes = elementBytes(type), wholeDims = 0, whole = 1;
+      for (int64_t e : in.access.extents) {
+        bytes *= e;
+        if (e > 1) {
+          ++wholeDims;
+          whole = e;
+        }
+      }
+      if (bytes <= target_.bytesPerTile)
+        continue;
+      std::string name = ipu::locationName(plan.op.getLoc(), "");
+      InFlightDiagnostic error = plan.op.emitError("ipu-plan-tiles: ")
+                                 << (name.empty() ? "the op" : "'" + name + "'") << " reads "
+                                 << type << " at data-dependent places (a gather's table): "
+                                 << "every vertex's tile must hold " << bytes
+                                 << " bytes of it, more than a tile's "
+                                 << target_.bytesPerTile
+                                 << " bytes. A table is split over the tiles only by the "
+                                    "columns the output reads, so one column must fit a tile";
+      if (wholeDims == 1)
+        error << " (at most " << target_.bytesPerTile / (bytes / whole)
+              << " rows of this type); split the table into smaller ones, "
+                 "or wait for row-split gathers, which are not built yet";
+      return error;
+    }
+  }
   plan.mapping = best.mapping;
   plan.cycles = best.cycles;
   plan.fits = best.fits;
