@@ -120,7 +120,7 @@ std::string buildExecutableImage(StringRef metadataJSON, StringRef code, uint64_
 }
 
 llvm::Error writeExecutable(StringRef path, ExecutableMetadata metadata,
-                            StringRef hostObject,
+                            StringRef code,
                             llvm::ArrayRef<llvm::ArrayRef<char>> weights) {
   if (weights.size() != metadata.weights.size())
     return fail("internal error: weight data and metadata disagree");
@@ -186,7 +186,7 @@ llvm::Error writeExecutable(StringRef path, ExecutableMetadata metadata,
   // The weights go straight into the image: a model's weights are most of
   // the compile's memory, and a section built first was one more copy.
   std::string image =
-      buildExecutableImage(metaText, hostObject, weightBytes, [&](char *section) {
+      buildExecutableImage(metaText, code, weightBytes, [&](char *section) {
         for (auto [info, data] : llvm::zip(metadata.weights, weights))
           std::memcpy(section + info.offset, data.data(), data.size());
       });
@@ -237,7 +237,7 @@ Executable::parse(std::unique_ptr<llvm::MemoryBuffer> file, StringRef path) {
     return code.takeError();
   if (!weights)
     return weights.takeError();
-  exe->hostObject_ = *code;
+  exe->code_ = *code;
   exe->weights_ = *weights;
 
   auto parsed = json::parse(*meta);
@@ -283,7 +283,7 @@ Executable::parse(std::unique_ptr<llvm::MemoryBuffer> file, StringRef path) {
         m.hostFeatures.push_back(name->str());
   m.entry = str("entry");
   // The code section is the objects, then the reference code's bitcode.
-  int64_t codeBytes = static_cast<int64_t>(exe->hostObject_.size()), total = 0;
+  int64_t codeBytes = static_cast<int64_t>(exe->code_.size()), total = 0;
   auto badCode = [&] {
     return fail("'" + path + "' has code objects that do not fill its code section "
                 "(recompile the model)");
@@ -469,21 +469,21 @@ StringRef stateRoleName(StateInfo::Role role) {
   return "parameter";
 }
 
-std::vector<StringRef> Executable::hostObjects() const {
-  StringRef objectBytes = hostObject_.drop_back(metadata_.referenceBitcode);
+std::vector<StringRef> Executable::kernelObjects() const {
+  StringRef objectBytes = code_.drop_back(metadata_.referenceBitcode);
   if (metadata_.codeObjects.empty())
     return objectBytes.empty() ? std::vector<StringRef>{} : std::vector<StringRef>{objectBytes};
   std::vector<StringRef> objects;
   size_t at = 0;
   for (int64_t size : metadata_.codeObjects) {
-    objects.push_back(hostObject_.substr(at, size));
+    objects.push_back(code_.substr(at, size));
     at += size;
   }
   return objects;
 }
 
 StringRef Executable::referenceBitcode() const {
-  return hostObject_.take_back(metadata_.referenceBitcode);
+  return code_.take_back(metadata_.referenceBitcode);
 }
 
 /// " (3 device iterations of batch 2)": what makes the host's batch.

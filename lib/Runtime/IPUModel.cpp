@@ -883,14 +883,14 @@ Expected<std::unique_ptr<IPUModel>> IPUModel::create(const Executable &executabl
   if (anyKernel) {
     if (llvm::Error err = checkHostCPU(meta))
       return std::move(err);
-    auto jit = createCodeJIT(executable.hostObjects());
+    auto jit = createCodeJIT(executable.kernelObjects());
     if (!jit)
       return fail("cannot load the executable's code: " + llvm::toString(jit.takeError()));
     impl->jit = std::move(*jit);
     // Kernels are the executable's own vertex entries: nothing the process
     // defines (abort), and not the host reference's entry.
     llvm::StringSet<> own;
-    for (const std::string &name : definedFunctions(executable.hostObjects()))
+    for (const std::string &name : definedFunctions(executable.kernelObjects()))
       own.insert(name);
     for (const ComputeSet &cs : p.computeSets)
       for (const Kernel &k : cs.kernels) {

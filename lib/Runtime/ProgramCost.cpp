@@ -226,17 +226,18 @@ void printCostSummary(const CostSummary &cost, const ExecutableMetadata &meta,
      << "), exchange " << withCommas(cost.exchangeCycles()) << " ("
      << share(cost.exchangeCycles()) << "), sync " << withCommas(cost.syncCycles()) << " ("
      << share(cost.syncCycles()) << ")\n";
+  // The share of the fp32 peak `macs` multiply-accumulates in `cycles`
+  // reach: the time they would take on every tile at the MAC rate, over
+  // `cycles`.
+  auto peakShare = [&](int64_t macs, int64_t cycles) {
+    return 100.0 * macs / (target.f32MacsPerCycle * target.totalTiles()) / cycles;
+  };
   int64_t macs = 0;
   for (const StepCost &s : cost.steps)
     macs += s.macs;
-  if (macs > 0 && cost.totalCycles > 0) {
-    // The time the MACs would take at the tiles' fp32 rate on every tile.
-    double peakCycles =
-        static_cast<double>(macs) / (target.f32MacsPerCycle * target.totalTiles());
+  if (macs > 0 && cost.totalCycles > 0)
     os << "  " << withCommas(macs) << " multiply-accumulates: "
-       << llvm::format("%.1f%%", 100.0 * peakCycles / cost.totalCycles)
-       << " of the fp32 peak\n";
-  }
+       << llvm::format("%.1f%%", peakShare(macs, cost.totalCycles)) << " of the fp32 peak\n";
   std::vector<size_t> order(cost.steps.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
@@ -250,14 +251,9 @@ void printCostSummary(const CostSummary &cost, const ExecutableMetadata &meta,
                      "exchange", "sync", "tiles", "peak", "step", "op");
   for (size_t i : order) {
     const StepCost &s = cost.steps[i];
-    // A contraction's share of the fp32 peak: what its MACs would take on
-    // every tile at the MAC rate, over its cycles.
     std::string peak = "-";
     if (s.macs > 0 && s.total() > 0)
-      peak = llvm::formatv("{0:F1}%", 100.0 * s.macs /
-                                          (target.f32MacsPerCycle * target.totalTiles()) /
-                                          s.total())
-                 .str();
+      peak = llvm::formatv("{0:F1}%", peakShare(s.macs, s.total())).str();
     os << llvm::format("  %12s %12s %12s %8s %6lld %6s  %-14s %s\n",
                        withCommas(s.total()).c_str(), withCommas(s.computeCycles).c_str(),
                        withCommas(s.exchangeCycles).c_str(), withCommas(s.syncCycles).c_str(),

@@ -120,29 +120,16 @@ exit:
 )";
 
 std::string compileIR(const char *ir) {
-  llvm::InitializeNativeTarget();
-  llvm::InitializeNativeTargetAsmPrinter();
   llvm::LLVMContext context;
   llvm::SMDiagnostic diag;
   auto module = llvm::parseAssemblyString(ir, diag, context);
   EXPECT_TRUE(module) << diag.getMessage().str();
   if (!module)
     return "";
-  std::string triple = llvm::sys::getProcessTriple(), error;
-  const llvm::Target *target = llvm::TargetRegistry::lookupTarget(llvm::Triple(triple), error);
-  EXPECT_TRUE(target) << error;
-  llvm::TargetOptions options;
-  std::unique_ptr<llvm::TargetMachine> machine(target->createTargetMachine(
-      llvm::Triple(triple), "generic", "", options, llvm::Reloc::PIC_));
-  module->setDataLayout(machine->createDataLayout());
-  module->setTargetTriple(llvm::Triple(triple));
-  llvm::SmallString<0> object;
-  llvm::raw_svector_ostream os(object);
-  llvm::legacy::PassManager pm;
-  EXPECT_FALSE(machine->addPassesToEmitFile(pm, os, nullptr,
-                                            llvm::CodeGenFileType::ObjectFile));
-  pm.run(*module);
-  return object.str().str();
+  // The runtime's own compile, for the baseline CPU.
+  auto object = tessera::runtime::compileToObject(*module, "generic", "");
+  EXPECT_TRUE(static_cast<bool>(object)) << llvm::toString(object.takeError());
+  return object ? *object : "";
 }
 
 std::string tempPath() {

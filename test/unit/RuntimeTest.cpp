@@ -60,7 +60,7 @@ TEST(Executable, RoundTripsMetadataCodeAndAlignedWeights) {
   EXPECT_EQ(m.target, "ipu2");
   EXPECT_EQ(m.inputs[0].typeString(), "2x3xf32");
   EXPECT_EQ(m.outputs[0].typeString(), "2xi64");
-  EXPECT_EQ((*exe)->hostObject(), "OBJECT");
+  EXPECT_EQ((*exe)->codeSection(), "OBJECT");
   ASSERT_EQ(m.weights.size(), 2u);
   EXPECT_EQ((*exe)->weight(1).vec(), b);
   // Every weight starts on a 64-byte boundary of the mapped file.
@@ -81,7 +81,7 @@ TEST(Executable, SplitsTheCodeSectionIntoItsObjectsAndTheReferenceBitcode) {
       writeExecutable(path, m, "OBJECT", {llvm::ArrayRef(a), llvm::ArrayRef(b)})));
   auto exe = Executable::load(path);
   ASSERT_TRUE(static_cast<bool>(exe)) << llvm::toString(exe.takeError());
-  EXPECT_EQ((*exe)->hostObjects(), (std::vector<llvm::StringRef>{"OB", "J"}));
+  EXPECT_EQ((*exe)->kernelObjects(), (std::vector<llvm::StringRef>{"OB", "J"}));
   EXPECT_EQ((*exe)->referenceBitcode(), "ECT");
 
   // Sizes that do not add up to the section are refused: objects too long,

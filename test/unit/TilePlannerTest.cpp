@@ -103,11 +103,8 @@ TEST_F(TilePlanner, PlansFitTheTilesAndAbsorbTheRelu) {
     withEpilogue += attr.getEpilogue();
     runtime::TileMapping mapping =
         ipu::fromAttr(attr.getMapping(), cast<RankedTensorType>(op->getResult(0).getType()).getShape());
-    int64_t last = mapping.firstTile;
-    std::vector<int64_t> perDim = mapping.piecesPerDim();
-    for (size_t d = 0; d < perDim.size(); ++d)
-      last += (perDim[d] - 1) * mapping.tileStrides[d];
-    EXPECT_LT(last, kTiles);
+    llvm::Error err = mapping.verify(kTiles);
+    EXPECT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
     EXPECT_GT(mapping.numPieces(), 1) << "a 128x96 matmul on one tile";
   });
   EXPECT_GE(planned, 1);

@@ -186,7 +186,7 @@ llvm::Expected<std::vector<Tensor>> runDeviceIterations(
 /// Writes an executable atomically (temp file + rename). `weights[i]` holds
 /// the bytes of metadata.weights[i]; offsets are assigned here.
 llvm::Error writeExecutable(llvm::StringRef path, ExecutableMetadata metadata,
-                            llvm::StringRef hostObject,
+                            llvm::StringRef code,
                             llvm::ArrayRef<llvm::ArrayRef<char>> weights);
 
 /// A loaded, verified executable (the file is memory-mapped).
@@ -200,10 +200,10 @@ public:
   const ExecutableMetadata &metadata() const { return metadata_; }
   /// The code section: every object of metadata().codeObjects, in order,
   /// then the reference code's bitcode.
-  llvm::StringRef hostObject() const { return hostObject_; }
+  llvm::StringRef codeSection() const { return code_; }
   /// The objects of the code section (the vertex kernels), which the IPU
   /// model links together.
-  std::vector<llvm::StringRef> hostObjects() const;
+  std::vector<llvm::StringRef> kernelObjects() const;
   /// The host reference code: LLVM bitcode (see compileReferenceObject).
   llvm::StringRef referenceBitcode() const;
   llvm::ArrayRef<char> weight(size_t i) const;
@@ -211,7 +211,7 @@ public:
 private:
   std::unique_ptr<llvm::MemoryBuffer> file_;
   ExecutableMetadata metadata_;
-  llvm::StringRef hostObject_;
+  llvm::StringRef code_;
   llvm::StringRef weights_;
 };
 

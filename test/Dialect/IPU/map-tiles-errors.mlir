@@ -55,7 +55,7 @@ module attributes {ipu.target = #ipu.target<"ipu2", ipus = 1, tiles_per_ipu = 4,
 module attributes {ipu.target = #ipu.target<"ipu2", ipus = 1, tiles_per_ipu = 4, bytes_per_tile = 638976>} {
   func.func @main(%x: tensor<8xf32>) -> tensor<8xf32> {
     %e = tensor.empty() : tensor<8xf32>
-    // expected-error @+1 {{the plan's mapping needs chunks of at least 1 and a first tile of at least 0}}
+    // expected-error @+1 {{the plan's mapping chunk 0 is 0; chunks must be at least 1}}
     %y = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}
         ins(%x : tensor<8xf32>) outs(%e : tensor<8xf32>)
         attrs = {ipu.plan = #ipu.plan<mapping = #ipu.mapping<chunks = [0], tile_strides = [1], first_tile = 0>>} {
@@ -69,11 +69,29 @@ module attributes {ipu.target = #ipu.target<"ipu2", ipus = 1, tiles_per_ipu = 4,
 
 // -----
 
-// Eight pieces of one element on consecutive tiles: the last is tile 7 of 4.
+// Two pieces with tile stride 0: both on tile 0.
 module attributes {ipu.target = #ipu.target<"ipu2", ipus = 1, tiles_per_ipu = 4, bytes_per_tile = 638976>} {
   func.func @main(%x: tensor<8xf32>) -> tensor<8xf32> {
     %e = tensor.empty() : tensor<8xf32>
-    // expected-error @+1 {{the plan's mapping puts a piece on tile 7; the target has 4}}
+    // expected-error @+1 {{the plan's mapping places two pieces on tile 0}}
+    %y = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}
+        ins(%x : tensor<8xf32>) outs(%e : tensor<8xf32>)
+        attrs = {ipu.plan = #ipu.plan<mapping = #ipu.mapping<chunks = [4], tile_strides = [0], first_tile = 0>>} {
+    ^bb0(%a: f32, %o: f32):
+      %n = arith.negf %a : f32
+      linalg.yield %n : f32
+    } -> tensor<8xf32>
+    return %y : tensor<8xf32>
+  }
+}
+
+// -----
+
+// Eight pieces of one element on consecutive tiles, on 4 tiles.
+module attributes {ipu.target = #ipu.target<"ipu2", ipus = 1, tiles_per_ipu = 4, bytes_per_tile = 638976>} {
+  func.func @main(%x: tensor<8xf32>) -> tensor<8xf32> {
+    %e = tensor.empty() : tensor<8xf32>
+    // expected-error @+1 {{the plan's mapping of [8] in chunks [1] has more pieces than the 4 tiles}}
     %y = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}
         ins(%x : tensor<8xf32>) outs(%e : tensor<8xf32>)
         attrs = {ipu.plan = #ipu.plan<mapping = #ipu.mapping<chunks = [1], tile_strides = [1], first_tile = 0>>} {

@@ -86,23 +86,15 @@ LogicalResult TileMapper::readPlan(linalg::GenericOp op, ipu::PlanAttr attr, Pla
       mapping.getTileStrides().size() != static_cast<size_t>(type.getRank()))
     return op.emitError("ipu-map-tiles: the plan's mapping has rank ")
            << mapping.getChunks().size() << ", the op's results " << type.getRank();
-  if (llvm::any_of(mapping.getChunks(), [](int64_t c) { return c < 1; }) ||
-      mapping.getFirstTile() < 0)
-    return op.emitError("ipu-map-tiles: the plan's mapping needs chunks of at least 1 "
-                        "and a first tile of at least 0");
   plan.mapping = ipu::fromAttr(mapping, type.getShape());
   plan.isEmpty = llvm::any_of(op->getResultTypes(), [](Type t) {
     return cast<RankedTensorType>(t).getNumElements() == 0;
   });
-  if (!plan.isEmpty) {
-    int64_t lastTile = plan.mapping.firstTile;
-    std::vector<int64_t> perDim = plan.mapping.piecesPerDim();
-    for (size_t d = 0; d < perDim.size(); ++d)
-      lastTile += (perDim[d] - 1) * plan.mapping.tileStrides[d];
-    if (lastTile >= numTiles_)
-      return op.emitError("ipu-map-tiles: the plan's mapping puts a piece on tile ")
-             << lastTile << "; the target has " << numTiles_;
-  }
+  // The runtime's check of a mapping: chunks, strides, and every piece on
+  // its own tile of the target.
+  if (!plan.isEmpty)
+    if (llvm::Error err = plan.mapping.verify(numTiles_))
+      return op.emitError("ipu-map-tiles: the plan's ") << llvm::toString(std::move(err));
   if (attr.getEpilogue()) {
     if (op->getNumResults() == 1)
       std::tie(plan.epilogue, plan.epilogueReshape) = epilogueOf(op, op->getResult(0));
