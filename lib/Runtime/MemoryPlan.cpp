@@ -22,6 +22,8 @@
 #include "llvm/ADT/BitVector.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
 #include <numeric>
@@ -466,6 +468,22 @@ Expected<MemoryPlan> planMemory(const MachineProgram &program, int64_t numTiles,
         }
   }
   return plan;
+}
+
+void printTileMemory(const MemoryPlan &plan, llvm::raw_ostream &os) {
+  if (plan.peakBytes.empty())
+    return;
+  auto peak = std::max_element(plan.peakBytes.begin(), plan.peakBytes.end());
+  double mean = 0;
+  for (int64_t b : plan.peakBytes)
+    mean += b;
+  mean /= plan.peakBytes.size();
+  os << "  tile memory: peak " << withCommas(*peak) << " B on tile "
+     << (peak - plan.peakBytes.begin()) << " ("
+     << llvm::format("%.1f%%", 100.0 * *peak / plan.bytesPerTile) << " of "
+     << withCommas(plan.bytesPerTile) << "), mean " << withCommas(std::llround(mean))
+     << " B over " << plan.peakBytes.size() << " tiles: peak/mean "
+     << llvm::format("%.2f", mean > 0 ? *peak / mean : 0.0) << "\n";
 }
 
 json::Value memoryReportJSON(const MachineProgram &program, const MemoryPlan &plan) {

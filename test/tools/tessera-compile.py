@@ -58,9 +58,11 @@ out = sys.argv[1]
 # ESTIMATE-NEXT: one iteration (batch 2): [[CYCLES:[0-9,]+]] cycles, {{.*}} samples/s
 # ESTIMATE-NEXT: compute {{[0-9,]+}} ({{.*}}%), exchange {{[0-9,]+}} ({{.*}}%), sync {{[0-9,]+}} ({{.*}}%)
 # ESTIMATE-NEXT: 120 multiply-accumulates: {{.*}}% of the fp32 peak
+# ESTIMATE-NEXT: on the device (without host streams): {{[0-9,]+}} cycles, {{.*}}% of the fp32 peak
 # ESTIMATE-NEXT: costliest steps (3 of 3):
 # ESTIMATE-NEXT: cycles compute exchange sync tiles peak step op
 # ESTIMATE-NEXT: cs0 m
+# ESTIMATE: tile memory: peak {{[0-9,]+}} B on tile {{[0-9]+}} ({{.*}}% of 638,976), mean {{[0-9,]+}} B over 1472 tiles: peak/mean {{[0-9.]+}}
 # ESTIMATE: estimated on ipu2: [[CYCLES]] cycles, {{.*}} ms per iteration
 # EXPLAIN: remark: m: {{(not split|split into [0-9]+ partial results)}} along reduction loop 2 (12 iterations)
 # EXPLAIN: remark: m: #ipu.plan<mapping = #ipu.mapping<{{.*}}>{{.*}}>: {{[0-9]+}} estimated cycles on its slowest vertex

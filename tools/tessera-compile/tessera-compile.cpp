@@ -16,6 +16,7 @@
 #include "tessera/Importers/TorchScript/TorchScriptImporter.h"
 #include "tessera/Runtime/Executable.h"
 #include "tessera/Runtime/FileUtils.h"
+#include "tessera/Runtime/MemoryPlan.h"
 #include "tessera/Runtime/PhasePool.h"
 #include "tessera/Runtime/ProgramCost.h"
 #include "tessera/Runtime/Tensor.h"
@@ -317,6 +318,13 @@ LogicalResult printEstimate(StringRef path, const tessera::target::IPUTarget &ta
   tessera::runtime::printCostSummary(
       tessera::runtime::estimateProgramCost(meta, *meta.program, target, &pool), meta, target,
       llvm::outs());
+  // The allocation the IPU model will make (it fitted when the executable
+  // was built).
+  if (auto plan = tessera::runtime::planMemory(*meta.program, target.totalTiles(),
+                                               target.bytesPerTile))
+    tessera::runtime::printTileMemory(*plan, llvm::outs());
+  else
+    llvm::consumeError(plan.takeError());
   return success();
 }
 

@@ -71,6 +71,10 @@ llvm::Expected<MemoryPlan> planMemory(const MachineProgram &program,
 /// `v` with thousands separated by commas, as reports print counts.
 std::string withCommas(int64_t v);
 
+/// One line, as tessera-compile --summary prints it: the fullest tile's
+/// peak bytes against the mean over all tiles (how evenly a plan spreads).
+void printTileMemory(const MemoryPlan &plan, llvm::raw_ostream &os);
+
 /// Per-tile usage and totals by category, for profiles and --report.
 llvm::json::Value memoryReportJSON(const MachineProgram &program,
                                    const MemoryPlan &plan);

@@ -50,6 +50,8 @@ struct CostSummary {
   int64_t computeCycles() const;
   int64_t exchangeCycles() const;
   int64_t syncCycles() const;
+  /// Every step but the host streams.
+  int64_t deviceCycles() const;
 };
 
 /// The estimate of one iteration of `program` (the program of `metadata`,

@@ -169,6 +169,60 @@ SplitOps splitReduction(linalg::GenericOp op, const Accumulation &acc,
           {empty, identity, fill, window, partial, combine}};
 }
 
+/// Splits reduction loop `loop` of `op` (range R, divisible by `steps`)
+/// into `steps` generics run one after another, step t adding slice t of
+/// the reduction into the result of step t - 1 (the first into `op`'s
+/// init): the serial splits of Poplar's planner, for a reduction whose
+/// operands a tile cannot hold whole at once. Each step has the loops of
+/// `op` with `loop` over one slice, plus a reduction loop u of range 1 so
+/// that the slice reads at k + slice * (u + t), which stays a sum for t = 0
+/// (a bare k would have to span the operand); an uninitialized operand
+/// indexed by (k, u) gives linalg their ranges. The new ops are inserted
+/// before `op`, which is left in place; the last step's result stands for
+/// `op`'s.
+SmallVector<linalg::GenericOp> splitReductionSerially(linalg::GenericOp op, unsigned loop,
+                                                      int64_t steps,
+                                                      SmallVector<Operation *> &created) {
+  MLIRContext *ctx = op.getContext();
+  Location loc = op.getLoc();
+  OpBuilder b(op);
+  unsigned n = op.getNumLoops();
+  int64_t slice = op.getStaticLoopRanges()[loop] / steps;
+  auto elementType = getElementTypeOrSelf(op->getResult(0).getType());
+  auto window = tensor::EmptyOp::create(b, loc, ArrayRef<int64_t>{slice, 1}, elementType);
+  created.push_back(window);
+  SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
+  iterators.push_back(utils::IteratorType::reduction);
+  SmallVector<linalg::GenericOp> result;
+  Value acc = op.getDpsInitOperand(0)->get();
+  for (int64_t t = 0; t < steps; ++t) {
+    SmallVector<AffineExpr> oldLoops;
+    for (unsigned i = 0; i < n; ++i)
+      oldLoops.push_back(i == loop ? b.getAffineDimExpr(i) +
+                                         slice * (b.getAffineDimExpr(n) + t)
+                                   : b.getAffineDimExpr(i));
+    AffineMap toOld = AffineMap::get(n + 1, 0, oldLoops, ctx);
+    SmallVector<AffineMap> maps;
+    for (OpOperand *in : op.getDpsInputOperands())
+      maps.push_back(op.getMatchingIndexingMap(in).compose(toOld));
+    maps.push_back(AffineMap::get(
+        n + 1, 0, {b.getAffineDimExpr(loop), b.getAffineDimExpr(n)}, ctx));
+    // The output does not read the slice: the loops it reads are the same.
+    maps.push_back(op.getMatchingIndexingMap(op.getDpsInitOperand(0)).compose(toOld));
+    SmallVector<Value> inputs(op.getDpsInputs());
+    inputs.push_back(window);
+    auto step = linalg::GenericOp::create(b, loc, op->getResultTypes(), inputs,
+                                          ValueRange{acc}, maps, iterators);
+    IRMapping none;
+    op.getRegion().cloneInto(&step.getRegion(), none);
+    step.getRegion().front().insertArgument(op.getNumDpsInputs(), elementType, loc);
+    created.push_back(step);
+    result.push_back(step);
+    acc = step->getResult(0);
+  }
+  return result;
+}
+
 class Planner {
 public:
   Planner(ModuleOp module, func::FuncOp main, const target::IPUTarget &target,
@@ -208,6 +262,13 @@ private:
   std::optional<TileMapping> alignedMapping(Value v, const AccessMap &access,
                                             const Plan &plan,
                                             const TileMapping &out) const;
+  /// `aligned` (an operand's mapping that follows the output's pieces)
+  /// with its whole dimensions split over the blocks of tiles that read the
+  /// same piece: every block reads the whole piece either way, but without
+  /// this one tile per piece holds all of it (a weight's columns on the
+  /// first row of tiles: a 2048 x 2048 weight put 256 KiB on tile 0).
+  TileMapping spreadOverReaders(TileMapping aligned, const TileMapping &out,
+                                int64_t elementBytes) const;
   bool isUnplacedLeaf(Value v) const {
     return variableOf(v) < 0 &&
            (isa<BlockArgument>(v) || v.getDefiningOp<ml_program::GlobalLoadConstOp>() ||
@@ -449,6 +510,57 @@ Planner::alignedMapping(Value v, const AccessMap &access, const Plan &plan,
   return m;
 }
 
+/// An operand's piece smaller than this stays whole on one tile of the
+/// blocks reading it: spreading it saves little memory and makes every
+/// reader gather it from several tiles.
+constexpr int64_t kMinSpreadPieceBytes = 4096;
+
+TileMapping Planner::spreadOverReaders(TileMapping aligned, const TileMapping &out,
+                                       int64_t elementBytes) const {
+  // The output's dimensions whose pieces all read the same operand piece.
+  std::vector<int64_t> perDim = out.piecesPerDim();
+  SmallVector<int64_t> blocks;
+  for (int64_t j = 0; j < out.rank(); ++j)
+    if (out.tileStrides[j] > 0 && perDim[j] > 1 &&
+        !llvm::is_contained(aligned.tileStrides, out.tileStrides[j]))
+      blocks.push_back(j);
+  llvm::stable_sort(blocks, [&](int64_t a, int64_t b) { return perDim[a] > perDim[b]; });
+  auto pieceBytes = [&] {
+    int64_t n = elementBytes;
+    for (int64_t k = 0; k < aligned.rank(); ++k)
+      n *= std::min(aligned.chunks[k], aligned.shape[k]);
+    return n;
+  };
+  for (int64_t j : blocks) {
+    if (pieceBytes() < kMinSpreadPieceBytes)
+      break;
+    // The operand's longest dimension held whole: at most perDim[j] pieces
+    // along it, on the first tiles of as many blocks.
+    int64_t dim = -1;
+    for (int64_t k = 0; k < aligned.rank(); ++k)
+      if (aligned.tileStrides[k] == 0 && aligned.shape[k] > 1 &&
+          (dim < 0 || aligned.shape[k] > aligned.shape[dim]))
+        dim = k;
+    if (dim >= 0) {
+      aligned.chunks[dim] = (aligned.shape[dim] + perDim[j] - 1) / perDim[j];
+      aligned.tileStrides[dim] = out.tileStrides[j];
+      continue;
+    }
+    // Or a dimension that follows the output's pieces one level out (its
+    // tile stride perDim[j] times j's: a split reduction's slice around
+    // the rows): each piece in perDim[j] along it. Piece p then sits on
+    // tile p * stride(j), the output piece (p / perDim[j], p % perDim[j])
+    // of those two dimensions, so no two pieces share a tile.
+    for (int64_t k = 0; k < aligned.rank(); ++k)
+      if (aligned.tileStrides[k] == perDim[j] * out.tileStrides[j] &&
+          aligned.chunks[k] >= perDim[j]) {
+        aligned.chunks[k] = (aligned.chunks[k] + perDim[j] - 1) / perDim[j];
+        aligned.tileStrides[k] = out.tileStrides[j];
+        break;
+      }
+  }
+  return aligned;
+}
 
 /// Grids costed per op at most (an op is planned several times when its
 /// reduction may split): bounds compile time on many-dimensional ops.
@@ -464,6 +576,8 @@ constexpr int64_t kMaxCandidatesCostedInTrials = 300;
 /// output-sized partial sum written, exchanged and added, in temporary
 /// memory. (On ResNet-50 the whole-program estimate falls too.)
 constexpr double kSplitTolerance = 0.03;
+/// The most serial steps a reduction is split into (each a compute set).
+constexpr int64_t kMaxSerialSteps = 64;
 
 /// Chunk sizes worth trying for a dimension: near-even splits in powers of
 /// two and the whole dimension.
@@ -576,7 +690,7 @@ LogicalResult Planner::planGeneric(Plan &plan) {
           auto t = cast<RankedTensorType>(in.value.getType());
           v.shape.assign(t.getShape().begin(), t.getShape().end());
           auto aligned = alignedMapping(in.value, in.access, plan, m);
-          v.mapping = aligned ? *aligned
+          v.mapping = aligned ? spreadOverReaders(*aligned, m, elementBytes(t))
                               : TileMapping::linear(v.shape, elementBytes(t),
                                                     numTiles_);
           v.mapping.shape = v.shape;
@@ -716,7 +830,8 @@ LogicalResult Planner::planGeneric(Plan &plan) {
           addView(in.value, leaf);
         continue;
       }
-      TileMapping placed = *aligned;
+      TileMapping placed =
+          spreadOverReaders(*aligned, plan.mapping, elementBytes(in.value.getType()));
       if (leaf.getDefiningOp<ml_program::GlobalLoadConstOp>())
         placed.firstTile +=
             weightOffset(plan.mapping, placed, elementBytes(in.value.getType()));
@@ -794,8 +909,10 @@ LogicalResult Planner::planOp(linalg::GenericOp generic, linalg::GenericOp resul
         user.getDpsInitOperand(0)->get() == generic->getResult(0))
       plan.isInitProducer = true;
   }
-  if (!plan.isInitProducer) {
-    // This op's own init, if computed by a deferred producer.
+  // This op's own init, if computed by a deferred producer (which may
+  // itself be deferred: a reduction split into serial steps is a chain of
+  // them, each updating the one before in place).
+  if (generic.getNumDpsInits() == 1) {
     Value init = generic.getDpsInitOperand(0)->get();
     if (auto producer = init.getDefiningOp<linalg::GenericOp>();
         producer && planOf_.count(producer) &&
@@ -804,6 +921,8 @@ LogicalResult Planner::planOp(linalg::GenericOp generic, linalg::GenericOp resul
       if (std::optional<arith::ConstantOp> cst = constantFillValue(producer))
         plan.initFill = cst->getValue();
     }
+  }
+  if (!plan.isInitProducer) {
     if (plan.readsInit && !plan.initProducer) {
       // Read the init like any other input, through the output map.
       for (OpOperand &o : generic.getDpsInitsMutable()) {
@@ -819,20 +938,30 @@ LogicalResult Planner::planOp(linalg::GenericOp generic, linalg::GenericOp resul
     if (failed(planGeneric(plan)))
       return failure();
     if (plan.initProducer) {
-      Plan &producer = plans_[planOf_[plan.initProducer]];
-      mappingUndo_.emplace_back(planOf_[plan.initProducer], producer.mapping);
-      producer.mapping = plan.mapping;
-      int64_t var = addVariable(plan.initProducer->getResult(0), plan.mapping);
+      // The chain of deferred producers, this op's first: they all take
+      // its mapping and share one variable, the first producer's result.
+      SmallVector<linalg::GenericOp> chain{plan.initProducer};
+      while (linalg::GenericOp next = plans_[planOf_[chain.back()]].initProducer)
+        chain.push_back(next);
+      int64_t var = addVariable(chain.back()->getResult(0), plan.mapping);
       vars_[generic->getResult(0)] = var;
-      // The producer's inputs were waiting for this placement.
-      for (const Input &in : producer.inputs)
-        if (variableOf(in.value) < 0) {
-          if (auto aligned = alignedMapping(in.value, in.access, producer,
-                                            producer.mapping))
-            placeAligned(in.value, *aligned);
-          else
-            placeLinear(in.value);
-        }
+      for (linalg::GenericOp op : chain) {
+        Plan &producer = plans_[planOf_[op]];
+        mappingUndo_.emplace_back(planOf_[op], producer.mapping);
+        producer.mapping = plan.mapping;
+        vars_[op->getResult(0)] = var;
+        // The producer's inputs were waiting for this placement.
+        for (const Input &in : producer.inputs)
+          if (variableOf(in.value) < 0) {
+            if (auto aligned = alignedMapping(in.value, in.access, producer,
+                                              producer.mapping))
+              placeAligned(in.value,
+                           spreadOverReaders(*aligned, producer.mapping,
+                                             elementBytes(in.value.getType())));
+            else
+              placeLinear(in.value);
+          }
+      }
     } else {
       for (Value r : generic->getResults())
         addVariable(r, plan.mapping);
@@ -948,7 +1077,60 @@ LogicalResult Planner::planOpOrSplit(linalg::GenericOp op) {
       break;
     previousCycles = fits ? cycles : -1;
   }
+  // Serial steps, when no option above fits the memory budget: each step
+  // reads 1/steps of the operands per vertex, for one more exchange and
+  // sync per step; the fewest steps that fit.
+  int64_t bestSteps = 1;
+  if (!bestFits && op.getDpsInitOperand(0)->get().getDefiningOp<linalg::GenericOp>()) {
+    for (int64_t steps = 2; steps <= range / 4 && steps <= kMaxSerialSteps; steps *= 2) {
+      if (range % steps != 0)
+        break;
+      SmallVector<Operation *> created;
+      SmallVector<linalg::GenericOp> chain =
+          splitReductionSerially(op, loop, steps, created);
+      bool planned = true;
+      {
+        ScopedDiagnosticHandler quiet(op.getContext(),
+                                      [](Diagnostic &) { return success(); });
+        for (linalg::GenericOp step : chain)
+          planned = planned && succeeded(planOp(step, step == chain.back() ? op : nullptr));
+      }
+      int64_t cycles = 0;
+      bool fits = false;
+      if (planned) {
+        // Every step runs the last one's plan on another slice.
+        const Plan &last = plans_[planOf_[chain.back()]];
+        cycles = steps * last.cycles + (steps - 1) * cost_.stepSyncCycles();
+        fits = last.fits;
+      }
+      restore(before);
+      for (Operation *c : llvm::reverse(created))
+        c->erase();
+      if (fits) {
+        bestSteps = steps;
+        bestCycles = cycles;
+        bestFits = true;
+        break;
+      }
+    }
+  }
   inTrial_ = false;
+  if (bestSteps > 1) {
+    if (explain_)
+      op.emitRemark() << "split into " << bestSteps << " serial steps along reduction loop "
+                      << loop << " (" << range << " iterations): " << bestCycles
+                      << " estimated cycles; no parallel split fits the memory budget";
+    ++counts_.split;
+    SmallVector<Operation *> created;
+    SmallVector<linalg::GenericOp> chain =
+        splitReductionSerially(op, loop, bestSteps, created);
+    for (linalg::GenericOp step : chain)
+      if (failed(planOp(step, step == chain.back() ? op : nullptr)))
+        return failure();
+    op->replaceAllUsesWith(chain.back()->getResults());
+    op->erase();
+    return success();
+  }
   // The fewest slices within kSplitTolerance of the cheapest.
   if (bestFits)
     for (auto [pieces, cycles] : fitting)
