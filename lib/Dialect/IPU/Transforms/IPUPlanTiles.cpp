@@ -861,8 +861,10 @@ int64_t Planner::weightOffset(const TileMapping &out, const TileMapping &weight,
       blocks *= perDim[j];
     }
   std::vector<std::pair<int64_t, int64_t>> pieces; // tile, bytes
+  int64_t lastTile = 0;
   weight.forEachPiece([&](int64_t tile, const runtime::Box &box) {
     pieces.push_back({tile, box.numElements() * elementBytes});
+    lastTile = std::max(lastTile, tile);
   });
   auto offsetOf = [&](int64_t block) {
     int64_t offset = 0;
@@ -877,7 +879,11 @@ int64_t Planner::weightOffset(const TileMapping &out, const TileMapping &weight,
   int64_t step = std::max<int64_t>(1, blocks / kMaxBlocksTried);
   int64_t bestOffset = 0, bestLoad = INT64_MAX;
   for (int64_t block = 0; block < blocks; block += step) {
+    // A weight spread over some blocks (spreadOverReaders) spans more
+    // tiles than one block's: only offsets that keep it on the chip.
     int64_t offset = offsetOf(block), load = 0;
+    if (lastTile + offset >= numTiles_)
+      continue;
     for (auto [tile, bytes] : pieces)
       load = std::max(load, weightBytesOnTile_[tile + offset] + bytes);
     if (load < bestLoad) {
