@@ -299,6 +299,60 @@ LogicalResult bindProgramWeights(ModuleOp mapped, runtime::MachineProgram &progr
   return success();
 }
 
+/// After an out-of-memory error mapping `module` (at the linalg phase):
+/// maps it again with each lever the error could name -- a smaller
+/// available memory proportion (less temporary memory per op), then more
+/// IPUs -- and says which is the first that fits, or that none did. Only
+/// planning and allocation run, quietly; no code is generated.
+void adviseOnOutOfMemory(ModuleOp module, const CompileOptions &options) {
+  struct Lever {
+    std::string flag;
+    double proportion;
+    int64_t numIPUs;
+  };
+  SmallVector<Lever> levers;
+  for (auto [p, text] : {std::pair(0.3, "0.3"), std::pair(0.15, "0.15")})
+    if (p < options.ipu.availableMemoryProportion)
+      levers.push_back({std::string("--available-memory-proportion ") + text, p,
+                        options.target.numIPUs});
+  for (int64_t n = options.target.numIPUs * 2; n <= 16; n *= 2)
+    levers.push_back({"--num-ipus " + std::to_string(n), options.ipu.availableMemoryProportion,
+                      n});
+  SmallVector<std::string> tried;
+  for (const Lever &lever : levers) {
+    llvm::Expected<target::IPUTarget> target =
+        target::makeTarget(options.target.name, lever.numIPUs, options.target.tilesPerIPU);
+    if (!target) {
+      llvm::consumeError(target.takeError());
+      continue;
+    }
+    OwningOpRef<ModuleOp> trial = module.clone();
+    ipu::setTarget(*trial, *target);
+    IPUPipelineOptions ipuOptions = options.ipu;
+    ipuOptions.availableMemoryProportion = lever.proportion;
+    ipuOptions.reportPath.clear();
+    ipuOptions.explainPlans = false;
+    PassManager pm(module->getContext(), ModuleOp::getOperationName());
+    buildIPUPipeline(pm, ipuOptions);
+    bool fits;
+    {
+      ScopedDiagnosticHandler quiet(module->getContext(), [](Diagnostic &) { return success(); });
+      fits = succeeded(pm.run(*trial));
+    }
+    if (fits) {
+      InFlightDiagnostic note = emitRemark(module.getLoc())
+                                << "the model fits with " << lever.flag;
+      if (!tried.empty())
+        note << " (tried first, does not fit: " << llvm::join(tried, ", ") << ")";
+      return;
+    }
+    tried.push_back(lever.flag);
+  }
+  if (!tried.empty())
+    emitRemark(module.getLoc()) << "the model does not fit with " << llvm::join(tried, ", ")
+                                << " either: reduce the batch or the model";
+}
+
 } // namespace
 
 LogicalResult compileModule(ModuleOp module, const CompileOptions &options,
@@ -364,8 +418,23 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options,
     buildIPUPipeline(pm, options.ipu);
     if (options.configure && failed(options.configure(pm)))
       return failure();
-    if (failed(pm.run(*mapped)))
+    // An out-of-memory error gets a note saying which change makes the
+    // model fit: tried, not guessed.
+    bool outOfMemory = false;
+    LogicalResult mappedOk = success();
+    {
+      ScopedDiagnosticHandler watch(module->getContext(), [&](Diagnostic &diag) {
+        outOfMemory |= diag.getSeverity() == DiagnosticSeverity::Error &&
+                       StringRef(diag.str()).starts_with("out of tile memory");
+        return failure(); // and on to the tool's handler
+      });
+      mappedOk = pm.run(*mapped);
+    }
+    if (failed(mappedOk)) {
+      if (outOfMemory)
+        adviseOnOutOfMemory(module, options);
       return failure();
+    }
   }
   FailureOr<runtime::MachineProgram> program = ipu::exportMachineProgram(*mapped);
   if (failed(program) || failed(bindProgramWeights(*mapped, *program, compiled)))

@@ -813,6 +813,7 @@ LogicalResult Planner::planGeneric(Plan &plan) {
   plan.mapping = best.mapping;
   plan.cycles = best.cycles;
   plan.fits = best.fits;
+  plan.memory = best.memory;
   // Place unplaced operands where this plan reads them.
   for (const Input &in : plan.inputs) {
     if (variableOf(in.value) >= 0)
@@ -1031,7 +1032,15 @@ LogicalResult Planner::planOpOrSplit(linalg::GenericOp op) {
     return failure();
   }
   int64_t bestCycles = plans_.back().cycles, bestPieces = 1;
+  int64_t bestMemory = plans_.back().memory;
   bool bestFits = plans_.back().fits;
+  // Among options that fit, the cheapest; when none does, the one needing
+  // the least memory (the likeliest to fit the tile after all).
+  auto better = [&](bool fits, int64_t cycles, int64_t memory) {
+    if (fits != bestFits)
+      return fits;
+    return fits ? cycles < bestCycles : memory < bestMemory;
+  };
   const int64_t unsplitCycles = bestCycles;
   const bool unsplitFits = bestFits;
   // Every option that fits, by increasing slices: (slices, cycles).
@@ -1059,22 +1068,24 @@ LogicalResult Planner::planOpOrSplit(linalg::GenericOp op) {
                 succeeded(planOp(split.partial)) &&
                 succeeded(planOp(split.combine, op));
     }
-    int64_t cycles = 0;
+    int64_t cycles = 0, memory = 0;
     bool fits = planned;
     if (planned) {
       const Plan &partial = plans_[planOf_[split.partial]];
       const Plan &combine = plans_[planOf_[split.combine]];
       cycles = partial.cycles + combine.cycles + cost_.stepSyncCycles();
       fits = partial.fits && combine.fits;
+      memory = std::max(partial.memory, combine.memory);
     }
     restore(before);
     for (Operation *created : llvm::reverse(split.created))
       created->erase();
     if (!planned)
       continue;
-    if ((fits && !bestFits) || (fits == bestFits && cycles < bestCycles)) {
+    if (better(fits, cycles, memory)) {
       bestCycles = cycles;
       bestFits = fits;
+      bestMemory = memory;
       bestPieces = pieces;
     }
     if (fits)
@@ -1085,7 +1096,8 @@ LogicalResult Planner::planOpOrSplit(linalg::GenericOp op) {
   }
   // Serial steps, when no option above fits the memory budget: each step
   // reads 1/steps of the operands per vertex, for one more exchange and
-  // sync per step; the fewest steps that fit.
+  // sync per step; the fewest steps that fit (or, when none fits, the
+  // option needing the least memory).
   int64_t bestSteps = 1;
   if (!bestFits && op.getDpsInitOperand(0)->get().getDefiningOp<linalg::GenericOp>()) {
     for (int64_t steps = 2; steps <= range / 4 && steps <= kMaxSerialSteps; steps *= 2) {
@@ -1101,23 +1113,26 @@ LogicalResult Planner::planOpOrSplit(linalg::GenericOp op) {
         for (linalg::GenericOp step : chain)
           planned = planned && succeeded(planOp(step, step == chain.back() ? op : nullptr));
       }
-      int64_t cycles = 0;
+      int64_t cycles = 0, memory = 0;
       bool fits = false;
       if (planned) {
         // Every step runs the last one's plan on another slice.
         const Plan &last = plans_[planOf_[chain.back()]];
         cycles = steps * last.cycles + (steps - 1) * cost_.stepSyncCycles();
         fits = last.fits;
+        memory = last.memory;
       }
       restore(before);
       for (Operation *c : llvm::reverse(created))
         c->erase();
-      if (fits) {
+      if (planned && better(fits, cycles, memory)) {
         bestSteps = steps;
         bestCycles = cycles;
-        bestFits = true;
-        break;
+        bestFits = fits;
+        bestMemory = memory;
       }
+      if (fits)
+        break;
     }
   }
   inTrial_ = false;
@@ -1125,7 +1140,8 @@ LogicalResult Planner::planOpOrSplit(linalg::GenericOp op) {
     if (explain_)
       op.emitRemark() << "split into " << bestSteps << " serial steps along reduction loop "
                       << loop << " (" << range << " iterations): " << bestCycles
-                      << " estimated cycles; no parallel split fits the memory budget";
+                      << " estimated cycles; no parallel split fits the memory budget"
+                      << (bestFits ? "" : ", nor does this: it needs the least memory");
     ++counts_.split;
     SmallVector<Operation *> created;
     SmallVector<linalg::GenericOp> chain =

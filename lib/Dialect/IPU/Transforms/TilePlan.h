@@ -92,6 +92,9 @@ struct Plan {
   /// and whether its buffers fit the memory budget.
   int64_t cycles = 0;
   bool fits = true;
+  /// Bytes the costliest-in-memory vertex's tile needs for the step: its
+  /// output piece and the regions it receives.
+  int64_t memory = 0;
   /// The results have no elements: no compute set, only allocations.
   bool isEmpty = false;
   /// An elementwise op applied to each output piece by the same vertices,

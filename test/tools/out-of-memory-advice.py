@@ -1,0 +1,28 @@
+# An out-of-memory error says which change makes the model fit, having
+# tried it, and following that advice compiles.
+# RUN: rm -rf %t && %python %s %t
+# A matmul whose temporaries overflow 12 tiles: a smaller proportion fits.
+# RUN: not tessera-compile %t/matmul.onnx --tiles-per-ipu=12 -o %t/a.tess 2>&1 | FileCheck %s --check-prefix=PROPORTION
+# RUN: test ! -e %t/a.tess
+# RUN: tessera-compile %t/matmul.onnx --tiles-per-ipu=12 --available-memory-proportion=0.3 -o %t/a.tess
+# RUN: test -s %t/a.tess
+# Its operands alone overflow 7 tiles: no proportion helps, two IPUs do.
+# RUN: not tessera-compile %t/matmul.onnx --tiles-per-ipu=7 -o %t/b.tess 2>&1 | FileCheck %s --check-prefix=IPUS
+# RUN: tessera-compile %t/matmul.onnx --tiles-per-ipu=7 --num-ipus=2 -o %t/b.tess
+# RUN: test -s %t/b.tess
+# A proportion already at its smallest tried is not advised again.
+# RUN: not tessera-compile %t/matmul.onnx --tiles-per-ipu=7 --available-memory-proportion=0.1 -o %t/c.tess 2>&1 | FileCheck %s --check-prefix=SMALL
+
+# PROPORTION: error: out of tile memory: tile {{[0-9]+}} needs
+# PROPORTION: remark: the model fits with --available-memory-proportion 0.3{{$}}
+# IPUS: error: out of tile memory: tile {{[0-9]+}} needs
+# IPUS: remark: the model fits with --num-ipus 2 (tried first, does not fit: --available-memory-proportion 0.3, --available-memory-proportion 0.15)
+# SMALL: remark: the model fits with --num-ipus 2{{$}}
+
+import numpy as np
+from onnx_gen import T, init, node, save, vi
+
+n = 640
+weight = (np.random.RandomState(0).randn(n, n) * 0.01).astype(np.float32)
+save("matmul", [node("MatMul", ["x", "w"], ["y"])], [vi("x", T.FLOAT, [n, n])],
+     [vi("y", T.FLOAT, [n, n])], [init("w", weight)])
