@@ -100,6 +100,10 @@ cl::opt<bool> summary("summary",
                                "an executable, also its estimated cycles, "
                                "samples/s and costliest steps"),
                       cl::init(false), cl::cat(category));
+cl::opt<unsigned> summarySteps(
+    "summary-steps",
+    cl::desc("How many of the costliest steps --summary lists (0: every step; default 10)"),
+    cl::init(10), cl::cat(category));
 cl::opt<bool> noOutput("no-output",
                        cl::desc("Compile but write no IR (with --summary)"),
                        cl::init(false), cl::cat(category));
@@ -317,7 +321,7 @@ LogicalResult printEstimate(StringRef path, const tessera::target::IPUTarget &ta
   tessera::runtime::PhasePool pool(llvm::hardware_concurrency().compute_thread_count());
   tessera::runtime::printCostSummary(
       tessera::runtime::estimateProgramCost(meta, *meta.program, target, &pool), meta, target,
-      llvm::outs());
+      llvm::outs(), summarySteps ? summarySteps : std::numeric_limits<size_t>::max());
   // The allocation the IPU model will make (it fitted when the executable
   // was built).
   if (auto plan = tessera::runtime::planMemory(*meta.program, target.totalTiles(),
