@@ -230,7 +230,7 @@ public:
       : module_(module), main_(main), target_(target), cost_(target),
         numTiles_(target.totalTiles()),
         budget_(static_cast<int64_t>(amp * target.bytesPerTile)),
-        weightBytesOnTile_(numTiles_, 0) {}
+        weightBytesOnTile_(numTiles_, 0), liveOnTile_(numTiles_, 0) {}
 
   /// What the planner did, for the pass's statistics.
   struct Counts {
@@ -318,6 +318,7 @@ private:
     llvm::StringMap<int64_t> globalVars;
     DenseMap<Operation *, size_t> planOf;
     std::vector<int64_t> weightBytesOnTile;
+    std::vector<int64_t> lastUse, liveVars, liveElementBytes, liveOnTile;
   };
   Snapshot snapshot() const {
     return {prog_.variables.size(),
@@ -326,7 +327,11 @@ private:
             vars_,
             globalVars_,
             planOf_,
-            weightBytesOnTile_};
+            weightBytesOnTile_,
+            lastUse_,
+            liveVars_,
+            liveElementBytes_,
+            liveOnTile_};
   }
   void restore(Snapshot s) {
     prog_.variables.resize(s.numVariables);
@@ -340,6 +345,10 @@ private:
     globalVars_ = std::move(s.globalVars);
     planOf_ = std::move(s.planOf);
     weightBytesOnTile_ = std::move(s.weightBytesOnTile);
+    lastUse_ = std::move(s.lastUse);
+    liveVars_ = std::move(s.liveVars);
+    liveElementBytes_ = std::move(s.liveElementBytes);
+    liveOnTile_ = std::move(s.liveOnTile);
   }
   std::vector<std::pair<size_t, TileMapping>> mappingUndo_;
   /// Set while planOpOrSplit compares options (cheaper costing).
@@ -363,7 +372,70 @@ private:
                        int64_t elementBytes);
   std::vector<Plan> plans_;
   DenseMap<Operation *, size_t> planOf_;
+
+  // What each tile holds while an op runs: the variables placed so far
+  // that are still read later (weights and inputs always), so that a plan
+  // is chosen against the memory its tiles have left, not the budget alone.
+  static constexpr int64_t kForever = std::numeric_limits<int64_t>::max();
+  /// Position of each op of @main's body; ops a split creates have none and
+  /// count as the op being planned.
+  DenseMap<Operation *, int64_t> position_;
+  int64_t now_ = 0; ///< position of the op being planned
+  /// Per variable: the position of its last reader (kForever for leaves);
+  /// a view's readers count for the variable it views.
+  std::vector<int64_t> lastUse_;
+  /// Variables whose pieces are counted in liveOnTile_, and the element
+  /// bytes of each variable (the planner's variables carry no dtype).
+  std::vector<int64_t> liveVars_, liveElementBytes_;
+  std::vector<int64_t> liveOnTile_;
+  int64_t lastUseOf(Value v) const;
+  /// The variable that holds `var`'s elements (itself unless a view).
+  int64_t storageOf(int64_t var) const {
+    while (var >= 0 && prog_.variables[var].base >= 0)
+      var = prog_.variables[var].base;
+    return var;
+  }
+  /// `v` is `var` (a new variable, a view or an alias updated in place):
+  /// `var`'s storage lives until `v`'s last reader too.
+  void bind(Value v, int64_t var);
+  void extendLife(int64_t var, int64_t until) {
+    int64_t s = storageOf(var);
+    if (s >= 0)
+      lastUse_[s] = std::max(lastUse_[s], until);
+  }
+  /// Stops counting variables whose last reader ran before position `now`.
+  void releaseDead(int64_t now);
 };
+
+int64_t Planner::lastUseOf(Value v) const {
+  if (isa<BlockArgument>(v) || v.getDefiningOp<ml_program::GlobalLoadConstOp>())
+    return kForever;
+  int64_t last = now_;
+  for (Operation *user : v.getUsers()) {
+    Operation *top = const_cast<func::FuncOp &>(main_).getBody().front().findAncestorOpInBlock(*user);
+    auto it = top ? position_.find(top) : position_.end();
+    last = std::max(last, it == position_.end() ? now_ : it->second);
+  }
+  return last;
+}
+
+void Planner::bind(Value v, int64_t var) {
+  vars_[v] = var;
+  if (lastUse_.size() < prog_.variables.size())
+    lastUse_.resize(prog_.variables.size(), -1);
+  extendLife(var, lastUseOf(v));
+}
+
+void Planner::releaseDead(int64_t now) {
+  llvm::erase_if(liveVars_, [&](int64_t var) {
+    if (lastUse_[var] >= now)
+      return false;
+    prog_.variables[var].mapping.forEachPiece([&](int64_t tile, const runtime::Box &box) {
+      liveOnTile_[tile] -= box.numElements() * liveElementBytes_[var];
+    });
+    return true;
+  });
+}
 
 
 int64_t Planner::addVariable(Value v, TileMapping mapping) {
@@ -374,7 +446,14 @@ int64_t Planner::addVariable(Value v, TileMapping mapping) {
   var.mapping = std::move(mapping);
   int64_t id = prog_.variables.size();
   prog_.variables.push_back(std::move(var));
-  vars_[v] = id;
+  lastUse_.resize(prog_.variables.size(), -1);
+  liveElementBytes_.resize(prog_.variables.size(), 0);
+  liveElementBytes_[id] = elementBytes(type);
+  prog_.variables[id].mapping.forEachPiece([&](int64_t tile, const runtime::Box &box) {
+    liveOnTile_[tile] += box.numElements() * liveElementBytes_[id];
+  });
+  liveVars_.push_back(id);
+  bind(v, id);
   if (auto load = v.getDefiningOp<ml_program::GlobalLoadConstOp>())
     globalVars_[load.getGlobal().getLeafReference()] = id;
   return id;
@@ -392,7 +471,7 @@ int64_t Planner::addView(Value v, Value source) {
   }
   int64_t id = prog_.variables.size();
   prog_.variables.push_back(std::move(*var));
-  vars_[v] = id;
+  bind(v, id);
   return id;
 }
 
@@ -411,8 +490,8 @@ LogicalResult Planner::addPaddedView(tensor::InsertSliceOp insert) {
     llvm::consumeError(var.takeError());
     return failure();
   }
-  vars_[insert.getResult()] = prog_.variables.size();
   prog_.variables.push_back(std::move(*var));
+  bind(insert.getResult(), prog_.variables.size() - 1);
   return success();
 }
 
@@ -682,7 +761,7 @@ LogicalResult Planner::planGeneric(Plan &plan) {
       }
       // Unplaced leaves take the mapping they would get with this plan.
       size_t tentative = prog_.variables.size();
-      std::vector<int64_t> inVars;
+      std::vector<int64_t> inVars, tentativeBytes;
       for (const Input &in : plan.inputs) {
         int64_t var = variableOf(in.value);
         if (var < 0) {
@@ -696,6 +775,7 @@ LogicalResult Planner::planGeneric(Plan &plan) {
           v.mapping.shape = v.shape;
           var = prog_.variables.size();
           prog_.variables.push_back(std::move(v));
+          tentativeBytes.push_back(elementBytes(t));
         }
         inVars.push_back(var);
       }
@@ -711,10 +791,16 @@ LogicalResult Planner::planGeneric(Plan &plan) {
         central[j] = perDim[j] / 2;
         last[j] = perDim[j] - 1;
       }
-      int64_t worstCycles = 0, worstMemory = 0;
+      int64_t worstCycles = 0, worstMemory = 0, worstTotal = 0;
       for (const std::vector<int64_t> &idx : {first, central, last}) {
         Box piece = m.pieceBox(idx);
         int64_t tile = m.tileOf(idx);
+        // What the tile holds already, and the operands this plan would
+        // place there.
+        int64_t resident = liveOnTile_[tile];
+        for (size_t var = tentative; var < prog_.variables.size(); ++var)
+          if (std::optional<Box> held = prog_.variables[var].mapping.pieceOnTile(tile))
+            resident += held->numElements() * tentativeBytes[var - tentative];
         Box loops;
         loops.offsets.assign(plan.loopRanges.size(), 0);
         loops.sizes.assign(plan.loopRanges.begin(), plan.loopRanges.end());
@@ -741,9 +827,12 @@ LogicalResult Planner::planGeneric(Plan &plan) {
         worstCycles =
             std::max(worstCycles, exchange + vertexCycles(plan, loops, cost_, padding));
         worstMemory = std::max(worstMemory, memory);
+        worstTotal = std::max(worstTotal, resident + memory);
       }
       prog_.variables.resize(tentative);
-      bool fits = worstMemory <= budget_;
+      // Temporaries within the budget (Poplar's availableMemoryProportion),
+      // and everything within the tile.
+      bool fits = worstMemory <= budget_ && worstTotal <= target_.bytesPerTile;
       auto better = [&] {
         if (!best.valid)
           return true;
@@ -826,7 +915,7 @@ LogicalResult Planner::planGeneric(Plan &plan) {
       // A weight loaded twice keeps the placement of its first load.
       if (auto load = leaf.getDefiningOp<ml_program::GlobalLoadConstOp>();
           load && globalVars_.count(load.getGlobal().getLeafReference())) {
-        vars_[leaf] = globalVars_[load.getGlobal().getLeafReference()];
+        bind(leaf, globalVars_[load.getGlobal().getLeafReference()]);
         if (leaf != in.value)
           addView(in.value, leaf);
         continue;
@@ -951,12 +1040,12 @@ LogicalResult Planner::planOp(linalg::GenericOp generic, linalg::GenericOp resul
       while (linalg::GenericOp next = plans_[planOf_[chain.back()]].initProducer)
         chain.push_back(next);
       int64_t var = addVariable(chain.back()->getResult(0), plan.mapping);
-      vars_[generic->getResult(0)] = var;
+      bind(generic->getResult(0), var);
       for (linalg::GenericOp op : chain) {
         Plan &producer = plans_[planOf_[op]];
         mappingUndo_.emplace_back(planOf_[op], producer.mapping);
         producer.mapping = plan.mapping;
-        vars_[op->getResult(0)] = var;
+        bind(op->getResult(0), var);
         // The producer's inputs were waiting for this placement.
         for (const Input &in : producer.inputs)
           if (variableOf(in.value) < 0) {
@@ -973,6 +1062,9 @@ LogicalResult Planner::planOp(linalg::GenericOp generic, linalg::GenericOp resul
       for (Value r : generic->getResults())
         addVariable(r, plan.mapping);
     }
+    // The op this one finishes (a split's last step) has the readers.
+    if (resultOf)
+      extendLife(variableOf(generic->getResult(0)), lastUseOf(resultOf->getResult(0)));
     // The epilogue updates the op's result in place: one variable (seen
     // through the reshape, a view of it).
     if (plan.epilogue) {
@@ -980,7 +1072,7 @@ LogicalResult Planner::planOp(linalg::GenericOp generic, linalg::GenericOp resul
         addView(plan.epilogueReshape->getResult(0), generic->getResult(0));
         addView(plan.epilogue->getResult(0), generic->getResult(0));
       } else {
-        vars_[plan.epilogue->getResult(0)] = variableOf(generic->getResult(0));
+        bind(plan.epilogue->getResult(0), variableOf(generic->getResult(0)));
       }
       if (!inTrial_) {
         absorbed_.insert(plan.epilogue);
@@ -1150,6 +1242,7 @@ LogicalResult Planner::planOpOrSplit(linalg::GenericOp op) {
       if (failed(planOp(step, step == chain.back() ? op : nullptr)))
         return failure();
     op->replaceAllUsesWith(chain.back()->getResults());
+    position_.erase(op);
     op->erase();
     return success();
   }
@@ -1180,6 +1273,7 @@ LogicalResult Planner::planOpOrSplit(linalg::GenericOp op) {
       failed(planOp(split.combine, op)))
     return failure();
   op->replaceAllUsesWith(split.combine->getResults());
+  position_.erase(op);
   op->erase();
   return success();
 }
@@ -1216,10 +1310,14 @@ LogicalResult Planner::plan() {
   // Over a copy of the op list: splitting a reduction inserts ops before
   // the one being planned (planned on the spot) and erases it.
   SmallVector<Operation *> ops;
-  for (Operation &op : body)
+  for (Operation &op : body) {
+    position_[&op] = ops.size();
     ops.push_back(&op);
+  }
   for (Operation *opPtr : ops) {
     Operation &op = *opPtr;
+    now_ = position_.lookup(opPtr);
+    releaseDead(now_);
     if (isa<func::ReturnOp>(op)) {
       for (Value v : op.getOperands())
         if (variableOf(v) < 0)
@@ -1262,7 +1360,7 @@ LogicalResult Planner::plan() {
         placeLinear(dest);
       if (variableOf(dest) < 0)
         return insert.emitError("ipu-plan-tiles: insert destination not placed");
-      vars_[insert.getResult()] = variableOf(dest);
+      bind(insert.getResult(), variableOf(dest));
       continue;
     }
     if (auto slice = dyn_cast<tensor::ExtractSliceOp>(op)) {
