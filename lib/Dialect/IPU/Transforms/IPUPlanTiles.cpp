@@ -223,6 +223,130 @@ SmallVector<linalg::GenericOp> splitReductionSerially(linalg::GenericOp op, unsi
   return result;
 }
 
+/// Splits a gather by the rows of its table: `op`'s body reads `table`
+/// (captured) with one tensor.extract whose index along dimension `dim`
+/// is data-dependent. Each of `blocks` slices of that dimension (B rows,
+/// the last possibly fewer) becomes a slice of a new parallel loop p of a
+/// partial generic, [blocks x output], whose body reads block p only,
+/// `p * B + clamp(row - p * B)`, and yields zero for a row outside it; a
+/// combining generic ORs the partials' bits into the output (one partial
+/// holds each element, the others zero bits: bit-exact, -0.0 and NaNs
+/// included). So every tile holds a block of rows of the table's columns
+/// instead of all rows: tables whose one column is more than a tile holds
+/// (200,000 rows of fp32) fit. Fails (nullopt, nothing created) for bodies
+/// it does not understand.
+std::optional<SplitOps> splitGatherByRows(linalg::GenericOp op, Value table, unsigned dim,
+                                          int64_t blocks) {
+  if (op.getNumDpsInits() != 1 || op->getNumResults() != 1 ||
+      op.getNumReductionLoops() != 0)
+    return std::nullopt;
+  Block &body = op.getRegion().front();
+  SmallVector<tensor::ExtractOp> extracts;
+  for (Operation *user : table.getUsers())
+    if (op->isProperAncestor(user)) {
+      auto extract = dyn_cast<tensor::ExtractOp>(user);
+      if (!extract || extract->getBlock() != &body)
+        return std::nullopt;
+      extracts.push_back(extract);
+    }
+  auto outType = cast<RankedTensorType>(op->getResult(0).getType());
+  Type element = outType.getElementType();
+  unsigned width = element.getIntOrFloatBitWidth();
+  if (extracts.size() != 1 || !element.isIntOrFloat() || width == 0 || width % 8 != 0)
+    return std::nullopt;
+  int64_t rows = cast<RankedTensorType>(table.getType()).getDimSize(dim);
+  int64_t block = (rows + blocks - 1) / blocks;
+
+  MLIRContext *ctx = op.getContext();
+  Location loc = op.getLoc();
+  OpBuilder b(op);
+  unsigned n = op.getNumLoops();
+  SplitOps split;
+  SmallVector<int64_t> partialShape{blocks};
+  partialShape.append(outType.getShape().begin(), outType.getShape().end());
+  auto partialType = RankedTensorType::get(partialShape, element);
+  auto empty = tensor::EmptyOp::create(b, loc, partialShape, element);
+  split.created.push_back(empty);
+
+  // The partials: op's maps with the block loop n read by nothing but the
+  // output's leading dimension.
+  SmallVector<AffineMap> maps;
+  for (OpOperand *in : op.getDpsInputOperands())
+    maps.push_back(AffineMap::get(n + 1, 0, op.getMatchingIndexingMap(in).getResults(), ctx));
+  SmallVector<AffineExpr> partialOut{b.getAffineDimExpr(n)};
+  for (AffineExpr e : op.getMatchingIndexingMap(op.getDpsInitOperand(0)).getResults())
+    partialOut.push_back(e);
+  maps.push_back(AffineMap::get(n + 1, 0, partialOut, ctx));
+  SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
+  iterators.push_back(utils::IteratorType::parallel);
+  auto partial = linalg::GenericOp::create(b, loc, TypeRange{partialType}, op.getDpsInputs(),
+                                           ValueRange{empty}, maps, iterators);
+  IRMapping mapping;
+  op.getRegion().cloneInto(&partial.getRegion(), mapping);
+  split.created.push_back(partial);
+  Block &newBody = partial.getRegion().front();
+  auto extract = cast<tensor::ExtractOp>(mapping.lookup(extracts.front().getOperation()));
+  {
+    OpBuilder eb(extract);
+    Value p = linalg::IndexOp::create(eb, loc, n);
+    Value size = arith::ConstantIndexOp::create(eb, loc, block);
+    Value base = arith::MulIOp::create(eb, loc, p, size);
+    Value row = extract.getIndices()[dim];
+    Value local = arith::SubIOp::create(eb, loc, row, base);
+    Value zeroIndex = arith::ConstantIndexOp::create(eb, loc, 0);
+    Value inBlock = arith::AndIOp::create(
+        eb, loc,
+        arith::CmpIOp::create(eb, loc, arith::CmpIPredicate::sge, local, zeroIndex),
+        arith::CmpIOp::create(eb, loc, arith::CmpIPredicate::slt, local, size));
+    Value safe = arith::SelectOp::create(eb, loc, inBlock, local, zeroIndex);
+    extract.getIndicesMutable()[dim].set(arith::AddIOp::create(eb, loc, base, safe));
+    // Zero what the block does not hold, at the yield (the body may go on
+    // computing with the element).
+    auto yield = cast<linalg::YieldOp>(newBody.getTerminator());
+    OpBuilder yb(yield);
+    Value zero = arith::ConstantOp::create(yb, loc, yb.getZeroAttr(element));
+    yield->setOperand(0, arith::SelectOp::create(yb, loc, inBlock, yield->getOperand(0), zero));
+  }
+
+  // Zero bits, ORed with each block's partial.
+  Type bits = b.getIntegerType(width);
+  auto outEmpty = tensor::EmptyOp::create(b, loc, outType.getShape(), element);
+  split.created.push_back(outEmpty);
+  auto zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(element));
+  split.created.push_back(zero);
+  unsigned rank = outType.getRank();
+  auto fill = linalg::GenericOp::create(
+      b, loc, TypeRange{outType}, ValueRange{}, ValueRange{outEmpty},
+      ArrayRef<AffineMap>{b.getMultiDimIdentityMap(rank)},
+      SmallVector<utils::IteratorType>(rank, utils::IteratorType::parallel),
+      [&](OpBuilder &nb, Location l, ValueRange) { linalg::YieldOp::create(nb, l, zero.getResult()); });
+  split.created.push_back(fill);
+  SmallVector<AffineExpr> read{b.getAffineDimExpr(rank)};
+  for (unsigned d = 0; d < rank; ++d)
+    read.push_back(b.getAffineDimExpr(d));
+  SmallVector<utils::IteratorType> combineIterators(rank, utils::IteratorType::parallel);
+  combineIterators.push_back(utils::IteratorType::reduction);
+  auto combine = linalg::GenericOp::create(
+      b, loc, TypeRange{outType}, ValueRange{partial.getResult(0)}, ValueRange{fill.getResult(0)},
+      ArrayRef<AffineMap>{AffineMap::get(rank + 1, 0, read, ctx),
+                          AffineMap::get(rank + 1, 0, ArrayRef(read).drop_front(), ctx)},
+      combineIterators, [&](OpBuilder &nb, Location l, ValueRange args) {
+        auto asBits = [&](Value v) -> Value {
+          return isa<FloatType>(element) ? arith::BitcastOp::create(nb, l, bits, v).getResult()
+                                         : v;
+        };
+        Value ored = arith::OrIOp::create(nb, l, asBits(args[0]), asBits(args[1]));
+        if (isa<FloatType>(element))
+          ored = arith::BitcastOp::create(nb, l, element, ored);
+        linalg::YieldOp::create(nb, l, ored);
+      });
+  split.created.push_back(combine);
+  split.fill = fill;
+  split.partial = partial;
+  split.combine = combine;
+  return split;
+}
+
 class Planner {
 public:
   Planner(ModuleOp module, func::FuncOp main, const target::IPUTarget &target,
@@ -308,6 +432,10 @@ private:
   /// tiles and a combining step, whichever the cost model prefers; the
   /// split rewrites the IR. Other ops go straight to planOp.
   LogicalResult planOpOrSplit(linalg::GenericOp op);
+  /// A gather whose table's one column is over the memory budget, split by
+  /// the table's rows (splitGatherByRows) into the fewest blocks that fit;
+  /// nullopt when `op` is no such gather or no split could be planned.
+  std::optional<LogicalResult> planGatherByRows(linalg::GenericOp op);
 
   /// The planner's state, to try a plan and take it back. Plans are only
   /// appended, but for the mapping an init producer takes from its user,
@@ -553,14 +681,23 @@ Planner::alignedMapping(Value v, const AccessMap &access, const Plan &plan,
         ++nonzero;
         loop = c == 1 ? static_cast<int64_t>(i) : -2;
       }
+    // A block of rows per slice of a loop (splitGatherByRows): follows
+    // that loop's output dimension in blocks.
+    int64_t block = 1;
+    if (nonzero == 1 && loop == -2 && access.consts[k] == 0 && access.extent(k) > 1)
+      for (auto [i, c] : llvm::enumerate(access.coeffs[k]))
+        if (c == access.extent(k)) {
+          loop = i;
+          block = c;
+        }
     if (nonzero == 1 && loop >= 0 && access.consts[k] == 0 && dim > 1) {
       for (int64_t j = 0; j < out.rank(); ++j) {
-        if (plan.outputLoops[j] != loop || out.shape[j] != dim)
+        if (plan.outputLoops[j] != loop || out.shape[j] != (dim + block - 1) / block)
           continue;
         if (used[j])
           return std::nullopt;
         used[j] = true;
-        chunk = out.chunks[j];
+        chunk = out.chunks[j] * block;
         stride = out.tileStrides[j];
       }
     } else if (nonzero == 2 && access.consts[k] == 0 && dim > 1) {
@@ -1086,6 +1223,85 @@ LogicalResult Planner::planOp(linalg::GenericOp generic, linalg::GenericOp resul
   return success();
 }
 
+std::optional<LogicalResult> Planner::planGatherByRows(linalg::GenericOp op) {
+  // The table: a captured input read whole along one dimension (its rows,
+  // at data-dependent places), the largest such.
+  Plan described;
+  if (failed(describe(op, described)))
+    return std::nullopt;
+  Value table;
+  unsigned dim = 0;
+  int64_t columnBytes = 0;
+  for (const Input &in : described.inputs) {
+    if (!in.captured || in.access.full || in.access.extents.empty())
+      continue;
+    auto type = cast<RankedTensorType>(in.value.getType());
+    SmallVector<unsigned> whole;
+    for (auto [k, e] : llvm::enumerate(in.access.extents))
+      if (e > 1 && llvm::all_of(in.access.coeffs[k], [](int64_t c) { return c == 0; }))
+        whole.push_back(k);
+    int64_t bytes = whole.size() == 1 ? type.getDimSize(whole[0]) * elementBytes(type) : 0;
+    if (bytes > columnBytes) {
+      table = in.value;
+      dim = whole[0];
+      columnBytes = bytes;
+    }
+  }
+  // A column that fits the budget is read whole: no split to weigh.
+  if (!table || columnBytes <= budget_)
+    return std::nullopt;
+  int64_t rows = cast<RankedTensorType>(table.getType()).getDimSize(dim);
+  Snapshot before = snapshot();
+  inTrial_ = true;
+  // The fewest blocks of rows that fit (each block is an output-sized
+  // partial to combine), or, when none does, the one needing least memory.
+  int64_t bestBlocks = 0, bestMemory = 0;
+  for (int64_t blocks = 2; blocks <= std::min(rows, numTiles_); blocks *= 2) {
+    std::optional<SplitOps> split = splitGatherByRows(op, table, dim, blocks);
+    if (!split)
+      break;
+    bool planned;
+    {
+      ScopedDiagnosticHandler quiet(op.getContext(), [](Diagnostic &) { return success(); });
+      planned = succeeded(planOp(split->fill)) && succeeded(planOp(split->partial)) &&
+                succeeded(planOp(split->combine, op));
+    }
+    bool fits = false;
+    int64_t memory = 0;
+    if (planned) {
+      const Plan &partial = plans_[planOf_[split->partial]];
+      const Plan &combine = plans_[planOf_[split->combine]];
+      fits = partial.fits && combine.fits;
+      memory = std::max(partial.memory, combine.memory);
+    }
+    restore(before);
+    for (Operation *created : llvm::reverse(split->created))
+      created->erase();
+    if (planned && (bestBlocks == 0 || fits || memory < bestMemory)) {
+      bestBlocks = blocks;
+      bestMemory = memory;
+    }
+    if (fits)
+      break;
+  }
+  inTrial_ = false;
+  if (bestBlocks == 0)
+    return std::nullopt; // planned as it is, to report why it cannot be
+  if (explain_)
+    op.emitRemark() << "gather split into " << bestBlocks << " blocks of "
+                    << (rows + bestBlocks - 1) / bestBlocks << " rows of its table (one column is "
+                    << columnBytes << " bytes, over the memory budget of " << budget_ << ")";
+  ++counts_.split;
+  std::optional<SplitOps> split = splitGatherByRows(op, table, dim, bestBlocks);
+  if (failed(planOp(split->fill)) || failed(planOp(split->partial)) ||
+      failed(planOp(split->combine, op)))
+    return failure();
+  op->replaceAllUsesWith(split->combine->getResults());
+  position_.erase(op);
+  op->erase();
+  return success();
+}
+
 LogicalResult Planner::planOpOrSplit(linalg::GenericOp op) {
   // Nothing to compute: the (empty) result is placed and the op becomes
   // an allocation.
@@ -1102,6 +1318,8 @@ LogicalResult Planner::planOpOrSplit(linalg::GenericOp op) {
     plans_.push_back(std::move(plan));
     return success();
   }
+  if (std::optional<LogicalResult> planned = planGatherByRows(op))
+    return *planned;
   std::optional<Accumulation> acc = accumulationOf(op);
   if (!acc)
     return planOp(op);

@@ -60,16 +60,41 @@ std::optional<arith::ConstantOp> constantFillValue(linalg::GenericOp op) {
 
 /// How the body of `op` reads `captured`, a tensor defined above it, as a
 /// map in the loops with extents: dimension k follows loop l when every
-/// tensor.extract of it takes `linalg.index l` there (a gather's columns);
-/// other dimensions are read whole (a gather's rows, at data-dependent
-/// places). `full` when no dimension follows a loop or the body uses the
-/// tensor otherwise.
+/// tensor.extract of it takes `linalg.index l` there (a gather's columns),
+/// or follows it in blocks of B when the index is `l * B + x` (a gather
+/// split by rows: block l of the table, read at data-dependent places
+/// within it); other dimensions are read whole (a gather's rows, at
+/// data-dependent places). `full` when no dimension follows a loop or the
+/// body uses the tensor otherwise.
 static void capturedAccess(linalg::GenericOp op, Value captured, AffineMap &map,
                     AccessMap &access) {
   auto type = cast<RankedTensorType>(captured.getType());
   int64_t rank = type.getRank();
   constexpr int64_t kUnseen = -2, kWhole = -1;
-  SmallVector<int64_t> follows(rank, kUnseen);
+  // Per dimension: the loop it follows (or kUnseen/kWhole), and the block.
+  SmallVector<std::pair<int64_t, int64_t>> follows(rank, {kUnseen, 1});
+  auto loopOf = [&](Value v) -> int64_t {
+    auto index = v.getDefiningOp<linalg::IndexOp>();
+    return index && index->getParentOp() == op.getOperation()
+               ? static_cast<int64_t>(index.getDim())
+               : kWhole;
+  };
+  // `l * B + x`, either way round: (l, B), else (kWhole, 1).
+  auto blockOf = [&](Value v) -> std::pair<int64_t, int64_t> {
+    auto add = v.getDefiningOp<arith::AddIOp>();
+    if (!add)
+      return {kWhole, 1};
+    for (Value term : {add.getLhs(), add.getRhs()}) {
+      auto mul = term.getDefiningOp<arith::MulIOp>();
+      if (!mul)
+        continue;
+      IntegerAttr block;
+      if (loopOf(mul.getLhs()) >= 0 && matchPattern(mul.getRhs(), m_Constant(&block)) &&
+          block.getInt() > 0)
+        return {loopOf(mul.getLhs()), block.getInt()};
+    }
+    return {kWhole, 1};
+  };
   bool onlyExtracts = true;
   for (Operation *user : captured.getUsers()) {
     if (!op->isProperAncestor(user))
@@ -80,11 +105,12 @@ static void capturedAccess(linalg::GenericOp op, Value captured, AffineMap &map,
       break;
     }
     for (auto [k, index] : llvm::enumerate(extract.getIndices())) {
-      auto loop = index.getDefiningOp<linalg::IndexOp>();
-      int64_t l = loop && loop->getParentOp() == op.getOperation()
-                      ? static_cast<int64_t>(loop.getDim())
-                      : kWhole;
-      follows[k] = follows[k] == kUnseen || follows[k] == l ? l : kWhole;
+      std::pair<int64_t, int64_t> f{loopOf(index), 1};
+      if (f.first < 0)
+        f = blockOf(index);
+      follows[k] = follows[k].first == kUnseen || follows[k] == f
+                       ? f
+                       : std::pair<int64_t, int64_t>{kWhole, 1};
     }
   }
   MLIRContext *ctx = op.getContext();
@@ -92,10 +118,11 @@ static void capturedAccess(linalg::GenericOp op, Value captured, AffineMap &map,
   SmallVector<AffineExpr> exprs;
   SmallVector<int64_t> extents;
   for (int64_t k = 0; k < rank; ++k) {
-    bool follow = onlyExtracts && follows[k] >= 0;
-    exprs.push_back(follow ? getAffineDimExpr(follows[k], ctx)
+    auto [loop, block] = follows[k];
+    bool follow = onlyExtracts && loop >= 0;
+    exprs.push_back(follow ? getAffineDimExpr(loop, ctx) * block
                            : getAffineConstantExpr(0, ctx));
-    extents.push_back(follow ? 1 : type.getDimSize(k));
+    extents.push_back(follow ? block : type.getDimSize(k));
   }
   map = AffineMap::get(numLoops, 0, exprs, ctx);
   access = toAccessMap(map);
