@@ -80,3 +80,37 @@ def test_matches_pytorch(name, fmt, tmp_path):
         want = want.numpy()
         np.testing.assert_allclose(got[key], want, rtol=1e-4,
                                    atol=1e-4 * np.abs(want).max(), err_msg=key)
+
+
+@pytest.mark.parametrize("rows", [1000, 200_000])
+def test_embedding_lookup_is_exact(rows, tmp_path):
+    """A lookup into a table whose one column is more than a 16-tile chip's
+    memory budget (200,000 fp32 rows: 800,000 bytes per column) is split by
+    the table's rows; either way the output is the table's rows bit for bit,
+    negative indices (counted from the end) included."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    table = np.random.RandomState(0).randn(rows, 3).astype(np.float32)
+    table[1] = -0.0  # the sign of zero survives the combining step
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["table", "ids"], ["y"], name="lookup")], "lookup",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, [4, 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 6, 3])],
+        [numpy_helper.from_array(table, "table")])
+    path = tmp_path / "lookup.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    ids = np.random.RandomState(1).randint(-rows, rows, size=(4, 6)).astype(np.int64)
+    ids[0, :4] = [0, 1, rows - 1, rows // 2]
+    np.save(tmp_path / "ids.npy", ids)
+    tess = tmp_path / "lookup.tess"
+    result = run([tool("tessera-compile"), str(path), "--tiles-per-ipu=16", "--explain-plans",
+                  "-o", str(tess)])
+    assert result.returncode == 0, result.stderr
+    assert ("gather split into" in result.stderr) == (rows == 200_000), result.stderr
+    out = tmp_path / "out.npz"
+    result = run([tool("tessera-run"), str(tess), "--input", f"ids={tmp_path / 'ids.npy'}",
+                  "--output", str(out)])
+    assert result.returncode == 0, result.stderr
+    got = np.load(out)["y"]
+    assert np.array_equal(got.view(np.uint32), table[ids].view(np.uint32))

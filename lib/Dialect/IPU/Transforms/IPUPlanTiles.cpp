@@ -1026,13 +1026,16 @@ LogicalResult Planner::planGeneric(Plan &plan) {
                                  << type << " at data-dependent places (a gather's table): "
                                  << "every vertex's tile must hold " << bytes
                                  << " bytes of it, more than a tile's "
-                                 << target_.bytesPerTile
-                                 << " bytes. A table is split over the tiles only by the "
-                                    "columns the output reads, so one column must fit a tile";
+                                 << target_.bytesPerTile << " bytes";
       if (wholeDims == 1)
-        error << " (at most " << target_.bytesPerTile / (bytes / whole)
-              << " rows of this type); split the table into smaller ones, "
-                 "or wait for row-split gathers, which are not built yet";
+        error << ", and no split of the table's " << whole
+              << " rows into blocks over the tiles fits either (the table is "
+              << type.getNumElements() * elementBytes(type) << " bytes; the target's "
+              << numTiles_ << " tiles hold " << numTiles_ * target_.bytesPerTile
+              << "): use more IPUs (--num-ipus) or a smaller table";
+      else
+        error << "; a table read at data-dependent places along several dimensions is "
+                 "not split by rows, so one of its slices must fit a tile";
       return error;
     }
   }
@@ -1254,8 +1257,8 @@ std::optional<LogicalResult> Planner::planGatherByRows(linalg::GenericOp op) {
   Snapshot before = snapshot();
   inTrial_ = true;
   // The fewest blocks of rows that fit (each block is an output-sized
-  // partial to combine), or, when none does, the one needing least memory.
-  int64_t bestBlocks = 0, bestMemory = 0;
+  // partial to combine).
+  int64_t bestBlocks = 0;
   for (int64_t blocks = 2; blocks <= std::min(rows, numTiles_); blocks *= 2) {
     std::optional<SplitOps> split = splitGatherByRows(op, table, dim, blocks);
     if (!split)
@@ -1277,16 +1280,14 @@ std::optional<LogicalResult> Planner::planGatherByRows(linalg::GenericOp op) {
     restore(before);
     for (Operation *created : llvm::reverse(split->created))
       created->erase();
-    if (planned && (bestBlocks == 0 || fits || memory < bestMemory)) {
+    if (fits) {
       bestBlocks = blocks;
-      bestMemory = memory;
-    }
-    if (fits)
       break;
+    }
   }
   inTrial_ = false;
   if (bestBlocks == 0)
-    return std::nullopt; // planned as it is, to report why it cannot be
+    return std::nullopt; // planned as it is: it fits, or says why it cannot
   if (explain_)
     op.emitRemark() << "gather split into " << bestBlocks << " blocks of "
                     << (rows + bestBlocks - 1) / bestBlocks << " rows of its table (one column is "
