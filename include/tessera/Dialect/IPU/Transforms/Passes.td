@@ -91,6 +91,15 @@ def IPUPlanTiles : Pass<"ipu-plan-tiles", "::mlir::ModuleOp"> {
     runs in 16); the fewest steps that fit are taken. When nothing fits at
     all, the option needing the least memory is.
 
+    A gather (a body reading a captured table at data-dependent rows) is
+    planned with the table split by the columns the output reads, each
+    tile holding all rows of its columns; when one column is over the
+    memory budget, the table's rows are split into 2, 4, 8, ... blocks
+    too: a partial lookup per block (its body reads `p * B + clamp(row -
+    p * B)` and yields zero for rows of other blocks) and a combining step
+    that ORs the partials' bits, exact for every value. The fewest blocks
+    that fit are taken (250,000 x 768 fp32 rows, 768 MB, fit one ipu2).
+
     A reduction's result read only by an elementwise op, element for
     element (the Relu after a convolution, a residual Add and Relu, a bias
     broadcast along some dimensions, possibly through a reshape that drops
