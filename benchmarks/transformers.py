@@ -9,7 +9,10 @@ batch 1, runs the executable on the IPU model, and prints:
 - the largest relative difference from PyTorch's output;
 - the estimated cycles and sequences/s on the chip;
 - the IPU model's host milliseconds per inference next to PyTorch's CPU
-  time for the same model, batch and thread count.
+  time for the same model, batch and thread count, and ONNX Runtime's
+  (CPU provider, all cores) with `--ort-node-modules DIR`, where DIR holds
+  npm's onnxruntime-node (`npm install --ignore-scripts --prefix DIR
+  onnxruntime-node`; Debian ships no ONNX Runtime).
 
 Models: bert_base (vocab 30,522, seq 128, token, position and segment
 embeddings, 12 layers, pooled), gpt2_small (vocab 50,257, seq 128, causal,
@@ -17,7 +20,7 @@ output head tied to the token embedding), vit_b_16 (torchvision),
 transformer (torch.nn.Transformer, 6 + 6 layers, d 512, seq 128).
 
     benchmarks/transformers.py [--models bert_base,gpt2_small] [--seq 128]
-                               [--layers 12] [--out DIR]
+                               [--layers 12] [--out DIR] [--ort-node-modules DIR]
 
 `--embedding-lookup` instead prints the estimated cycles of a lookup of 128
 indices into tables of 1,000 to 250,000 rows of 768 (and whether each fits).
@@ -83,7 +86,9 @@ def run_model(tess, inputs, names, out_dir):
         np.save(path, value.numpy())
         args += ["--input", f"{name}={path}"]
     out = os.path.join(out_dir, "out.npz")
-    proc = subprocess.run([os.path.join(BIN, "tessera-run"), tess, *args, "--output", out],
+    # Warm, as ONNX Runtime and PyTorch are timed: one untimed run first.
+    proc = subprocess.run([os.path.join(BIN, "tessera-run"), tess, *args, "--output", out,
+                           "--warmup", "1", "--iterations", "5"],
                           capture_output=True, text=True)
     if proc.returncode != 0:
         return None, proc.stderr.strip().splitlines()[-1:], None, None
@@ -95,7 +100,29 @@ def run_model(tess, inputs, names, out_dir):
             float(host.group(1)) if host else None)
 
 
-def benchmark(name, seq, layers, out_dir):
+def ort_ms(onnx_path, inputs, names, out_dir, node_modules, runs=5):
+    """ONNX Runtime's CPU time per run (ms), through benchmarks/ort_time.js
+    and the onnxruntime-node package under `node_modules`; None without it."""
+    if not node_modules:
+        return None
+    import json
+    spec = {n: {"type": {"torch.int64": "int64", "torch.float32": "float32"}[str(x.dtype)],
+                "dims": list(x.shape), "data": x.flatten().tolist()}
+            for n, x in zip(names, inputs)}
+    path = os.path.join(out_dir, "ort_inputs.json")
+    with open(path, "w") as f:
+        json.dump(spec, f)
+    proc = subprocess.run(["node", os.path.join(ROOT, "benchmarks", "ort_time.js"), onnx_path,
+                           path, str(runs)], capture_output=True, text=True,
+                          env={**os.environ, "NODE_PATH": node_modules})
+    found = re.search(r"ORT ([\d.]+)", proc.stdout)
+    if not found:
+        print(f"  ONNX Runtime failed: {proc.stderr.strip()[-300:]}", flush=True)
+        return None
+    return float(found.group(1))
+
+
+def benchmark(name, seq, layers, out_dir, node_modules=None):
     model, inputs, names = build(name, seq, layers)
     model.eval()
     onnx_path = os.path.join(out_dir, f"{name}.onnx")
@@ -122,8 +149,11 @@ def benchmark(name, seq, layers, out_dir):
     rel = max(float(np.max(np.abs(o - r)) / max(float(np.max(np.abs(r))), 1e-30))
               for o, r in zip(outputs, ref))
     seqs = 1.33e9 / cycles if cycles else float("nan")
+    ort = ort_ms(onnx_path, inputs, names, out_dir, node_modules)
+    versus = f"PyTorch {torch_ms:.0f} ms" + (f", ONNX Runtime {ort:.0f} ms ({host_ms / ort:.2f}x)"
+                                            if ort else "")
     print(f"{line}  max rel diff {rel:.2e}  {cycles:,} cycles  {seqs:,.0f} seq/s on ipu2  "
-          f"host {host_ms:.0f} ms vs PyTorch {torch_ms:.0f} ms", flush=True)
+          f"host {host_ms:.0f} ms vs {versus}", flush=True)
 
 
 def embedding_lookup(out_dir, rows_list, d=768, lookups=128):
@@ -166,6 +196,10 @@ def main():
     parser.add_argument("--embedding-lookup", action="store_true")
     parser.add_argument("--rows", default="1000,10000,30522,50257,100000,250000")
     parser.add_argument("--out", help="keep the models and executables here")
+    parser.add_argument("--ort-node-modules",
+                        help="a node_modules folder holding onnxruntime-node (npm install "
+                             "--ignore-scripts --prefix DIR onnxruntime-node): adds ONNX "
+                             "Runtime's CPU time per inference")
     args = parser.parse_args()
     torch.set_num_threads(os.cpu_count())
     with tempfile.TemporaryDirectory() as tmp:
@@ -175,7 +209,7 @@ def main():
             embedding_lookup(out_dir, [int(r) for r in args.rows.split(",")])
             return
         for name in args.models.split(","):
-            benchmark(name, args.seq, args.layers, out_dir)
+            benchmark(name, args.seq, args.layers, out_dir, args.ort_node_modules)
 
 
 if __name__ == "__main__":
