@@ -898,7 +898,8 @@ LogicalResult Planner::planGeneric(Plan &plan) {
       }
       // Unplaced leaves take the mapping they would get with this plan.
       size_t tentative = prog_.variables.size();
-      std::vector<int64_t> inVars, tentativeBytes;
+      std::vector<int64_t> inVars;
+      int64_t tentativePieceBytes = 0;
       for (const Input &in : plan.inputs) {
         int64_t var = variableOf(in.value);
         if (var < 0) {
@@ -911,8 +912,8 @@ LogicalResult Planner::planGeneric(Plan &plan) {
                                                     numTiles_);
           v.mapping.shape = v.shape;
           var = prog_.variables.size();
+          tentativePieceBytes += v.mapping.maxPieceElements() * elementBytes(t);
           prog_.variables.push_back(std::move(v));
-          tentativeBytes.push_back(elementBytes(t));
         }
         inVars.push_back(var);
       }
@@ -932,12 +933,9 @@ LogicalResult Planner::planGeneric(Plan &plan) {
       for (const std::vector<int64_t> &idx : {first, central, last}) {
         Box piece = m.pieceBox(idx);
         int64_t tile = m.tileOf(idx);
-        // What the tile holds already, and the operands this plan would
-        // place there.
-        int64_t resident = liveOnTile_[tile];
-        for (size_t var = tentative; var < prog_.variables.size(); ++var)
-          if (std::optional<Box> held = prog_.variables[var].mapping.pieceOnTile(tile))
-            resident += held->numElements() * tentativeBytes[var - tentative];
+        // What the tile holds already, and (at most a piece of each) the
+        // operands this plan would place.
+        int64_t resident = liveOnTile_[tile] + tentativePieceBytes;
         Box loops;
         loops.offsets.assign(plan.loopRanges.size(), 0);
         loops.sizes.assign(plan.loopRanges.begin(), plan.loopRanges.end());
