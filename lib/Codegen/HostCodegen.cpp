@@ -108,6 +108,7 @@ void buildHostLoweringPipeline(OpPassManager &pm) {
   pm.addPass(bufferization::createBufferResultsToOutParamsPass(outParams));
   bufferization::buildBufferDeallocationPipeline(pm);
   pm.addPass(createConvertBufferizationToMemRefPass());
+  pm.addPass(createSparseScatterAdds());
   pm.addPass(createOrderLoopsForVectors());
   pm.addPass(createVectorizeContractions());
   // Passes that change one function at a time run nested on the functions,

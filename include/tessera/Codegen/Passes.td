@@ -19,6 +19,30 @@ def ExternalizeWeights : Pass<"codegen-externalize-weights", "::mlir::ModuleOp">
   }];
 }
 
+def SparseScatterAdds : Pass<"codegen-sparse-scatter-adds", "::mlir::ModuleOp"> {
+  let summary = "Scatter-adds on buffers as loops over their indices, not over the table";
+  let description = [{
+    `graph.scatter_add` lowers to a reduction in which every element of the
+    result (an embedding's gradient: rows x columns) compares every index:
+    work rows x columns x indices. This pass rewrites each such
+    `linalg.generic` on buffers (see `matchScatterAdd`), in vertex kernels
+    and the host reference code alike, into PopLibs' multiUpdateAdd: a loop
+    over the index positions that reads each index once and, when its row
+    falls within the buffer's rows (a vertex's piece of the table), adds the
+    update's row into it -- work indices x columns, plus the rows it lands
+    on.
+
+    Results are bit-identical: each element still adds its updates in index
+    order, starting from the buffer's contents. The dense form also adds
+    +0.0 for every other index, which changes no sum that started from
+    +0.0 (none can become -0.0), and scatter_add's lowering and its splits
+    always start from +0.0; only a buffer that held -0.0 before its first
+    update would keep it here where the dense form gives +0.0.
+  }];
+  let dependentDialects = ["::mlir::scf::SCFDialect", "::mlir::memref::MemRefDialect",
+                           "::mlir::arith::ArithDialect"];
+}
+
 def OrderLoopsForVectors : Pass<"codegen-order-loops-for-vectors", "::mlir::ModuleOp"> {
   let summary = "Interchange linalg.generic loops so the innermost loop is vectorizable";
   let description = [{

@@ -2,6 +2,8 @@
 
 #include "TilePlan.h"
 
+#include "tessera/Codegen/ScatterAdd.h"
+
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/Transforms/RegionUtils.h"
@@ -247,6 +249,10 @@ std::pair<linalg::GenericOp, Operation *> epilogueOf(linalg::GenericOp reduction
 
 LogicalResult describe(linalg::GenericOp op, Plan &plan) {
   plan.op = op;
+  if (std::optional<codegen::ScatterAddForm> scatter = codegen::matchScatterAdd(op)) {
+    plan.scatterAxis = scatter->axis;
+    plan.scatterRank = scatter->resultRank;
+  }
   for (Type t : op->getResultTypes())
     if (!cast<RankedTensorType>(t).hasStaticShape())
       return op.emitError("tile mapping needs static shapes");
@@ -365,6 +371,20 @@ int64_t vertexCycles(const Plan &plan, const Box &loops, const target::CostModel
     work.epilogueInstructions = bodyInstructions(plan.epilogue, cost);
   }
   work.fillBytes = fillBytes;
+  if (plan.scatterAxis >= 0) {
+    // codegen-sparse-scatter-adds' loop: each index read and its row
+    // computed once, and at worst (every index in this piece's rows) its
+    // update added along the piece's other dimensions.
+    int64_t indices = 1, row = 1;
+    for (size_t l = plan.scatterRank; l < plan.loopRanges.size(); ++l)
+      indices *= loops.sizes[l];
+    for (int64_t l = 0; l < plan.scatterRank; ++l)
+      if (l != plan.scatterAxis)
+        row *= loops.sizes[l];
+    work.rows = indices;
+    work.iterations = indices * (row + bodyInstructions(plan.op, cost));
+    work.instructions = 1;
+  }
   return cost.vertexCycles(work);
 }
 

@@ -88,6 +88,10 @@ struct Plan {
   bool isInitProducer = false;
   bool readsInit = false; ///< the body reads the outs block arguments
   int64_t macs = 0;
+  /// The loop a scatter-add's indices select (codegen::matchScatterAdd),
+  /// and its result's rank: its vertices loop over the indices (sparse),
+  /// not over the table's rows times the indices. -1 otherwise.
+  int64_t scatterAxis = -1, scatterRank = 0;
   /// The chosen mapping's cost: worst vertex's exchange + compute cycles,
   /// and whether its buffers fit the memory budget.
   int64_t cycles = 0;
