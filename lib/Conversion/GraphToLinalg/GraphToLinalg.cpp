@@ -1267,10 +1267,12 @@ struct GatherPattern : OpConversionPattern<g::GatherOp> {
 };
 
 /// graph.scatter_add as a reduction over the index positions: each result
-/// element sums the updates whose index names its row. Every element
-/// compares every index (work: result x indices), which the planner splits
-/// over tiles like any reduction; a vertex that adds only the rows it holds
-/// (PopLibs' multiUpdateAdd) would do result / rows x indices.
+/// element sums the updates whose index names its row. As written every
+/// element compares every index (result x indices); the planner splits it
+/// over tiles like any reduction, and codegen-sparse-scatter-adds turns each
+/// vertex's piece into a loop over the indices that adds only the rows the
+/// piece holds (PopLibs' multiUpdateAdd: indices x the row's elements).
+/// Keep this form in step with codegen::matchScatterAdd.
 struct ScatterAddPattern : OpConversionPattern<g::ScatterAddOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult
