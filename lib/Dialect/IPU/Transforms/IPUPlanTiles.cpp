@@ -875,129 +875,182 @@ LogicalResult Planner::planGeneric(Plan &plan) {
       it->second = runtime::remoteRead(prog_, var, region, tile);
     return it->second;
   };
+  // Costs the candidate `chunks` (of `pieces` pieces), keeping the best.
+  auto evaluate = [&](int64_t pieces) {
+    TileMapping m;
+    m.shape = shape;
+    m.chunks = chunks;
+    m.tileStrides.assign(rank, 0);
+    int64_t stride = 1;
+    for (int64_t j = rank - 1; j >= 0; --j) {
+      int64_t n = (shape[j] + chunks[j] - 1) / chunks[j];
+      m.tileStrides[j] = n > 1 ? stride : 0;
+      stride *= n;
+    }
+    // Unplaced leaves take the mapping they would get with this plan.
+    size_t tentative = prog_.variables.size();
+    std::vector<int64_t> inVars;
+    int64_t tentativePieceBytes = 0;
+    for (const Input &in : plan.inputs) {
+      int64_t var = variableOf(in.value);
+      if (var < 0) {
+        runtime::Variable v;
+        auto t = cast<RankedTensorType>(in.value.getType());
+        v.shape.assign(t.getShape().begin(), t.getShape().end());
+        auto aligned = alignedMapping(in.value, in.access, plan, m);
+        v.mapping = aligned ? spreadOverReaders(*aligned, m, elementBytes(t))
+                            : TileMapping::linear(v.shape, elementBytes(t),
+                                                  numTiles_);
+        v.mapping.shape = v.shape;
+        var = prog_.variables.size();
+        tentativePieceBytes += v.mapping.maxPieceElements() * elementBytes(t);
+        prog_.variables.push_back(std::move(v));
+      }
+      inVars.push_back(var);
+    }
+    // Cost the first, a central and the last piece: edges and holders
+    // differ. The central one is central in every dimension: an operand
+    // placed with the pieces of index 0 along some dimensions (a weight
+    // block, on the first of the tiles sharing it) is local to the first
+    // piece, and to the middle one in row-major order, but remote for
+    // most vertices.
+    std::vector<int64_t> perDim = m.piecesPerDim();
+    std::vector<int64_t> first(rank, 0), central(rank), last(rank);
+    for (int64_t j = 0; j < rank; ++j) {
+      central[j] = perDim[j] / 2;
+      last[j] = perDim[j] - 1;
+    }
+    int64_t worstCycles = 0, worstMemory = 0, worstTotal = 0;
+    for (const std::vector<int64_t> &idx : {first, central, last}) {
+      Box piece = m.pieceBox(idx);
+      int64_t tile = m.tileOf(idx);
+      // What the tile holds already, and (at most a piece of each) the
+      // operands this plan would place.
+      int64_t resident = liveOnTile_[tile] + tentativePieceBytes;
+      Box loops;
+      loops.offsets.assign(plan.loopRanges.size(), 0);
+      loops.sizes.assign(plan.loopRanges.begin(), plan.loopRanges.end());
+      for (int64_t j = 0; j < rank; ++j) {
+        loops.offsets[plan.outputLoops[j]] = piece.offsets[j];
+        loops.sizes[plan.outputLoops[j]] = piece.sizes[j];
+      }
+      int64_t received = 0, regions = 0, padding = 0,
+              memory = piece.numElements() * outBytes;
+      for (auto [in, var] : llvm::zip(plan.inputs, inVars)) {
+        const runtime::Variable &v = prog_.variables[var];
+        Box region = in.access.region(loops, v.shape);
+        int64_t bytes = elementBytes(in.value.getType());
+        if (runtime::RemoteRead read = remoteRead(var, region, tile); !read.local) {
+          received += read.bytes;
+          regions += read.regions;
+          padding += read.paddingBytes;
+          memory += region.numElements() * bytes;
+        }
+      }
+      int64_t exchange =
+          cost_.exchangePhaseCycles(cost_.tileExchangeCycles(received, regions));
+      // The vertex writes the padding it reads itself.
+      worstCycles =
+          std::max(worstCycles, exchange + vertexCycles(plan, loops, cost_, padding));
+      worstMemory = std::max(worstMemory, memory);
+      worstTotal = std::max(worstTotal, resident + memory);
+    }
+    prog_.variables.resize(tentative);
+    // Temporaries within the budget (Poplar's availableMemoryProportion),
+    // and everything within the tile.
+    bool fits = worstMemory <= budget_ && worstTotal <= target_.bytesPerTile;
+    auto better = [&] {
+      if (!best.valid)
+        return true;
+      if (fits != best.fits)
+        return fits;
+      if (!fits)
+        return worstMemory < best.memory;
+      if (worstCycles != best.cycles)
+        return worstCycles < best.cycles;
+      return pieces < best.pieces;
+    };
+    if (better()) {
+      best.valid = true;
+      best.fits = fits;
+      best.cycles = worstCycles;
+      best.memory = worstMemory;
+      best.pieces = pieces;
+      best.mapping = m;
+    }
+    };
   // Odometer over the candidate lists, pruned by the tile count.
   std::vector<size_t> at(rank, 0);
   int64_t evaluated = 0;
+  bool exhausted = false;
   while (true) {
+    int64_t pieces = 1;
+    for (int64_t j = 0; j < rank; ++j) {
+    chunks[j] = cands[j][at[j]];
+    pieces *= (shape[j] + chunks[j] - 1) / chunks[j];
+    }
+    if (pieces <= numTiles_) {
+    ++evaluated;
+    evaluate(pieces);
+    }
+    int64_t j = rank - 1;
+    while (j >= 0 && ++at[j] == cands[j].size())
+    at[j--] = 0;
+    exhausted = j < 0;
+    if (exhausted || evaluated == (inTrial_ ? kMaxCandidatesCostedInTrials
+                                           : kMaxCandidatesCosted))
+    break;
+  }
+  if (!best.fits && !exhausted) {
+    // The odometer's order reached its cap before any candidate fit (the
+    // ones it costs first cut the leading dimensions finest: an embedding
+    // at batch 48 never got to a plan whose table columns fit). Cost the
+    // candidates needing the least memory instead -- each one's output
+    // piece and input regions, whether or not they are local, an upper
+    // bound that takes no exchange to compute.
+    std::vector<std::pair<int64_t, std::vector<int64_t>>> byMemory;
+    std::fill(at.begin(), at.end(), 0);
+    constexpr int64_t kMaxEnumerated = 200000;
+    for (int64_t seen = 0; seen < kMaxEnumerated; ++seen) {
     int64_t pieces = 1;
     for (int64_t j = 0; j < rank; ++j) {
       chunks[j] = cands[j][at[j]];
       pieces *= (shape[j] + chunks[j] - 1) / chunks[j];
     }
     if (pieces <= numTiles_) {
-      ++evaluated;
-      TileMapping m;
-      m.shape = shape;
-      m.chunks = chunks;
-      m.tileStrides.assign(rank, 0);
-      int64_t stride = 1;
-      for (int64_t j = rank - 1; j >= 0; --j) {
-        int64_t n = (shape[j] + chunks[j] - 1) / chunks[j];
-        m.tileStrides[j] = n > 1 ? stride : 0;
-        stride *= n;
-      }
-      // Unplaced leaves take the mapping they would get with this plan.
-      size_t tentative = prog_.variables.size();
-      std::vector<int64_t> inVars;
-      int64_t tentativePieceBytes = 0;
-      for (const Input &in : plan.inputs) {
-        int64_t var = variableOf(in.value);
-        if (var < 0) {
-          runtime::Variable v;
-          auto t = cast<RankedTensorType>(in.value.getType());
-          v.shape.assign(t.getShape().begin(), t.getShape().end());
-          auto aligned = alignedMapping(in.value, in.access, plan, m);
-          v.mapping = aligned ? spreadOverReaders(*aligned, m, elementBytes(t))
-                              : TileMapping::linear(v.shape, elementBytes(t),
-                                                    numTiles_);
-          v.mapping.shape = v.shape;
-          var = prog_.variables.size();
-          tentativePieceBytes += v.mapping.maxPieceElements() * elementBytes(t);
-          prog_.variables.push_back(std::move(v));
-        }
-        inVars.push_back(var);
-      }
-      // Cost the first, a central and the last piece: edges and holders
-      // differ. The central one is central in every dimension: an operand
-      // placed with the pieces of index 0 along some dimensions (a weight
-      // block, on the first of the tiles sharing it) is local to the first
-      // piece, and to the middle one in row-major order, but remote for
-      // most vertices.
-      std::vector<int64_t> perDim = m.piecesPerDim();
-      std::vector<int64_t> first(rank, 0), central(rank), last(rank);
+      Box loops;
+      loops.offsets.assign(plan.loopRanges.size(), 0);
+      loops.sizes.assign(plan.loopRanges.begin(), plan.loopRanges.end());
+      int64_t bytes = outBytes;
       for (int64_t j = 0; j < rank; ++j) {
-        central[j] = perDim[j] / 2;
-        last[j] = perDim[j] - 1;
+        loops.sizes[plan.outputLoops[j]] = std::min(chunks[j], shape[j]);
+        bytes *= std::min(chunks[j], shape[j]);
       }
-      int64_t worstCycles = 0, worstMemory = 0, worstTotal = 0;
-      for (const std::vector<int64_t> &idx : {first, central, last}) {
-        Box piece = m.pieceBox(idx);
-        int64_t tile = m.tileOf(idx);
-        // What the tile holds already, and (at most a piece of each) the
-        // operands this plan would place.
-        int64_t resident = liveOnTile_[tile] + tentativePieceBytes;
-        Box loops;
-        loops.offsets.assign(plan.loopRanges.size(), 0);
-        loops.sizes.assign(plan.loopRanges.begin(), plan.loopRanges.end());
-        for (int64_t j = 0; j < rank; ++j) {
-          loops.offsets[plan.outputLoops[j]] = piece.offsets[j];
-          loops.sizes[plan.outputLoops[j]] = piece.sizes[j];
-        }
-        int64_t received = 0, regions = 0, padding = 0,
-                memory = piece.numElements() * outBytes;
-        for (auto [in, var] : llvm::zip(plan.inputs, inVars)) {
-          const runtime::Variable &v = prog_.variables[var];
-          Box region = in.access.region(loops, v.shape);
-          int64_t bytes = elementBytes(in.value.getType());
-          if (runtime::RemoteRead read = remoteRead(var, region, tile); !read.local) {
-            received += read.bytes;
-            regions += read.regions;
-            padding += read.paddingBytes;
-            memory += region.numElements() * bytes;
-          }
-        }
-        int64_t exchange =
-            cost_.exchangePhaseCycles(cost_.tileExchangeCycles(received, regions));
-        // The vertex writes the padding it reads itself.
-        worstCycles =
-            std::max(worstCycles, exchange + vertexCycles(plan, loops, cost_, padding));
-        worstMemory = std::max(worstMemory, memory);
-        worstTotal = std::max(worstTotal, resident + memory);
+      for (const Input &in : plan.inputs) {
+        auto type = cast<RankedTensorType>(in.value.getType());
+        bytes += in.access.region(loops, type.getShape()).numElements() * elementBytes(type);
       }
-      prog_.variables.resize(tentative);
-      // Temporaries within the budget (Poplar's availableMemoryProportion),
-      // and everything within the tile.
-      bool fits = worstMemory <= budget_ && worstTotal <= target_.bytesPerTile;
-      auto better = [&] {
-        if (!best.valid)
-          return true;
-        if (fits != best.fits)
-          return fits;
-        if (!fits)
-          return worstMemory < best.memory;
-        if (worstCycles != best.cycles)
-          return worstCycles < best.cycles;
-        return pieces < best.pieces;
-      };
-      if (better()) {
-        best.valid = true;
-        best.fits = fits;
-        best.cycles = worstCycles;
-        best.memory = worstMemory;
-        best.pieces = pieces;
-        best.mapping = m;
-      }
+      byMemory.emplace_back(bytes, chunks);
     }
     int64_t j = rank - 1;
     while (j >= 0 && ++at[j] == cands[j].size())
       at[j--] = 0;
-    if (j < 0 || evaluated == (inTrial_ ? kMaxCandidatesCostedInTrials
-                                         : kMaxCandidatesCosted))
+    if (j < 0)
       break;
+    }
+    llvm::stable_sort(byMemory, [](const auto &a, const auto &b) { return a.first < b.first; });
+    int64_t cap = inTrial_ ? kMaxCandidatesCostedInTrials : kMaxCandidatesCosted;
+    for (int64_t i = 0; i < std::min<int64_t>(cap, byMemory.size()); ++i) {
+    chunks = byMemory[i].second;
+    int64_t pieces = 1;
+    for (int64_t j = 0; j < rank; ++j)
+      pieces *= (shape[j] + chunks[j] - 1) / chunks[j];
+    evaluate(pieces);
+    }
   }
   if (!best.valid)
     return plan.op.emitError("ipu-plan-tiles: no way to split this op over ")
-           << numTiles_ << " tiles";
+         << numTiles_ << " tiles";
   {
     // A tensor the body reads at data-dependent places (a gather's table)
     // is held whole along those dimensions by every vertex's tile, placed
@@ -1005,36 +1058,36 @@ LogicalResult Planner::planGeneric(Plan &plan) {
     // work, and the allocator's report would blame whichever tile
     // overflowed first. Say what is too big.
     for (const Input &in : plan.inputs) {
-      if (!in.captured || in.access.full || in.access.extents.empty())
-        continue;
-      auto type = cast<RankedTensorType>(in.value.getType());
-      int64_t bytes = elementBytes(type), wholeDims = 0, whole = 1;
-      for (int64_t e : in.access.extents) {
-        bytes *= e;
-        if (e > 1) {
-          ++wholeDims;
-          whole = e;
-        }
+    if (!in.captured || in.access.full || in.access.extents.empty())
+      continue;
+    auto type = cast<RankedTensorType>(in.value.getType());
+    int64_t bytes = elementBytes(type), wholeDims = 0, whole = 1;
+    for (int64_t e : in.access.extents) {
+      bytes *= e;
+      if (e > 1) {
+        ++wholeDims;
+        whole = e;
       }
-      if (bytes <= target_.bytesPerTile)
-        continue;
-      std::string name = ipu::locationName(plan.op.getLoc(), "");
-      InFlightDiagnostic error = plan.op.emitError("ipu-plan-tiles: ")
-                                 << (name.empty() ? "the op" : "'" + name + "'") << " reads "
-                                 << type << " at data-dependent places (a gather's table): "
-                                 << "every vertex's tile must hold " << bytes
-                                 << " bytes of it, more than a tile's "
-                                 << target_.bytesPerTile << " bytes";
-      if (wholeDims == 1)
-        error << ", and no split of the table's " << whole
-              << " rows into blocks over the tiles fits either (the table is "
-              << type.getNumElements() * elementBytes(type) << " bytes; the target's "
-              << numTiles_ << " tiles hold " << numTiles_ * target_.bytesPerTile
-              << "): use more IPUs (--num-ipus) or a smaller table";
-      else
-        error << "; a table read at data-dependent places along several dimensions is "
-                 "not split by rows, so one of its slices must fit a tile";
-      return error;
+    }
+    if (bytes <= target_.bytesPerTile)
+      continue;
+    std::string name = ipu::locationName(plan.op.getLoc(), "");
+    InFlightDiagnostic error = plan.op.emitError("ipu-plan-tiles: ")
+                               << (name.empty() ? "the op" : "'" + name + "'") << " reads "
+                               << type << " at data-dependent places (a gather's table): "
+                               << "every vertex's tile must hold " << bytes
+                               << " bytes of it, more than a tile's "
+                               << target_.bytesPerTile << " bytes";
+    if (wholeDims == 1)
+      error << ", and no split of the table's " << whole
+            << " rows into blocks over the tiles fits either (the table is "
+            << type.getNumElements() * elementBytes(type) << " bytes; the target's "
+            << numTiles_ << " tiles hold " << numTiles_ * target_.bytesPerTile
+            << "): use more IPUs (--num-ipus) or a smaller table";
+    else
+      error << "; a table read at data-dependent places along several dimensions is "
+               "not split by rows, so one of its slices must fit a tile";
+    return error;
     }
   }
   plan.mapping = best.mapping;
@@ -1044,35 +1097,35 @@ LogicalResult Planner::planGeneric(Plan &plan) {
   // Place unplaced operands where this plan reads them.
   for (const Input &in : plan.inputs) {
     if (variableOf(in.value) >= 0)
-      continue;
+    continue;
     Value leaf = deferredViews_.lookup(in.value);
     if (!leaf)
-      leaf = in.value;
+    leaf = in.value;
     if (auto aligned =
-            alignedMapping(in.value, in.access, plan, plan.mapping)) {
-      // A weight loaded twice keeps the placement of its first load.
-      if (auto load = leaf.getDefiningOp<ml_program::GlobalLoadConstOp>();
-          load && globalVars_.count(load.getGlobal().getLeafReference())) {
-        bind(leaf, globalVars_[load.getGlobal().getLeafReference()]);
-        if (leaf != in.value)
-          addView(in.value, leaf);
-        continue;
-      }
-      TileMapping placed =
-          spreadOverReaders(*aligned, plan.mapping, elementBytes(in.value.getType()));
-      if (leaf.getDefiningOp<ml_program::GlobalLoadConstOp>())
-        placed.firstTile +=
-            weightOffset(plan.mapping, placed, elementBytes(in.value.getType()));
-      placeAligned(in.value, placed);
+          alignedMapping(in.value, in.access, plan, plan.mapping)) {
+    // A weight loaded twice keeps the placement of its first load.
+    if (auto load = leaf.getDefiningOp<ml_program::GlobalLoadConstOp>();
+        load && globalVars_.count(load.getGlobal().getLeafReference())) {
+      bind(leaf, globalVars_[load.getGlobal().getLeafReference()]);
+      if (leaf != in.value)
+        addView(in.value, leaf);
+      continue;
+    }
+    TileMapping placed =
+        spreadOverReaders(*aligned, plan.mapping, elementBytes(in.value.getType()));
+    if (leaf.getDefiningOp<ml_program::GlobalLoadConstOp>())
+      placed.firstTile +=
+          weightOffset(plan.mapping, placed, elementBytes(in.value.getType()));
+    placeAligned(in.value, placed);
     } else {
-      placeLinear(in.value);
+    placeLinear(in.value);
     }
   }
   return success();
 }
 
 int64_t Planner::weightOffset(const TileMapping &out, const TileMapping &weight,
-                              int64_t elementBytes) {
+                            int64_t elementBytes) {
   // A weight follows some of the output's dims (a matmul's columns); its
   // pieces can sit on the output pieces of any one block of the other dims
   // (rows), each as near to the pieces that read it. Always taking block 0
@@ -1084,9 +1137,9 @@ int64_t Planner::weightOffset(const TileMapping &out, const TileMapping &weight,
   int64_t blocks = 1;
   for (size_t j = 0; j < perDim.size(); ++j)
     if (out.tileStrides[j] > 0 && perDim[j] > 1 &&
-        !llvm::is_contained(weight.tileStrides, out.tileStrides[j])) {
-      blockDims.push_back(j);
-      blocks *= perDim[j];
+      !llvm::is_contained(weight.tileStrides, out.tileStrides[j])) {
+    blockDims.push_back(j);
+    blocks *= perDim[j];
     }
   std::vector<std::pair<int64_t, int64_t>> pieces; // tile, bytes
   int64_t lastTile = 0;
@@ -1097,8 +1150,8 @@ int64_t Planner::weightOffset(const TileMapping &out, const TileMapping &weight,
   auto offsetOf = [&](int64_t block) {
     int64_t offset = 0;
     for (auto it = blockDims.rbegin(); it != blockDims.rend(); ++it) {
-      offset += (block % perDim[*it]) * out.tileStrides[*it];
-      block /= perDim[*it];
+    offset += (block % perDim[*it]) * out.tileStrides[*it];
+    block /= perDim[*it];
     }
     return offset;
   };
