@@ -450,6 +450,7 @@ private:
     DenseMap<Operation *, size_t> planOf;
     std::vector<int64_t> weightBytesOnTile;
     std::vector<int64_t> lastUse, liveVars, liveElementBytes, liveOnTile;
+    DenseSet<size_t> codeKeys;
   };
   Snapshot snapshot() const {
     return {prog_.variables.size(),
@@ -462,7 +463,8 @@ private:
             lastUse_,
             liveVars_,
             liveElementBytes_,
-            liveOnTile_};
+            liveOnTile_,
+            codeKeys_};
   }
   void restore(Snapshot s) {
     prog_.variables.resize(s.numVariables);
@@ -480,6 +482,7 @@ private:
     liveVars_ = std::move(s.liveVars);
     liveElementBytes_ = std::move(s.liveElementBytes);
     liveOnTile_ = std::move(s.liveOnTile);
+    codeKeys_ = std::move(s.codeKeys);
   }
   std::vector<std::pair<size_t, TileMapping>> mappingUndo_;
   /// Set while planOpOrSplit compares options (cheaper costing).
@@ -519,6 +522,8 @@ private:
   /// bytes of each variable (the planner's variables carry no dtype).
   std::vector<int64_t> liveVars_, liveElementBytes_;
   std::vector<int64_t> liveOnTile_;
+  /// Kernels whose code liveOnTile_ counts (see planGeneric).
+  DenseSet<size_t> codeKeys_;
   int64_t lastUseOf(Value v) const;
   /// The variable that holds `var`'s elements (itself unless a view).
   int64_t storageOf(int64_t var) const {
@@ -1097,6 +1102,25 @@ LogicalResult Planner::planGeneric(Plan &plan) {
   plan.cycles = best.cycles;
   plan.fits = best.fits;
   plan.memory = best.memory;
+  // Its vertices' code stays on every tile that runs it, once per kernel:
+  // a kernel like one planned before (the same body, epilogue and piece
+  // shape; ipu-map-tiles shares those) adds nothing.
+  {
+    llvm::hash_code key = llvm::hash_combine_range(best.mapping.chunks.begin(),
+                                                   best.mapping.chunks.end());
+    for (linalg::GenericOp op : {plan.op, plan.epilogue})
+      if (op)
+        op->walk([&](Operation *o) {
+          key = llvm::hash_combine(
+              key, OperationEquivalence::computeHash(o, OperationEquivalence::ignoreHashValue,
+                                                     OperationEquivalence::ignoreHashValue,
+                                                     OperationEquivalence::IgnoreLocations));
+        });
+    if (codeKeys_.insert(static_cast<size_t>(key)).second) {
+      int64_t bytes = vertexCodeBytes(plan, cost_);
+      plan.mapping.forEachPiece([&](int64_t tile, const Box &) { liveOnTile_[tile] += bytes; });
+    }
+  }
   // Place unplaced operands where this plan reads them.
   for (const Input &in : plan.inputs) {
     if (variableOf(in.value) >= 0)
