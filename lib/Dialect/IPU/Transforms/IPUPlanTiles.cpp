@@ -19,6 +19,7 @@
 #include "mlir/IR/Matchers.h"
 #include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <map>
 #include <set>
@@ -451,6 +452,7 @@ private:
     std::vector<int64_t> weightBytesOnTile;
     std::vector<int64_t> lastUse, liveVars, liveElementBytes, liveOnTile;
     DenseSet<size_t> codeKeys;
+    int64_t unplacedLeafBytes;
   };
   Snapshot snapshot() const {
     return {prog_.variables.size(),
@@ -464,7 +466,8 @@ private:
             liveVars_,
             liveElementBytes_,
             liveOnTile_,
-            codeKeys_};
+            codeKeys_,
+            unplacedLeafBytes_};
   }
   void restore(Snapshot s) {
     prog_.variables.resize(s.numVariables);
@@ -483,6 +486,7 @@ private:
     liveElementBytes_ = std::move(s.liveElementBytes);
     liveOnTile_ = std::move(s.liveOnTile);
     codeKeys_ = std::move(s.codeKeys);
+    unplacedLeafBytes_ = s.unplacedLeafBytes;
   }
   std::vector<std::pair<size_t, TileMapping>> mappingUndo_;
   /// Set while planOpOrSplit compares options (cheaper costing).
@@ -524,6 +528,11 @@ private:
   std::vector<int64_t> liveOnTile_;
   /// Kernels whose code liveOnTile_ counts (see planGeneric).
   DenseSet<size_t> codeKeys_;
+  /// Bytes of weights and inputs no op has placed yet: resident from the
+  /// program's start wherever they go, so each tile is taken to hold its
+  /// share of them already (weights are placed by their first reader,
+  /// late layers' after the early layers are planned).
+  int64_t unplacedLeafBytes_ = 0;
   int64_t lastUseOf(Value v) const;
   /// The variable that holds `var`'s elements (itself unless a view).
   int64_t storageOf(int64_t var) const {
@@ -590,6 +599,9 @@ int64_t Planner::addVariable(Value v, TileMapping mapping) {
   });
   liveVars_.push_back(id);
   bind(v, id);
+  if ((isa<BlockArgument>(v) || v.getDefiningOp<ml_program::GlobalLoadConstOp>()) &&
+      type.hasStaticShape())
+    unplacedLeafBytes_ -= type.getNumElements() * liveElementBytes_[id];
   if (auto load = v.getDefiningOp<ml_program::GlobalLoadConstOp>())
     globalVars_[load.getGlobal().getLeafReference()] = id;
   return id;
@@ -898,7 +910,7 @@ LogicalResult Planner::planGeneric(Plan &plan) {
     // Unplaced leaves take the mapping they would get with this plan.
     size_t tentative = prog_.variables.size();
     std::vector<int64_t> inVars;
-    int64_t tentativePieceBytes = 0;
+    int64_t tentativePieceBytes = 0, tentativeBytes = 0;
     for (const Input &in : plan.inputs) {
       int64_t var = variableOf(in.value);
       if (var < 0) {
@@ -912,6 +924,9 @@ LogicalResult Planner::planGeneric(Plan &plan) {
         v.mapping.shape = v.shape;
         var = prog_.variables.size();
         tentativePieceBytes += v.mapping.maxPieceElements() * elementBytes(t);
+        if (t.hasStaticShape() && (isa<BlockArgument>(in.value) ||
+                                   in.value.getDefiningOp<ml_program::GlobalLoadConstOp>()))
+          tentativeBytes += t.getNumElements() * elementBytes(t);
         prog_.variables.push_back(std::move(v));
       }
       inVars.push_back(var);
@@ -934,7 +949,9 @@ LogicalResult Planner::planGeneric(Plan &plan) {
       int64_t tile = m.tileOf(idx);
       // What the tile holds already, and (at most a piece of each) the
       // operands this plan would place.
-      int64_t resident = liveOnTile_[tile] + tentativePieceBytes;
+      int64_t resident =
+          liveOnTile_[tile] + tentativePieceBytes +
+          std::max<int64_t>(unplacedLeafBytes_ - tentativeBytes, 0) / numTiles_;
       Box loops;
       loops.offsets.assign(plan.loopRanges.size(), 0);
       loops.sizes.assign(plan.loopRanges.begin(), plan.loopRanges.end());
@@ -1614,6 +1631,19 @@ LogicalResult Planner::plan() {
   for (Operation &op : body) {
     position_[&op] = ops.size();
     ops.push_back(&op);
+  }
+  // Weights (each global once) and inputs, all resident before any op runs.
+  {
+    llvm::StringSet<> globals;
+    auto bytesOf = [](Value v) -> int64_t {
+      auto type = dyn_cast<RankedTensorType>(v.getType());
+      return type && type.hasStaticShape() ? type.getNumElements() * elementBytes(type) : 0;
+    };
+    for (BlockArgument arg : main_.getArguments())
+      unplacedLeafBytes_ += bytesOf(arg);
+    for (auto load : body.getOps<ml_program::GlobalLoadConstOp>())
+      if (globals.insert(load.getGlobal().getLeafReference()).second)
+        unplacedLeafBytes_ += bytesOf(load.getResult());
   }
   for (Operation *opPtr : ops) {
     Operation &op = *opPtr;
