@@ -170,6 +170,14 @@ LogicalResult rewriteSparse(linalg::GenericOp op, const ScatterAddForm &form) {
   Value one = arith::ConstantIndexOp::create(b, loc, 1);
 
   SmallVector<Value> ivs(n);
+  // for iv in [0, range): body(builder inside the loop, iv).
+  auto loop = [&](OpBuilder &ob, int64_t range,
+                  llvm::function_ref<void(OpBuilder &, Value)> body) {
+    auto forOp = scf::ForOp::create(ob, loc, zero, arith::ConstantIndexOp::create(ob, loc, range),
+                                    one);
+    OpBuilder inner = OpBuilder::atBlockBegin(forOp.getBody());
+    body(inner, forOp.getInductionVar());
+  };
   auto loadAt = [&](OpBuilder &nb, Value buffer, AffineMap map) {
     SmallVector<Value> indices;
     for (AffineExpr e : map.getResults())
@@ -178,14 +186,11 @@ LogicalResult rewriteSparse(linalg::GenericOp op, const ScatterAddForm &form) {
   };
   // Loops over the index positions, in the dense form's order.
   std::function<void(OpBuilder &, unsigned)> overIndices = [&](OpBuilder &nb, unsigned d) {
-    if (d < n) {
-      auto loop = scf::ForOp::create(nb, loc, zero,
-                                     arith::ConstantIndexOp::create(nb, loc, ranges[d]), one);
-      OpBuilder inner = OpBuilder::atBlockBegin(loop.getBody());
-      ivs[d] = loop.getInductionVar();
-      overIndices(inner, d + 1);
-      return;
-    }
+    if (d < n)
+      return loop(nb, ranges[d], [&](OpBuilder &inner, Value iv) {
+        ivs[d] = iv;
+        overIndices(inner, d + 1);
+      });
     // The row this index names, computed as the body computes it.
     IRMapping mapping;
     mapping.map(body.getArgument(0), loadAt(nb, idxBuf, maps[0]));
@@ -204,14 +209,11 @@ LogicalResult rewriteSparse(linalg::GenericOp op, const ScatterAddForm &form) {
     std::function<void(OpBuilder &, unsigned)> overRow = [&](OpBuilder &rb, unsigned r) {
       if (r == form.axis)
         return overRow(rb, r + 1);
-      if (r < form.resultRank) {
-        auto loop = scf::ForOp::create(rb, loc, zero,
-                                       arith::ConstantIndexOp::create(rb, loc, ranges[r]), one);
-        OpBuilder inner = OpBuilder::atBlockBegin(loop.getBody());
-        ivs[r] = loop.getInductionVar();
-        overRow(inner, r + 1);
-        return;
-      }
+      if (r < form.resultRank)
+        return loop(rb, ranges[r], [&](OpBuilder &inner, Value iv) {
+          ivs[r] = iv;
+          overRow(inner, r + 1);
+        });
       SmallVector<Value> outIndices;
       for (unsigned k = 0; k < form.resultRank; ++k)
         outIndices.push_back(ivs[k]);
