@@ -106,8 +106,14 @@ def ort_ms(onnx_path, inputs, names, out_dir, node_modules, runs=5):
     if not node_modules:
         return None
     import json
-    spec = {n: {"type": {"torch.int64": "int64", "torch.float32": "float32"}[str(x.dtype)],
-                "dims": list(x.shape), "data": x.flatten().tolist()}
+    types = {torch.int64: "int64", torch.int32: "int32", torch.float32: "float32",
+             torch.float64: "float64", torch.bool: "bool"}
+    if any(x.dtype not in types for x in inputs):
+        print(f"  ONNX Runtime skipped: input types {[str(x.dtype) for x in inputs]}", flush=True)
+        return None
+    spec = {n: {"type": types[x.dtype], "dims": list(x.shape),
+                "data": x.flatten().int().tolist() if x.dtype == torch.bool
+                else x.flatten().tolist()}
             for n, x in zip(names, inputs)}
     path = os.path.join(out_dir, "ort_inputs.json")
     with open(path, "w") as f:

@@ -5,6 +5,7 @@
 #include "tessera/Codegen/HostCodegen.h"
 #include "tessera/Dialect/IPU/Transforms/Passes.h"
 #include "tessera/Importers/TorchScript/TorchScriptImporter.h"
+#include "tessera/Runtime/MemoryPlan.h"
 #include "tessera/Runtime/PhasePool.h"
 #include "tessera/Runtime/ProgramCost.h"
 #include "tessera/Target/IPUTarget.h"
@@ -425,7 +426,7 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options,
     {
       ScopedDiagnosticHandler watch(module->getContext(), [&](Diagnostic &diag) {
         outOfMemory |= diag.getSeverity() == DiagnosticSeverity::Error &&
-                       StringRef(diag.str()).starts_with("out of tile memory");
+                       StringRef(diag.str()).starts_with(runtime::kOutOfTileMemory);
         return failure(); // and on to the tool's handler
       });
       mappedOk = pm.run(*mapped);

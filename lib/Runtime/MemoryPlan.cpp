@@ -111,7 +111,7 @@ std::string withCommas(int64_t v) {
 }
 
 std::string OutOfMemory::message() const {
-  std::string s = "out of tile memory: tile " + std::to_string(tile) + " needs " +
+  std::string s = kOutOfTileMemory.str() + ": tile " + std::to_string(tile) + " needs " +
                   withCommas(needed) + " bytes, has " + withCommas(available) + " (" +
                   std::to_string(available / 1024) + " KiB) at " + step;
   s += "; largest on tile " + std::to_string(tile) + ":";

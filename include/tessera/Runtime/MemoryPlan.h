@@ -45,6 +45,10 @@ struct MemoryPlan {
 };
 
 /// Why a program does not fit: the first allocation that overflowed.
+/// How an out-of-memory report begins (OutOfMemory::message), so that a
+/// caller can tell it from other failures.
+inline constexpr llvm::StringLiteral kOutOfTileMemory = "out of tile memory";
+
 struct OutOfMemory {
   int64_t tile = 0;
   int64_t needed = 0, available = 0;

@@ -69,6 +69,40 @@ std::optional<Accumulation> accumulationOf(linalg::GenericOp op) {
   return std::nullopt;
 }
 
+/// A generic filling `empty` with the scalar `value`, everywhere.
+linalg::GenericOp buildFill(OpBuilder &b, Location loc, Value empty, Value value) {
+  auto type = cast<RankedTensorType>(empty.getType());
+  return linalg::GenericOp::create(
+      b, loc, TypeRange{type}, ValueRange{}, ValueRange{empty},
+      ArrayRef<AffineMap>{b.getMultiDimIdentityMap(type.getRank())},
+      SmallVector<utils::IteratorType>(type.getRank(), utils::IteratorType::parallel),
+      [&](OpBuilder &nb, Location l, ValueRange) { linalg::YieldOp::create(nb, l, value); });
+}
+
+/// A generic folding `partials` [n x shape] over its leading dimension into
+/// `init` [shape]: out = combine(partial, out) element by element.
+linalg::GenericOp
+buildCombine(OpBuilder &b, Location loc, Value partials, Value init,
+             llvm::function_ref<Value(OpBuilder &, Location, Value partial, Value out)> combine) {
+  auto outType = cast<RankedTensorType>(init.getType());
+  unsigned rank = outType.getRank();
+  SmallVector<AffineExpr> read{b.getAffineDimExpr(rank)};
+  for (unsigned d = 0; d < rank; ++d)
+    read.push_back(b.getAffineDimExpr(d));
+  SmallVector<utils::IteratorType> iterators(rank, utils::IteratorType::parallel);
+  iterators.push_back(utils::IteratorType::reduction);
+  MLIRContext *ctx = b.getContext();
+  return linalg::GenericOp::create(
+      b, loc, TypeRange{outType}, ValueRange{partials}, ValueRange{init},
+      // The init is read at the first `rank` loops; built explicitly because
+      // getMajorSubMap(0) of a scalar's map is null.
+      ArrayRef<AffineMap>{AffineMap::get(rank + 1, 0, read, ctx),
+                          AffineMap::get(rank + 1, 0, ArrayRef(read).drop_front(), ctx)},
+      iterators, [&](OpBuilder &nb, Location l, ValueRange args) {
+        linalg::YieldOp::create(nb, l, combine(nb, l, args[0], args[1]));
+      });
+}
+
 /// The ops a reduction split into `pieces` partial results becomes.
 struct SplitOps {
   linalg::GenericOp fill, partial, combine;
@@ -104,15 +138,7 @@ SplitOps splitReduction(linalg::GenericOp op, const Accumulation &acc,
   auto empty =
       tensor::EmptyOp::create(b, loc, partialShape, outType.getElementType());
   auto identity = arith::ConstantOp::create(b, loc, acc.identity);
-  AffineMap fillOut = b.getMultiDimIdentityMap(partialShape.size());
-  auto fill = linalg::GenericOp::create(
-      b, loc, TypeRange{partialType}, ValueRange{}, ValueRange{empty},
-      ArrayRef<AffineMap>{fillOut},
-      SmallVector<utils::IteratorType>(partialShape.size(),
-                                       utils::IteratorType::parallel),
-      [&](OpBuilder &nb, Location l, ValueRange) {
-        linalg::YieldOp::create(nb, l, identity.getResult());
-      });
+  auto fill = buildFill(b, loc, empty, identity);
 
   // The partial results: the same body over one slice of the reduction.
   SmallVector<AffineMap> maps;
@@ -143,27 +169,13 @@ SplitOps splitReduction(linalg::GenericOp op, const Accumulation &acc,
                                              outType.getElementType(), loc);
 
   // Combined into the op's own init (a bias, or its zeros).
-  unsigned rank = outType.getRank();
-  SmallVector<AffineExpr> read{b.getAffineDimExpr(rank)};
-  for (unsigned d = 0; d < rank; ++d)
-    read.push_back(b.getAffineDimExpr(d));
-  SmallVector<utils::IteratorType> combineIterators(
-      rank, utils::IteratorType::parallel);
-  combineIterators.push_back(utils::IteratorType::reduction);
-  auto combine = linalg::GenericOp::create(
-      b, loc, TypeRange{outType}, ValueRange{partial.getResult(0)},
-      ValueRange{op.getDpsInitOperand(0)->get()},
-      // The init is read at the first `rank` loops; built explicitly because
-      // getMajorSubMap(0) of a scalar's map is null.
-      ArrayRef<AffineMap>{AffineMap::get(rank + 1, 0, read, ctx),
-                          AffineMap::get(rank + 1, 0, ArrayRef(read).drop_front(),
-                                         ctx)},
-      combineIterators, [&](OpBuilder &nb, Location l, ValueRange args) {
-        OperationState state(l, acc.combine);
-        state.addOperands({args[1], args[0]});
-        state.addTypes(args[0].getType());
-        linalg::YieldOp::create(nb, l, nb.create(state)->getResult(0));
-      });
+  auto combine = buildCombine(b, loc, partial.getResult(0), op.getDpsInitOperand(0)->get(),
+                              [&](OpBuilder &nb, Location l, Value in, Value out) {
+                                OperationState state(l, acc.combine);
+                                state.addOperands({out, in});
+                                state.addTypes(in.getType());
+                                return nb.create(state)->getResult(0);
+                              });
   return {fill,
           partial,
           combine,
@@ -318,31 +330,18 @@ std::optional<SplitOps> splitGatherByRows(linalg::GenericOp op, Value table, uns
   split.created.push_back(outEmpty);
   auto zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(element));
   split.created.push_back(zero);
-  unsigned rank = outType.getRank();
-  auto fill = linalg::GenericOp::create(
-      b, loc, TypeRange{outType}, ValueRange{}, ValueRange{outEmpty},
-      ArrayRef<AffineMap>{b.getMultiDimIdentityMap(rank)},
-      SmallVector<utils::IteratorType>(rank, utils::IteratorType::parallel),
-      [&](OpBuilder &nb, Location l, ValueRange) { linalg::YieldOp::create(nb, l, zero.getResult()); });
+  auto fill = buildFill(b, loc, outEmpty, zero);
   split.created.push_back(fill);
-  SmallVector<AffineExpr> read{b.getAffineDimExpr(rank)};
-  for (unsigned d = 0; d < rank; ++d)
-    read.push_back(b.getAffineDimExpr(d));
-  SmallVector<utils::IteratorType> combineIterators(rank, utils::IteratorType::parallel);
-  combineIterators.push_back(utils::IteratorType::reduction);
-  auto combine = linalg::GenericOp::create(
-      b, loc, TypeRange{outType}, ValueRange{partial.getResult(0)}, ValueRange{fill.getResult(0)},
-      ArrayRef<AffineMap>{AffineMap::get(rank + 1, 0, read, ctx),
-                          AffineMap::get(rank + 1, 0, ArrayRef(read).drop_front(), ctx)},
-      combineIterators, [&](OpBuilder &nb, Location l, ValueRange args) {
+  auto combine = buildCombine(
+      b, loc, partial.getResult(0), fill.getResult(0),
+      [&](OpBuilder &nb, Location l, Value in, Value out) {
         auto asBits = [&](Value v) -> Value {
           return isa<FloatType>(element) ? arith::BitcastOp::create(nb, l, bits, v).getResult()
                                          : v;
         };
-        Value ored = arith::OrIOp::create(nb, l, asBits(args[0]), asBits(args[1]));
-        if (isa<FloatType>(element))
-          ored = arith::BitcastOp::create(nb, l, element, ored);
-        linalg::YieldOp::create(nb, l, ored);
+        Value ored = arith::OrIOp::create(nb, l, asBits(in), asBits(out));
+        return isa<FloatType>(element) ? arith::BitcastOp::create(nb, l, element, ored).getResult()
+                                       : ored;
       });
   split.created.push_back(combine);
   split.fill = fill;
@@ -436,6 +435,38 @@ private:
   /// tiles and a combining step, whichever the cost model prefers; the
   /// split rewrites the IR. Other ops go straight to planOp.
   LogicalResult planOpOrSplit(linalg::GenericOp op);
+  /// Plans the three ops of a split (its combining step finishes `op`).
+  LogicalResult planSplit(const SplitOps &split, linalg::GenericOp op) {
+    if (failed(planOp(split.fill)) || failed(planOp(split.partial)))
+      return failure();
+    return planOp(split.combine, op);
+  }
+  /// Plans the steps of a serial split (the last finishes `op`).
+  LogicalResult planSerialSteps(ArrayRef<linalg::GenericOp> chain, linalg::GenericOp op) {
+    for (linalg::GenericOp step : chain)
+      if (failed(planOp(step, step == chain.back() ? op : nullptr)))
+        return failure();
+    return success();
+  }
+  /// A planned split's cost: its two steps and the sync between them,
+  /// whether both fit, and the memory the larger needs.
+  struct SplitCost {
+    int64_t cycles = 0;
+    bool fits = false;
+    int64_t memory = 0;
+  };
+  SplitCost splitCost(const SplitOps &split) const {
+    const Plan &partial = plans_[planOf_.lookup(split.partial)];
+    const Plan &combine = plans_[planOf_.lookup(split.combine)];
+    return {partial.cycles + combine.cycles + cost_.stepSyncCycles(),
+            partial.fits && combine.fits, std::max(partial.memory, combine.memory)};
+  }
+  /// `op`, planned as the ops that replace it, gives way to `with`.
+  void replaceSplitOp(linalg::GenericOp op, ValueRange with) {
+    op->replaceAllUsesWith(with);
+    position_.erase(op);
+    op->erase();
+  }
   /// A gather whose table's one column is over the memory budget, split by
   /// the table's rows (splitGatherByRows) into the fewest blocks that fit;
   /// nullopt when `op` is no such gather or no split could be planned.
@@ -488,6 +519,12 @@ private:
     codeKeys_ = std::move(s.codeKeys);
     unplacedLeafBytes_ = s.unplacedLeafBytes;
   }
+  /// Takes a trial back: the planner's state, and the ops it created.
+  void undoTrial(const Snapshot &before, ArrayRef<Operation *> created) {
+    restore(before);
+    for (Operation *op : llvm::reverse(created))
+      op->erase();
+  }
   std::vector<std::pair<size_t, TileMapping>> mappingUndo_;
   /// Set while planOpOrSplit compares options (cheaper costing).
   bool inTrial_ = false;
@@ -533,7 +570,7 @@ private:
   /// share of them already (weights are placed by their first reader,
   /// late layers' after the early layers are planned).
   int64_t unplacedLeafBytes_ = 0;
-  int64_t lastUseOf(Value v) const;
+  int64_t lastUseOf(Value v);
   /// The variable that holds `var`'s elements (itself unless a view).
   int64_t storageOf(int64_t var) const {
     while (var >= 0 && prog_.variables[var].base >= 0)
@@ -552,12 +589,12 @@ private:
   void releaseDead(int64_t now);
 };
 
-int64_t Planner::lastUseOf(Value v) const {
+int64_t Planner::lastUseOf(Value v) {
   if (isa<BlockArgument>(v) || v.getDefiningOp<ml_program::GlobalLoadConstOp>())
     return kForever;
   int64_t last = now_;
   for (Operation *user : v.getUsers()) {
-    Operation *top = const_cast<func::FuncOp &>(main_).getBody().front().findAncestorOpInBlock(*user);
+    Operation *top = main_.getBody().front().findAncestorOpInBlock(*user);
     auto it = top ? position_.find(top) : position_.end();
     last = std::max(last, it == position_.end() ? now_ : it->second);
   }
@@ -1362,23 +1399,12 @@ std::optional<LogicalResult> Planner::planGatherByRows(linalg::GenericOp op) {
     std::optional<SplitOps> split = splitGatherByRows(op, table, dim, blocks);
     if (!split)
       break;
-    bool planned;
+    bool fits;
     {
       ScopedDiagnosticHandler quiet(op.getContext(), [](Diagnostic &) { return success(); });
-      planned = succeeded(planOp(split->fill)) && succeeded(planOp(split->partial)) &&
-                succeeded(planOp(split->combine, op));
+      fits = succeeded(planSplit(*split, op)) && splitCost(*split).fits;
     }
-    bool fits = false;
-    int64_t memory = 0;
-    if (planned) {
-      const Plan &partial = plans_[planOf_[split->partial]];
-      const Plan &combine = plans_[planOf_[split->combine]];
-      fits = partial.fits && combine.fits;
-      memory = std::max(partial.memory, combine.memory);
-    }
-    restore(before);
-    for (Operation *created : llvm::reverse(split->created))
-      created->erase();
+    undoTrial(before, split->created);
     if (fits) {
       bestBlocks = blocks;
       break;
@@ -1393,12 +1419,9 @@ std::optional<LogicalResult> Planner::planGatherByRows(linalg::GenericOp op) {
                     << columnBytes << " bytes, over the memory budget of " << budget_ << ")";
   ++counts_.split;
   std::optional<SplitOps> split = splitGatherByRows(op, table, dim, bestBlocks);
-  if (failed(planOp(split->fill)) || failed(planOp(split->partial)) ||
-      failed(planOp(split->combine, op)))
+  if (failed(planSplit(*split, op)))
     return failure();
-  op->replaceAllUsesWith(split->combine->getResults());
-  position_.erase(op);
-  op->erase();
+  replaceSplitOp(op, split->combine->getResults());
   return success();
 }
 
@@ -1469,29 +1492,18 @@ LogicalResult Planner::planOpOrSplit(linalg::GenericOp op) {
     if (range % pieces != 0)
       break;
     SplitOps split = splitReduction(op, *acc, loop, pieces);
-    bool planned;
+    std::optional<SplitCost> planned;
     {
       // A split the planner cannot place is just not a candidate.
       ScopedDiagnosticHandler quiet(op.getContext(),
                                     [](Diagnostic &) { return success(); });
-      planned = succeeded(planOp(split.fill)) &&
-                succeeded(planOp(split.partial)) &&
-                succeeded(planOp(split.combine, op));
+      if (succeeded(planSplit(split, op)))
+        planned = splitCost(split);
     }
-    int64_t cycles = 0, memory = 0;
-    bool fits = planned;
-    if (planned) {
-      const Plan &partial = plans_[planOf_[split.partial]];
-      const Plan &combine = plans_[planOf_[split.combine]];
-      cycles = partial.cycles + combine.cycles + cost_.stepSyncCycles();
-      fits = partial.fits && combine.fits;
-      memory = std::max(partial.memory, combine.memory);
-    }
-    restore(before);
-    for (Operation *created : llvm::reverse(split.created))
-      created->erase();
+    undoTrial(before, split.created);
     if (!planned)
       continue;
+    auto [cycles, fits, memory] = *planned;
     if (better(fits, cycles, memory)) {
       bestCycles = cycles;
       bestFits = fits;
@@ -1516,12 +1528,11 @@ LogicalResult Planner::planOpOrSplit(linalg::GenericOp op) {
       SmallVector<Operation *> created;
       SmallVector<linalg::GenericOp> chain =
           splitReductionSerially(op, loop, steps, created);
-      bool planned = true;
+      bool planned;
       {
         ScopedDiagnosticHandler quiet(op.getContext(),
                                       [](Diagnostic &) { return success(); });
-        for (linalg::GenericOp step : chain)
-          planned = planned && succeeded(planOp(step, step == chain.back() ? op : nullptr));
+        planned = succeeded(planSerialSteps(chain, op));
       }
       int64_t cycles = 0, memory = 0;
       bool fits = false;
@@ -1532,9 +1543,7 @@ LogicalResult Planner::planOpOrSplit(linalg::GenericOp op) {
         fits = last.fits;
         memory = last.memory;
       }
-      restore(before);
-      for (Operation *c : llvm::reverse(created))
-        c->erase();
+      undoTrial(before, created);
       if (planned && better(fits, cycles, memory)) {
         bestSteps = steps;
         bestCycles = cycles;
@@ -1556,12 +1565,9 @@ LogicalResult Planner::planOpOrSplit(linalg::GenericOp op) {
     SmallVector<Operation *> created;
     SmallVector<linalg::GenericOp> chain =
         splitReductionSerially(op, loop, bestSteps, created);
-    for (linalg::GenericOp step : chain)
-      if (failed(planOp(step, step == chain.back() ? op : nullptr)))
-        return failure();
-    op->replaceAllUsesWith(chain.back()->getResults());
-    position_.erase(op);
-    op->erase();
+    if (failed(planSerialSteps(chain, op)))
+      return failure();
+    replaceSplitOp(op, chain.back()->getResults());
     return success();
   }
   // The fewest slices within kSplitTolerance of the cheapest.
@@ -1587,12 +1593,9 @@ LogicalResult Planner::planOpOrSplit(linalg::GenericOp op) {
     return planOp(op);
   ++counts_.split;
   SplitOps split = splitReduction(op, *acc, loop, bestPieces);
-  if (failed(planOp(split.fill)) || failed(planOp(split.partial)) ||
-      failed(planOp(split.combine, op)))
+  if (failed(planSplit(split, op)))
     return failure();
-  op->replaceAllUsesWith(split.combine->getResults());
-  position_.erase(op);
-  op->erase();
+  replaceSplitOp(op, split.combine->getResults());
   return success();
 }
 
