@@ -39,4 +39,15 @@ int64_t CostModel::hostTransferCycles(int64_t bytes) const {
   return static_cast<int64_t>(std::ceil(bytes / bytesPerCycle));
 }
 
+int64_t CostModel::opRooflineCycles(double macs, double vectorOps, int64_t bytes,
+                                    bool halfPrecision) const {
+  double tiles = static_cast<double>(target_.tilesPerIPU);
+  double macRate = halfPrecision ? target_.f16MacsPerCycle : target_.f32MacsPerCycle;
+  double lanes = static_cast<double>(target_.vectorBytesPerCycle) / (halfPrecision ? 2 : 4);
+  double compute = macs / (tiles * macRate) + vectorOps / (tiles * lanes);
+  double exchange = bytes / (tiles * target_.exchangeBytesPerCycle);
+  return static_cast<int64_t>(std::ceil(std::max(compute, exchange))) + target_.syncCycles +
+         target_.exchangeOverheadCycles;
+}
+
 } // namespace tessera::target

@@ -89,6 +89,16 @@ public:
   /// Moving `bytes` between the host and the IPUs over the host link.
   int64_t hostTransferCycles(int64_t bytes) const;
 
+  /// An op's cycles on one IPU before its tiles are planned (stage
+  /// assignment's estimate): its multiply-accumulates at the MAC rate or
+  /// its other `vectorOps` at the vector rate, and its operand and result
+  /// `bytes` once through the exchange, all spread evenly over the IPU's
+  /// tiles, plus a step's sync. A bound the planned program approaches
+  /// (its layers run at 1.5-3x it), the same for every op, so stages
+  /// balanced on it stay balanced.
+  int64_t opRooflineCycles(double macs, double vectorOps, int64_t bytes,
+                           bool halfPrecision) const;
+
   /// Tile memory a vertex's code takes: a loop nest of `loops` dimensions
   /// around a body of `operations`.
   int64_t vertexCodeBytes(int64_t loops, int64_t operations) const {

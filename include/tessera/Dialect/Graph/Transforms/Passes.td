@@ -154,6 +154,67 @@ def GraphOptimizerUpdate : Pass<"graph-optimizer-update", "::mlir::ModuleOp"> {
                            "::mlir::ml_program::MLProgramDialect"];
 }
 
+def GraphAssignStages : Pass<"graph-assign-stages", "::mlir::ModuleOp"> {
+  let summary = "Place every op of @main in a pipeline stage on an IPU";
+  let description = [{
+    Three sources of placement, one result: every op of @main gets
+    `graph.stage` and `graph.ipu` (stages follow the program's order; a
+    stage runs on one IPU, and several stages may share one).
+
+    - `pipeline=manual` without `layers-per-ipu`: the annotations the
+      importers carried (PopART's `__ipu_number` and `__pipeline_stage` node
+      attributes). An op without one takes the placement of the op before it
+      in program order (PopTorch's BeginBlock: a block runs until the next
+      one starts); ops before the first annotation run on IPU 0. An
+      annotation with an IPU but no stage is its own stage number (PopTorch's
+      AutoStage.SameAsIpu). Without any annotation everything is stage 0 on
+      IPU 0.
+    - `pipeline=manual` with `layers-per-ipu=0,4,4,4`: optimum-graphcore's
+      meaning. The model's layers are its repeated blocks, found from the op
+      names (ONNX node names or TorchScript module paths: the path component
+      with an index that most ops share, such as `encoder/layer.3`). Entry k
+      is the number of layers on IPU k, -1 a wildcard that shares the rest
+      evenly, 0 an IPU without layers. Ops before the first layer (the
+      embeddings) run on IPU 0, ops after the last on the last layer's IPU,
+      but for an output head that reads a weight the embeddings read (tied
+      weights): it runs with them, on IPU 0, as a last stage.
+    - `pipeline=auto`: contiguous stages, one per IPU, whose slowest stage
+      is fastest under the cost model (CostModel::opRooflineCycles per op,
+      three times that when training, plus its inputs over the IPU-Links),
+      with each IPU's weights (times `weight-copies`), activation stashes
+      (training, micro-batches in flight times the stage's results) and
+      received inputs within its memory. Found exactly by dynamic
+      programming (StagePartition.h).
+
+    The chosen stages are recorded on the module as `graph.stages` (IPU, op
+    count, estimated cycles and bytes of each), which the compile report
+    prints. Errors: an op reading a value computed in a later stage, an IPU
+    outside `num-ipus`, a `layers-per-ipu` that does not match the model's
+    layers, a model no cut fits.
+
+    Assumes: @main has one block in program order, static shapes.
+    Guarantees: every op of @main is placed; no value flows to an earlier
+    stage.
+  }];
+  let options = [
+    Option<"pipeline", "pipeline", "std::string", "\"manual\"",
+           "manual (annotations or layers-per-ipu) or auto">,
+    Option<"numIPUs", "num-ipus", "int64_t", "1", "IPUs to place ops on">,
+    ListOption<"layersPerIpu", "layers-per-ipu", "int64_t",
+               "layers on each IPU (optimum-graphcore's layers_per_ipu)">,
+    Option<"targetName", "target", "std::string", "\"ipu2\"",
+           "the IPU whose cost model and memory auto uses">,
+    Option<"tilesPerIPU", "tiles-per-ipu", "int64_t", "0",
+           "tiles of each IPU (0: the target's)">,
+    Option<"training", "training", "bool", "false",
+           "cost the backward pass and weight update too">,
+    Option<"pipelined", "pipelined", "bool", "false",
+           "stages overlap: training stashes 2 (P - s) - 1 micro-batches">,
+    Option<"weightCopies", "weight-copies", "int64_t", "1",
+           "bytes held per weight byte (weights, gradients, optimizer state)">,
+  ];
+}
+
 def GraphExternalizeState : Pass<"graph-externalize-state", "::mlir::ModuleOp"> {
   let summary = "Thread mutable globals through @main as arguments and results";
   let description = [{

@@ -1,0 +1,61 @@
+//===- Placement.h - which pipeline stage and IPU an op runs on -*- C++ -*-===//
+//
+// graph-assign-stages puts two attributes on every op of @main: its
+// pipeline stage and its IPU (stages follow the program's order; several
+// stages may share an IPU, as a tied output head shares the embeddings').
+// Importers set them from user annotations first (PopART's __ipu_number and
+// __pipeline_stage), the training passes copy them from each forward op to
+// the ops computing its gradient and update, lowering copies them onto the
+// linalg ops of each graph op, and ipu-plan-tiles maps each op onto its
+// IPU's tiles.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_DIALECT_GRAPH_IR_PLACEMENT_H
+#define TESSERA_DIALECT_GRAPH_IR_PLACEMENT_H
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Operation.h"
+
+#include <optional>
+
+namespace tessera::graph {
+
+inline constexpr llvm::StringLiteral kStageAttrName = "graph.stage";
+inline constexpr llvm::StringLiteral kIpuAttrName = "graph.ipu";
+
+/// The IPU `op` is placed on, when it is placed.
+inline std::optional<int64_t> placedIpu(mlir::Operation *op) {
+  if (auto a = op->getAttrOfType<mlir::IntegerAttr>(kIpuAttrName))
+    return a.getInt();
+  return std::nullopt;
+}
+/// The pipeline stage `op` is placed in, when it is placed.
+inline std::optional<int64_t> placedStage(mlir::Operation *op) {
+  if (auto a = op->getAttrOfType<mlir::IntegerAttr>(kStageAttrName))
+    return a.getInt();
+  return std::nullopt;
+}
+
+inline void setPlacement(mlir::Operation *op, int64_t stage, int64_t ipu) {
+  mlir::Builder b(op->getContext());
+  op->setAttr(kStageAttrName, b.getI64IntegerAttr(stage));
+  op->setAttr(kIpuAttrName, b.getI64IntegerAttr(ipu));
+}
+
+/// Gives the ops in [begin, end) that have no placement `from`'s: the ops
+/// a rewrite of `from` (its import, its gradient) inserted there.
+inline void placeLike(mlir::Operation *from, mlir::Block::iterator begin,
+                      mlir::Block::iterator end) {
+  auto stage = placedStage(from);
+  auto ipu = placedIpu(from);
+  if (!stage || !ipu)
+    return;
+  for (auto it = begin; it != end; ++it)
+    if (!placedIpu(&*it))
+      setPlacement(&*it, *stage, *ipu);
+}
+
+} // namespace tessera::graph
+
+#endif // TESSERA_DIALECT_GRAPH_IR_PLACEMENT_H

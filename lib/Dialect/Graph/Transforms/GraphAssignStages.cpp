@@ -1,0 +1,472 @@
+//===- GraphAssignStages.cpp - pipeline stages and IPUs for @main's ops ---===//
+//
+// Three sources of placement (annotations, layers-per-ipu, the cost model)
+// give one result: graph.stage and graph.ipu on every op, checked, with
+// @main's ops ordered by stage so that each stage is one contiguous run.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tessera/Dialect/Graph/Analysis/ModelStats.h"
+#include "tessera/Dialect/Graph/Analysis/StagePartition.h"
+#include "tessera/Dialect/Graph/IR/Graph.h"
+#include "tessera/Dialect/Graph/IR/Placement.h"
+#include "tessera/Dialect/Graph/Transforms/Passes.h"
+#include "tessera/Target/CostModel.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MLProgram/IR/MLProgram.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
+
+#include <algorithm>
+#include <map>
+
+namespace tessera::graph {
+#define GEN_PASS_DEF_GRAPHASSIGNSTAGES
+#include "tessera/Dialect/Graph/Transforms/Passes.h.inc"
+} // namespace tessera::graph
+
+using namespace mlir;
+using namespace tessera;
+using namespace tessera::graph;
+
+namespace {
+
+/// The first name in `loc` (an ONNX node name, a TorchScript module path).
+std::string nameOf(Location loc) {
+  std::string name;
+  loc->walk([&](Location l) {
+    if (auto n = dyn_cast<NameLoc>(l)) {
+      name = n.getName().str();
+      return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  return name;
+}
+
+/// Ops without operands (weights, constants): placed with their readers.
+bool isLeaf(Operation *op) { return op->getNumOperands() == 0; }
+
+int64_t bytesOf(Type type) {
+  auto t = dyn_cast<RankedTensorType>(type);
+  if (!t || !t.hasStaticShape())
+    return 0;
+  int64_t bits = t.getElementType().getIntOrFloatBitWidth();
+  return t.getNumElements() * std::max<int64_t>(bits / 8, 1);
+}
+
+/// The global an op's operand loads, if it is a weight.
+std::optional<StringRef> loadedGlobal(Value v) {
+  if (auto load = v.getDefiningOp<ml_program::GlobalLoadConstOp>())
+    return load.getGlobal().getLeafReference().getValue();
+  if (auto load = v.getDefiningOp<ml_program::GlobalLoadOp>())
+    return load.getGlobal().getLeafReference().getValue();
+  return std::nullopt;
+}
+
+/// The model's repeated blocks, from its op names: each name split at '/'
+/// and '.' ("/encoder/layer.3/attention/MatMul", "encoder.layer.3.attention"),
+/// a layer is the path up to a numeric component, and the depth with the
+/// most distinct such paths holds the layers.
+struct Layers {
+  std::vector<std::string> names; ///< in order of first appearance
+  std::vector<int64_t> layerOf;   ///< per op: its layer, or -1
+};
+
+Layers findLayers(ArrayRef<Operation *> ops) {
+  // Per depth: each layer path's index, in order of first appearance.
+  std::map<size_t, std::map<std::string, int64_t>> byDepth;
+  std::vector<std::vector<std::pair<size_t, std::string>>> keys(ops.size());
+  for (auto [i, op] : llvm::enumerate(ops)) {
+    std::string name = nameOf(op->getLoc());
+    std::replace(name.begin(), name.end(), '.', '/');
+    SmallVector<StringRef> parts;
+    StringRef(name).split(parts, '/');
+    llvm::erase_if(parts, [](StringRef p) { return p.empty(); });
+    std::string path;
+    for (auto [d, part] : llvm::enumerate(parts)) {
+      path += (path.empty() ? "" : "/") + part.str();
+      if (d == 0 || !llvm::all_of(part, llvm::isDigit))
+        continue;
+      auto &instances = byDepth[d];
+      instances.insert({path, static_cast<int64_t>(instances.size())});
+      keys[i].push_back({d, path});
+    }
+  }
+  Layers layers;
+  layers.layerOf.assign(ops.size(), -1);
+  size_t depth = 0, most = 1;
+  for (auto &[d, instances] : byDepth)
+    if (instances.size() > most) {
+      most = instances.size();
+      depth = d;
+    }
+  if (most < 2)
+    return layers;
+  auto &instances = byDepth[depth];
+  layers.names.resize(instances.size());
+  for (auto &[name, index] : instances)
+    layers.names[index] = name;
+  for (size_t i = 0; i < ops.size(); ++i)
+    for (auto &[d, key] : keys[i])
+      if (d == depth)
+        layers.layerOf[i] = instances.at(key);
+  return layers;
+}
+
+struct GraphAssignStages
+    : tessera::graph::impl::GraphAssignStagesBase<GraphAssignStages> {
+  using GraphAssignStagesBase::GraphAssignStagesBase;
+
+  void runOnOperation() override;
+
+private:
+  /// Each compute op's IPU and stage, by the chosen source (`ops` are
+  /// @main's ops that are not leaves, in program order).
+  LogicalResult placeByAnnotations(ArrayRef<Operation *> ops, std::vector<int64_t> &stage,
+                                   std::vector<int64_t> &ipu);
+  LogicalResult placeByLayers(ArrayRef<Operation *> ops, std::vector<int64_t> &stage,
+                              std::vector<int64_t> &ipu);
+  LogicalResult placeByCost(ArrayRef<Operation *> ops, std::vector<int64_t> &stage,
+                            std::vector<int64_t> &ipu);
+  /// The partition's view of the ops, and its limits.
+  std::vector<StageItem> stageItems(ArrayRef<Operation *> ops) const;
+  StageLimits stageLimits(int64_t numStages) const;
+  std::optional<target::IPUTarget> target_;
+};
+
+/// Stages numbered in program order, a new one each time the IPU changes.
+void stagesFromIpus(ArrayRef<int64_t> ipu, std::vector<int64_t> &stage) {
+  stage.assign(ipu.size(), 0);
+  for (size_t i = 1; i < ipu.size(); ++i)
+    stage[i] = stage[i - 1] + (ipu[i] != ipu[i - 1] ? 1 : 0);
+}
+
+LogicalResult GraphAssignStages::placeByAnnotations(ArrayRef<Operation *> ops,
+                                                    std::vector<int64_t> &stage,
+                                                    std::vector<int64_t> &ipu) {
+  int64_t currentStage = 0, currentIpu = 0;
+  for (auto [i, op] : llvm::enumerate(ops)) {
+    auto s = placedStage(op);
+    auto p = placedIpu(op);
+    if (s && !p)
+      return op->emitError("graph-assign-stages: the op has a pipeline stage (")
+             << *s << ") but no IPU: annotate both (__pipeline_stage and __ipu_number)";
+    if (p) {
+      currentIpu = *p;
+      // PopTorch's AutoStage.SameAsIpu.
+      currentStage = s ? *s : *p;
+    }
+    stage[i] = currentStage;
+    ipu[i] = currentIpu;
+  }
+  return success();
+}
+
+LogicalResult GraphAssignStages::placeByLayers(ArrayRef<Operation *> ops,
+                                               std::vector<int64_t> &stage,
+                                               std::vector<int64_t> &ipu) {
+  auto module = getOperation();
+  Layers layers = findLayers(ops);
+  int64_t numLayers = layers.names.size();
+  std::string list = llvm::join(llvm::map_range(layersPerIpu,
+                                                [](int64_t n) { return std::to_string(n); }),
+                                ",");
+  if (numLayers == 0)
+    return module.emitError("--layers-per-ipu ")
+           << list
+           << ": found no repeated layers in the model's op names (ONNX node names or "
+              "TorchScript module paths with an index, such as 'encoder/layer.0'); annotate "
+              "the model (__ipu_number) or use --pipeline auto";
+  if (static_cast<int64_t>(layersPerIpu.size()) != numIPUs)
+    return module.emitError("--layers-per-ipu ")
+           << list << " has " << layersPerIpu.size() << " entries but --num-ipus is " << static_cast<int64_t>(numIPUs)
+           << ": give one per IPU";
+  int64_t fixed = 0, wildcards = 0;
+  for (int64_t n : layersPerIpu) {
+    if (n < -1)
+      return module.emitError("--layers-per-ipu ")
+             << list << ": " << n << " is not a layer count (0 or more, or -1 for the rest)";
+    n < 0 ? ++wildcards : fixed += n;
+  }
+  auto span = "'" + layers.names.front() + "' ... '" + layers.names.back() + "'";
+  if (fixed > numLayers || (wildcards == 0 && fixed != numLayers))
+    return module.emitError("--layers-per-ipu ")
+           << list << " places " << fixed << " layers but the model has " << numLayers << " ("
+           << span << ")" << (wildcards ? "" : "; use -1 on an IPU to take the rest");
+  // Layer k's IPU: wildcards share the rest, the first ones one more.
+  std::vector<int64_t> layerIpu;
+  int64_t rest = numLayers - fixed, wildcard = 0;
+  for (auto [k, n] : llvm::enumerate(layersPerIpu)) {
+    int64_t count = n;
+    if (n < 0) {
+      count = rest / wildcards + (wildcard < rest % wildcards ? 1 : 0);
+      ++wildcard;
+    }
+    layerIpu.insert(layerIpu.end(), count, k);
+  }
+  // Before the first layer: IPU 0 (the embeddings). Between layers: the
+  // layer of the op before. After the last: its IPU, but from an output
+  // head reading a weight the embeddings read on, IPU 0 again.
+  auto isLayerOp = [&](int64_t l) { return l >= 0; };
+  int64_t firstLayerOp = llvm::find_if(layers.layerOf, isLayerOp) - layers.layerOf.begin();
+  int64_t lastLayerOp =
+      layers.layerOf.rend() - llvm::find_if(llvm::reverse(layers.layerOf), isLayerOp) - 1;
+  llvm::StringSet<> embeddingWeights;
+  int64_t current = 0;
+  bool tiedHead = false;
+  for (auto [i, op] : llvm::enumerate(ops)) {
+    int64_t at = i;
+    auto readsEmbeddingWeight = [&] {
+      return llvm::any_of(op->getOperands(), [&](Value v) {
+        auto g = loadedGlobal(v);
+        return g && embeddingWeights.contains(*g);
+      });
+    };
+    if (layers.layerOf[i] >= 0) {
+      current = layerIpu[layers.layerOf[i]];
+    } else if (at < firstLayerOp) {
+      for (Value v : op->getOperands())
+        if (auto g = loadedGlobal(v))
+          embeddingWeights.insert(*g);
+    } else if (at > lastLayerOp && !tiedHead && readsEmbeddingWeight()) {
+      tiedHead = true;
+      current = 0;
+    }
+    ipu[i] = current;
+  }
+  stagesFromIpus(ipu, stage);
+  return success();
+}
+
+std::vector<StageItem> GraphAssignStages::stageItems(ArrayRef<Operation *> ops) const {
+  target::CostModel cost(*target_);
+  std::vector<StageItem> items(ops.size());
+  DenseMap<Operation *, int64_t> indexOf;
+  for (auto [i, op] : llvm::enumerate(ops))
+    indexOf[op] = i;
+  llvm::StringSet<> counted;
+  // crossing[k] gathers the bytes of values defined before item k and read
+  // at k or later: +bytes after the definition, -bytes after the last read.
+  std::vector<int64_t> delta(ops.size() + 1, 0);
+  for (auto [i, op] : llvm::enumerate(ops)) {
+    StageItem &item = items[i];
+    int64_t bytes = 0;
+    bool half = false;
+    for (Value v : op->getOperands()) {
+      bytes += bytesOf(v.getType());
+      if (auto t = dyn_cast<RankedTensorType>(v.getType()))
+        half |= t.getElementType().isF16() || t.getElementType().isBF16();
+      if (auto g = loadedGlobal(v); g && counted.insert(*g).second)
+        item.residentBytes += bytesOf(v.getType()) * weightCopies;
+    }
+    int64_t resultBytes = 0;
+    for (Value r : op->getResults())
+      resultBytes += bytesOf(r.getType());
+    bytes += resultBytes;
+    double flops = opFlops(op);
+    bool contraction = isa<MatmulOp, ConvOp>(op);
+    double macs = contraction ? flops / 2 : 0, vectorOps = contraction ? 0 : flops;
+    // Backward is about twice the forward (a gradient per operand).
+    item.cycles = cost.opRooflineCycles(macs, vectorOps, bytes, half) * (training ? 3 : 1);
+    item.stashBytes = training ? resultBytes : 0;
+    for (Value r : op->getResults()) {
+      int64_t last = -1;
+      for (Operation *user : r.getUsers())
+        if (auto it = indexOf.find(user); it != indexOf.end())
+          last = std::max(last, it->second);
+      if (last > static_cast<int64_t>(i)) {
+        delta[i + 1] += bytesOf(r.getType());
+        delta[last + 1] -= bytesOf(r.getType());
+      }
+    }
+  }
+  int64_t crossing = 0;
+  for (size_t k = 0; k < items.size(); ++k) {
+    crossing += delta[k];
+    items[k].crossingBytes = crossing;
+  }
+  return items;
+}
+
+StageLimits GraphAssignStages::stageLimits(int64_t numStages) const {
+  StageLimits limits;
+  limits.numStages = numStages;
+  limits.bytesPerStage = target_->tilesPerIPU * target_->bytesPerTile;
+  limits.linkBytesPerCycle = target_->ipuLinkBytesPerSecond / target_->clockHz;
+  for (int64_t s = 0; s < numStages; ++s)
+    limits.stashDepth.push_back(pipelined ? 2 * (numStages - s) - 1 : 1);
+  return limits;
+}
+
+LogicalResult GraphAssignStages::placeByCost(ArrayRef<Operation *> ops,
+                                             std::vector<int64_t> &stage,
+                                             std::vector<int64_t> &ipu) {
+  auto module = getOperation();
+  std::vector<StageItem> items = stageItems(ops);
+  StageLimits limits = stageLimits(numIPUs);
+  if (static_cast<int64_t>(ops.size()) < numIPUs)
+    return module.emitError("--pipeline auto: the model has ")
+           << ops.size() << " ops, fewer than the " << static_cast<int64_t>(numIPUs)
+           << " IPUs to place them on; use fewer IPUs (--num-ipus)";
+  auto cut = partitionStages(items, limits);
+  if (!cut) {
+    // Say how far the fastest cut is from fitting, stage by stage.
+    StageLimits roomy = limits;
+    roomy.bytesPerStage = std::numeric_limits<int64_t>::max();
+    auto fastest = partitionStages(items, roomy);
+    InFlightDiagnostic diag =
+        module.emitError("--pipeline auto: no cut of the model into ")
+        << static_cast<int64_t>(numIPUs) << " stages fits each IPU's " << limits.bytesPerStage
+        << " bytes (weights" << (training ? " with their gradients and optimizer state, "
+                                            "activation stashes"
+                                          : "")
+        << " and inputs received)";
+    if (fastest)
+      for (auto [s, c] : llvm::enumerate(*fastest))
+        if (c.bytes > limits.bytesPerStage)
+          diag << "; the fastest cut's stage " << s << " (IPU " << s << ") would need "
+               << c.bytes << " bytes";
+    diag << "; use more IPUs (--num-ipus)"
+         << (training ? ", recomputation (--recompute) or an optimizer with less state" : "");
+    return diag;
+  }
+  for (auto [s, c] : llvm::enumerate(*cut))
+    for (int64_t i = c.begin; i < c.end; ++i) {
+      stage[i] = s;
+      ipu[i] = s;
+    }
+  return success();
+}
+
+void GraphAssignStages::runOnOperation() {
+  ModuleOp module = getOperation();
+  auto main = module.lookupSymbol<func::FuncOp>("main");
+  if (!main || main.getBody().getBlocks().size() != 1) {
+    module.emitError("graph-assign-stages: the module needs a @main function of one block");
+    return signalPassFailure();
+  }
+  if (pipeline != "manual" && pipeline != "auto") {
+    module.emitError("graph-assign-stages: pipeline is '")
+        << pipeline << "'; use manual (annotations or layers-per-ipu) or auto";
+    return signalPassFailure();
+  }
+  auto target = target::makeTarget(targetName, numIPUs,
+                                   tilesPerIPU > 0 ? std::optional<int64_t>(tilesPerIPU)
+                                                   : std::nullopt);
+  if (!target) {
+    module.emitError("graph-assign-stages: ") << llvm::toString(target.takeError());
+    return signalPassFailure();
+  }
+  target_ = *target;
+
+  Block &body = main.getBody().front();
+  SmallVector<Operation *> ops;
+  for (Operation &op : body.without_terminator())
+    if (!isLeaf(&op))
+      ops.push_back(&op);
+  std::vector<int64_t> stage(ops.size(), 0), ipu(ops.size(), 0);
+  LogicalResult placed = pipeline == "auto"    ? placeByCost(ops, stage, ipu)
+                         : layersPerIpu.empty() ? placeByAnnotations(ops, stage, ipu)
+                                                : placeByLayers(ops, stage, ipu);
+  if (failed(placed))
+    return signalPassFailure();
+
+  for (auto [i, op] : llvm::enumerate(ops)) {
+    if (ipu[i] < 0 || ipu[i] >= numIPUs) {
+      op->emitError("graph-assign-stages: the op is placed on IPU ")
+          << ipu[i] << " but there " << (numIPUs == 1 ? "is 1 IPU" : "are ")
+          << (numIPUs == 1 ? "" : std::to_string(static_cast<int64_t>(numIPUs)) + " IPUs")
+          << " (IPUs count from 0); raise --num-ipus or change the annotation";
+      return signalPassFailure();
+    }
+    if (stage[i] < 0) {
+      op->emitError("graph-assign-stages: the op's pipeline stage is ")
+          << stage[i] << "; stages count from 0";
+      return signalPassFailure();
+    }
+    setPlacement(op, stage[i], ipu[i]);
+  }
+  // A stage runs on one IPU; values only flow to the same or a later stage.
+  DenseMap<int64_t, Operation *> stageHead;
+  for (Operation *op : ops) {
+    Operation *head = stageHead.try_emplace(*placedStage(op), op).first->second;
+    if (*placedIpu(head) != *placedIpu(op)) {
+      InFlightDiagnostic diag = op->emitError("graph-assign-stages: the op is on IPU ")
+                                << *placedIpu(op) << " but its pipeline stage "
+                                << *placedStage(op) << " runs on IPU " << *placedIpu(head)
+                                << "; a stage runs on one IPU: give the op another stage";
+      diag.attachNote(head->getLoc()) << "the stage's first op";
+      return signalPassFailure();
+    }
+  }
+  for (Operation *op : ops)
+    for (Value v : op->getOperands()) {
+      Operation *def = v.getDefiningOp();
+      if (!def || isLeaf(def) || def->getBlock() != &body)
+        continue;
+      if (*placedStage(def) > *placedStage(op)) {
+        InFlightDiagnostic diag =
+            op->emitError("graph-assign-stages: the op in pipeline stage ")
+            << *placedStage(op) << " (IPU " << *placedIpu(op)
+            << ") reads a value computed in the later stage " << *placedStage(def) << " (IPU "
+            << *placedIpu(def) << "); stages must follow the data: give the op a stage at "
+            << "least " << *placedStage(def);
+        diag.attachNote(def->getLoc()) << "the value is computed here";
+        return signalPassFailure();
+      }
+    }
+  // Weights and constants sit with their earliest reader.
+  for (Operation &op : body.without_terminator()) {
+    if (!isLeaf(&op))
+      continue;
+    Operation *first = nullptr;
+    for (Operation *user : op.getUsers())
+      if (placedStage(user) && (!first || *placedStage(user) < *placedStage(first)))
+        first = user;
+    setPlacement(&op, first ? *placedStage(first) : 0, first ? *placedIpu(first) : 0);
+  }
+  // Each stage one contiguous run of ops: a stable sort by stage keeps
+  // every definition before its uses, since values only flow forward.
+  SmallVector<Operation *> order;
+  for (Operation &op : body.without_terminator())
+    order.push_back(&op);
+  llvm::stable_sort(order, [](Operation *a, Operation *b) {
+    return *placedStage(a) < *placedStage(b);
+  });
+  for (Operation *op : order)
+    op->moveBefore(body.getTerminator());
+
+  // The stages for the compile report: each stage's IPU, ops and the cost
+  // model's figures.
+  SmallVector<Operation *> sorted;
+  for (Operation &op : body.without_terminator())
+    if (!isLeaf(&op))
+      sorted.push_back(&op);
+  std::vector<StageItem> items = stageItems(sorted);
+  int64_t numStages = sorted.empty() ? 0 : *placedStage(sorted.back()) + 1;
+  StageLimits limits = stageLimits(std::max<int64_t>(numStages, 1));
+  Builder b(module.getContext());
+  SmallVector<Attribute> report;
+  size_t begin = 0;
+  for (int64_t s = 0; s < numStages; ++s) {
+    size_t end = begin;
+    while (end < sorted.size() && *placedStage(sorted[end]) == s)
+      ++end;
+    if (end == begin)
+      continue; // a stage number the annotations skipped
+    StageCost c = stageCost(items, limits, s, begin, end);
+    report.push_back(b.getDictionaryAttr({
+        b.getNamedAttr("stage", b.getI64IntegerAttr(s)),
+        b.getNamedAttr("ipu", b.getI64IntegerAttr(*placedIpu(sorted[begin]))),
+        b.getNamedAttr("ops", b.getI64IntegerAttr(end - begin)),
+        b.getNamedAttr("cycles", b.getI64IntegerAttr(c.cycles)),
+        b.getNamedAttr("bytes", b.getI64IntegerAttr(c.bytes)),
+    }));
+    begin = end;
+  }
+  module->setAttr("graph.stages", b.getArrayAttr(report));
+}
+
+} // namespace
