@@ -136,6 +136,13 @@ std::string cacheKeyOptions(const ExecutableRequest &request) {
                      ";output-mode=" + runtime::outputModeName(mode) +
                      ";host-cpu=" + request.cpu.name + ":" +
                      llvm::join(request.cpu.features, ",");
+  if (const StageOptions &st = c.stages; !st.pipeline.empty() || !st.layersPerIpu.empty())
+    text += ";pipeline=" + st.pipeline + ";layers-per-ipu=" +
+            llvm::join(llvm::map_range(st.layersPerIpu,
+                                       [](int64_t n) { return std::to_string(n); }),
+                       ",");
+  if (c.stages.pipelined)
+    text += ";execution=pipelined";
   if (const TrainingPipelineOptions &t = c.training; t.enabled)
     text += ";train;loss=" + t.loss + ";label-smoothing=" + std::to_string(t.labelSmoothing) +
             ";ignore-index=" + std::to_string(t.ignoreIndex) + ";reduction=" + t.reduction +

@@ -3,6 +3,7 @@
 #include "tessera/Compiler/Compiler.h"
 
 #include "tessera/Codegen/HostCodegen.h"
+#include "tessera/Dialect/Graph/IR/Placement.h"
 #include "tessera/Dialect/IPU/Transforms/Passes.h"
 #include "tessera/Importers/TorchScript/TorchScriptImporter.h"
 #include "tessera/Runtime/MemoryPlan.h"
@@ -385,6 +386,18 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options,
     return failure();
   if (options.afterGraph)
     options.afterGraph(module);
+  if (options.compileTo < Phase::Partitioned)
+    return success();
+  // Stages are placed on the forward graph (a partitioned module fed back
+  // in keeps its placement).
+  bool annotated = false, placed = module->hasAttr("graph.stages");
+  module.walk([&](Operation *op) { annotated |= graph::placedIpu(op).has_value(); });
+  if (!placed && assignsStages(options.stages, annotated) &&
+      failed(runPipeline([&](OpPassManager &pm) {
+        buildStagePipeline(pm, options.stages, options.training, options.target.name,
+                           options.target.numIPUs, options.target.tilesPerIPU);
+      })))
+    return failure();
   if (options.compileTo < Phase::Training)
     return success();
   // A training-phase module fed back in already has its optimizer.

@@ -51,10 +51,7 @@ llvm::StringRef phaseName(Phase phase) {
   llvm_unreachable("unknown phase");
 }
 
-bool isPhaseAvailable(Phase phase) {
-  // Partitioning is not built yet.
-  return phase != Phase::Partitioned;
-}
+bool isPhaseAvailable(Phase) { return true; }
 
 std::string availablePhaseList() {
   std::string list;
@@ -101,6 +98,32 @@ void buildTrainingPipeline(OpPassManager &pm,
   pm.addPass(graph::createGraphOptimizerUpdate(optimizer));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+}
+
+bool assignsStages(const StageOptions &options, bool annotated) {
+  return !options.pipeline.empty() || !options.layersPerIpu.empty() || annotated;
+}
+
+void buildStagePipeline(OpPassManager &pm, const StageOptions &options,
+                        const TrainingPipelineOptions &training, llvm::StringRef targetName,
+                        int64_t numIPUs, int64_t tilesPerIPU) {
+  graph::GraphAssignStagesOptions stages;
+  stages.pipeline = options.pipeline.empty() ? "manual" : options.pipeline;
+  stages.numIPUs = numIPUs;
+  stages.layersPerIpu.assign(options.layersPerIpu.begin(), options.layersPerIpu.end());
+  stages.targetName = targetName.str();
+  stages.tilesPerIPU = tilesPerIPU;
+  stages.training = training.enabled;
+  stages.pipelined = options.pipelined;
+  // Per weight byte: the weight and its gradient; the optimizers' state
+  // (momentum, or Adam's and LAMB's two moments); the accumulator.
+  int64_t copies = 1;
+  if (training.enabled) {
+    llvm::StringRef name = llvm::StringRef(training.optimizer).split(':').first;
+    copies = 2 + (name == "sgd" ? 1 : 2) + (training.gradientAccumulation > 1 ? 1 : 0);
+  }
+  stages.weightCopies = copies;
+  pm.addPass(graph::createGraphAssignStages(stages));
 }
 
 void buildLinalgPipeline(OpPassManager &pm) {

@@ -27,12 +27,14 @@ struct ExchangeCounter {
   int64_t tilesPerIPU;
   std::vector<int64_t> sent, received, sentRegions, receivedRegions, ipuOut, ipuIn;
   int64_t total = 0;
+  /// The IPUs whose tiles the step uses (its vertices' and the exchange's).
+  std::vector<bool> touched;
 
   explicit ExchangeCounter(const target::CostModel &c)
       : cost(c), tilesPerIPU(c.target().tilesPerIPU), sent(c.target().totalTiles()),
         received(c.target().totalTiles()), sentRegions(c.target().totalTiles()),
         receivedRegions(c.target().totalTiles()), ipuOut(c.target().numIPUs),
-        ipuIn(c.target().numIPUs) {}
+        ipuIn(c.target().numIPUs), touched(c.target().numIPUs, false) {}
   /// `bytes` in `regions` contiguous regions move from tile `from` to tile
   /// `to`. The exchange is a broadcast fabric (a receiving tile picks the
   /// sender it listens to), so a tile sends data several tiles receive
@@ -50,6 +52,7 @@ struct ExchangeCounter {
     receivedRegions[to] += regions;
     total += bytes;
     int64_t a = from / tilesPerIPU, b = to / tilesPerIPU;
+    touched[a] = touched[b] = true;
     if (a != b && link) {
       ipuOut[a] += bytes;
       ipuIn[b] += bytes;
@@ -88,6 +91,7 @@ StepCost stepCost(const MachineProgram &program, const target::CostModel &cost, 
                                                               const Box &piece) {
       if (piece.numElements() == 0)
         return;
+      exchange.touched[tile / tilesPerIPU] = true;
       Box loops = cs.loopBox(piece);
       int64_t padding = 0; // bytes the vertex writes into its receive buffers
       for (size_t i = 0; i < cs.inputs.size(); ++i) {
@@ -127,7 +131,7 @@ StepCost stepCost(const MachineProgram &program, const target::CostModel &cost, 
   }
   s.exchangeCycles = exchange.cycles();
   s.exchangeBytes = exchange.total;
-  s.syncCycles = cost.stepSyncCycles();
+  s.syncCycles = cost.stepSyncCycles(llvm::count(exchange.touched, true));
   return s;
 }
 

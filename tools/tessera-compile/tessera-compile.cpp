@@ -131,6 +131,26 @@ cl::opt<int64_t> tilesPerIPU(
     cl::desc("Model a smaller chip with this many tiles per IPU (as Poplar's "
              "IPUModel tilesPerIPU)"),
     cl::init(0), cl::cat(category));
+cl::OptionCategory stagesCategory("Pipeline stages over IPUs (PopTorch's and optimum's)");
+cl::opt<std::string> pipelineMode(
+    "pipeline",
+    cl::desc("How ops are placed on the IPUs: manual (the model's __ipu_number / "
+             "__pipeline_stage annotations, or --layers-per-ipu) or auto (the stages whose "
+             "slowest is fastest under the cost model and each IPU's memory). Without it, "
+             "annotations or --layers-per-ipu place ops, and otherwise the IPUs' tiles form "
+             "one pool"),
+    cl::value_desc("manual|auto"), cl::cat(stagesCategory));
+cl::list<int64_t> layersPerIpu(
+    "layers-per-ipu",
+    cl::desc("Layers (the model's repeated blocks) on each IPU, optimum-graphcore's "
+             "layers_per_ipu: -1 shares the rest evenly, 0 leaves an IPU without layers; "
+             "the embeddings run on IPU 0"),
+    cl::CommaSeparated, cl::value_desc("N,..."), cl::cat(stagesCategory));
+cl::opt<std::string> executionMode(
+    "execution",
+    cl::desc("How stages run: sharded (one micro-batch walks the IPUs in turn; the "
+             "default, and the only mode built so far)"),
+    cl::value_desc("sharded"), cl::init("sharded"), cl::cat(stagesCategory));
 cl::opt<double> availableMemoryProportion(
     "available-memory-proportion",
     cl::desc("Share of each tile's memory a vertex's output and receive "
@@ -514,6 +534,21 @@ if (!train) {
     request.compile.training = trainingOptions;
     request.microBatchSize = microBatchSize;
   }
+  if (pipelineMode.getNumOccurrences() && pipelineMode != "manual" && pipelineMode != "auto") {
+    llvm::errs() << "error: --pipeline " << pipelineMode << ": use manual or auto\n";
+    return fail();
+  }
+  if (executionMode != "sharded") {
+    llvm::errs() << "error: --execution " << executionMode
+                 << (executionMode == "pipelined"
+                         ? ": overlapped pipeline execution is not built yet; use --execution "
+                           "sharded (the same results, stages in turn)"
+                         : ": use sharded")
+                 << "\n";
+    return fail();
+  }
+  request.compile.stages.pipeline = pipelineMode;
+  request.compile.stages.layersPerIpu.assign(layersPerIpu.begin(), layersPerIpu.end());
   request.compile.compileTo = *phase;
   request.compile.target = *target;
   request.compile.ipu.availableMemoryProportion = availableMemoryProportion;

@@ -55,6 +55,8 @@ void enablePipelineTiming(mlir::PassManager &pm, mlir::TimingScope &parent,
 struct CompileOptions {
   Phase compileTo = Phase::Graph;
   GraphPipelineOptions graph;
+  /// Placement of ops on IPUs (pipeline stages).
+  StageOptions stages;
   /// A training step instead of inference (--train).
   TrainingPipelineOptions training;
   /// The machine the ipu, llvm and executable phases plan for.

@@ -24,8 +24,8 @@ namespace tessera {
 enum class Phase {
   Input,       ///< as imported: graph ops, no optimisation
   Graph,       ///< shapes inferred, canonicalised, constants folded
+  Partitioned, ///< every op placed in a pipeline stage on an IPU
   Training,    ///< loss, autodiff, optimizer (training models only)
-  Partitioned, ///< stages, recomputation, pipelining (not built yet)
   Linalg,      ///< lowered to linalg/tensor/arith/math
   Ipu,         ///< tile-mapped ipu dialect: the machine program
   Llvm,        ///< native code in the LLVM dialect: the host reference
@@ -81,6 +81,29 @@ void buildGraphPipeline(mlir::OpPassManager &pm,
 /// is left as it is.
 void buildTrainingPipeline(mlir::OpPassManager &pm,
                            const TrainingPipelineOptions &options);
+
+/// How ops are placed on IPUs (tessera-compile --pipeline, --layers-per-ipu,
+/// --execution): graph-assign-stages' options.
+struct StageOptions {
+  /// "manual" (annotations or layersPerIpu), "auto", or empty: manual when
+  /// layersPerIpu is given or the model carries annotations, otherwise no
+  /// stages (the IPUs' tiles form one pool).
+  std::string pipeline;
+  std::vector<int64_t> layersPerIpu;
+  /// Stages overlap (pipelined) or run in turn (sharded).
+  bool pipelined = false;
+};
+
+/// Whether stages are assigned for `options` on a module whose ops carry
+/// annotations or not.
+bool assignsStages(const StageOptions &options, bool annotated);
+
+/// graph -> partitioned: graph-assign-stages. The placement is decided on
+/// the forward graph; the training passes place each gradient and update
+/// where its forward op runs.
+void buildStagePipeline(mlir::OpPassManager &pm, const StageOptions &options,
+                        const TrainingPipelineOptions &training, llvm::StringRef targetName,
+                        int64_t numIPUs, int64_t tilesPerIPU);
 
 /// graph -> linalg: every graph op to linalg/tensor/arith/math, cleaned up.
 void buildLinalgPipeline(mlir::OpPassManager &pm);

@@ -79,10 +79,14 @@ public:
   /// nothing moves.
   int64_t exchangePhaseCycles(int64_t busiestTileCycles, int64_t busiestLinkBytes = 0) const;
 
-  /// The barrier that ends a program step: across IPUs when there are
-  /// several.
-  int64_t stepSyncCycles() const {
-    return target_.numIPUs > 1 ? target_.globalSyncCycles : target_.syncCycles;
+  /// The barrier that ends a program step among `ipus` IPUs (all of the
+  /// target's by default): across IPUs when the step spans several, the
+  /// chip's own when its vertices and exchange stay on one (as Poplar syncs
+  /// internally then; a sharded model's steps are such).
+  int64_t stepSyncCycles(int64_t ipus = -1) const {
+    if (ipus < 0)
+      ipus = target_.numIPUs;
+    return ipus > 1 ? target_.globalSyncCycles : target_.syncCycles;
   }
   /// The barrier around a host transfer or a state update (one chip's).
   int64_t chipSyncCycles() const { return target_.syncCycles; }

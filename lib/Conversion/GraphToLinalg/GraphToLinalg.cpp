@@ -16,6 +16,7 @@
 
 #include "tessera/Conversion/Passes.h"
 #include "tessera/Dialect/Graph/IR/Graph.h"
+#include "tessera/Dialect/Graph/IR/Placement.h"
 #include "tessera/Dialect/Graph/IR/ShapeUtils.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -29,6 +30,7 @@
 #include "mlir/Transforms/DialectConversion.h"
 
 #include <cmath>
+#include <map>
 
 namespace tessera {
 #define GEN_PASS_DEF_CONVERTGRAPHTOLINALG
@@ -1687,7 +1689,28 @@ struct ConvertGraphToLinalg
                            ml_program::MLProgramDialect, func::FuncDialect>();
     RewritePatternSet patterns(ctx);
     tessera::populateGraphToLinalgPatterns(patterns);
-    if (failed(applyPartialConversion(getOperation(), target, std::move(patterns))))
+    FrozenRewritePatternSet frozen(std::move(patterns));
+    // Placed ops (graph-assign-stages) are converted one placement at a
+    // time, and the ops each conversion adds take that placement: the tile
+    // planner maps every op onto its IPU.
+    std::map<std::pair<int64_t, int64_t>, SmallVector<Operation *>> byPlacement;
+    getOperation()->walk([&](Operation *op) {
+      if (isa<g::GraphDialect>(op->getDialect()))
+        if (auto stage = g::placedStage(op), ipu = g::placedIpu(op); stage && ipu)
+          byPlacement[{*stage, *ipu}].push_back(op);
+    });
+    for (auto &[placement, ops] : byPlacement) {
+      DenseSet<Operation *> before;
+      getOperation()->walk([&](Operation *op) { before.insert(op); });
+      if (failed(applyPartialConversion(ops, target, frozen)))
+        return signalPassFailure();
+      getOperation()->walk([&](Operation *op) {
+        if (!before.contains(op) && !g::placedIpu(op) &&
+            isa_and_nonnull<func::FuncOp>(op->getParentOp()))
+          g::setPlacement(op, placement.first, placement.second);
+      });
+    }
+    if (failed(applyPartialConversion(getOperation(), target, frozen)))
       return signalPassFailure();
     eraseSignedness(getOperation());
   }

@@ -10,6 +10,7 @@
 #include "tessera/Importers/ONNX/ONNXImporter.h"
 #include "NodeImporter.h"
 
+#include "tessera/Dialect/Graph/IR/Placement.h"
 #include "tessera/Dialect/Graph/IR/ShapeUtils.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -786,8 +787,27 @@ LogicalResult ModelImporter::importNodes() {
     const OpConverter *converter = lookupConverter(converterKey(node), opset_);
     assert(converter && "unsupported operators were rejected up front");
     NodeImporter importer(*this, node, loc);
+    Block *body = builder_.getInsertionBlock();
+    Operation *before = body->empty() ? nullptr : &body->back();
     if (failed(converter->convert(importer)))
       return failure();
+    // PopART's placement annotations, on every op the node became.
+    std::optional<int64_t> ipu, stage;
+    for (const auto &attr : node.attribute()) {
+      if (attr.name() == "__ipu_number")
+        ipu = attr.i();
+      else if (attr.name() == "__pipeline_stage")
+        stage = attr.i();
+    }
+    if (ipu || stage) {
+      auto first = before ? std::next(before->getIterator()) : body->begin();
+      for (Operation &op : llvm::make_range(first, body->end())) {
+        if (ipu)
+          op.setAttr(graph::kIpuAttrName, builder_.getI64IntegerAttr(*ipu));
+        if (stage)
+          op.setAttr(graph::kStageAttrName, builder_.getI64IntegerAttr(*stage));
+      }
+    }
   }
   return success();
 }

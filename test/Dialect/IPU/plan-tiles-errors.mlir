@@ -125,7 +125,7 @@ module attributes {ipu.target = #ipu.target<"ipu2", ipus = 1, tiles_per_ipu = 4,
   func.func @main(%ids: tensor<16xi64>) -> tensor<16x8xf32> {
     %table = ml_program.global_load_const @table : tensor<512x8xf32>
     %e = tensor.empty() : tensor<16x8xf32>
-    // expected-error @+1 {{the op reads 'tensor<512x8xf32>' at data-dependent places (a gather's table): every vertex's tile must hold 2048 bytes of it, more than a tile's 1024 bytes, and no split of the table's 512 rows into blocks over the tiles fits either (the table is 16384 bytes; the target's 4 tiles hold 4096): use more IPUs (--num-ipus) or a smaller table}}
+    // expected-error @+1 {{the op reads 'tensor<512x8xf32>' at data-dependent places (a gather's table): every vertex's tile must hold 2048 bytes of it, more than a tile's 1024 bytes, and no split of the table's 512 rows into blocks over the tiles fits either (the table is 16384 bytes; the 4 tiles of its IPU hold 4096): use more IPUs (--num-ipus) or a smaller table}}
     %r = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]}
         ins(%ids : tensor<16xi64>) outs(%e : tensor<16x8xf32>) {
     ^bb0(%id: i64, %o: f32):

@@ -13,12 +13,14 @@
 
 #include "FuncResults.h"
 #include "tessera/Dialect/Graph/IR/Graph.h"
+#include "tessera/Dialect/Graph/IR/Placement.h"
 #include "tessera/Dialect/Graph/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Debug.h"
 
@@ -154,6 +156,13 @@ struct GraphAutodiff : impl::GraphAutodiffBase<GraphAutodiff> {
         failed = true;
         continue;
       }
+      // The gradient runs where the op runs (its stage and IPU).
+      Operation *lastBefore = ret->getPrevNode();
+      auto placeGradient = llvm::make_scope_exit([&] {
+        Block &body = main.front();
+        placeLike(op, lastBefore ? std::next(lastBefore->getIterator()) : body.begin(),
+                  ret->getIterator());
+      });
       GraphEmitter e(builder, op->getLoc());
       SmallVector<Value> operandGrads(op->getNumOperands());
       if (mlir::failed(buildGradient(e, op, resultGrads, operandGrads)) ||
@@ -196,6 +205,7 @@ struct GraphAutodiff : impl::GraphAutodiffBase<GraphAutodiff> {
                             << " gradients, " << grads.size()
                             << " values with a gradient\n");
     setResults(main, results, resultAttrs);
+    completePlacement(main.front());
   }
 };
 

@@ -13,6 +13,7 @@
 
 #include "FuncResults.h"
 #include "tessera/Dialect/Graph/IR/Graph.h"
+#include "tessera/Dialect/Graph/IR/Placement.h"
 #include "tessera/Dialect/Graph/IR/ShapeUtils.h"
 #include "tessera/Dialect/Graph/Transforms/Passes.h"
 
@@ -163,6 +164,7 @@ struct GraphBuildLoss : impl::GraphBuildLossBase<GraphBuildLoss> {
          b.getNamedAttr("graph.name", b.getStringAttr("loss"))})};
     attrs.append(resultAttrDicts(main));
     setResults(main, results, attrs);
+    completePlacement(main.front());
   }
 };
 

@@ -17,6 +17,7 @@
 
 #include "FuncResults.h"
 #include "tessera/Dialect/Graph/IR/Graph.h"
+#include "tessera/Dialect/Graph/IR/Placement.h"
 #include "tessera/Dialect/Graph/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -410,6 +411,7 @@ struct GraphOptimizerUpdate
       attrs.push_back(all[i]);
     }
     setResults(main, results, attrs);
+    completePlacement(main.front());
     main->setAttr("graph.optimizer", b.getStringAttr(spec->name));
   }
 };

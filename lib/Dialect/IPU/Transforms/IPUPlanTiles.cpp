@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "TilePlan.h"
+#include "tessera/Dialect/Graph/IR/Placement.h"
 
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Matchers.h"
@@ -357,7 +358,8 @@ public:
       : module_(module), main_(main), target_(target), cost_(target),
         numTiles_(target.totalTiles()),
         budget_(static_cast<int64_t>(amp * target.bytesPerTile)),
-        weightBytesOnTile_(numTiles_, 0), liveOnTile_(numTiles_, 0) {}
+        windowTiles_(numTiles_), weightBytesOnTile_(numTiles_, 0),
+        liveOnTile_(numTiles_, 0) {}
 
   /// What the planner did, for the pass's statistics.
   struct Counts {
@@ -458,7 +460,7 @@ private:
   SplitCost splitCost(const SplitOps &split) const {
     const Plan &partial = plans_[planOf_.lookup(split.partial)];
     const Plan &combine = plans_[planOf_.lookup(split.combine)];
-    return {partial.cycles + combine.cycles + cost_.stepSyncCycles(),
+    return {partial.cycles + combine.cycles + cost_.stepSyncCycles(windowIPUs()),
             partial.fits && combine.fits, std::max(partial.memory, combine.memory)};
   }
   /// `op`, planned as the ops that replace it, gives way to `with`.
@@ -537,6 +539,19 @@ private:
   target::IPUTarget target_;
   target::CostModel cost_;
   int64_t numTiles_, budget_;
+  /// The tiles the op being planned may use: its IPU's (graph.ipu, from
+  /// graph-assign-stages; an op without one stays on the IPU of the op
+  /// before it), or all of them.
+  int64_t windowFirst_ = 0, windowTiles_;
+  /// A linear mapping of `shape` over the window.
+  TileMapping linearInWindow(ArrayRef<int64_t> shape, int64_t elementBytes) const {
+    TileMapping m = TileMapping::linear(shape, elementBytes, windowTiles_);
+    m.firstTile += windowFirst_;
+    return m;
+  }
+  int64_t windowIPUs() const { return windowTiles_ / target_.tilesPerIPU; }
+  /// Moves the window to `op`'s IPU when it is placed on one.
+  LogicalResult enterWindowOf(Operation *op);
   MachineProgram prog_;
   DenseMap<Value, int64_t> vars_;
   /// Weights loaded more than once share one variable.
@@ -714,8 +729,7 @@ int64_t Planner::placeLinear(Value v) {
     return variableOf(v);
   }
   auto type = cast<RankedTensorType>(v.getType());
-  return addVariable(
-      v, TileMapping::linear(type.getShape(), elementBytes(type), numTiles_));
+  return addVariable(v, linearInWindow(type.getShape(), elementBytes(type)));
 }
 
 std::optional<TileMapping>
@@ -891,7 +905,7 @@ LogicalResult Planner::planGeneric(Plan &plan) {
   // output can follow so elementwise chains stay on their tiles.
   std::vector<std::vector<int64_t>> cands(rank);
   for (int64_t j = 0; j < rank; ++j) {
-    cands[j] = chunkCandidates(shape[j], numTiles_);
+    cands[j] = chunkCandidates(shape[j], windowTiles_);
     for (const Input &in : plan.inputs) {
       int64_t var = variableOf(in.value);
       if (var < 0 || prog_.variables[var].base >= 0 || in.access.full)
@@ -937,6 +951,7 @@ LogicalResult Planner::planGeneric(Plan &plan) {
     TileMapping m;
     m.shape = shape;
     m.chunks = chunks;
+    m.firstTile = windowFirst_;
     m.tileStrides.assign(rank, 0);
     int64_t stride = 1;
     for (int64_t j = rank - 1; j >= 0; --j) {
@@ -956,8 +971,7 @@ LogicalResult Planner::planGeneric(Plan &plan) {
         v.shape.assign(t.getShape().begin(), t.getShape().end());
         auto aligned = alignedMapping(in.value, in.access, plan, m);
         v.mapping = aligned ? spreadOverReaders(*aligned, m, elementBytes(t))
-                            : TileMapping::linear(v.shape, elementBytes(t),
-                                                  numTiles_);
+                            : linearInWindow(v.shape, elementBytes(t));
         v.mapping.shape = v.shape;
         var = prog_.variables.size();
         tentativePieceBytes += v.mapping.maxPieceElements() * elementBytes(t);
@@ -1051,7 +1065,7 @@ LogicalResult Planner::planGeneric(Plan &plan) {
     chunks[j] = cands[j][at[j]];
     pieces *= (shape[j] + chunks[j] - 1) / chunks[j];
     }
-    if (pieces <= numTiles_) {
+    if (pieces <= windowTiles_) {
     ++evaluated;
     evaluate(pieces);
     }
@@ -1079,7 +1093,7 @@ LogicalResult Planner::planGeneric(Plan &plan) {
       chunks[j] = cands[j][at[j]];
       pieces *= (shape[j] + chunks[j] - 1) / chunks[j];
     }
-    if (pieces <= numTiles_) {
+    if (pieces <= windowTiles_) {
       Box loops;
       loops.offsets.assign(plan.loopRanges.size(), 0);
       loops.sizes.assign(plan.loopRanges.begin(), plan.loopRanges.end());
@@ -1112,7 +1126,7 @@ LogicalResult Planner::planGeneric(Plan &plan) {
   }
   if (!best.valid)
     return plan.op.emitError("ipu-plan-tiles: no way to split this op over ")
-         << numTiles_ << " tiles";
+         << windowTiles_ << " tiles";
   {
     // A tensor the body reads at data-dependent places (a gather's table)
     // is held whole along those dimensions by every vertex's tile, placed
@@ -1143,8 +1157,8 @@ LogicalResult Planner::planGeneric(Plan &plan) {
     if (wholeDims == 1)
       error << ", and no split of the table's " << whole
             << " rows into blocks over the tiles fits either (the table is "
-            << type.getNumElements() * elementBytes(type) << " bytes; the target's "
-            << numTiles_ << " tiles hold " << numTiles_ * target_.bytesPerTile
+            << type.getNumElements() * elementBytes(type) << " bytes; the "
+            << windowTiles_ << " tiles of its IPU hold " << windowTiles_ * target_.bytesPerTile
             << "): use more IPUs (--num-ipus) or a smaller table";
     else
       error << "; a table read at data-dependent places along several dimensions is "
@@ -1244,7 +1258,7 @@ int64_t Planner::weightOffset(const TileMapping &out, const TileMapping &weight,
     // A weight spread over some blocks (spreadOverReaders) spans more
     // tiles than one block's: only offsets that keep it on the chip.
     int64_t offset = offsetOf(block), load = 0;
-    if (lastTile + offset >= numTiles_)
+    if (lastTile + offset >= windowFirst_ + windowTiles_)
       continue;
     for (auto [tile, bytes] : pieces)
       load = std::max(load, weightBytesOnTile_[tile + offset] + bytes);
@@ -1395,7 +1409,7 @@ std::optional<LogicalResult> Planner::planGatherByRows(linalg::GenericOp op) {
   // The fewest blocks of rows that fit (each block is an output-sized
   // partial to combine).
   int64_t bestBlocks = 0;
-  for (int64_t blocks = 2; blocks <= std::min(rows, numTiles_); blocks *= 2) {
+  for (int64_t blocks = 2; blocks <= std::min(rows, windowTiles_); blocks *= 2) {
     std::optional<SplitOps> split = splitGatherByRows(op, table, dim, blocks);
     if (!split)
       break;
@@ -1487,7 +1501,7 @@ LogicalResult Planner::planOpOrSplit(linalg::GenericOp op) {
   // vertex and more combining: the cost falls, then rises, so the search
   // stops at the first fitting split that is worse than the one before.
   int64_t previousCycles = -1;
-  for (int64_t pieces = 2; pieces <= range / 4 && pieces <= numTiles_;
+  for (int64_t pieces = 2; pieces <= range / 4 && pieces <= windowTiles_;
        pieces *= 2) {
     if (range % pieces != 0)
       break;
@@ -1539,7 +1553,7 @@ LogicalResult Planner::planOpOrSplit(linalg::GenericOp op) {
       if (planned) {
         // Every step runs the last one's plan on another slice.
         const Plan &last = plans_[planOf_[chain.back()]];
-        cycles = steps * last.cycles + (steps - 1) * cost_.stepSyncCycles();
+        cycles = steps * last.cycles + (steps - 1) * cost_.stepSyncCycles(windowIPUs());
         fits = last.fits;
         memory = last.memory;
       }
@@ -1599,6 +1613,19 @@ LogicalResult Planner::planOpOrSplit(linalg::GenericOp op) {
   return success();
 }
 
+LogicalResult Planner::enterWindowOf(Operation *op) {
+  std::optional<int64_t> ipu = graph::placedIpu(op);
+  if (!ipu)
+    return success();
+  if (*ipu < 0 || *ipu >= target_.numIPUs)
+    return op->emitError("ipu-plan-tiles: the op is placed on IPU ")
+           << *ipu << " but the target has " << target_.numIPUs
+           << " (compile with --num-ipus " << *ipu + 1 << " or more)";
+  windowFirst_ = *ipu * target_.tilesPerIPU;
+  windowTiles_ = target_.tilesPerIPU;
+  return success();
+}
+
 LogicalResult Planner::plan() {
   Block &body = main_.getBody().front();
   // Inserts update their destination in place: a destination shared (CSE
@@ -1652,6 +1679,8 @@ LogicalResult Planner::plan() {
     Operation &op = *opPtr;
     now_ = position_.lookup(opPtr);
     releaseDead(now_);
+    if (failed(enterWindowOf(opPtr)))
+      return failure();
     if (isa<func::ReturnOp>(op)) {
       for (Value v : op.getOperands())
         if (variableOf(v) < 0)

@@ -56,6 +56,49 @@ inline void placeLike(mlir::Operation *from, mlir::Block::iterator begin,
       setPlacement(&*it, *stage, *ipu);
 }
 
+/// Places the ops of a placed block that a rewrite added without a
+/// placement (a loss, an optimizer's update): each with the earliest stage
+/// among the placed ops computing its operands (an update reads its weight
+/// and its gradient, both where the weight's forward reader runs), or with
+/// the op before it. Ops without operands take their earliest reader's.
+/// Nothing when the block has no placed op.
+inline void completePlacement(mlir::Block &block) {
+  bool placed = false;
+  for (mlir::Operation &op : block)
+    placed |= placedStage(&op).has_value();
+  if (!placed)
+    return;
+  std::optional<int64_t> prevStage, prevIpu;
+  for (mlir::Operation &op : block.without_terminator()) {
+    if (placedStage(&op)) {
+      prevStage = placedStage(&op);
+      prevIpu = placedIpu(&op);
+      continue;
+    }
+    if (op.getNumOperands() == 0)
+      continue;
+    mlir::Operation *earliest = nullptr;
+    for (mlir::Value v : op.getOperands())
+      if (mlir::Operation *def = v.getDefiningOp();
+          def && def->getNumOperands() > 0 && placedStage(def) &&
+          (!earliest || *placedStage(def) < *placedStage(earliest)))
+        earliest = def;
+    if (earliest)
+      setPlacement(&op, *placedStage(earliest), *placedIpu(earliest));
+    else if (prevStage)
+      setPlacement(&op, *prevStage, *prevIpu);
+  }
+  for (mlir::Operation &op : block.without_terminator()) {
+    if (placedStage(&op) || op.getNumOperands() != 0)
+      continue;
+    mlir::Operation *earliest = nullptr;
+    for (mlir::Operation *user : op.getUsers())
+      if (placedStage(user) && (!earliest || *placedStage(user) < *placedStage(earliest)))
+        earliest = user;
+    setPlacement(&op, earliest ? *placedStage(earliest) : 0, earliest ? *placedIpu(earliest) : 0);
+  }
+}
+
 } // namespace tessera::graph
 
 #endif // TESSERA_DIALECT_GRAPH_IR_PLACEMENT_H
