@@ -141,8 +141,7 @@ std::string cacheKeyOptions(const ExecutableRequest &request) {
             llvm::join(llvm::map_range(st.layersPerIpu,
                                        [](int64_t n) { return std::to_string(n); }),
                        ",");
-  if (c.stages.pipelined)
-    text += ";execution=pipelined";
+  text += std::string(";execution=") + (c.stages.pipelined ? "pipelined" : "sharded");
   if (const TrainingPipelineOptions &t = c.training; t.enabled)
     text += ";train;loss=" + t.loss + ";label-smoothing=" + std::to_string(t.labelSmoothing) +
             ";ignore-index=" + std::to_string(t.ignoreIndex) + ";reduction=" + t.reduction +
@@ -229,6 +228,7 @@ buildExecutable(MLIRContext &context, const ExecutableRequest &request,
   metadata.tilesPerIPU = options.target.tilesPerIPU;
   metadata.deviceIterations = request.deviceIterations;
   metadata.gradientAccumulation = training.enabled ? training.gradientAccumulation : 1;
+  metadata.pipelineStages = compiled.pipelineStages;
   metadata.outputMode = request.outputMode;
   metadata.outputEvery = request.outputEvery;
   metadata.cacheKey = cacheKey;

@@ -398,6 +398,18 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options,
                            options.target.numIPUs, options.target.tilesPerIPU);
       })))
     return failure();
+  int64_t pipelineStages = 1;
+  if (auto stages = module->getAttrOfType<ArrayAttr>("graph.stages");
+      stages && options.stages.pipelined && stages.size() > 1) {
+    pipelineStages = stages.size();
+    if (options.stages.microBatches < pipelineStages)
+      return emitError(module.getLoc())
+             << "a pipeline of " << pipelineStages << " stages needs at least "
+             << pipelineStages << " micro-batches at a time, one per stage, but gets "
+             << options.stages.microBatches << ": use "
+             << (options.training.enabled ? "--gradient-accumulation " : "--device-iterations ")
+             << pipelineStages << " or more (or --execution sharded)";
+  }
   if (options.compileTo < Phase::Training)
     return success();
   // A training-phase module fed back in already has its optimizer.
@@ -423,6 +435,7 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options,
   // planned on a copy, whose vertex kernels then join the module.
   CompiledModel local;
   CompiledModel &compiled = model ? *model : local;
+  compiled.pipelineStages = pipelineStages;
   if (failed(describeModel(module, compiled)))
     return failure();
   OwningOpRef<ModuleOp> mapped = module.clone();

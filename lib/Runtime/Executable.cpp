@@ -159,6 +159,7 @@ llvm::Error writeExecutable(StringRef path, ExecutableMetadata metadata,
                     {"tiles_per_ipu", metadata.tilesPerIPU},
                     {"device_iterations", metadata.deviceIterations},
                     {"gradient_accumulation", metadata.gradientAccumulation},
+                    {"pipeline_stages", metadata.pipelineStages},
                     {"output_mode", outputModeName(metadata)},
                     {"host_triple", metadata.hostTriple},
                     {"host_cpu", metadata.hostCPU},
@@ -260,6 +261,10 @@ Executable::parse(std::unique_ptr<llvm::MemoryBuffer> file, StringRef path) {
   m.tilesPerIPU = o->getInteger("tiles_per_ipu").value_or(0);
   m.deviceIterations = o->getInteger("device_iterations").value_or(1);
   m.gradientAccumulation = o->getInteger("gradient_accumulation").value_or(1);
+  m.pipelineStages = o->getInteger("pipeline_stages").value_or(1);
+  if (m.pipelineStages < 1 || m.pipelineStages > 1024)
+    return fail("'" + path + "' has pipeline_stages " + llvm::Twine(m.pipelineStages) +
+                " (1 to 1024); recompile the model");
   if (m.deviceIterations < 1 || m.gradientAccumulation < 1 ||
       m.deviceIterations > kMaxIterationsPerRun / m.gradientAccumulation)
     return fail("'" + path + "' has device_iterations " +

@@ -132,6 +132,9 @@ StepCost stepCost(const MachineProgram &program, const target::CostModel &cost, 
   s.exchangeCycles = exchange.cycles();
   s.exchangeBytes = exchange.total;
   s.syncCycles = cost.stepSyncCycles(llvm::count(exchange.touched, true));
+  for (size_t i = 0; i < exchange.touched.size(); ++i)
+    if (exchange.touched[i])
+      s.ipus |= uint64_t(1) << i;
   return s;
 }
 
@@ -207,10 +210,24 @@ CostSummary estimateProgramCost(const ExecutableMetadata &meta, const MachinePro
   if (update.exchangeBytes > 0) {
     update.exchangeCycles = cost.exchangePhaseCycles(updateTileCycles);
     update.syncCycles = cost.chipSyncCycles();
+    update.ipus = target.numIPUs >= 64 ? ~uint64_t(0) : (uint64_t(1) << target.numIPUs) - 1;
     summary.steps.push_back(std::move(update));
   }
-  for (const StepCost &s : summary.steps)
+  summary.ipuCycles.assign(target.numIPUs, 0);
+  int64_t hostCycles = 0;
+  for (const StepCost &s : summary.steps) {
     summary.totalCycles += s.total();
+    if (!s.ipus)
+      hostCycles += s.total();
+    for (int64_t i = 0; i < target.numIPUs; ++i)
+      if (s.ipus >> i & 1)
+        summary.ipuCycles[i] += s.total();
+  }
+  if (meta.pipelineStages > 1) {
+    int64_t slowest = *llvm::max_element(summary.ipuCycles);
+    summary.totalCycles = hostCycles + slowest;
+    summary.fillCycles = (meta.pipelineStages - 1) * slowest;
+  }
   return summary;
 }
 
@@ -229,10 +246,27 @@ void printCostSummary(const CostSummary &cost, const ExecutableMetadata &meta,
   os << "\n";
   if (meta.gradientAccumulation > 1)
     os << "  one weight update (" << meta.gradientAccumulation
-       << " micro-batches): " << withCommas(cost.totalCycles * meta.gradientAccumulation)
+       << " micro-batches): " << withCommas(cost.cyclesFor(meta.gradientAccumulation))
        << " cycles\n";
+  // Each IPU's share: with stages, how balanced they are.
+  if (target.numIPUs > 1) {
+    os << "  per IPU (its steps, one iteration):";
+    for (auto [i, c] : llvm::enumerate(cost.ipuCycles))
+      os << (i ? "," : "") << " IPU " << i << " " << withCommas(c);
+    os << "\n";
+  }
+  if (meta.pipelineStages > 1)
+    os << "  pipelined over " << meta.pipelineStages
+       << " stages: the slowest IPU sets the pace; filling and draining the pipeline adds "
+       << withCommas(cost.fillCycles) << " cycles per "
+       << (meta.state.empty() ? "run" : "weight update") << "\n";
+  // Shares of the steps' cycles (more than an iteration's when a pipeline
+  // overlaps them).
+  int64_t stepCycles = 0;
+  for (const StepCost &s : cost.steps)
+    stepCycles += s.total();
   auto share = [&](int64_t part) {
-    return llvm::format("%.1f%%", cost.totalCycles ? 100.0 * part / cost.totalCycles : 0.0);
+    return llvm::format("%.1f%%", stepCycles ? 100.0 * part / stepCycles : 0.0);
   };
   os << "  compute " << withCommas(cost.computeCycles()) << " (" << share(cost.computeCycles())
      << "), exchange " << withCommas(cost.exchangeCycles()) << " ("
@@ -253,7 +287,8 @@ void printCostSummary(const CostSummary &cost, const ExecutableMetadata &meta,
   // Without the host streams: what the tile mapping decides (the streams
   // are the host link's, whatever the plan).
   int64_t deviceCycles = cost.deviceCycles();
-  if (macs > 0 && deviceCycles > 0 && deviceCycles != cost.totalCycles)
+  if (macs > 0 && deviceCycles > 0 && deviceCycles != cost.totalCycles &&
+      meta.pipelineStages == 1)
     os << "  on the device (without host streams): " << withCommas(deviceCycles)
        << " cycles, " << llvm::format("%.1f%%", peakShare(macs, deviceCycles))
        << " of the fp32 peak\n";

@@ -148,9 +148,11 @@ cl::list<int64_t> layersPerIpu(
     cl::CommaSeparated, cl::value_desc("N,..."), cl::cat(stagesCategory));
 cl::opt<std::string> executionMode(
     "execution",
-    cl::desc("How stages run: sharded (one micro-batch walks the IPUs in turn; the "
-             "default, and the only mode built so far)"),
-    cl::value_desc("sharded"), cl::init("sharded"), cl::cat(stagesCategory));
+    cl::desc("How stages run: pipelined (the default: each IPU works on another "
+             "micro-batch, PopTorch's PipelinedExecution; needs at least as many micro-batches "
+             "as stages) or sharded (one micro-batch walks the IPUs in turn, "
+             "ShardedExecution)"),
+    cl::value_desc("pipelined|sharded"), cl::init("pipelined"), cl::cat(stagesCategory));
 cl::opt<double> availableMemoryProportion(
     "available-memory-proportion",
     cl::desc("Share of each tile's memory a vertex's output and receive "
@@ -538,16 +540,13 @@ if (!train) {
     llvm::errs() << "error: --pipeline " << pipelineMode << ": use manual or auto\n";
     return fail();
   }
-  if (executionMode != "sharded") {
-    llvm::errs() << "error: --execution " << executionMode
-                 << (executionMode == "pipelined"
-                         ? ": overlapped pipeline execution is not built yet; use --execution "
-                           "sharded (the same results, stages in turn)"
-                         : ": use sharded")
-                 << "\n";
+  if (executionMode != "sharded" && executionMode != "pipelined") {
+    llvm::errs() << "error: --execution " << executionMode << ": use pipelined or sharded\n";
     return fail();
   }
   request.compile.stages.pipeline = pipelineMode;
+  request.compile.stages.pipelined = executionMode == "pipelined";
+  request.compile.stages.microBatches = train ? int64_t(gradientAccumulation) : int64_t(deviceIterations);
   request.compile.stages.layersPerIpu.assign(layersPerIpu.begin(), layersPerIpu.end());
   request.compile.compileTo = *phase;
   request.compile.target = *target;

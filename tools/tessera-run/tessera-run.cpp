@@ -363,12 +363,14 @@ int train(const Executable &exe) {
                                seconds * 1e3 / std::max<int64_t>(1, totalRuns * meta.deviceIterations));
   if (auto *model = dynamic_cast<IPUModel *>(runner.get())) {
     // The program runs once per micro-batch; an update takes G of them.
+    // A pipeline fills and drains once per update.
     const CostSummary &cost = model->cost();
-    double perSecond = 1.0 / cost.seconds(model->target().clockHz);
-    llvm::outs() << "estimated on " << model->target().name << ": "
-                 << withCommas(cost.totalCycles * meta.gradientAccumulation)
+    int64_t perUpdate = cost.cyclesFor(meta.gradientAccumulation);
+    double updatesPerSecond = model->target().clockHz / std::max<int64_t>(perUpdate, 1);
+    llvm::outs() << "estimated on " << model->target().name << ": " << withCommas(perUpdate)
                  << " cycles per weight update, "
-                 << withCommas(std::llround(perSecond * micro)) << " samples/s\n";
+                 << withCommas(std::llround(updatesPerSecond * micro * meta.gradientAccumulation))
+                 << " samples/s\n";
   }
   if (!saveWeights.empty()) {
     if (auto err = saveState(*runner, meta, saveWeights))
@@ -527,7 +529,8 @@ int main(int argc, char **argv) {
                                  " accumulated micro-batches"
                            : std::string())
                    << " per run: "
-                   << withCommas(cost.totalCycles * iterationsPerRun(meta))
+                   << withCommas(cost.totalCycles * iterationsPerRun(meta) +
+                                 cost.fillCycles * (meta.state.empty() ? 1 : meta.deviceIterations))
                    << " cycles on the device per run\n";
   }
   llvm::outs() << llvm::format("%s: %.3f ms per run (%u run%s)\n",

@@ -81,6 +81,8 @@ struct CompiledModel {
   std::vector<runtime::StateInfo> state;
   /// Training: the loss output's name and the optimizer (empty otherwise).
   std::string loss, optimizer;
+  /// Stages whose execution overlaps (see ExecutableMetadata).
+  int64_t pipelineStages = 1;
   std::vector<llvm::ArrayRef<char>> weightData;
   std::vector<std::vector<char>> owned;
   /// The tile-mapped program (llvm and executable phases); its weight and

@@ -92,6 +92,9 @@ struct StageOptions {
   std::vector<int64_t> layersPerIpu;
   /// Stages overlap (pipelined) or run in turn (sharded).
   bool pipelined = false;
+  /// Micro-batches the pipeline gets at a time: the gradient accumulation
+  /// (training) or the device iterations (inference); at least the stages.
+  int64_t microBatches = 1;
 };
 
 /// Whether stages are assigned for `options` on a module whose ops carry

@@ -81,6 +81,11 @@ struct ExecutableMetadata {
   /// (PopTorch's gradientAccumulation). The program runs once per
   /// micro-batch, so a run executes it deviceIterations x this many times.
   int64_t gradientAccumulation = 1;
+  /// Pipeline stages over the IPUs whose execution overlaps (1: none, or
+  /// sharded: stages in turn). The IPU model runs each micro-batch through
+  /// every stage in turn -- the same results -- and its estimate overlaps
+  /// them as the chip does.
+  int64_t pipelineStages = 1;
   /// Which iterations' outputs a run returns (PopTorch's outputMode):
   /// All (every iteration's, concatenated along dimension 0), Final (the
   /// last one's), Sum (their elementwise sum) or EveryN (every

@@ -37,6 +37,9 @@ struct StepCost {
   int64_t exchangeBytes = 0; ///< moved between tiles (all tiles)
   int64_t tilesUsed = 0;     ///< tiles running a vertex
   int64_t macs = 0;
+  /// The IPUs whose tiles the step runs on or exchanges between (bit i:
+  /// IPU i); none for the host streams.
+  uint64_t ipus = 0;
   int64_t total() const { return exchangeCycles + syncCycles + computeCycles; }
 };
 
@@ -44,7 +47,18 @@ struct StepCost {
 struct CostSummary {
   /// stream-in, each program step, stream-out, state-update (training)
   std::vector<StepCost> steps;
+  /// One iteration: the steps in turn, or pipelined (metadata's
+  /// pipelineStages > 1) the host streams and the slowest IPU's steps,
+  /// since each IPU runs its stages on another micro-batch meanwhile.
   int64_t totalCycles = 0;
+  /// Per IPU: the cycles of the steps it takes part in, one iteration.
+  std::vector<int64_t> ipuCycles;
+  /// Pipelined: filling and draining the pipeline, (stages - 1) times the
+  /// slowest IPU's cycles, once per weight update (training) or per run.
+  int64_t fillCycles = 0;
+  /// `iterations` iterations (a weight update's micro-batches, or a run's
+  /// device iterations), the pipeline's fill and flush included.
+  int64_t cyclesFor(int64_t iterations) const { return totalCycles * iterations + fillCycles; }
   double seconds(double clockHz) const { return totalCycles / clockHz; }
   /// Sums over the steps.
   int64_t computeCycles() const;
