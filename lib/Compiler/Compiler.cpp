@@ -399,8 +399,10 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options,
       })))
     return failure();
   int64_t pipelineStages = 1;
+  // How the stages execute matters to an executable only.
   if (auto stages = module->getAttrOfType<ArrayAttr>("graph.stages");
-      stages && options.stages.pipelined && stages.size() > 1) {
+      stages && options.stages.pipelined && stages.size() > 1 &&
+      options.compileTo >= Phase::Llvm) {
     pipelineStages = stages.size();
     if (options.stages.microBatches < pipelineStages)
       return emitError(module.getLoc())
