@@ -4,6 +4,20 @@ size, the tests small. Random weights; nothing is downloaded."""
 import torch
 
 
+def distinct_layers(stack):
+    """Gives every layer of `stack` weights of its own. torch's
+    TransformerEncoder/Decoder deep-copy one layer, so all start equal, and
+    torch.onnx then stores one copy that every layer reads: a model with a
+    twelfth of BERT's weights. Real checkpoints differ per layer."""
+    for layer in list(stack.layers)[1:]:
+        for m in layer.modules():
+            if isinstance(m, torch.nn.MultiheadAttention):
+                m._reset_parameters()
+            elif isinstance(m, (torch.nn.Linear, torch.nn.LayerNorm)):
+                m.reset_parameters()
+    return stack
+
+
 class Bert(torch.nn.Module):
     """BERT-base's shape: token, position and segment embeddings, a layer
     norm, post-norm encoder layers with GELU, and the pooler."""
@@ -16,7 +30,8 @@ class Bert(torch.nn.Module):
         self.norm = torch.nn.LayerNorm(d, eps=1e-12)
         layer = torch.nn.TransformerEncoderLayer(d, heads, ff, dropout=0.0,
                                                  activation="gelu", batch_first=True)
-        self.encoder = torch.nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.encoder = distinct_layers(
+            torch.nn.TransformerEncoder(layer, layers, enable_nested_tensor=False))
         self.pooler = torch.nn.Linear(d, d)
 
     def forward(self, ids, segments):
@@ -37,7 +52,8 @@ class GPT2(torch.nn.Module):
         layer = torch.nn.TransformerEncoderLayer(d, heads, 4 * d, dropout=0.0,
                                                  activation="gelu", batch_first=True,
                                                  norm_first=True)
-        self.blocks = torch.nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.blocks = distinct_layers(
+            torch.nn.TransformerEncoder(layer, layers, enable_nested_tensor=False))
         self.norm = torch.nn.LayerNorm(d)
         self.register_buffer("causal", torch.triu(torch.full((seq, seq), float("-inf")), 1))
 

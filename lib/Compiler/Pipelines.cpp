@@ -115,12 +115,27 @@ void buildStagePipeline(OpPassManager &pm, const StageOptions &options,
   stages.tilesPerIPU = tilesPerIPU;
   stages.training = training.enabled;
   stages.pipelined = options.pipelined;
-  // Per weight byte: the weight and its gradient; the optimizers' state
-  // (momentum, or Adam's and LAMB's two moments); the accumulator.
+  // Resident per weight byte: the weight, the optimizer's state (its
+  // slots) and the gradient accumulator; a gradient itself lives only
+  // between the backward pass and the update, as temporaries do.
   int64_t copies = 1;
   if (training.enabled) {
-    llvm::StringRef name = llvm::StringRef(training.optimizer).split(':').first;
-    copies = 2 + (name == "sgd" ? 1 : 2) + (training.gradientAccumulation > 1 ? 1 : 0);
+    auto [name, params] = llvm::StringRef(training.optimizer).split(':');
+    auto has = [&, params = params](llvm::StringRef key) {
+      for (llvm::StringRef kv : llvm::split(params, ',')) {
+        auto [k, v] = kv.split('=');
+        if (k.trim() == key && v.trim() != "0" && v.trim() != "false" && v.trim() != "0.0")
+          return true;
+      }
+      return false;
+    };
+    if (name == "sgd")
+      copies += has("momentum") ? 1 : 0;
+    else if (name == "rmsprop")
+      copies += 1 + (has("centered") ? 1 : 0) + (has("momentum") ? 1 : 0);
+    else // adam, adamw, lamb: two moments
+      copies += 2 + (has("amsgrad") ? 1 : 0);
+    copies += training.gradientAccumulation > 1 ? 1 : 0;
   }
   stages.weightCopies = copies;
   pm.addPass(graph::createGraphAssignStages(stages));

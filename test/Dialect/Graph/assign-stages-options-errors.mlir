@@ -9,7 +9,7 @@
 
 // COUNT: -2 is not a layer count (0 or more, or -1 for the rest)
 // ENTRIES: --layers-per-ipu 1,-1 has 2 entries but --num-ipus is 3: give one per IPU
-// FIT: --pipeline auto: no cut of the model into 2 stages fits each IPU's 638976 bytes
+// FIT: --pipeline auto: no cut of the model into 2 stages fits each IPU's 479232 bytes for weights and inputs received (75% of its memory; the rest holds code and temporaries)
 // FIT-SAME: stage 0 (IPU 0) would need 800000 bytes
 // FIT-SAME: use more IPUs (--num-ipus)
 // MODE: pipeline is 'sideways'; use manual (annotations or layers-per-ipu) or auto

@@ -285,8 +285,22 @@ LogicalResult matmulGradient(GraphEmitter &e, MatmulOp op, Value g,
   Value a2 = e.reshape(a, ap), b2 = e.reshape(b, bp), g2 = e.reshape(g, gp);
   if (isDifferentiableOperand(op, 0))
     grads[0] = e.reshape(e.sumToShape(e.matmul(g2, e.transposeLast2(b2)), ap), as);
-  if (isDifferentiableOperand(op, 1))
-    grads[1] = e.reshape(e.sumToShape(e.matmul(e.transposeLast2(a2), g2), bp), bs);
+  if (isDifferentiableOperand(op, 1)) {
+    // A weight shared by every batch of `a` (a linear layer on [B, S, K]):
+    // one matmul over all B*S rows. Per batch and then summed, it would
+    // first hold B x K x N products -- 906 MB for the in-projection of
+    // seq-first attention ([128, 1, 768] @ [768, 2304]).
+    ArrayRef<int64_t> aBatch = ArrayRef(ap).drop_back(2), gBatch = ArrayRef(gp).drop_back(2);
+    bool shared = aBatch.size() > 0 && aBatch == gBatch &&
+                  llvm::all_of(ArrayRef(bp).drop_back(2), [](int64_t d) { return d == 1; });
+    if (shared) {
+      int64_t rows = numElements(ArrayRef(ap).drop_back(1));
+      Value af = e.reshape(a2, {rows, ap.back()}), gf = e.reshape(g2, {rows, gp.back()});
+      grads[1] = e.reshape(e.matmul(e.transposeLast2(af), gf), bs);
+    } else {
+      grads[1] = e.reshape(e.sumToShape(e.matmul(e.transposeLast2(a2), g2), bp), bs);
+    }
+  }
   return success(!e.failed());
 }
 

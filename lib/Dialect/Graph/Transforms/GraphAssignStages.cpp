@@ -19,6 +19,7 @@
 #include "llvm/ADT/StringSet.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 namespace tessera::graph {
@@ -293,7 +294,8 @@ std::vector<StageItem> GraphAssignStages::stageItems(ArrayRef<Operation *> ops) 
 StageLimits GraphAssignStages::stageLimits(int64_t numStages) const {
   StageLimits limits;
   limits.numStages = numStages;
-  limits.bytesPerStage = target_->tilesPerIPU * target_->bytesPerTile;
+  limits.bytesPerStage =
+      static_cast<int64_t>(residentShare * target_->tilesPerIPU * target_->bytesPerTile);
   limits.linkBytesPerCycle = target_->ipuLinkBytesPerSecond / target_->clockHz;
   for (int64_t s = 0; s < numStages; ++s)
     limits.stashDepth.push_back(pipelined ? 2 * (numStages - s) - 1 : 1);
@@ -319,10 +321,11 @@ LogicalResult GraphAssignStages::placeByCost(ArrayRef<Operation *> ops,
     InFlightDiagnostic diag =
         module.emitError("--pipeline auto: no cut of the model into ")
         << static_cast<int64_t>(numIPUs) << " stages fits each IPU's " << limits.bytesPerStage
-        << " bytes (weights" << (training ? " with their gradients and optimizer state, "
-                                            "activation stashes"
-                                          : "")
-        << " and inputs received)";
+        << " bytes for weights" << (training ? " with their gradients and optimizer state, "
+                                              "activation stashes"
+                                            : "")
+        << " and inputs received (" << static_cast<int64_t>(std::lround(residentShare * 100))
+        << "% of its memory; the rest holds code and temporaries)";
     if (fastest)
       for (auto [s, c] : llvm::enumerate(*fastest))
         if (c.bytes > limits.bytesPerStage)
@@ -345,6 +348,11 @@ void GraphAssignStages::runOnOperation() {
   auto main = module.lookupSymbol<func::FuncOp>("main");
   if (!main || main.getBody().getBlocks().size() != 1) {
     module.emitError("graph-assign-stages: the module needs a @main function of one block");
+    return signalPassFailure();
+  }
+  if (residentShare <= 0 || residentShare > 1) {
+    module.emitError("graph-assign-stages: resident-share is ")
+        << static_cast<double>(residentShare) << "; it must be in (0, 1]";
     return signalPassFailure();
   }
   if (pipeline != "manual" && pipeline != "auto") {

@@ -486,6 +486,7 @@ private:
     std::vector<int64_t> lastUse, liveVars, liveElementBytes, liveOnTile;
     DenseSet<size_t> codeKeys;
     int64_t unplacedLeafBytes;
+    DenseMap<int64_t, int64_t> linearCursor;
   };
   Snapshot snapshot() const {
     return {prog_.variables.size(),
@@ -500,7 +501,8 @@ private:
             liveElementBytes_,
             liveOnTile_,
             codeKeys_,
-            unplacedLeafBytes_};
+            unplacedLeafBytes_,
+            linearCursor_};
   }
   void restore(Snapshot s) {
     prog_.variables.resize(s.numVariables);
@@ -520,6 +522,7 @@ private:
     liveOnTile_ = std::move(s.liveOnTile);
     codeKeys_ = std::move(s.codeKeys);
     unplacedLeafBytes_ = s.unplacedLeafBytes;
+    linearCursor_ = std::move(s.linearCursor);
   }
   /// Takes a trial back: the planner's state, and the ops it created.
   void undoTrial(const Snapshot &before, ArrayRef<Operation *> created) {
@@ -543,12 +546,21 @@ private:
   /// graph-assign-stages; an op without one stays on the IPU of the op
   /// before it), or all of them.
   int64_t windowFirst_ = 0, windowTiles_;
-  /// A linear mapping of `shape` over the window.
+  /// A linear mapping of `shape` over the window, from the window's next
+  /// unused tile: values too small for every tile (biases, norms' scales,
+  /// their optimizer state) each start where the last one ended, not all
+  /// on the window's first tiles (BERT's training state put 98 of them on
+  /// tile 0).
   TileMapping linearInWindow(ArrayRef<int64_t> shape, int64_t elementBytes) const {
     TileMapping m = TileMapping::linear(shape, elementBytes, windowTiles_);
-    m.firstTile += windowFirst_;
+    int64_t cursor = linearCursor_.lookup(windowFirst_);
+    if (cursor + m.numPieces() > windowTiles_)
+      cursor = 0;
+    m.firstTile += windowFirst_ + cursor;
     return m;
   }
+  /// Per window (by its first tile): where the next linear mapping starts.
+  DenseMap<int64_t, int64_t> linearCursor_;
   int64_t windowIPUs() const { return windowTiles_ / target_.tilesPerIPU; }
   /// Moves the window to `op`'s IPU when it is placed on one.
   LogicalResult enterWindowOf(Operation *op);
@@ -729,7 +741,9 @@ int64_t Planner::placeLinear(Value v) {
     return variableOf(v);
   }
   auto type = cast<RankedTensorType>(v.getType());
-  return addVariable(v, linearInWindow(type.getShape(), elementBytes(type)));
+  TileMapping m = linearInWindow(type.getShape(), elementBytes(type));
+  linearCursor_[windowFirst_] = m.firstTile - windowFirst_ + m.numPieces();
+  return addVariable(v, std::move(m));
 }
 
 std::optional<TileMapping>

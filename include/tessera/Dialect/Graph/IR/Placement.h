@@ -57,11 +57,13 @@ inline void placeLike(mlir::Operation *from, mlir::Block::iterator begin,
 }
 
 /// Places the ops of a placed block that a rewrite added without a
-/// placement (a loss, an optimizer's update): each with the earliest stage
-/// among the placed ops computing its operands (an update reads its weight
-/// and its gradient, both where the weight's forward reader runs), or with
-/// the op before it. Ops without operands take their earliest reader's.
-/// Nothing when the block has no placed op.
+/// placement (a loss, an optimizer's update): each with the latest stage
+/// among the placed ops computing its operands, or with the op before it.
+/// An update reads its gradient, placed where the weight's forward reader
+/// runs, and scalars shared by every update (Adam's bias corrections, the
+/// micro-batch counter) computed once, early: the gradient decides. Ops
+/// without operands take their earliest reader's. Nothing when the block
+/// has no placed op.
 inline void completePlacement(mlir::Block &block) {
   bool placed = false;
   for (mlir::Operation &op : block)
@@ -77,14 +79,14 @@ inline void completePlacement(mlir::Block &block) {
     }
     if (op.getNumOperands() == 0)
       continue;
-    mlir::Operation *earliest = nullptr;
+    mlir::Operation *latest = nullptr;
     for (mlir::Value v : op.getOperands())
       if (mlir::Operation *def = v.getDefiningOp();
           def && def->getNumOperands() > 0 && placedStage(def) &&
-          (!earliest || *placedStage(def) < *placedStage(earliest)))
-        earliest = def;
-    if (earliest)
-      setPlacement(&op, *placedStage(earliest), *placedIpu(earliest));
+          (!latest || *placedStage(def) > *placedStage(latest)))
+        latest = def;
+    if (latest)
+      setPlacement(&op, *placedStage(latest), *placedIpu(latest));
     else if (prevStage)
       setPlacement(&op, *prevStage, *prevIpu);
   }

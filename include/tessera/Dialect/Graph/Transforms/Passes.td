@@ -183,7 +183,9 @@ def GraphAssignStages : Pass<"graph-assign-stages", "::mlir::ModuleOp"> {
       three times that when training, plus its inputs over the IPU-Links),
       with each IPU's weights (times `weight-copies`), activation stashes
       (training, micro-batches in flight times the stage's results) and
-      received inputs within its memory. Found exactly by dynamic
+      received inputs within `resident-share` of its memory (the rest is for
+      code, temporaries and pieces spread unevenly, which only tile planning
+      knows). Found exactly by dynamic
       programming (StagePartition.h).
 
     The chosen stages are recorded on the module as `graph.stages` (IPU, op
@@ -212,6 +214,9 @@ def GraphAssignStages : Pass<"graph-assign-stages", "::mlir::ModuleOp"> {
            "stages overlap: training stashes 2 (P - s) - 1 micro-batches">,
     Option<"weightCopies", "weight-copies", "int64_t", "1",
            "bytes held per weight byte (weights, gradients, optimizer state)">,
+    Option<"residentShare", "resident-share", "double", "0.75",
+           "share of an IPU's memory a stage's weights, stashes and inputs may "
+           "take (the rest holds code, temporaries and uneven spreads)">,
   ];
 }
 
