@@ -91,6 +91,10 @@ void buildTrainingPipeline(OpPassManager &pm,
   graph::GraphAutodiffOptions autodiff;
   autodiff.freeze.assign(options.freeze.begin(), options.freeze.end());
   pm.addPass(graph::createGraphAutodiff(autodiff));
+  // Before the update: it reads only gradients and weights.
+  graph::GraphRecomputeOptions recompute;
+  recompute.mode = options.recompute.empty() ? "none" : options.recompute;
+  pm.addPass(graph::createGraphRecompute(recompute));
   graph::GraphOptimizerUpdateOptions optimizer;
   optimizer.optimizer = options.optimizer;
   optimizer.accumulate = options.gradientAccumulation;

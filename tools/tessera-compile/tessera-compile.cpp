@@ -234,6 +234,14 @@ cl::opt<std::string> accumulationReduction(
     cl::desc("mean (default: as one batch G times larger) or sum of the accumulated "
              "gradients (PopTorch's accumulationAndReplicationReductionType)"),
     cl::init("mean"), cl::cat(trainingCategory));
+cl::opt<std::string> recomputeMode(
+    "recompute",
+    cl::desc("Activations the backward pass computes again instead of keeping: none, "
+             "checkpoint-every-layer (optimum's recompute_checkpoint_every_layer), stage-inputs "
+             "(PopART's pipeline recomputation: the default with pipelined stages) or auto "
+             "(the checkpoints minimising the estimated peak, one more forward pass at most); "
+             "results do not change"),
+    cl::value_desc("MODE"), cl::cat(trainingCategory));
 cl::list<std::string> freezeWeights(
     "freeze", cl::desc("Weights (initializer or parameter names) that are not trained"),
     cl::CommaSeparated, cl::value_desc("NAME,..."), cl::cat(trainingCategory));
@@ -254,6 +262,15 @@ LogicalResult parseTrainingOptions(tessera::TrainingPipelineOptions &t) {
   t.lossOutput = lossOutput;
   t.optimizer = optimizerSpec;
   t.freeze.assign(freezeWeights.begin(), freezeWeights.end());
+  if (recomputeMode.getNumOccurrences()) {
+    if (recomputeMode != "none" && recomputeMode != "checkpoint-every-layer" &&
+        recomputeMode != "stage-inputs" && recomputeMode != "auto") {
+      llvm::errs() << "error: --recompute " << recomputeMode
+                   << ": use none, checkpoint-every-layer, stage-inputs or auto\n";
+      return failure();
+    }
+    t.recompute = recomputeMode;
+  }
   t.gradientAccumulation = gradientAccumulation;
   t.accumulationReduction = accumulationReduction;
   return success();
@@ -454,7 +471,7 @@ if (!train) {
     const cl::Option *trainingFlags[] = {&lossSpec, &lossOutput, &optimizerSpec,
                                          &microBatchSize, &gradientAccumulation,
                                          &accumulationReduction,
-                                         std::addressof(freezeWeights)};
+                                         std::addressof(freezeWeights), &recomputeMode};
     for (const cl::Option *flag : trainingFlags)
       if (flag->getNumOccurrences()) {
         llvm::errs() << "error: --" << flag->ArgStr

@@ -68,6 +68,10 @@ struct TrainingPipelineOptions {
   std::string accumulationReduction = "mean";
   /// Weights (global names) that stay fixed.
   std::vector<std::string> freeze;
+  /// graph-recompute's mode: none, checkpoint-every-layer, stage-inputs or
+  /// auto; empty: stage-inputs when pipelined stages are assigned, else
+  /// none.
+  std::string recompute;
 };
 
 /// input -> graph: shape inference, canonicalisation (folding constant shape

@@ -31,6 +31,7 @@
 
 #include <cmath>
 #include <map>
+#include <tuple>
 
 namespace tessera {
 #define GEN_PASS_DEF_CONVERTGRAPHTOLINALG
@@ -1693,21 +1694,35 @@ struct ConvertGraphToLinalg
     // Placed ops (graph-assign-stages) are converted one placement at a
     // time, and the ops each conversion adds take that placement: the tile
     // planner maps every op onto its IPU.
-    std::map<std::pair<int64_t, int64_t>, SmallVector<Operation *>> byPlacement;
+    // Recomputed ops (graph-recompute) likewise keep their mark.
+    struct Marks {
+      int64_t stage = -1, ipu = -1;
+      bool recomputed = false;
+      bool operator<(const Marks &o) const {
+        return std::tie(stage, ipu, recomputed) < std::tie(o.stage, o.ipu, o.recomputed);
+      }
+    };
+    std::map<Marks, SmallVector<Operation *>> byMarks;
     getOperation()->walk([&](Operation *op) {
-      if (isa<g::GraphDialect>(op->getDialect()))
-        if (auto stage = g::placedStage(op), ipu = g::placedIpu(op); stage && ipu)
-          byPlacement[{*stage, *ipu}].push_back(op);
+      if (!isa<g::GraphDialect>(op->getDialect()))
+        return;
+      Marks m{g::placedStage(op).value_or(-1), g::placedIpu(op).value_or(-1),
+              op->hasAttr(g::kRecomputedAttrName)};
+      if (m.ipu >= 0 || m.recomputed)
+        byMarks[m].push_back(op);
     });
-    for (auto &[placement, ops] : byPlacement) {
+    for (auto &[marks, ops] : byMarks) {
       DenseSet<Operation *> before;
       getOperation()->walk([&](Operation *op) { before.insert(op); });
       if (failed(applyPartialConversion(ops, target, frozen)))
         return signalPassFailure();
       getOperation()->walk([&](Operation *op) {
-        if (!before.contains(op) && !g::placedIpu(op) &&
-            isa_and_nonnull<func::FuncOp>(op->getParentOp()))
-          g::setPlacement(op, placement.first, placement.second);
+        if (before.contains(op) || !isa_and_nonnull<func::FuncOp>(op->getParentOp()))
+          return;
+        if (marks.ipu >= 0 && !g::placedIpu(op))
+          g::setPlacement(op, marks.stage, marks.ipu);
+        if (marks.recomputed)
+          op->setAttr(g::kRecomputedAttrName, UnitAttr::get(op->getContext()));
       });
     }
     if (failed(applyPartialConversion(getOperation(), target, frozen)))

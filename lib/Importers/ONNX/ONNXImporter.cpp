@@ -791,21 +791,27 @@ LogicalResult ModelImporter::importNodes() {
     Operation *before = body->empty() ? nullptr : &body->back();
     if (failed(converter->convert(importer)))
       return failure();
-    // PopART's placement annotations, on every op the node became.
+    // PopART's placement annotations and a recomputation checkpoint, on
+    // every op the node became.
     std::optional<int64_t> ipu, stage;
+    bool checkpoint = false;
     for (const auto &attr : node.attribute()) {
       if (attr.name() == "__ipu_number")
         ipu = attr.i();
       else if (attr.name() == "__pipeline_stage")
         stage = attr.i();
+      else if (attr.name() == "__recompute_checkpoint")
+        checkpoint = attr.i() != 0;
     }
-    if (ipu || stage) {
+    if (ipu || stage || checkpoint) {
       auto first = before ? std::next(before->getIterator()) : body->begin();
       for (Operation &op : llvm::make_range(first, body->end())) {
         if (ipu)
           op.setAttr(graph::kIpuAttrName, builder_.getI64IntegerAttr(*ipu));
         if (stage)
           op.setAttr(graph::kStageAttrName, builder_.getI64IntegerAttr(*stage));
+        if (checkpoint)
+          op.setAttr(graph::kCheckpointAttrName, builder_.getUnitAttr());
       }
     }
   }

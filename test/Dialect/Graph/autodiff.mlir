@@ -6,10 +6,10 @@
 
 // CHECK-LABEL: func.func @main
 // CHECK-SAME: -> (tensor<f32> {graph.loss}, tensor<3x2xf32> {graph.gradient_of = @w, graph.name = "w.grad"}, tensor<2xf32> {graph.gradient_of = @b, graph.name = "b.grad"})
-// CHECK-DAG: %[[XT:.*]] = graph.transpose %arg0 {perm = array<i64: 1, 0>}
-// CHECK-DAG: %[[GW:.*]] = graph.matmul %[[XT]], %{{.*}} : (tensor<3x4xf32>, tensor<4x2xf32>) -> tensor<3x2xf32>
-// CHECK-DAG: %[[GB0:.*]] = graph.reduce_sum %{{.*}} {axes = array<i64: 0>, keepdims = true} : (tensor<4x2xf32>) -> tensor<1x2xf32>
-// CHECK-DAG: %[[GB:.*]] = graph.reshape %[[GB0]] : tensor<1x2xf32> -> tensor<2xf32>
+// CHECK-DAG: %[[XT:.*]] = graph.transpose %arg0 {graph.backward, perm = array<i64: 1, 0>}
+// CHECK-DAG: %[[GW:.*]] = graph.matmul %[[XT]], %{{.*}} {graph.backward} : (tensor<3x4xf32>, tensor<4x2xf32>) -> tensor<3x2xf32>
+// CHECK-DAG: %[[GB0:.*]] = graph.reduce_sum %{{.*}} {axes = array<i64: 0>, graph.backward, keepdims = true} : (tensor<4x2xf32>) -> tensor<1x2xf32>
+// CHECK-DAG: %[[GB:.*]] = graph.reshape %[[GB0]] {graph.backward} : tensor<1x2xf32> -> tensor<2xf32>
 // CHECK: return %{{.*}}, %[[GW]], %[[GB]]
 ml_program.global private @w(dense<1.0> : tensor<3x2xf32>) : tensor<3x2xf32>
 ml_program.global private @b(dense<0.5> : tensor<2xf32>) : tensor<2xf32>
@@ -47,7 +47,7 @@ func.func @main(%x: tensor<2xf32>) -> (tensor<f32> {graph.loss}) {
 // CHECK-LABEL: func.func @main
 // CHECK-SAME: tensor<2xf32> {graph.gradient_of = @w, graph.name = "w.grad"}
 // CHECK-NOT: gradient_of = @running
-// CHECK-DAG: graph.neg %{{.*}} : tensor<1x2xf32>
+// CHECK-DAG: graph.neg %{{.*}} {graph.backward} : tensor<1x2xf32>
 // CHECK-DAG: graph.constant dense<-5.000000e-01>
 ml_program.global private @w(dense<1.5> : tensor<2xf32>) : tensor<2xf32>
 ml_program.global private @running(dense<0.0> : tensor<2xf32>) : tensor<2xf32>
@@ -74,7 +74,7 @@ func.func @main(%x: tensor<3x2xf32>) -> (tensor<f32> {graph.loss}) {
 // output's gradient at the same indices; the indices get none.
 // CHECK-LABEL: func.func @main
 // CHECK-SAME: -> (tensor<f32> {graph.loss}, tensor<10x4xf32> {graph.gradient_of = @table, graph.name = "table.grad"})
-// CHECK: %[[G:.*]] = graph.scatter_add %{{.*}}, %arg0 {axis = 0 : i64} : (tensor<2x3x4xf32>, tensor<2x3xi64>) -> tensor<10x4xf32>
+// CHECK: %[[G:.*]] = graph.scatter_add %{{.*}}, %arg0 {axis = 0 : i64, graph.backward} : (tensor<2x3x4xf32>, tensor<2x3xi64>) -> tensor<10x4xf32>
 // CHECK: return %{{.*}}, %[[G]]
 ml_program.global private @table(dense<1.0> : tensor<10x4xf32>) : tensor<10x4xf32>
 func.func @main(%ids: tensor<2x3xi64>) -> (tensor<f32> {graph.loss}) {

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tessera/Dialect/Graph/Analysis/Layers.h"
 #include "tessera/Dialect/Graph/Analysis/ModelStats.h"
 #include "tessera/Dialect/Graph/Analysis/StagePartition.h"
 #include "tessera/Dialect/Graph/IR/Graph.h"
@@ -33,19 +34,6 @@ using namespace tessera::graph;
 
 namespace {
 
-/// The first name in `loc` (an ONNX node name, a TorchScript module path).
-std::string nameOf(Location loc) {
-  std::string name;
-  loc->walk([&](Location l) {
-    if (auto n = dyn_cast<NameLoc>(l)) {
-      name = n.getName().str();
-      return WalkResult::interrupt();
-    }
-    return WalkResult::advance();
-  });
-  return name;
-}
-
 /// Ops without operands (weights, constants): placed with their readers.
 bool isLeaf(Operation *op) { return op->getNumOperands() == 0; }
 
@@ -64,56 +52,6 @@ std::optional<StringRef> loadedGlobal(Value v) {
   if (auto load = v.getDefiningOp<ml_program::GlobalLoadOp>())
     return load.getGlobal().getLeafReference().getValue();
   return std::nullopt;
-}
-
-/// The model's repeated blocks, from its op names: each name split at '/'
-/// and '.' ("/encoder/layer.3/attention/MatMul", "encoder.layer.3.attention"),
-/// a layer is the path up to a numeric component, and the depth with the
-/// most distinct such paths holds the layers.
-struct Layers {
-  std::vector<std::string> names; ///< in order of first appearance
-  std::vector<int64_t> layerOf;   ///< per op: its layer, or -1
-};
-
-Layers findLayers(ArrayRef<Operation *> ops) {
-  // Per depth: each layer path's index, in order of first appearance.
-  std::map<size_t, std::map<std::string, int64_t>> byDepth;
-  std::vector<std::vector<std::pair<size_t, std::string>>> keys(ops.size());
-  for (auto [i, op] : llvm::enumerate(ops)) {
-    std::string name = nameOf(op->getLoc());
-    std::replace(name.begin(), name.end(), '.', '/');
-    SmallVector<StringRef> parts;
-    StringRef(name).split(parts, '/');
-    llvm::erase_if(parts, [](StringRef p) { return p.empty(); });
-    std::string path;
-    for (auto [d, part] : llvm::enumerate(parts)) {
-      path += (path.empty() ? "" : "/") + part.str();
-      if (d == 0 || !llvm::all_of(part, llvm::isDigit))
-        continue;
-      auto &instances = byDepth[d];
-      instances.insert({path, static_cast<int64_t>(instances.size())});
-      keys[i].push_back({d, path});
-    }
-  }
-  Layers layers;
-  layers.layerOf.assign(ops.size(), -1);
-  size_t depth = 0, most = 1;
-  for (auto &[d, instances] : byDepth)
-    if (instances.size() > most) {
-      most = instances.size();
-      depth = d;
-    }
-  if (most < 2)
-    return layers;
-  auto &instances = byDepth[depth];
-  layers.names.resize(instances.size());
-  for (auto &[name, index] : instances)
-    layers.names[index] = name;
-  for (size_t i = 0; i < ops.size(); ++i)
-    for (auto &[d, key] : keys[i])
-      if (d == depth)
-        layers.layerOf[i] = instances.at(key);
-  return layers;
 }
 
 struct GraphAssignStages

@@ -115,6 +115,7 @@ struct GraphAutodiff : impl::GraphAutodiffBase<GraphAutodiff> {
     }
 
     // Backward, from the loss to the weights.
+    Operation *lastForward = ret->getPrevNode();
     OpBuilder builder(ret);
     DenseMap<Value, Value> grads;
     {
@@ -204,6 +205,13 @@ struct GraphAutodiff : impl::GraphAutodiffBase<GraphAutodiff> {
     LLVM_DEBUG(llvm::dbgs() << "graph-autodiff: " << count
                             << " gradients, " << grads.size()
                             << " values with a gradient\n");
+    // Marked as the backward pass (graph-recompute reads it); constants
+    // need no mark and stay free to fold and merge.
+    for (Operation &op : llvm::make_range(
+             lastForward ? std::next(lastForward->getIterator()) : main.front().begin(),
+             ret->getIterator()))
+      if (op.getNumOperands() > 0)
+        op.setAttr(kBackwardAttrName, builder.getUnitAttr());
     setResults(main, results, resultAttrs);
     completePlacement(main.front());
   }

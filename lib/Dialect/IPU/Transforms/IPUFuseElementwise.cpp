@@ -11,6 +11,8 @@
 
 #include "tessera/Dialect/IPU/Transforms/Passes.h"
 
+#include "tessera/Dialect/Graph/IR/Placement.h"
+
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
@@ -36,8 +38,13 @@ struct IPUFuseElementwise
     linalg::ControlFusionFn control = [](OpOperand *operand) {
       auto producer = operand->get().getDefiningOp<linalg::GenericOp>();
       auto consumer = dyn_cast<linalg::GenericOp>(operand->getOwner());
+      // A fused op keeps no mark: a recomputed op (graph-recompute) fused
+      // could be merged by CSE with the fusion of the ops it repeats.
+      auto recomputed = [](Operation *op) {
+        return op->hasAttr(tessera::graph::kRecomputedAttrName);
+      };
       return producer && consumer && producer->hasOneUse() && allParallel(producer) &&
-             allParallel(consumer);
+             allParallel(consumer) && !recomputed(producer) && !recomputed(consumer);
     };
     RewritePatternSet patterns(&getContext());
     linalg::populateElementwiseOpsFusionPatterns(patterns, control);

@@ -23,6 +23,14 @@ namespace tessera::graph {
 
 inline constexpr llvm::StringLiteral kStageAttrName = "graph.stage";
 inline constexpr llvm::StringLiteral kIpuAttrName = "graph.ipu";
+/// On the ops graph-autodiff adds: the backward pass.
+inline constexpr llvm::StringLiteral kBackwardAttrName = "graph.backward";
+/// On an op whose results graph-recompute keeps (a user's checkpoint).
+inline constexpr llvm::StringLiteral kCheckpointAttrName = "graph.checkpoint";
+/// On the ops graph-recompute adds: a forward op computed again in the
+/// backward pass. Never merged with the op it repeats (CSE compares
+/// attributes), kept through lowering.
+inline constexpr llvm::StringLiteral kRecomputedAttrName = "graph.recomputed";
 
 /// The IPU `op` is placed on, when it is placed.
 inline std::optional<int64_t> placedIpu(mlir::Operation *op) {

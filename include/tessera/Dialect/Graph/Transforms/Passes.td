@@ -220,6 +220,47 @@ def GraphAssignStages : Pass<"graph-assign-stages", "::mlir::ModuleOp"> {
   ];
 }
 
+def GraphRecompute : Pass<"graph-recompute", "::mlir::ModuleOp"> {
+  let summary = "Compute forward activations again in the backward pass instead of keeping them";
+  let description = [{
+    After graph-autodiff, the backward pass (ops marked `graph.backward`)
+    reads forward activations, which stay live from the forward pass to
+    their backward reader: a training step's peak memory. This pass keeps
+    only the checkpoints and computes every other activation a backward op
+    reads again from them, right before its first backward reader (the
+    clones marked `graph.recomputed`, placed where the op they repeat runs;
+    lowering keeps the mark, so CSE never merges a clone with its original).
+    Results do not change; memory does, at the cost of at most one more
+    forward pass.
+
+    Checkpoints: the results of ops marked `graph.checkpoint` (a user's,
+    from ONNX's `__recompute_checkpoint` node attribute), plus by `mode`:
+    - `checkpoint-every-layer` (optimum-graphcore's
+      recompute_checkpoint_every_layer): each layer's results read outside
+      it (layers as graph-assign-stages finds them); ops outside every
+      layer (embeddings, the head) are kept;
+    - `stage-inputs` (PopART's pipeline recomputation): the values each
+      pipeline stage receives from an earlier one; the last stage's ops are
+      kept (its backward pass follows its forward at once);
+    - `auto`: the forward ops cut into the segments, of equal activation
+      bytes, that minimise the estimate of the peak (the checkpoints' bytes
+      plus the largest segment's), each segment's last results kept;
+    - `none`: the user's checkpoints only (nothing without them).
+
+    Assumes: @main's forward ops before its backward ones. Guarantees: no
+    backward op reads a forward value that is not a checkpoint, a weight, an
+    input or a constant.
+  }];
+  let options = [
+    Option<"mode", "mode", "std::string", "\"none\"",
+           "none, checkpoint-every-layer, stage-inputs or auto">,
+  ];
+  let statistics = [
+    Statistic<"numRecomputed", "recomputed-ops", "Forward ops computed again">,
+    Statistic<"numCheckpoints", "checkpoints", "Forward values kept">,
+  ];
+}
+
 def GraphExternalizeState : Pass<"graph-externalize-state", "::mlir::ModuleOp"> {
   let summary = "Thread mutable globals through @main as arguments and results";
   let description = [{
