@@ -149,7 +149,8 @@ std::string cacheKeyOptions(const ExecutableRequest &request) {
             ";micro-batch-size=" + std::to_string(request.microBatchSize) +
             ";gradient-accumulation=" + std::to_string(t.gradientAccumulation) +
             ";accumulation-reduction=" + t.accumulationReduction +
-            ";freeze=" + llvm::join(t.freeze, ",") + ";recompute=" + t.recompute;
+            ";freeze=" + llvm::join(t.freeze, ",") + ";recompute=" + t.recompute +
+            (t.stochasticRounding ? ";stochastic-rounding" : "");
   for (const auto &[name, value] : request.import.constantInputs)
     text += ";constant-input " + name + "=" + value.elementType + ":" +
             std::to_string(llvm::xxh3_64bits(value.data));

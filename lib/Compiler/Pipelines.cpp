@@ -99,6 +99,7 @@ void buildTrainingPipeline(OpPassManager &pm,
   optimizer.optimizer = options.optimizer;
   optimizer.accumulate = options.gradientAccumulation;
   optimizer.accumulationReduction = options.accumulationReduction;
+  optimizer.stochasticRounding = options.stochasticRounding;
   pm.addPass(graph::createGraphOptimizerUpdate(optimizer));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

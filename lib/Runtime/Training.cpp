@@ -2,6 +2,7 @@
 
 #include "tessera/Runtime/Training.h"
 
+#include "llvm/ADT/APFloat.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/Twine.h"
 
@@ -47,6 +48,14 @@ double elementAsDouble(const Tensor &t, int64_t i) {
     int32_t v;
     std::memcpy(&v, t.data.data() + 4 * i, 4);
     return v;
+  }
+  case DType::F16:
+  case DType::BF16: {
+    uint16_t bits;
+    std::memcpy(&bits, t.data.data() + 2 * i, 2);
+    const llvm::fltSemantics &sem = t.dtype == DType::F16 ? llvm::APFloat::IEEEhalf()
+                                                          : llvm::APFloat::BFloat();
+    return llvm::APFloat(sem, llvm::APInt(16, bits)).convertToDouble();
   }
   default:
     return std::nan("");

@@ -242,6 +242,12 @@ cl::opt<std::string> recomputeMode(
              "(the checkpoints minimising the estimated peak, one more forward pass at most); "
              "results do not change"),
     cl::value_desc("MODE"), cl::cat(trainingCategory));
+cl::opt<bool> stochasticRounding(
+    "stochastic-rounding",
+    cl::desc("Round fp16 weights' updates stochastically (PopTorch's "
+             "enableStochasticRounding): unbiased, keyed by --seed and the step, so "
+             "updates smaller than half an fp16 step still add up"),
+    cl::init(false), cl::cat(trainingCategory));
 cl::list<std::string> freezeWeights(
     "freeze", cl::desc("Weights (initializer or parameter names) that are not trained"),
     cl::CommaSeparated, cl::value_desc("NAME,..."), cl::cat(trainingCategory));
@@ -262,6 +268,7 @@ LogicalResult parseTrainingOptions(tessera::TrainingPipelineOptions &t) {
   t.lossOutput = lossOutput;
   t.optimizer = optimizerSpec;
   t.freeze.assign(freezeWeights.begin(), freezeWeights.end());
+  t.stochasticRounding = stochasticRounding;
   if (recomputeMode.getNumOccurrences()) {
     if (recomputeMode != "none" && recomputeMode != "checkpoint-every-layer" &&
         recomputeMode != "stage-inputs" && recomputeMode != "auto") {
@@ -471,7 +478,8 @@ if (!train) {
     const cl::Option *trainingFlags[] = {&lossSpec, &lossOutput, &optimizerSpec,
                                          &microBatchSize, &gradientAccumulation,
                                          &accumulationReduction,
-                                         std::addressof(freezeWeights), &recomputeMode};
+                                         std::addressof(freezeWeights), &recomputeMode,
+                                         &stochasticRounding};
     for (const cl::Option *flag : trainingFlags)
       if (flag->getNumOccurrences()) {
         llvm::errs() << "error: --" << flag->ArgStr

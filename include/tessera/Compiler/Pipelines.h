@@ -72,6 +72,8 @@ struct TrainingPipelineOptions {
   /// auto; empty: stage-inputs when pipelined stages are assigned, else
   /// none.
   std::string recompute;
+  /// fp16 weights' updates round stochastically (--stochastic-rounding).
+  bool stochasticRounding = false;
 };
 
 /// input -> graph: shape inference, canonicalisation (folding constant shape

@@ -1397,6 +1397,49 @@ struct PadPattern : OpConversionPattern<g::PadOp> {
 /// One generic over the result: every element hashes its row-major index
 /// with the op's key (see graph.random_uniform). The key's mix is loop
 /// invariant, left to LLVM to hoist out of the vertex's loops.
+/// 64 random bits for the element at row-major index `index` (i64) from
+/// the counter-based generator of graph.random_uniform: splitmix64 of a key
+/// mixed from `seed`, `counter` (i64 or narrower) and `stream`.
+Value counterBasedBits(OpBuilder &b, Location nl, Value seed, Value counter, int64_t stream,
+                       Value index) {
+  Type i64 = b.getI64Type();
+  auto c = [&](uint64_t v) {
+    return arith::ConstantOp::create(b, nl, b.getI64IntegerAttr(static_cast<int64_t>(v)))
+        .getResult();
+  };
+  auto splitmix = [&](Value z) {
+    z = arith::XOrIOp::create(b, nl, z, arith::ShRUIOp::create(b, nl, z, c(30)));
+    z = arith::MulIOp::create(b, nl, z, c(0xBF58476D1CE4E5B9ULL));
+    z = arith::XOrIOp::create(b, nl, z, arith::ShRUIOp::create(b, nl, z, c(27)));
+    z = arith::MulIOp::create(b, nl, z, c(0x94D049BB133111EBULL));
+    return arith::XOrIOp::create(b, nl, z, arith::ShRUIOp::create(b, nl, z, c(31))).getResult();
+  };
+  auto toI64 = [&](Value v) {
+    return v.getType() == i64 ? v : arith::ExtSIOp::create(b, nl, i64, v).getResult();
+  };
+  Value key = splitmix(
+      arith::XOrIOp::create(b, nl, toI64(counter), splitmix(c(static_cast<uint64_t>(stream)))));
+  key = splitmix(arith::XOrIOp::create(b, nl, toI64(seed), key));
+  return splitmix(arith::AddIOp::create(
+      b, nl, key, arith::MulIOp::create(b, nl, index, c(0x9E3779B97F4A7C15ULL))));
+}
+
+/// The row-major index (i64) of a generic's current element in `shape`.
+Value rowMajorIndex(OpBuilder &b, Location nl, ArrayRef<int64_t> shape) {
+  Type i64 = b.getI64Type();
+  Value index = arith::ConstantOp::create(b, nl, b.getI64IntegerAttr(0));
+  int64_t stride = 1;
+  for (int64_t d = shape.size() - 1; d >= 0; --d) {
+    Value i = arith::IndexCastOp::create(b, nl, i64, linalg::IndexOp::create(b, nl, d));
+    index = arith::AddIOp::create(
+        b, nl, index,
+        arith::MulIOp::create(b, nl, i,
+                              arith::ConstantOp::create(b, nl, b.getI64IntegerAttr(stride))));
+    stride *= shape[d];
+  }
+  return index;
+}
+
 struct RandomUniformPattern : OpConversionPattern<g::RandomUniformOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult
@@ -1410,9 +1453,6 @@ struct RandomUniformPattern : OpConversionPattern<g::RandomUniformOp> {
     // As many random bits as the type's significand holds: u * 2^bits is an
     // integer the type represents exactly, so u < 1.
     int64_t bits = std::min<int64_t>(elem.getFPMantissaWidth(), 53);
-    SmallVector<int64_t> strides(rank, 1);
-    for (int64_t d = rank - 2; d >= 0; --d)
-      strides[d] = strides[d + 1] * type.getDimSize(d + 1);
     Value init = tensor::EmptyOp::create(rewriter, l, type.getShape(), elem);
     AffineMap scalarMap = AffineMap::get(rank, 0, {}, ctx);
     SmallVector<IteratorType> iters(rank, IteratorType::parallel);
@@ -1423,35 +1463,10 @@ struct RandomUniformPattern : OpConversionPattern<g::RandomUniformOp> {
         ValueRange{init},
         {scalarMap, scalarMap, AffineMap::getMultiDimIdentityMap(rank, ctx)}, iters,
         [&](OpBuilder &b, Location nl, ValueRange args) {
-          Type i64 = b.getI64Type();
-          auto c = [&](uint64_t v) {
-            return arith::ConstantOp::create(
-                       b, nl, b.getI64IntegerAttr(static_cast<int64_t>(v)))
-                .getResult();
-          };
-          auto splitmix = [&](Value z) {
-            z = arith::XOrIOp::create(b, nl, z, arith::ShRUIOp::create(b, nl, z, c(30)));
-            z = arith::MulIOp::create(b, nl, z, c(0xBF58476D1CE4E5B9ULL));
-            z = arith::XOrIOp::create(b, nl, z, arith::ShRUIOp::create(b, nl, z, c(27)));
-            z = arith::MulIOp::create(b, nl, z, c(0x94D049BB133111EBULL));
-            return arith::XOrIOp::create(b, nl, z, arith::ShRUIOp::create(b, nl, z, c(31)))
-                .getResult();
-          };
-          auto toI64 = [&](Value v) {
-            return v.getType() == i64 ? v : arith::ExtSIOp::create(b, nl, i64, v).getResult();
-          };
-          Value key = splitmix(arith::XOrIOp::create(
-              b, nl, toI64(args[1]), splitmix(c(static_cast<uint64_t>(stream)))));
-          key = splitmix(arith::XOrIOp::create(b, nl, toI64(args[0]), key));
-          Value index = c(0);
-          for (int64_t d = 0; d < rank; ++d) {
-            Value i = arith::IndexCastOp::create(b, nl, i64, linalg::IndexOp::create(b, nl, d));
-            index = arith::AddIOp::create(b, nl, index,
-                                          arith::MulIOp::create(b, nl, i, c(strides[d])));
-          }
-          Value r = splitmix(arith::AddIOp::create(
-              b, nl, key, arith::MulIOp::create(b, nl, index, c(0x9E3779B97F4A7C15ULL))));
-          Value top = arith::ShRUIOp::create(b, nl, r, c(64 - bits));
+          Value r = counterBasedBits(b, nl, args[0], args[1], stream,
+                                     rowMajorIndex(b, nl, type.getShape()));
+          Value top = arith::ShRUIOp::create(
+              b, nl, r, arith::ConstantOp::create(b, nl, b.getI64IntegerAttr(64 - bits)));
           Value u = arith::MulFOp::create(
               b, nl, arith::UIToFPOp::create(b, nl, elem, top),
               scalar(b, nl, elem, std::ldexp(1.0, -static_cast<int>(bits))));
@@ -1459,6 +1474,80 @@ struct RandomUniformPattern : OpConversionPattern<g::RandomUniformOp> {
               b, nl, scalar(b, nl, elem, low),
               arith::MulFOp::create(b, nl, u, scalar(b, nl, elem, high - low)));
           linalg::YieldOp::create(b, nl, v);
+        });
+    rewriter.replaceOp(op, generic.getResult(0));
+    return success();
+  }
+};
+
+/// f32 -> f16, unbiased: random bits below f16's last place added to the
+/// f32 bits and the rest truncated (normal f16 range); for f16's subnormal
+/// range, the same on the fixed-point grid of 2^-24 (floor plus a random
+/// carry). Round to nearest for NaN and magnitudes beyond f16's largest.
+struct StochasticRoundPattern : OpConversionPattern<g::StochasticRoundOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(g::StochasticRoundOp op, OpAdaptor a,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location l = op.getLoc();
+    MLIRContext *ctx = getContext();
+    auto type = cast<RankedTensorType>(op.getType());
+    int64_t rank = type.getRank();
+    Value init = tensor::EmptyOp::create(rewriter, l, type.getShape(), type.getElementType());
+    AffineMap scalarMap = AffineMap::get(rank, 0, {}, ctx);
+    AffineMap identity = AffineMap::getMultiDimIdentityMap(rank, ctx);
+    SmallVector<IteratorType> iters(rank, IteratorType::parallel);
+    int64_t stream = op.getStream();
+    auto generic = linalg::GenericOp::create(
+        rewriter, l, TypeRange{type}, ValueRange{a.getInput(), a.getSeed(), a.getCounter()},
+        ValueRange{init}, {identity, scalarMap, scalarMap, identity}, iters,
+        [&](OpBuilder &b, Location nl, ValueRange args) {
+          Type i32 = b.getI32Type(), f32 = b.getF32Type(), f16 = b.getF16Type();
+          auto ci = [&](int64_t v) {
+            return arith::ConstantOp::create(b, nl, b.getI32IntegerAttr(v)).getResult();
+          };
+          auto cf = [&](double v) {
+            return arith::ConstantOp::create(b, nl, b.getF32FloatAttr(v)).getResult();
+          };
+          Value x = args[0];
+          Value r64 = counterBasedBits(b, nl, args[1], args[2], stream,
+                                       rowMajorIndex(b, nl, type.getShape()));
+          Value r = arith::TruncIOp::create(b, nl, i32, r64);
+          // Normal range: 13 random bits under the f16 last place; a carry
+          // out of them rounds up (into the exponent too, as it should).
+          Value bits = arith::BitcastOp::create(b, nl, i32, x);
+          Value added = arith::AddIOp::create(
+              b, nl, bits, arith::AndIOp::create(b, nl, r, ci(0x1fff)));
+          Value truncated = arith::AndIOp::create(b, nl, added, ci(~0x1fff));
+          Value normal = arith::TruncFOp::create(
+              b, nl, f16, arith::BitcastOp::create(b, nl, f32, truncated));
+          // Subnormal range: |x| * 2^24 holds the f16 grid as integers.
+          Value ax = math::AbsFOp::create(b, nl, x);
+          Value scaled = arith::MulFOp::create(b, nl, ax, cf(16777216.0));
+          Value whole = math::FloorOp::create(b, nl, scaled);
+          Value fraction = arith::SubFOp::create(b, nl, scaled, whole);
+          Value u = arith::MulFOp::create(
+              b, nl,
+              arith::UIToFPOp::create(
+                  b, nl, f32, arith::ShRUIOp::create(b, nl, r, ci(8))),
+              cf(std::ldexp(1.0, -24)));
+          Value carry = arith::SelectOp::create(
+              b, nl, arith::CmpFOp::create(b, nl, arith::CmpFPredicate::OLT, u, fraction),
+              cf(1.0), cf(0.0));
+          Value magnitude = arith::MulFOp::create(
+              b, nl, arith::AddFOp::create(b, nl, whole, carry), cf(std::ldexp(1.0, -24)));
+          Value subnormal = arith::TruncFOp::create(
+              b, nl, f16, math::CopySignOp::create(b, nl, magnitude, x));
+          Value isSubnormal = arith::CmpFOp::create(b, nl, arith::CmpFPredicate::OLT, ax,
+                                                    cf(std::ldexp(1.0, -14)));
+          // NaN (unordered) and beyond f16's largest finite: to nearest.
+          Value inRange = arith::CmpFOp::create(b, nl, arith::CmpFPredicate::OLE, ax,
+                                                cf(65504.0));
+          Value nearest = arith::TruncFOp::create(b, nl, f16, x);
+          Value rounded = arith::SelectOp::create(
+              b, nl, inRange, arith::SelectOp::create(b, nl, isSubnormal, subnormal, normal),
+              nearest);
+          linalg::YieldOp::create(b, nl, rounded);
         });
     rewriter.replaceOp(op, generic.getResult(0));
     return success();
@@ -1745,5 +1834,5 @@ void tessera::populateGraphToLinalgPatterns(RewritePatternSet &patterns) {
                GroupNormPattern, ConstantPattern, ReshapePattern, TransposePattern,
                ExpandPattern, ConcatPattern, SlicePattern, GatherPattern,
                GatherElementsPattern, ScatterAddPattern, PadPattern, RandomUniformPattern,
-               ResizePattern>(ctx);
+               StochasticRoundPattern, ResizePattern>(ctx);
 }

@@ -194,3 +194,27 @@ func.func @scatter_add_type(%u: tensor<5x4xf16>, %i: tensor<5xi64>) {
   %0 = graph.scatter_add %u, %i {axis = 0 : i64} : (tensor<5x4xf16>, tensor<5xi64>) -> tensor<10x4xf32>
   return
 }
+
+// -----
+
+func.func @stochastic_round_types(%x: tensor<4xf16>, %s: tensor<i64>) {
+  // expected-error @+1 {{rounds f32 to f16, got 'tensor<4xf16>' to 'tensor<4xf16>'}}
+  %0 = graph.stochastic_round %x, %s, %s {stream = 0 : i64} : (tensor<4xf16>, tensor<i64>, tensor<i64>) -> tensor<4xf16>
+  return
+}
+
+// -----
+
+func.func @stochastic_round_shape(%x: tensor<4xf32>, %s: tensor<i64>) {
+  // expected-error @+1 {{keeps the shape}}
+  %0 = graph.stochastic_round %x, %s, %s {stream = 0 : i64} : (tensor<4xf32>, tensor<i64>, tensor<i64>) -> tensor<2xf16>
+  return
+}
+
+// -----
+
+func.func @stochastic_round_seed(%x: tensor<4xf32>, %s: tensor<2xi64>) {
+  // expected-error @+1 {{seed and counter must be 0-d i64 tensors}}
+  %0 = graph.stochastic_round %x, %s, %s {stream = 0 : i64} : (tensor<4xf32>, tensor<2xi64>, tensor<2xi64>) -> tensor<4xf16>
+  return
+}

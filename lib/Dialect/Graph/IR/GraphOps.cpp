@@ -608,6 +608,21 @@ LogicalResult RandomUniformOp::verify() {
   return success();
 }
 
+LogicalResult StochasticRoundOp::verify() {
+  for (Value v : {getSeed(), getCounter()}) {
+    auto type = cast<RankedTensorType>(v.getType());
+    if (type.getRank() != 0 || !type.getElementType().isInteger(64))
+      return emitOpError("seed and counter must be 0-d i64 tensors, got ") << type;
+  }
+  auto in = cast<RankedTensorType>(getInput().getType());
+  auto out = cast<RankedTensorType>(getType());
+  if (!in.getElementType().isF32() || !out.getElementType().isF16())
+    return emitOpError("rounds f32 to f16, got ") << in << " to " << out;
+  if (in.getShape() != out.getShape())
+    return emitOpError("keeps the shape, got ") << in << " to " << out;
+  return success();
+}
+
 LogicalResult ResizeOp::verify() {
   auto in = getInput().getType(), out = getType();
   if (in.getRank() != out.getRank() ||

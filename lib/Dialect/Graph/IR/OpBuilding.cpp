@@ -236,9 +236,14 @@ FailureOr<Value> randomState(OpBuilder &builder, func::FuncOp func, StringRef na
 }
 } // namespace
 
-FailureOr<Value> createRandomUniform(OpBuilder &builder, Location loc,
-                                     Type elementType, ArrayRef<int64_t> shape,
-                                     double low, double high) {
+namespace {
+/// The program's random state (seed, counter) and a stream number no other
+/// random op of the function has.
+struct RandomKey {
+  Value seed, counter;
+  int64_t stream;
+};
+FailureOr<RandomKey> randomKey(OpBuilder &builder, Location loc) {
   Operation *parent = builder.getInsertionBlock()->getParentOp();
   auto func = dyn_cast<func::FuncOp>(parent);
   if (!func)
@@ -254,7 +259,26 @@ FailureOr<Value> createRandomUniform(OpBuilder &builder, Location loc,
                                               "graph.buffer",
                                               /*increment=*/true, loc));
   int64_t stream = 0;
-  func.walk([&](RandomUniformOp) { ++stream; });
+  func.walk([&](Operation *op) { stream += isa<RandomUniformOp, StochasticRoundOp>(op); });
+  return RandomKey{seed, counter, stream};
+}
+} // namespace
+
+FailureOr<Value> createStochasticRound(OpBuilder &builder, Location loc, Value input) {
+  TESSERA_ASSIGN_OR_FAIL(key, randomKey(builder, loc));
+  auto type = cast<RankedTensorType>(input.getType());
+  auto op = StochasticRoundOp::create(builder, loc, type.clone(builder.getF16Type()), input,
+                                      key.seed, key.counter,
+                                      builder.getI64IntegerAttr(key.stream));
+  return finishCreatedOp(builder, op);
+}
+
+FailureOr<Value> createRandomUniform(OpBuilder &builder, Location loc,
+                                     Type elementType, ArrayRef<int64_t> shape,
+                                     double low, double high) {
+  TESSERA_ASSIGN_OR_FAIL(key, randomKey(builder, loc));
+  Value seed = key.seed, counter = key.counter;
+  int64_t stream = key.stream;
   auto op = RandomUniformOp::create(
       builder, loc, RankedTensorType::get(shape, elementType), seed, counter,
       builder.getI64IntegerAttr(stream), builder.getF64FloatAttr(low),

@@ -17,6 +17,7 @@
 
 #include "FuncResults.h"
 #include "tessera/Dialect/Graph/IR/Graph.h"
+#include "tessera/Dialect/Graph/IR/OpBuilding.h"
 #include "tessera/Dialect/Graph/IR/Placement.h"
 #include "tessera/Dialect/Graph/Transforms/Passes.h"
 
@@ -302,6 +303,15 @@ struct GraphOptimizerUpdate
     for (Trained &t : trained) {
       ml_program::GlobalOp weight = t.weight;
       Value w = t.w, g = t.g;
+      // An fp16 weight is updated in fp32 (its optimizer state too) and
+      // rounded back once: to nearest, or stochastically, so that updates
+      // below half an fp16 step still add up in expectation.
+      auto weightType = cast<RankedTensorType>(w.getType());
+      bool half = weightType.getElementType().isF16();
+      if (half) {
+        w = e.cast(w, b.getF32Type());
+        g = e.cast(g, b.getF32Type());
+      }
       auto type = cast<RankedTensorType>(g.getType());
       auto slot = [&](StringRef name) {
         return makeState((weight.getSymName() + "/" + name).str(), type,
@@ -398,7 +408,17 @@ struct GraphOptimizerUpdate
             << spec->name << " update of " << weight.getSymName();
         return signalPassFailure();
       }
-      store(weight, updated, w);
+      if (half) {
+        if (stochasticRounding) {
+          FailureOr<Value> rounded = createStochasticRound(b, loc, updated);
+          if (failed(rounded))
+            return signalPassFailure();
+          updated = *rounded;
+        } else {
+          updated = e.cast(updated, weightType.getElementType());
+        }
+      }
+      store(weight, updated, t.w);
     }
 
     // The gradients are consumed: drop their results.

@@ -478,6 +478,31 @@ def Graph_RandomUniformOp : Graph_Op<"random_uniform", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Graph_StochasticRoundOp : Graph_Op<"stochastic_round", [Pure]> {
+  let summary = "Round f32 to f16 stochastically (unbiased)";
+  let description = [{
+    Each element rounds to one of its two neighbouring f16 values with
+    probability proportional to closeness, so that the expectation is the
+    input (IPU_MODEL.md, "Stochastic rounding"): random bits are added
+    below the f16 last place and the rest truncated, in bit operations.
+    Values f16 holds exactly are unchanged; NaN stays NaN; magnitudes above
+    f16's largest finite value round to nearest (overflow as
+    round-to-nearest); f16 subnormals round stochastically too. The random
+    bits come from the counter-based generator of `graph.random_uniform`
+    (seed, counter, stream, element index): independent of the tile
+    mapping, so the IPU model and the host reference round alike.
+    Training's weight updates in fp16 use it (`--stochastic-rounding`):
+    many updates smaller than half an f16 step add up in expectation instead
+    of vanishing.
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, Graph_IndexTensor:$seed,
+                   Graph_IndexTensor:$counter, I64Attr:$stream);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat =
+      "$input `,` $seed `,` $counter attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def Graph_ResizeOp : Graph_Op<"resize", [Pure]> {
   let summary = "Resample to the result shape by interpolation";
   let description = [{

@@ -102,6 +102,11 @@ mlir::FailureOr<mlir::Value> createRandomUniform(mlir::OpBuilder &builder,
                                                  llvm::ArrayRef<int64_t> shape,
                                                  double low, double high);
 
+/// graph.stochastic_round of an f32 `input` to f16, drawing from the same
+/// random state as createRandomUniform (its own stream).
+mlir::FailureOr<mlir::Value> createStochasticRound(mlir::OpBuilder &builder,
+                                                   mlir::Location loc, mlir::Value input);
+
 /// Dropout in training mode: `output` = input * mask / (1 - ratio), `mask`
 /// (i1) true where a uniform draw is >= ratio; 0 <= ratio < 1.
 struct Dropout {

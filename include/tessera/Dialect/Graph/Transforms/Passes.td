@@ -130,6 +130,12 @@ def GraphOptimizerUpdate : Pass<"graph-optimizer-update", "::mlir::ModuleOp"> {
     optimizer takes `max-grad-norm`: the gradients are first scaled down so
     that their global norm is at most that (torch.nn.utils.clip_grad_norm_).
 
+    An fp16 weight is updated in fp32, with fp32 optimizer state, and the
+    result rounded to fp16 once: to nearest, or with `stochastic-rounding`
+    stochastically (graph.stochastic_round, keyed by the `rng.seed` and
+    `rng.counter` state), so that updates smaller than half an fp16 step
+    add up in expectation instead of vanishing.
+
     With `accumulate=G` > 1 (gradient accumulation, PopTorch's
     gradientAccumulation) every run adds its gradient to a `<weight>/grad_accum`
     slot and counts micro-batches in `optimizer.micro_step`; the update is
@@ -149,6 +155,8 @@ def GraphOptimizerUpdate : Pass<"graph-optimizer-update", "::mlir::ModuleOp"> {
            "micro-batches whose gradients make one weight update">,
     Option<"accumulationReduction", "accumulation-reduction", "std::string",
            "\"mean\"", "mean or sum of the accumulated gradients">,
+    Option<"stochasticRounding", "stochastic-rounding", "bool", "false",
+           "round fp16 weights' updates stochastically (graph.stochastic_round)">,
   ];
   let dependentDialects = ["::tessera::graph::GraphDialect",
                            "::mlir::ml_program::MLProgramDialect"];
