@@ -418,12 +418,7 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options,
   auto main = module.lookupSymbol<func::FuncOp>("main");
   if (options.training.enabled && !(main && main->hasAttr("graph.optimizer")) &&
       failed(runPipeline([&](OpPassManager &pm) {
-        TrainingPipelineOptions training = options.training;
-        // PopART's pipeline recomputation by default: a stage keeps the
-        // inputs it stashes and computes its activations again.
-        if (training.recompute.empty())
-          training.recompute = pipelineStages > 1 ? "stage-inputs" : "none";
-        buildTrainingPipeline(pm, training);
+        buildTrainingPipeline(pm, options.training);
       })))
     return failure();
   if (options.compileTo < Phase::Linalg)

@@ -238,7 +238,7 @@ cl::opt<std::string> recomputeMode(
     "recompute",
     cl::desc("Activations the backward pass computes again instead of keeping: none, "
              "checkpoint-every-layer (optimum's recompute_checkpoint_every_layer), stage-inputs "
-             "(PopART's pipeline recomputation: the default with pipelined stages) or auto "
+             "(PopART's pipeline recomputation) or auto "
              "(the checkpoints minimising the estimated peak, one more forward pass at most); "
              "results do not change"),
     cl::value_desc("MODE"), cl::cat(trainingCategory));
