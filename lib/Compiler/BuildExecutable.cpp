@@ -142,6 +142,7 @@ std::string cacheKeyOptions(const ExecutableRequest &request) {
                                        [](int64_t n) { return std::to_string(n); }),
                        ",");
   text += std::string(";execution=") + (c.stages.pipelined ? "pipelined" : "sharded");
+  text += ";precision=" + c.graph.precision;
   if (const TrainingPipelineOptions &t = c.training; t.enabled)
     text += ";train;loss=" + t.loss + ";label-smoothing=" + std::to_string(t.labelSmoothing) +
             ";ignore-index=" + std::to_string(t.ignoreIndex) + ";reduction=" + t.reduction +

@@ -380,6 +380,9 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options,
               "--loss, --optimizer)";
   GraphPipelineOptions graphOptions = options.graph;
   graphOptions.foldGlobalLayouts &= !options.training.enabled;
+  // A training step takes its precision after the loss is built.
+  if (options.training.enabled)
+    graphOptions.precision = "fp32";
   if (failed(runPipeline([&](OpPassManager &pm) {
         buildGraphPipeline(pm, graphOptions);
       })))
@@ -418,7 +421,9 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options,
   auto main = module.lookupSymbol<func::FuncOp>("main");
   if (options.training.enabled && !(main && main->hasAttr("graph.optimizer")) &&
       failed(runPipeline([&](OpPassManager &pm) {
-        buildTrainingPipeline(pm, options.training);
+        TrainingPipelineOptions training = options.training;
+        training.precision = options.graph.precision;
+        buildTrainingPipeline(pm, training);
       })))
     return failure();
   if (options.compileTo < Phase::Linalg)

@@ -77,6 +77,8 @@ void buildGraphPipeline(OpPassManager &pm,
   pm.addPass(createSymbolDCEPass());
   if (options.requireStaticShapes)
     pm.addNestedPass<func::FuncOp>(graph::createGraphRequireStaticShapes());
+  if (options.precision != "fp32")
+    pm.addPass(graph::createGraphPrecision({options.precision}));
 }
 
 void buildTrainingPipeline(OpPassManager &pm,
@@ -88,6 +90,9 @@ void buildTrainingPipeline(OpPassManager &pm,
   loss.ignoreIndex = options.ignoreIndex;
   loss.reduction = options.reduction;
   pm.addPass(graph::createGraphBuildLoss(loss));
+  // The loss's labels stay f32 at the signature, like the inputs.
+  if (options.precision != "fp32")
+    pm.addPass(graph::createGraphPrecision({options.precision}));
   graph::GraphAutodiffOptions autodiff;
   autodiff.freeze.assign(options.freeze.begin(), options.freeze.end());
   pm.addPass(graph::createGraphAutodiff(autodiff));

@@ -153,6 +153,12 @@ cl::opt<std::string> executionMode(
              "as stages) or sharded (one micro-batch walks the IPUs in turn, "
              "ShardedExecution)"),
     cl::value_desc("pipelined|sharded"), cl::init("pipelined"), cl::cat(stagesCategory));
+cl::opt<std::string> precisionMode(
+    "precision",
+    cl::desc("fp32 (default) or fp16.16: weights stored and every op computed in fp16, as "
+             "PopTorch's model.half(), inputs and outputs still f32 (fp16.32, fp32 partials, "
+             "is not built yet)"),
+    cl::value_desc("MODE"), cl::init("fp32"), cl::cat(category));
 cl::opt<double> availableMemoryProportion(
     "available-memory-proportion",
     cl::desc("Share of each tile's memory a vertex's output and receive "
@@ -573,6 +579,15 @@ if (!train) {
   request.compile.stages.pipelined = executionMode == "pipelined";
   request.compile.stages.microBatches = train ? int64_t(gradientAccumulation) : int64_t(deviceIterations);
   request.compile.stages.layersPerIpu.assign(layersPerIpu.begin(), layersPerIpu.end());
+  if (precisionMode != "fp32" && precisionMode != "fp16.16") {
+    llvm::errs() << "error: --precision " << precisionMode
+                 << (precisionMode == "fp16.32"
+                         ? ": fp16 with fp32 partials is not built yet; use fp16.16 or fp32"
+                         : ": use fp32 or fp16.16")
+                 << "\n";
+    return fail();
+  }
+  request.compile.graph.precision = precisionMode;
   request.compile.compileTo = *phase;
   request.compile.target = *target;
   request.compile.ipu.availableMemoryProportion = availableMemoryProportion;

@@ -47,6 +47,9 @@ struct GraphPipelineOptions {
   /// Move weights' transposes to compile time. Off when training: a trained
   /// weight changes every step and is saved in its original layout.
   bool foldGlobalLayouts = true;
+  /// graph-precision's: fp32 or fp16.16 (--precision). A training step
+  /// applies it after its loss is built, before the gradients.
+  std::string precision = "fp32";
 };
 
 /// What makes a training step (tessera-compile --train): PopTorch's
@@ -76,6 +79,8 @@ struct TrainingPipelineOptions {
   std::string recompute;
   /// fp16 weights' updates round stochastically (--stochastic-rounding).
   bool stochasticRounding = false;
+  /// graph-precision's, applied between the loss and the gradients.
+  std::string precision = "fp32";
 };
 
 /// input -> graph: shape inference, canonicalisation (folding constant shape

@@ -269,6 +269,27 @@ def GraphRecompute : Pass<"graph-recompute", "::mlir::ModuleOp"> {
   ];
 }
 
+def GraphPrecision : Pass<"graph-precision", "::mlir::ModuleOp"> {
+  let summary = "Run @main in fp16 (PopTorch's model.half())";
+  let description = [{
+    `precision=fp16.16`: every f32 tensor of @main becomes f16 -- the
+    weights' storage (their values rounded to nearest), constants, every
+    op's result -- while @main's signature stays f32: inputs are cast to
+    f16 on entry and results back to f32 on return, so a user's data and
+    the training labels stay f32. Run before graph-autodiff, the backward
+    pass is fp16 too; graph-optimizer-update then updates each fp16 weight
+    in fp32 and rounds it back (stochastically with its
+    `stochastic-rounding`). `fp32` changes nothing.
+
+    Assumes: @main of one block. Guarantees: no f32 tensor in @main but its
+    arguments and the casts back to f32 before the return.
+  }];
+  let options = [
+    Option<"precision", "precision", "std::string", "\"fp32\"",
+           "fp32 or fp16.16 (fp16 storage and arithmetic)">,
+  ];
+}
+
 def GraphExternalizeState : Pass<"graph-externalize-state", "::mlir::ModuleOp"> {
   let summary = "Thread mutable globals through @main as arguments and results";
   let description = [{
