@@ -151,7 +151,8 @@ std::string cacheKeyOptions(const ExecutableRequest &request) {
             ";gradient-accumulation=" + std::to_string(t.gradientAccumulation) +
             ";accumulation-reduction=" + t.accumulationReduction +
             ";freeze=" + llvm::join(t.freeze, ",") + ";recompute=" + t.recompute +
-            (t.stochasticRounding ? ";stochastic-rounding" : "");
+            (t.stochasticRounding ? ";stochastic-rounding" : "") + ";loss-scaling=" +
+            t.lossScaling;
   for (const auto &[name, value] : request.import.constantInputs)
     text += ";constant-input " + name + "=" + value.elementType + ":" +
             std::to_string(llvm::xxh3_64bits(value.data));

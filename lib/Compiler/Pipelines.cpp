@@ -93,6 +93,8 @@ void buildTrainingPipeline(OpPassManager &pm,
   // The loss's labels stay f32 at the signature, like the inputs.
   if (options.precision != "fp32")
     pm.addPass(graph::createGraphPrecision({options.precision}));
+  if (!options.lossScaling.empty())
+    pm.addPass(graph::createGraphLossScaling({options.lossScaling}));
   graph::GraphAutodiffOptions autodiff;
   autodiff.freeze.assign(options.freeze.begin(), options.freeze.end());
   pm.addPass(graph::createGraphAutodiff(autodiff));

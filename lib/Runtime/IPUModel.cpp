@@ -983,15 +983,19 @@ Expected<std::vector<Tensor>> IPUModel::Impl::runIteration(llvm::ArrayRef<Tensor
 }
 
 std::vector<Tensor> IPUModel::readState() {
+  std::vector<Tensor> state;
+  for (size_t i = 0; i < impl_->executable.metadata().state.size(); ++i)
+    state.push_back(readStateAt(i));
+  return state;
+}
+
+Tensor IPUModel::readStateAt(size_t index) {
   Impl &m = *impl_;
   const ExecutableMetadata &meta = m.executable.metadata();
-  std::vector<Tensor> state;
-  for (size_t i = 0; i < meta.state.size(); ++i) {
-    Tensor t = Tensor::zeros(meta.state[i].dtype, meta.state[i].shape);
-    m.gather(m.program.inputs[meta.inputs.size() + i], wholeBox(t.shape), t.data.data());
-    state.push_back(std::move(t));
-  }
-  return state;
+  const StateInfo &info = meta.state.at(index);
+  Tensor t = Tensor::zeros(info.dtype, info.shape);
+  m.gather(m.program.inputs[meta.inputs.size() + index], wholeBox(t.shape), t.data.data());
+  return t;
 }
 
 llvm::Error IPUModel::writeState(size_t index, const Tensor &value) {

@@ -254,6 +254,14 @@ cl::opt<bool> stochasticRounding(
              "enableStochasticRounding): unbiased, keyed by --seed and the step, so "
              "updates smaller than half an fp16 step still add up"),
     cl::init(false), cl::cat(trainingCategory));
+cl::opt<std::string> lossScaling(
+    "loss-scaling",
+    cl::desc("Scale the loss's gradient so fp16 gradients do not underflow: a factor S "
+             "(PopTorch's loss_scaling; a hyperparameter, changeable with tessera-run) or "
+             "auto (PopART's automatic loss scaling, from 1: halved when more than 1e-7 of "
+             "the gradients exceed 1/8 of fp16's largest value, doubled otherwise, up to 2^15; an update "
+             "with inf or NaN gradients is skipped and reported)"),
+    cl::value_desc("S|auto"), cl::cat(trainingCategory));
 cl::list<std::string> freezeWeights(
     "freeze", cl::desc("Weights (initializer or parameter names) that are not trained"),
     cl::CommaSeparated, cl::value_desc("NAME,..."), cl::cat(trainingCategory));
@@ -275,6 +283,7 @@ LogicalResult parseTrainingOptions(tessera::TrainingPipelineOptions &t) {
   t.optimizer = optimizerSpec;
   t.freeze.assign(freezeWeights.begin(), freezeWeights.end());
   t.stochasticRounding = stochasticRounding;
+  t.lossScaling = lossScaling;
   if (recomputeMode.getNumOccurrences()) {
     if (recomputeMode != "none" && recomputeMode != "checkpoint-every-layer" &&
         recomputeMode != "stage-inputs" && recomputeMode != "auto") {
@@ -485,7 +494,7 @@ if (!train) {
                                          &microBatchSize, &gradientAccumulation,
                                          &accumulationReduction,
                                          std::addressof(freezeWeights), &recomputeMode,
-                                         &stochasticRounding};
+                                         &stochasticRounding, &lossScaling};
     for (const cl::Option *flag : trainingFlags)
       if (flag->getNumOccurrences()) {
         llvm::errs() << "error: --" << flag->ArgStr

@@ -33,6 +33,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <map>
 
 namespace cl = llvm::cl;
@@ -321,21 +322,46 @@ int train(const Executable &exe) {
   auto start = std::chrono::steady_clock::now();
   double epochLoss = 0;
   int64_t epochCorrect = 0, epochLabelled = 0, epochRuns = 0;
+  std::optional<size_t> lossScaleState = findState(meta, "optimizer.loss_scale");
+  std::optional<size_t> skippedState = findState(meta, "optimizer.skipped_updates");
+  int64_t skippedSoFar = 0;
+  // Loss scaling's state, read back each run (PopART prints it likewise).
+  auto scalarState = [&](size_t index) {
+    float v = 0;
+    Tensor t = runner->readStateAt(index);
+    std::memcpy(&v, t.data.data(), sizeof(v));
+    return v;
+  };
+  int64_t epochSkipped = 0;
   for (int64_t run = 0; run < totalRuns; ++run) {
     auto stats = trainOnRun(*runner, meta, *data, run % runsPerEpoch);
     if (!stats)
       return error(llvm::toString(stats.takeError()));
-    if (!std::isfinite(stats->loss))
+    // Automatic loss scaling skips an update whose gradients overflowed
+    // (its loss may be inf too): reported, and training goes on.
+    int64_t skipped = skippedState ? static_cast<int64_t>(scalarState(*skippedState)) : 0;
+    bool skippedNow = skipped > skippedSoFar;
+    skippedSoFar = skipped;
+    if (!std::isfinite(stats->loss) && !skippedNow)
       return error("the loss is " + std::to_string(stats->loss) + " at run " +
                    llvm::Twine(run + 1) + ": training diverged (lower the learning rate)");
-    epochLoss += stats->loss;
+    if (std::isfinite(stats->loss)) {
+      epochLoss += stats->loss;
+      ++epochRuns;
+    } else {
+      ++epochSkipped;
+    }
     epochCorrect += stats->correct;
     epochLabelled += stats->labelled;
-    ++epochRuns;
     std::string line = llvm::formatv("run {0}/{1}  loss {2:f4}", run + 1, totalRuns,
                                      stats->loss);
     if (stats->labelled)
       line += llvm::formatv("  accuracy {0:f3}", double(stats->correct) / stats->labelled);
+    if (lossScaleState)
+      line += llvm::formatv("  loss scale {0}", scalarState(*lossScaleState));
+    if (skippedNow)
+      line += llvm::formatv("  ({0} update{1} skipped so far: inf or NaN gradients)", skipped,
+                            skipped == 1 ? "" : "s");
     if (terminal) {
       // A progress bar over the whole run, redrawn in place.
       constexpr int kWidth = 30;
@@ -347,13 +373,18 @@ int train(const Executable &exe) {
     bool epochEnd = (run + 1) % runsPerEpoch == 0 || run + 1 == totalRuns;
     if (epochEnd) {
       std::string summary = llvm::formatv("epoch {0}: mean loss {1:f4}",
-                                          run / runsPerEpoch + 1, epochLoss / epochRuns);
+                                          run / runsPerEpoch + 1,
+                                          epochRuns ? epochLoss / epochRuns : NAN);
+      if (epochSkipped)
+        summary += llvm::formatv(" (over {0} runs; {1} with a skipped update and a "
+                                 "non-finite loss left out)",
+                                 epochRuns, epochSkipped);
       if (epochLabelled)
         summary += llvm::formatv(", training accuracy {0:f3}",
                                  double(epochCorrect) / epochLabelled);
       llvm::outs() << (terminal ? "\r\033[K" : "") << summary << "\n";
       epochLoss = 0;
-      epochCorrect = epochLabelled = epochRuns = 0;
+      epochCorrect = epochLabelled = epochRuns = epochSkipped = 0;
     }
   }
   double seconds =

@@ -81,6 +81,8 @@ struct TrainingPipelineOptions {
   bool stochasticRounding = false;
   /// graph-precision's, applied between the loss and the gradients.
   std::string precision = "fp32";
+  /// graph-loss-scaling's scale: empty (none), a number, or auto.
+  std::string lossScaling;
 };
 
 /// input -> graph: shape inference, canonicalisation (folding constant shape

@@ -28,6 +28,7 @@ public:
 
   llvm::Expected<std::vector<Tensor>> run(llvm::ArrayRef<Tensor> inputs) override;
   std::vector<Tensor> readState() override { return state_; }
+  Tensor readStateAt(size_t index) override { return state_.at(index); }
   llvm::Error writeState(size_t index, const Tensor &value) override;
 
 private:

@@ -41,6 +41,7 @@ public:
   llvm::Expected<std::vector<Tensor>> run(llvm::ArrayRef<Tensor> inputs) override;
   /// State lives in its tiles' memory; these copy it to and from the host.
   std::vector<Tensor> readState() override;
+  Tensor readStateAt(size_t index) override;
   llvm::Error writeState(size_t index, const Tensor &value) override;
   /// Forgets the host times of the runs so far (warm-up runs): the
   /// profile's host_* figures average the runs after.

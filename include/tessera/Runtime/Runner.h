@@ -26,6 +26,9 @@ public:
 
   /// The current value of every state tensor, in metadata().state order.
   virtual std::vector<Tensor> readState() = 0;
+  /// The current value of state tensor `index` alone (the loss scale each
+  /// run, without copying every weight).
+  virtual Tensor readStateAt(size_t index) { return readState().at(index); }
   /// Replaces state tensor `index` (a checkpoint, a new learning rate).
   /// The tensor must have the state's shape and element type.
   virtual llvm::Error writeState(size_t index, const Tensor &value) = 0;

@@ -120,7 +120,19 @@ struct GraphAutodiff : impl::GraphAutodiffBase<GraphAutodiff> {
     DenseMap<Value, Value> grads;
     {
       GraphEmitter e(builder, loss.getLoc());
-      grads[loss] = e.splat(lossType.getElementType(), {}, 1.0);
+      // With loss scaling (graph-loss-scaling) the backward pass starts
+      // from the scale: every gradient is the scale times the true one.
+      if (main->hasAttr(kLossScaleAttrName)) {
+        auto scalar = RankedTensorType::get({}, builder.getF32Type());
+        Value scale = ml_program::GlobalLoadOp::create(
+            builder, loss.getLoc(), scalar,
+            FlatSymbolRefAttr::get(builder.getContext(), kLossScaleGlobal));
+        grads[loss] = lossType.getElementType().isF32()
+                          ? scale
+                          : e.cast(scale, lossType.getElementType());
+      } else {
+        grads[loss] = e.splat(lossType.getElementType(), {}, 1.0);
+      }
     }
     auto accumulate = [&](Value v, Value g, Location loc) {
       auto [it, inserted] = grads.try_emplace(v, g);

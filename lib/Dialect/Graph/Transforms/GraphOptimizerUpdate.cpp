@@ -279,14 +279,63 @@ struct GraphOptimizerUpdate
       trained.push_back({weight, w, g});
     }
 
-    // Clipping by the global norm, as torch.nn.utils.clip_grad_norm_.
-    auto sumOfSquares = [&](Value v) {
+    auto sumAll = [&](Value v) {
       auto rank = cast<RankedTensorType>(v.getType()).getRank();
-      Value sq = e.mul(v, v);
-      return rank == 0 ? sq
-                       : e.reduceSum(sq, llvm::to_vector(llvm::seq<int64_t>(0, rank)),
+      return rank == 0 ? v
+                       : e.reduceSum(v, llvm::to_vector(llvm::seq<int64_t>(0, rank)),
                                      /*keepdims=*/false);
     };
+    // Loss scaling (graph-loss-scaling): the gradients come scaled; they
+    // are unscaled in fp32 before anything reads them. Automatic: the scale
+    // halves when more than 1e-7 of the gradients' elements exceed 1/8 of
+    // fp16's largest value or any is inf or NaN, and doubles otherwise; an
+    // update with an inf or NaN is skipped (every store keeps its value).
+    if (auto lossScaling = main->getAttrOfType<StringAttr>(kLossScaleAttrName)) {
+      auto scaleRef = FlatSymbolRefAttr::get(b.getContext(), kLossScaleGlobal);
+      Value scale = ml_program::GlobalLoadOp::create(b, loc, scalarType, scaleRef);
+      Value inverse = e.div(e.scalar(scale, 1.0), scale);
+      Value finiteCount, largeCount;
+      int64_t elements = 0;
+      for (Trained &t : trained) {
+        Value g32 = e.cast(t.g, b.getF32Type());
+        if (lossScaling.getValue() == "auto") {
+          // x - x is 0 for finite x only.
+          Value finite = sumAll(e.cast(e.equal(e.sub(g32, g32), e.scalar(g32, 0.0)),
+                                       b.getF32Type()));
+          Value large = sumAll(e.cast(e.greater(e.abs(g32), e.scalar(g32, 65504.0 / 8)),
+                                      b.getF32Type()));
+          finiteCount = finiteCount ? e.add(finiteCount, finite) : finite;
+          largeCount = largeCount ? e.add(largeCount, large) : large;
+          elements += cast<RankedTensorType>(g32.getType()).getNumElements();
+        }
+        t.g = e.mul(g32, inverse);
+      }
+      if (lossScaling.getValue() == "auto") {
+        Value allFinite = e.equal(finiteCount, e.scalar(finiteCount, double(elements)));
+        Value tooLarge = e.greater(e.mul(largeCount, e.scalar(largeCount, 1.0 / elements)),
+                                   e.scalar(largeCount, 1e-7));
+        Value half = e.mul(scale, e.scalar(scale, 0.5));
+        Value doubled = e.mul(scale, e.scalar(scale, 2.0));
+        // At most 2^15: the backward pass starts from the scale, which an
+        // fp16 loss must hold (fp16's largest is 65504).
+        Value cap = e.scalar(scale, 32768.0);
+        doubled = e.select(e.greater(doubled, cap), cap, doubled);
+        Value next = e.select(allFinite, e.select(tooLarge, half, doubled), half);
+        auto skippedRef = FlatSymbolRefAttr::get(b.getContext(), kSkippedUpdatesGlobal);
+        Value skipped = ml_program::GlobalLoadOp::create(b, loc, scalarType, skippedRef);
+        Value nextSkipped = e.add(skipped, e.select(allFinite, e.scalar(skipped, 0.0),
+                                                    e.scalar(skipped, 1.0)));
+        // Decided on every committed update, skipped or not.
+        auto scaleGlobal = symbols.lookup<ml_program::GlobalOp>(kLossScaleGlobal);
+        auto skippedGlobal = symbols.lookup<ml_program::GlobalOp>(kSkippedUpdatesGlobal);
+        store(scaleGlobal, next, scale);
+        store(skippedGlobal, nextSkipped, skipped);
+        commit = commit ? e.logicalAnd(commit, allFinite) : allFinite;
+      }
+    }
+
+    // Clipping by the global norm, as torch.nn.utils.clip_grad_norm_.
+    auto sumOfSquares = [&](Value v) { return sumAll(e.mul(v, v)); };
     if (flag("max-grad-norm")) {
       Value total;
       for (Trained &t : trained) {

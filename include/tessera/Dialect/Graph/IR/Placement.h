@@ -1,4 +1,4 @@
-//===- Placement.h - which pipeline stage and IPU an op runs on -*- C++ -*-===//
+//===- Placement.h - where ops run; the training passes' marks -*- C++ -*-===//
 //
 // graph-assign-stages puts two attributes on every op of @main: its
 // pipeline stage and its IPU (stages follow the program's order; several
@@ -27,6 +27,12 @@ inline constexpr llvm::StringLiteral kIpuAttrName = "graph.ipu";
 inline constexpr llvm::StringLiteral kBackwardAttrName = "graph.backward";
 /// On an op whose results graph-recompute keeps (a user's checkpoint).
 inline constexpr llvm::StringLiteral kCheckpointAttrName = "graph.checkpoint";
+/// On @main when its loss is scaled (graph-loss-scaling): "static" or
+/// "auto"; the scale is the f32 scalar global kLossScaleGlobal.
+inline constexpr llvm::StringLiteral kLossScaleAttrName = "graph.loss_scale";
+inline constexpr llvm::StringLiteral kLossScaleGlobal = "optimizer.loss_scale";
+/// Automatic loss scaling's count of updates skipped for inf/nan gradients.
+inline constexpr llvm::StringLiteral kSkippedUpdatesGlobal = "optimizer.skipped_updates";
 /// On the ops graph-recompute adds: a forward op computed again in the
 /// backward pass. Never merged with the op it repeats (CSE compares
 /// attributes), kept through lowering.

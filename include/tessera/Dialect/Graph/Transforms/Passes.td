@@ -290,6 +290,32 @@ def GraphPrecision : Pass<"graph-precision", "::mlir::ModuleOp"> {
   ];
 }
 
+def GraphLossScaling : Pass<"graph-loss-scaling", "::mlir::ModuleOp"> {
+  let summary = "Scale the loss's gradient so fp16 gradients do not underflow";
+  let description = [{
+    Creates the f32 scalar global `optimizer.loss_scale` and marks @main
+    with `graph.loss_scale` (it and the mode): graph-autodiff then seeds the
+    backward pass with the scale instead of 1, so every gradient is the
+    scale times the true one, and graph-optimizer-update divides them by it
+    (in fp32) before anything else reads them.
+
+    - `scale=S`: a static scale, a hyperparameter the runtime may change
+      without a recompile.
+    - `scale=auto` (PopART's automatic loss scaling, starting at 1): each
+      weight update counts the gradients' elements above 1/8 of fp16's
+      largest value; when more than 1e-7 of them are, the scale halves,
+      otherwise it doubles (at most 2^15: the backward pass starts from the
+      scale, which an fp16 loss must hold). An update whose gradients hold an
+      inf or a NaN is skipped -- every weight and optimizer state keeps its
+      value -- and counted in `optimizer.skipped_updates`, and the scale
+      halves. Both are state the program updates and tessera-run reports.
+  }];
+  let options = [
+    Option<"scale", "scale", "std::string", "\"\"",
+           "a positive number, or auto (nothing when empty)">,
+  ];
+}
+
 def GraphExternalizeState : Pass<"graph-externalize-state", "::mlir::ModuleOp"> {
   let summary = "Thread mutable globals through @main as arguments and results";
   let description = [{
