@@ -8,6 +8,11 @@ as a training step (tessera-compile --train), trained on the IPU model
 the same PyTorch model to measure accuracy on the held-out test digits.
 
 Usage: scripts/train_digits.py OUT_DIR [--epochs E] [--tools build/bin]
+           [--micro-batch B] [--compile-args "--num-ipus 4 --pipeline auto ..."]
+
+With --compile-args "--num-ipus 4 --pipeline auto --gradient-accumulation 4"
+and --micro-batch 8, the same updates (32 samples each) train pipelined
+over four IPUs.
 """
 import argparse
 import os
@@ -44,6 +49,9 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("out")
     parser.add_argument("--epochs", type=int, default=8)
+    parser.add_argument("--micro-batch", type=int, default=32)
+    parser.add_argument("--compile-args", default="",
+                        help="more tessera-compile flags (stages, precision, ...)")
     parser.add_argument("--tools", default=os.path.join(
         os.path.dirname(os.path.abspath(__file__)), "..", "build", "bin"))
     args = parser.parse_args()
@@ -67,8 +75,11 @@ def main():
     tess = f"{args.out}/digits_train.tess"
     weights = f"{args.out}/digits_weights.npz"
     tools = os.path.abspath(args.tools)
+    compile_start = time.time()
     command([f"{tools}/tessera-compile", onnx_path, "--train", "--loss", "cross-entropy",
-             "--optimizer", "adam:lr=0.005", "--micro-batch-size", "32", "-o", tess])
+             "--optimizer", "adam:lr=0.005", "--micro-batch-size", str(args.micro_batch),
+             *args.compile_args.split(), "-o", tess])
+    print(f"compiled in {time.time() - compile_start:.1f} s", flush=True)
     command([f"{tools}/tessera-run", tess, "--train-data",
              f"{args.out}/digits_train.npz", "--epochs", str(args.epochs),
              "--save-weights", weights])

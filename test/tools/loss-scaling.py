@@ -69,16 +69,11 @@ if sys.argv[2:3] == ["auto"]:
     assert losses[-1] < 0.8 * losses[0], losses
     sys.exit(0)
 
-from onnx_gen import T, init, node, save, vi
+from onnx_gen import tanh_mlp, tanh_regression
 
 rng = np.random.RandomState(0)
-save("mlp", [node("MatMul", ["x", "w1"], ["h"]), node("Tanh", ["h"], ["t"]),
-             node("MatMul", ["t", "w2"], ["y"])],
-     [vi("x", T.FLOAT, [16, 32])], [vi("y", T.FLOAT, [16, 8])],
-     [init("w1", (rng.randn(32, 64) * 0.2).astype(np.float32)),
-      init("w2", (rng.randn(64, 8) * 0.2).astype(np.float32))])
-x = rng.randn(1600, 32).astype(np.float32)
-labels = np.tanh(x @ (rng.randn(32, 8) * 0.2)).astype(np.float32)
+tanh_mlp("mlp", rng)
+x, labels = tanh_regression(rng, 1600)
 np.savez(path("train.npz"), x=x, labels=labels)
 np.savez(path("train-big.npz"), x=x, labels=20 * labels)
 spike = labels.copy()

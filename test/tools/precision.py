@@ -43,14 +43,10 @@ if sys.argv[2:] == ["learning"]:
     assert np.load(path("w16.npz"))["w1"].dtype == np.float16
     sys.exit(0)
 
-from onnx_gen import T, init, node, save, vi
+from onnx_gen import tanh_mlp, tanh_regression
 
 rng = np.random.RandomState(0)
-save("mlp", [node("MatMul", ["x", "w1"], ["h"]), node("Tanh", ["h"], ["t"]),
-             node("MatMul", ["t", "w2"], ["y"])],
-     [vi("x", T.FLOAT, [16, 32])], [vi("y", T.FLOAT, [16, 8])],
-     [init("w1", (rng.randn(32, 64) * 0.2).astype(np.float32)),
-      init("w2", (rng.randn(64, 8) * 0.2).astype(np.float32))])
+tanh_mlp("mlp", rng)
 np.save(path("x.npy"), rng.randn(16, 32).astype(np.float32))
-x = rng.randn(1600, 32).astype(np.float32)
-np.savez(path("train.npz"), x=x, labels=np.tanh(x @ (rng.randn(32, 8) * 0.2)).astype(np.float32))
+x, labels = tanh_regression(rng, 1600)
+np.savez(path("train.npz"), x=x, labels=labels)

@@ -257,7 +257,7 @@ cl::opt<bool> stochasticRounding(
 cl::opt<std::string> lossScaling(
     "loss-scaling",
     cl::desc("Scale the loss's gradient so fp16 gradients do not underflow: a factor S "
-             "(PopTorch's loss_scaling; a hyperparameter, changeable with tessera-run) or "
+             "(PopTorch's loss_scaling) or "
              "auto (PopART's automatic loss scaling, from 1: halved when more than 1e-7 of "
              "the gradients exceed 1/8 of fp16's largest value, doubled otherwise, up to 2^15; an update "
              "with inf or NaN gradients is skipped and reported)"),

@@ -40,3 +40,19 @@ def save(name, nodes, inputs, outputs, initializers=(), opset=17, outdir=None,
     path = os.path.join(outdir, name + ".onnx")
     onnx.save(model, path)
     return path
+
+
+def tanh_mlp(name, rng, batch=16, features=32, hidden=64, outputs=8):
+    """x @ w1 -> tanh -> @ w2, weights from `rng` (the training tests'
+    model); returns the path."""
+    return save(name, [node("MatMul", ["x", "w1"], ["h"]), node("Tanh", ["h"], ["t"]),
+                       node("MatMul", ["t", "w2"], ["y"])],
+                [vi("x", T.FLOAT, [batch, features])], [vi("y", T.FLOAT, [batch, outputs])],
+                [init("w1", (rng.randn(features, hidden) * 0.2).astype(np.float32)),
+                 init("w2", (rng.randn(hidden, outputs) * 0.2).astype(np.float32))])
+
+
+def tanh_regression(rng, samples, features=32, outputs=8):
+    """Samples and targets tanh(x @ w) of a random w: data tanh_mlp fits."""
+    x = rng.randn(samples, features).astype(np.float32)
+    return x, np.tanh(x @ (rng.randn(features, outputs) * 0.2)).astype(np.float32)
