@@ -423,6 +423,8 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options,
       failed(runPipeline([&](OpPassManager &pm) {
         TrainingPipelineOptions training = options.training;
         training.precision = options.graph.precision;
+        training.targetName = options.target.name;
+        training.tiles = options.target.totalTiles();
         buildTrainingPipeline(pm, training);
       })))
     return failure();

@@ -101,6 +101,8 @@ void buildTrainingPipeline(OpPassManager &pm,
   // Before the update: it reads only gradients and weights.
   graph::GraphRecomputeOptions recompute;
   recompute.mode = options.recompute.empty() ? "none" : options.recompute;
+  recompute.targetName = options.targetName;
+  recompute.tiles = options.tiles;
   pm.addPass(graph::createGraphRecompute(recompute));
   graph::GraphOptimizerUpdateOptions optimizer;
   optimizer.optimizer = options.optimizer;

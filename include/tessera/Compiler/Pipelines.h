@@ -83,6 +83,10 @@ struct TrainingPipelineOptions {
   std::string precision = "fp32";
   /// graph-loss-scaling's scale: empty (none), a number, or auto.
   std::string lossScaling;
+  /// The target and the tiles the step spreads over (recompute=auto's
+  /// per-tile estimate).
+  std::string targetName = "ipu2";
+  int64_t tiles = 1472;
 };
 
 /// input -> graph: shape inference, canonicalisation (folding constant shape

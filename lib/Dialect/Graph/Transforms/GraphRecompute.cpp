@@ -12,6 +12,7 @@
 #include "tessera/Dialect/Graph/IR/Graph.h"
 #include "tessera/Dialect/Graph/IR/Placement.h"
 #include "tessera/Dialect/Graph/Transforms/Passes.h"
+#include "tessera/Target/CostModel.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/IRMapping.h"
@@ -201,13 +202,27 @@ std::optional<Keep> GraphRecompute::bestCheckpoints(func::FuncOp main,
     }
     candidates.push_back(std::move(keep));
   }
-  // Measured on a copy of @main: the step as it would be.
+  // Measured on a copy of @main: the step as it would be, per tile. Each
+  // recomputed op is a vertex whose code its tiles hold too: on many tiles
+  // that outweighs the activations it saves (a 4-layer encoder at
+  // micro-batch 4 on 1472 tiles: +26% peak with every layer recomputed).
+  auto target = tessera::target::makeTarget(targetName, 1, std::nullopt);
+  tessera::target::CostModel cost(target ? *target : tessera::target::IPUTarget());
+  if (!target)
+    llvm::consumeError(target.takeError());
   auto measure = [&](const Keep *keep) {
     func::FuncOp copy = main.clone();
     Block &body = copy.getBody().front();
-    if (keep)
-      recompute(body, forwardOps(body), *keep);
-    int64_t peak = peakLiveBytes(body);
+    int64_t code = 0;
+    if (keep) {
+      SmallVector<Operation *> copied = forwardOps(body);
+      recompute(body, copied, *keep);
+      for (Operation &op : body)
+        if (op.hasAttr(kRecomputedAttrName))
+          if (auto t = dyn_cast<RankedTensorType>(op.getResult(0).getType()))
+            code += cost.vertexCodeBytes(t.getRank(), /*operations=*/4);
+    }
+    int64_t peak = peakLiveBytes(body) / std::max<int64_t>(tiles, 1) + code;
     copy.erase();
     return peak;
   };

@@ -250,9 +250,13 @@ def GraphRecompute : Pass<"graph-recompute", "::mlir::ModuleOp"> {
     - `stage-inputs` (PopART's pipeline recomputation): the values each
       pipeline stage receives from an earlier one; the last stage's ops are
       kept (its backward pass follows its forward at once);
-    - `auto`: the forward ops cut into the segments, of equal activation
-      bytes, that minimise the estimate of the peak (the checkpoints' bytes
-      plus the largest segment's), each segment's last results kept;
+    - `auto`: of the candidates (every layer's results; the forward ops cut
+      into k segments of equal activation bytes, each segment's last
+      results kept), the one with the lowest estimated peak per tile: the
+      step's peak of live bytes, measured on a copy of @main, over the
+      `tiles` it is spread on, plus the code each recomputed op's vertex
+      adds to a tile (CostModel::vertexCodeBytes); nothing when keeping
+      everything is lowest (on many tiles code outweighs activations);
     - `none`: the user's checkpoints only (nothing without them).
 
     Assumes: @main's forward ops before its backward ones. Guarantees: no
@@ -262,6 +266,10 @@ def GraphRecompute : Pass<"graph-recompute", "::mlir::ModuleOp"> {
   let options = [
     Option<"mode", "mode", "std::string", "\"none\"",
            "none, checkpoint-every-layer, stage-inputs or auto">,
+    Option<"targetName", "target", "std::string", "\"ipu2\"",
+           "the IPU whose code sizes auto counts">,
+    Option<"tiles", "tiles", "int64_t", "1472",
+           "tiles the step is spread over (auto's per-tile estimate)">,
   ];
   let statistics = [
     Statistic<"numRecomputed", "recomputed-ops", "Forward ops computed again">,
