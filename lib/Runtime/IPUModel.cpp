@@ -1074,29 +1074,46 @@ json::Value IPUModel::profileJSON() const {
 
 json::Value IPUModel::traceJSON() const {
   const Impl &m = *impl_;
-  // One track (thread) per phase kind; times in microseconds at the
-  // target's clock.
+  // One process per IPU (one for the whole model on a single IPU), one
+  // track (thread) per phase kind in each; the host streams in process 0
+  // with several IPUs. Times in microseconds at the target's clock.
   enum Track { Host = 1, Exchange, Sync, Compute };
+  int64_t ipus = m.target.numIPUs;
+  bool pipelined = m.executable.metadata().pipelineStages > 1;
   json::Array events;
-  auto name = [&](int tid, const char *label) {
+  auto process = [&](int64_t pid, const std::string &label) {
+    events.push_back(json::Object{{"name", "process_name"},
+                                  {"ph", "M"},
+                                  {"pid", pid},
+                                  {"args", json::Object{{"name", label}}}});
+  };
+  auto name = [&](int64_t pid, int tid, const char *label) {
     events.push_back(json::Object{{"name", "thread_name"},
                                   {"ph", "M"},
-                                  {"pid", 1},
+                                  {"pid", pid},
                                   {"tid", tid},
                                   {"args", json::Object{{"name", label}}}});
   };
-  events.push_back(json::Object{
-      {"name", "process_name"},
-      {"ph", "M"},
-      {"pid", 1},
-      {"args", json::Object{{"name", "IPU model: " + m.target.describe()}}}});
-  name(Host, "host streams");
-  name(Exchange, "exchange");
-  name(Sync, "sync");
-  name(Compute, "compute");
+  int64_t hostPid = 1;
+  if (ipus == 1) {
+    process(1, "IPU model: " + m.target.describe());
+    name(1, Host, "host streams");
+  } else {
+    hostPid = 0;
+    process(0, "host: " + m.target.describe());
+    name(0, Host, "host streams");
+  }
+  for (int64_t i = 0; i < ipus; ++i) {
+    int64_t pid = ipus == 1 ? 1 : i + 1;
+    if (ipus > 1)
+      process(pid, "IPU " + std::to_string(i));
+    name(pid, Exchange, "exchange");
+    name(pid, Sync, "sync");
+    name(pid, Compute, "compute");
+  }
   double usPerCycle = 1e6 / m.target.clockHz;
-  int64_t now = 0;
-  auto event = [&](const StepCost &s, int tid, const char *phase, int64_t cycles) {
+  auto event = [&](const StepCost &s, int64_t pid, int tid, const char *phase, int64_t at,
+                   int64_t cycles) {
     if (cycles <= 0)
       return;
     json::Object args{{"cycles", cycles}, {"phase", phase}};
@@ -1112,18 +1129,37 @@ json::Value IPUModel::traceJSON() const {
     events.push_back(json::Object{{"name", s.name},
                                   {"cat", phase},
                                   {"ph", "X"},
-                                  {"pid", 1},
+                                  {"pid", pid},
                                   {"tid", tid},
-                                  {"ts", now * usPerCycle},
+                                  {"ts", at * usPerCycle},
                                   {"dur", cycles * usPerCycle},
                                   {"args", std::move(args)}});
-    now += cycles;
   };
+  // In turn, a step starts when the one before ends; pipelined, each IPU's
+  // steps (for one micro-batch) follow each other on its own clock from 0,
+  // as the IPUs run them at once on different micro-batches.
+  int64_t now = 0;
+  std::vector<int64_t> clock(ipus, 0);
   for (const StepCost &s : m.cost.steps) {
-    bool stream = s.name == "stream-in" || s.name == "stream-out";
-    event(s, stream ? Host : Exchange, stream ? "stream" : "exchange", s.exchangeCycles);
-    event(s, Sync, "sync", s.syncCycles);
-    event(s, Compute, "compute", s.computeCycles);
+    if (!s.ipus) {
+      event(s, hostPid, Host, "stream", now, s.exchangeCycles);
+      if (ipus == 1)
+        event(s, 1, Sync, "sync", now + s.exchangeCycles, s.syncCycles);
+      now += s.total();
+      continue;
+    }
+    for (int64_t i = 0; i < ipus; ++i) {
+      if (!(s.ipus >> i & 1) && ipus > 1)
+        continue;
+      int64_t pid = ipus == 1 ? 1 : i + 1;
+      int64_t at = pipelined ? clock[i] : now;
+      event(s, pid, Exchange, "exchange", at, s.exchangeCycles);
+      event(s, pid, Sync, "sync", at + s.exchangeCycles, s.syncCycles);
+      event(s, pid, Compute, "compute", at + s.exchangeCycles + s.syncCycles, s.computeCycles);
+      clock[i] = at + s.total();
+    }
+    if (!pipelined)
+      now += s.total();
   }
   return json::Object{{"traceEvents", std::move(events)},
                       {"displayTimeUnit", "ns"},
