@@ -305,8 +305,12 @@ LogicalResult bindProgramWeights(ModuleOp mapped, runtime::MachineProgram &progr
 /// maps it again with each lever the error could name -- a smaller
 /// available memory proportion (less temporary memory per op), then more
 /// IPUs -- and says which is the first that fits, or that none did. Only
-/// planning and allocation run, quietly; no code is generated.
-void adviseOnOutOfMemory(ModuleOp module, const CompileOptions &options) {
+/// planning and allocation run, quietly; no code is generated. With
+/// pipeline stages the ops are already on their IPUs, so more IPUs means
+/// new stages: that lever is named, not tried.
+void adviseOnOutOfMemory(ModuleOp module, const CompileOptions &options,
+                         const IPUPipelineOptions &ipu) {
+  bool staged = module->hasAttr("graph.stages");
   struct Lever {
     std::string flag;
     double proportion;
@@ -314,12 +318,11 @@ void adviseOnOutOfMemory(ModuleOp module, const CompileOptions &options) {
   };
   SmallVector<Lever> levers;
   for (auto [p, text] : {std::pair(0.3, "0.3"), std::pair(0.15, "0.15")})
-    if (p < options.ipu.availableMemoryProportion)
+    if (p < ipu.availableMemoryProportion)
       levers.push_back({std::string("--available-memory-proportion ") + text, p,
                         options.target.numIPUs});
-  for (int64_t n = options.target.numIPUs * 2; n <= 16; n *= 2)
-    levers.push_back({"--num-ipus " + std::to_string(n), options.ipu.availableMemoryProportion,
-                      n});
+  for (int64_t n = options.target.numIPUs * 2; n <= 16 && !staged; n *= 2)
+    levers.push_back({"--num-ipus " + std::to_string(n), ipu.availableMemoryProportion, n});
   SmallVector<std::string> tried;
   for (const Lever &lever : levers) {
     llvm::Expected<target::IPUTarget> target =
@@ -330,7 +333,7 @@ void adviseOnOutOfMemory(ModuleOp module, const CompileOptions &options) {
     }
     OwningOpRef<ModuleOp> trial = module.clone();
     ipu::setTarget(*trial, *target);
-    IPUPipelineOptions ipuOptions = options.ipu;
+    IPUPipelineOptions ipuOptions = ipu;
     ipuOptions.availableMemoryProportion = lever.proportion;
     ipuOptions.reportPath.clear();
     ipuOptions.explainPlans = false;
@@ -350,7 +353,15 @@ void adviseOnOutOfMemory(ModuleOp module, const CompileOptions &options) {
     }
     tried.push_back(lever.flag);
   }
-  if (!tried.empty())
+  if (staged)
+    emitRemark(module.getLoc())
+        << (tried.empty() ? std::string()
+                          : "the model does not fit with " + llvm::join(tried, ", ") +
+                                " either; ")
+        << "with pipeline stages, move layers off the IPU that overflows (--layers-per-ipu), "
+           "use more IPUs (--num-ipus with --pipeline auto), recompute activations "
+           "(--recompute) or a smaller micro-batch";
+  else if (!tried.empty())
     emitRemark(module.getLoc()) << "the model does not fit with " << llvm::join(tried, ", ")
                                 << " either: reduce the batch or the model";
 }
@@ -402,10 +413,10 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options,
       })))
     return failure();
   int64_t pipelineStages = 1;
-  // How the stages execute matters to an executable only.
+  // How the stages execute matters to the machine program only.
   if (auto stages = module->getAttrOfType<ArrayAttr>("graph.stages");
       stages && options.stages.pipelined && stages.size() > 1 &&
-      options.compileTo >= Phase::Llvm) {
+      options.compileTo >= Phase::Ipu) {
     pipelineStages = stages.size();
     if (options.stages.microBatches < pipelineStages)
       return emitError(module.getLoc())
@@ -437,7 +448,9 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options,
     return success();
   if (options.compileTo == Phase::Ipu) {
     ipu::setTarget(module, options.target);
-    return runPipeline([&](OpPassManager &pm) { buildIPUPipeline(pm, options.ipu); });
+    IPUPipelineOptions ipuOptions = options.ipu;
+    ipuOptions.pipelineStages = pipelineStages;
+    return runPipeline([&](OpPassManager &pm) { buildIPUPipeline(pm, ipuOptions); });
   }
 
   // The host reference code is @main as it is; the machine program is
@@ -451,7 +464,9 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options,
   ipu::setTarget(*mapped, options.target);
   {
     PassManager pm(module->getContext(), ModuleOp::getOperationName());
-    buildIPUPipeline(pm, options.ipu);
+    IPUPipelineOptions ipuOptions = options.ipu;
+    ipuOptions.pipelineStages = pipelineStages;
+    buildIPUPipeline(pm, ipuOptions);
     if (options.configure && failed(options.configure(pm)))
       return failure();
     // An out-of-memory error gets a note saying which change makes the
@@ -468,7 +483,7 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options,
     }
     if (failed(mappedOk)) {
       if (outOfMemory)
-        adviseOnOutOfMemory(module, options);
+        adviseOnOutOfMemory(module, options, ipuOptions);
       return failure();
     }
   }

@@ -177,6 +177,8 @@ void buildIPUPipeline(OpPassManager &pm, const IPUPipelineOptions &options) {
   plan.explain = options.explainPlans;
   pm.addPass(ipu::createIPUPlanTiles(plan));
   pm.addPass(ipu::createIPUMapTiles());
+  if (options.pipelineStages > 1)
+    pm.addPass(ipu::createIPUStashActivations({options.pipelineStages}));
   pm.addPass(createSymbolDCEPass());
   ipu::IPUAllocateMemoryOptions allocate;
   allocate.reportPath = options.reportPath;

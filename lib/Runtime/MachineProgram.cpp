@@ -1382,6 +1382,8 @@ json::Value MachineProgram::toJSON() const {
       o["pad_high"] = ints(v.padHigh);
       o["pad_bits"] = static_cast<int64_t>(v.padBits);
     }
+    if (v.copies != 1)
+      o["copies"] = v.copies;
     if (v.base >= 0)
       o["base"] = v.base;
     else
@@ -1484,6 +1486,9 @@ Expected<MachineProgram> MachineProgram::fromJSON(const json::Value &value) {
         r.problem(path + ".kind", "must be input, weight, activation or constant");
       v.base = r.integer(*o, "base", path, -1);
       v.weight = r.integer(*o, "weight", path, -1);
+      v.copies = r.integer(*o, "copies", path, 1);
+      if (v.copies < 1 || v.copies > 1024)
+        r.problem(path + ".copies", "must be 1 to 1024");
       if (o->get("pad_low")) {
         v.padLow = r.integers(*o, "pad_low", path);
         v.padHigh = r.integers(*o, "pad_high", path);

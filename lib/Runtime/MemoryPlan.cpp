@@ -196,7 +196,8 @@ Expected<MemoryPlan> planMemory(const MachineProgram &program, int64_t numTiles,
     a.birth = fromHost || uses[v].firstWrite < 0 ? 0 : uses[v].firstWrite;
     a.death = constant || isOutput[v] || isResident[v] ? lastStep
                                                        : std::max(uses[v].lastUse, a.birth);
-    int64_t elementBytes = var.elementBytes();
+    // Every stashed copy (Variable::copies) is placed.
+    int64_t elementBytes = var.elementBytes() * var.copies;
     var.mapping.forEachPiece([&](int64_t tile, const Box &box) {
       if (int64_t bytes = box.numElements() * elementBytes)
         a.add(tile, bytes);

@@ -28,6 +28,10 @@
 # RUN: tessera-run %t/t4.tess --train-data %t/train.npz --epochs 1 --save-weights %t/w4.npz
 # RUN: %python %s %t weights w1.npz w4.npz
 # RUN: not tessera-compile %t/layers.onnx --train --loss mse --micro-batch-size 8 --gradient-accumulation 2 --num-ipus 4 --pipeline auto -o %t/t.tess 2>&1 | FileCheck %s --check-prefix=ACCUMULATE
+# Stage s holds 2 (4 - s) - 1 micro-batches' activations for the backward
+# pass: 7 copies on IPU 0, 5, 3, none on the last; sharded, none.
+# RUN: tessera-compile %t/layers.onnx --train --loss mse --micro-batch-size 8 --gradient-accumulation 4 --num-ipus 4 --pipeline auto --compile-to=ipu -o - | FileCheck %s --check-prefix=STASH
+# RUN: tessera-compile %t/layers.onnx --train --loss mse --micro-batch-size 8 --gradient-accumulation 4 --num-ipus 4 --pipeline auto --execution sharded --compile-to=ipu -o - | FileCheck %s --check-prefix=SHARDED-STASH
 #
 # PopART's annotations place the ops without any flag.
 # RUN: tessera-compile %t/annotated.onnx --num-ipus 2 --compile-to=partitioned -o - | FileCheck %s --check-prefix=ANNOTATED
@@ -46,6 +50,11 @@
 # TIMES: 4 device iterations per run: {{[0-9,]+}} cycles on the device per run
 # TRAIN4: pipelined over 4 stages: the slowest IPU sets the pace; filling and draining the pipeline adds {{[0-9,]+}} cycles per weight update
 # ACCUMULATE: error: a pipeline of 4 stages needs at least 4 micro-batches at a time, one per stage, but gets 2: use --gradient-accumulation 4 or more (or --execution sharded)
+# STASH-DAG: ipu.stash_copies = array<i64: 7>
+# STASH-DAG: ipu.stash_copies = array<i64: 5>
+# STASH-DAG: ipu.stash_copies = array<i64: 3>
+# STASH-NOT: ipu.stash_copies = array<i64: 1>
+# SHARDED-STASH-NOT: ipu.stash_copies
 # ANNOTATED: graph.matmul {{.*}}graph.ipu = 0 : i64, graph.stage = 0
 # ANNOTATED: graph.matmul {{.*}}graph.ipu = 1 : i64, graph.stage = 1
 # ONE-IPU: error: graph-assign-stages: the op is placed on IPU 1 but there is 1 IPU (IPUs count from 0); raise --num-ipus or change the annotation

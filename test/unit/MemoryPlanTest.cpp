@@ -91,6 +91,28 @@ TEST(MemoryPlan, DeadVariablesMemoryIsReused) {
     EXPECT_EQ(cs, std::vector<int64_t>{-1});
 }
 
+TEST(MemoryPlan, StashedCopiesAreAllPlaced) {
+  // A pipelined step's activation stashed for 3 micro-batches in flight
+  // (Variable::copies) takes three times its bytes for its whole life; the
+  // copies survive the program's JSON round trip.
+  Builder b;
+  int64_t x = b.onTile("x", 256, VarKind::Input);
+  int64_t a = b.onTile("a", 256, VarKind::Activation);
+  int64_t c = b.onTile("b", 256, VarKind::Activation);
+  b.p.variables[a].copies = 3;
+  b.compute({x}, a);
+  b.compute({a}, c);
+  b.p.inputs = {x};
+  b.p.outputs = {c};
+  auto plan = planMemory(b.p, 4, 64 * 1024);
+  ASSERT_TRUE(static_cast<bool>(plan)) << llvm::toString(plan.takeError());
+  EXPECT_EQ(plan->peakByCategory[0].activations, 3 * 1024 + 1024);
+  auto back = MachineProgram::fromJSON(b.p.toJSON());
+  ASSERT_TRUE(static_cast<bool>(back)) << llvm::toString(back.takeError());
+  EXPECT_EQ(back->variables[a].copies, 3);
+  EXPECT_EQ(back->variables[c].copies, 1);
+}
+
 TEST(MemoryPlan, ViewsKeepTheirBaseAliveAndWeightsLiveThroughout) {
   Builder b;
   int64_t x = b.onTile("x", 64, VarKind::Input);

@@ -138,6 +138,9 @@ struct IPUPipelineOptions {
   std::string reportPath;
   /// ipu-plan-tiles' `explain`: a remark per op on its plan.
   bool explainPlans = false;
+  /// Pipeline stages a training step's activations are stashed for
+  /// (ipu-stash-activations; 1: none).
+  int64_t pipelineStages = 1;
 };
 
 /// linalg -> ipu: prepare, map tiles, allocate memory. The module must carry

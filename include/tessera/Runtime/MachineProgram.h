@@ -122,6 +122,12 @@ struct Variable {
   std::vector<int64_t> padLow, padHigh;
   uint64_t padBits = 0;
   bool isPadded() const { return !padLow.empty(); }
+  /// Copies of the variable a tile holds: a pipelined training step's
+  /// activation read by the backward pass is stashed once per micro-batch
+  /// in flight in its stage (ipu-stash-activations). The IPU model runs
+  /// the micro-batches in turn and uses the first copy; memory planning
+  /// places them all, as the chip needs them.
+  int64_t copies = 1;
   /// `shape` less the padding (`shape` itself when not padded).
   std::vector<int64_t> interiorShape() const;
   int64_t elementBytes() const { return dtypeSize(dtype); }

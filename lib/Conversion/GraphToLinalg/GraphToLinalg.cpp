@@ -1783,12 +1783,14 @@ struct ConvertGraphToLinalg
     // Placed ops (graph-assign-stages) are converted one placement at a
     // time, and the ops each conversion adds take that placement: the tile
     // planner maps every op onto its IPU.
-    // Recomputed ops (graph-recompute) likewise keep their mark.
+    // Recomputed ops (graph-recompute) and the backward pass likewise keep
+    // their marks.
     struct Marks {
       int64_t stage = -1, ipu = -1;
-      bool recomputed = false;
+      bool recomputed = false, backward = false;
       bool operator<(const Marks &o) const {
-        return std::tie(stage, ipu, recomputed) < std::tie(o.stage, o.ipu, o.recomputed);
+        return std::tie(stage, ipu, recomputed, backward) <
+               std::tie(o.stage, o.ipu, o.recomputed, o.backward);
       }
     };
     std::map<Marks, SmallVector<Operation *>> byMarks;
@@ -1796,8 +1798,8 @@ struct ConvertGraphToLinalg
       if (!isa<g::GraphDialect>(op->getDialect()))
         return;
       Marks m{g::placedStage(op).value_or(-1), g::placedIpu(op).value_or(-1),
-              op->hasAttr(g::kRecomputedAttrName)};
-      if (m.ipu >= 0 || m.recomputed)
+              op->hasAttr(g::kRecomputedAttrName), op->hasAttr(g::kBackwardAttrName)};
+      if (m.ipu >= 0 || m.recomputed || m.backward)
         byMarks[m].push_back(op);
     });
     for (auto &[marks, ops] : byMarks) {
@@ -1812,6 +1814,8 @@ struct ConvertGraphToLinalg
           g::setPlacement(op, marks.stage, marks.ipu);
         if (marks.recomputed)
           op->setAttr(g::kRecomputedAttrName, UnitAttr::get(op->getContext()));
+        if (marks.backward)
+          op->setAttr(g::kBackwardAttrName, UnitAttr::get(op->getContext()));
       });
     }
     if (failed(applyPartialConversion(getOperation(), target, frozen)))

@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "TilePlan.h"
+#include "tessera/Dialect/Graph/IR/Placement.h"
 
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/TilingInterface.h"
@@ -591,6 +592,10 @@ LogicalResult TileMapper::emitComputeSet(Plan &plan, OpBuilder &b) {
       hasExtents ? b.getArrayAttr(extents) : ArrayAttr(), b.getArrayAttr(kernels), cycles,
       plan.macs,
       ipu::toAttr(b.getContext(), plan.mapping));
+  // Its stage, and whether it is of the backward pass (ipu-stash-activations).
+  for (StringRef mark : {graph::kStageAttrName, graph::kBackwardAttrName})
+    if (Attribute a = op->getAttr(mark))
+      cs->setAttr(mark, a);
   replace(op, cs->getResults());
   if (plan.epilogue) {
     ValueRange result = cs->getResults();

@@ -192,6 +192,8 @@ FailureOr<runtime::MachineProgram> exportMachineProgram(ModuleOp module) {
                                     locationName(cs.getLoc(), set.name));
         if (failed(id))
           return failure();
+        if (auto stash = cs->getAttrOfType<DenseI64ArrayAttr>(kStashCopiesAttrName))
+          program.variables[*id].copies = stash[k];
         set.outputs.push_back(*id);
       }
       for (auto [sym, cycles] : llvm::zip(cs.getKernels(), cs.getKernelCycles())) {

@@ -52,6 +52,9 @@ inline constexpr llvm::StringLiteral kPlanAttrName = "ipu.plan";
 /// On a tensor.insert_slice that pads: it becomes an ipu.pad_view (virtual
 /// padding, no copy) and the fill of its destination goes.
 inline constexpr llvm::StringLiteral kPaddedViewAttrName = "ipu.padded_view";
+/// On an ipu.compute_set: per result, the copies a tile holds of it
+/// (ipu-stash-activations; runtime::Variable::copies).
+inline constexpr llvm::StringLiteral kStashCopiesAttrName = "ipu.stash_copies";
 /// Marks a func.func as a vertex kernel.
 inline constexpr llvm::StringLiteral kVertexAttrName = "ipu.vertex";
 

@@ -192,6 +192,29 @@ def IPUMapTiles : Pass<"ipu-map-tiles", "::mlir::ModuleOp"> {
                            "::mlir::arith::ArithDialect"];
 }
 
+def IPUStashActivations : Pass<"ipu-stash-activations", "::mlir::ModuleOp"> {
+  let summary = "Give a pipelined training step's stashed activations their copies";
+  let description = [{
+    In a pipeline of P stages, stage s works on 2 (P - s) - 1 micro-batches
+    between the forward pass of one and its backward pass (PopART's
+    schedule): every activation of the stage that the backward pass reads
+    is held once per micro-batch in flight. This pass finds them -- results
+    of compute sets before the first one marked `graph.backward`, read (also
+    through views) by a step from it on -- and records the copies in
+    `ipu.stash_copies` (by the compute set's `graph.stage`), which the
+    program's variables and ipu-allocate-memory take. The IPU model runs
+    the micro-batches in turn and uses one copy; the memory plan holds all
+    of them, as the chip must. Stashes of the model's inputs are not
+    counted.
+
+    With `pipeline-stages` 1 (or no backward pass) nothing changes.
+  }];
+  let options = [
+    Option<"pipelineStages", "pipeline-stages", "int64_t", "1",
+           "stages of the pipeline (P)">,
+  ];
+}
+
 def IPUAllocateMemory : Pass<"ipu-allocate-memory", "::mlir::ModuleOp"> {
   let summary = "Place every variable, receive buffer and kernel in tile memory";
   let description = [{
