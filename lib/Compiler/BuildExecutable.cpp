@@ -136,11 +136,13 @@ std::string cacheKeyOptions(const ExecutableRequest &request) {
                      ";output-mode=" + runtime::outputModeName(mode) +
                      ";host-cpu=" + request.cpu.name + ":" +
                      llvm::join(request.cpu.features, ",");
-  if (const StageOptions &st = c.stages; !st.pipeline.empty() || !st.layersPerIpu.empty())
+  if (const StageOptions &st = c.stages;
+      !st.pipeline.empty() || !st.layersPerIpu.empty() || !st.blocks.empty())
     text += ";pipeline=" + st.pipeline + ";layers-per-ipu=" +
             llvm::join(llvm::map_range(st.layersPerIpu,
                                        [](int64_t n) { return std::to_string(n); }),
-                       ",");
+                       ",") +
+            ";blocks=" + llvm::join(st.blocks, ",");
   text += std::string(";execution=") + (c.stages.pipelined ? "pipelined" : "sharded");
   text += ";precision=" + c.graph.precision;
   if (const TrainingPipelineOptions &t = c.training; t.enabled)

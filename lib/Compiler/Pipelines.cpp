@@ -115,7 +115,8 @@ void buildTrainingPipeline(OpPassManager &pm,
 }
 
 bool assignsStages(const StageOptions &options, bool annotated) {
-  return !options.pipeline.empty() || !options.layersPerIpu.empty() || annotated;
+  return !options.pipeline.empty() || !options.layersPerIpu.empty() ||
+         !options.blocks.empty() || annotated;
 }
 
 void buildStagePipeline(OpPassManager &pm, const StageOptions &options,
@@ -125,6 +126,7 @@ void buildStagePipeline(OpPassManager &pm, const StageOptions &options,
   stages.pipeline = options.pipeline.empty() ? "manual" : options.pipeline;
   stages.numIPUs = numIPUs;
   stages.layersPerIpu.assign(options.layersPerIpu.begin(), options.layersPerIpu.end());
+  stages.blocks.assign(options.blocks.begin(), options.blocks.end());
   stages.targetName = targetName.str();
   stages.tilesPerIPU = tilesPerIPU;
   stages.training = training.enabled;

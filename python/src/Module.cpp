@@ -155,7 +155,9 @@ std::string compileModel(const std::string &model, const std::string &path,
       "input_shapes", "input_types", "target", "num_ipus", "tiles_per_ipu",
       "available_memory_proportion", "device_iterations", "output_mode", "host_cpu",
       "cache_dir", "train", "loss", "optimizer", "micro_batch_size",
-      "gradient_accumulation", "accumulation_reduction", "freeze"};
+      "gradient_accumulation", "accumulation_reduction", "freeze", "blocks", "pipeline",
+      "layers_per_ipu", "execution", "recompute", "stochastic_rounding", "loss_scaling",
+      "precision"};
   for (auto item : options) {
     std::string key = py::str(item.first);
     if (std::find_if(std::begin(known), std::end(known),
@@ -186,6 +188,18 @@ std::string compileModel(const std::string &model, const std::string &path,
       get<double>(options, "available_memory_proportion", 0.6);
   request.deviceIterations = get<int64_t>(options, "device_iterations", 1);
   bool train = get<bool>(options, "train", false);
+  // Stages over IPUs (BeginBlock rules, an IPUConfig's layers_per_ipu).
+  StageOptions &stages = request.compile.stages;
+  stages.blocks = get<std::vector<std::string>>(options, "blocks", {});
+  stages.layersPerIpu = get<std::vector<int64_t>>(options, "layers_per_ipu", {});
+  stages.pipeline = get<std::string>(options, "pipeline", "");
+  std::string execution = get<std::string>(options, "execution", "pipelined");
+  if (execution != "pipelined" && execution != "sharded")
+    throw TesseraError("execution must be pipelined or sharded, got '" + execution + "'");
+  stages.pipelined = execution == "pipelined";
+  stages.microBatches =
+      train ? get<int64_t>(options, "gradient_accumulation", 1) : request.deviceIterations;
+  request.compile.graph.precision = get<std::string>(options, "precision", "fp32");
   runtime::ExecutableMetadata mode;
   if (llvm::Error err = runtime::parseOutputMode(
           get<std::string>(options, "output_mode", train ? "final" : "all"), mode))
@@ -203,6 +217,9 @@ std::string compileModel(const std::string &model, const std::string &path,
     t.gradientAccumulation = get<int64_t>(options, "gradient_accumulation", 1);
     t.accumulationReduction = get<std::string>(options, "accumulation_reduction", "mean");
     t.freeze = get<std::vector<std::string>>(options, "freeze", {});
+    t.recompute = get<std::string>(options, "recompute", "");
+    t.stochasticRounding = get<bool>(options, "stochastic_rounding", false);
+    t.lossScaling = get<std::string>(options, "loss_scaling", "");
     request.microBatchSize = get<int64_t>(options, "micro_batch_size", 0);
   }
 
@@ -277,6 +294,7 @@ public:
     d["tiles_per_ipu"] = m.tilesPerIPU;
     d["device_iterations"] = m.deviceIterations;
     d["gradient_accumulation"] = m.gradientAccumulation;
+    d["pipeline_stages"] = m.pipelineStages;
     d["output_mode"] = runtime::outputModeName(m);
     d["loss"] = m.loss;
     d["optimizer"] = m.optimizer;

@@ -22,6 +22,7 @@ import torch
 import _tessera
 
 from ._errors import Error
+from . import blocks as _blocks
 from . import optim as _optim
 from .options import Options
 
@@ -379,6 +380,14 @@ class _Executor:
         names = [re.sub(r"\.\d+$", "", i.debugName()) for i in traced.graph.inputs()][1:]
         flat = _flatten(outputs)
         options = self._options._compile_options(self._training)
+        rules = _blocks.block_rules(model, self._options._strategy)
+        if rules:
+            # Op names are the traced module's paths: the keyword wrapper
+            # adds its own prefix.
+            prefix = "model." if traced_model is not model else ""
+            options["blocks"] = [prefix + r for r in rules]
+            ipus = 1 + max(int(r.split("=")[1].split(":")[0]) for r in rules)
+            options["num_ipus"] = max(options.get("num_ipus", 1), ipus)
         options["input_shapes"] = {n: list(e.shape) for n, e in zip(names, example)}
         options["input_types"] = {n: _INPUT_TYPES[e.dtype] for n, e in zip(names, example)
                                   if e.dtype != torch.float32}
@@ -392,6 +401,9 @@ class _Executor:
             options["loss"] = "output:" + ("output" if len(flat) == 1
                                            else f"output_{len(flat) - 1}")
             options["optimizer"] = _optim.spec(self._optimizer)
+            scale = getattr(self._optimizer, "loss_scaling", None)
+            if scale not in (None, 1, 1.0) and "loss_scaling" not in options:
+                options["loss_scaling"] = repr(float(scale))
         _tessera.compile(pt, str(path), options)
         self.compilations += 1
         self._signature = [(n, e.dtype, tuple(e.shape[1:])) for n, e in zip(names, example)]

@@ -1,12 +1,14 @@
 """PopTorch's placement annotations: BeginBlock, Block, BlockFunction,
-Stage, recomputationCheckpoint.
+Stage, PipelinedExecution, ShardedExecution, recomputationCheckpoint.
 
-Pipelining a model over several IPUs has not landed: a block placed on
-IPU 0 (or with no IPU) is the whole model's placement today and compiles;
-one that names another IPU is an error where it is written, never
-silently ignored. A recomputation checkpoint marks where a pipelined
-backward pass would recompute from; without pipelining nothing is
-recomputed, so it returns its input.
+A BeginBlock on a submodule places it, and what runs after it, on its IPU:
+the model is compiled with one block rule per BeginBlock, by the
+submodule's path (tessera-compile's graph-assign-stages `blocks`), and
+runs pipelined over the IPUs (PipelinedExecution, the default) or in turn
+(ShardedExecution). Block and BlockFunction place operations inside a
+forward pass, which tracing does not record: only IPU 0 is available there
+(use BeginBlock on a submodule). A recomputation checkpoint returns its
+input; --recompute's modes choose checkpoints.
 """
 import contextlib
 import functools
@@ -20,9 +22,10 @@ def _place(ipu_id, what):
         return
     if isinstance(ipu_id, bool) or not isinstance(ipu_id, int) or ipu_id < 0:
         raise Error(f"{what}: ipu_id must be a non-negative integer, got {ipu_id!r}")
-    if ipu_id != 0:
-        not_available(f"{what}(ipu_id={ipu_id})", "placing layers on several IPUs "
-                      "(pipelined and sharded execution)")
+    if ipu_id != 0 and what != "BeginBlock":
+        not_available(f"{what}(ipu_id={ipu_id})", "placing the operations of a forward "
+                      "pass (tracing does not record them; use tessera.BeginBlock on a "
+                      "submodule)")
 
 
 class BeginBlock(torch.nn.Module):
@@ -61,25 +64,52 @@ def BlockFunction(user_id=None, ipu_id=None):
 
 
 class Stage:
-    """A pipeline stage of blocks (PopTorch's poptorch.Stage)."""
+    """A pipeline stage of blocks, by their user ids (PopTorch's poptorch.Stage)."""
 
     def __init__(self, *block_ids):
-        not_available("Stage", "pipelined execution")
+        if not block_ids or not all(isinstance(b, str) for b in block_ids):
+            raise Error("Stage takes the user ids (strings) of its blocks")
+        self.block_ids = block_ids
 
 
-class PipelinedExecution:
-    """Blocks run as a pipeline over IPUs (PopTorch's poptorch.PipelinedExecution)."""
+class _Execution:
+    mode = None
 
     def __init__(self, *stages):
-        not_available("PipelinedExecution", "pipelined execution over several IPUs")
+        # Stages in order: Stage objects, or a block's user id each.
+        self.stages = [s if isinstance(s, Stage) else Stage(s) for s in stages]
+
+    def stage_of(self, user_id):
+        """The stage a block's user id is in, or None (a stage per IPU)."""
+        for index, stage in enumerate(self.stages):
+            if user_id in stage.block_ids:
+                return index
+        return None
 
 
-class ShardedExecution:
+class PipelinedExecution(_Execution):
+    """Blocks run as a pipeline over IPUs (PopTorch's poptorch.PipelinedExecution):
+    each IPU works on another micro-batch."""
+    mode = "pipelined"
+
+
+class ShardedExecution(_Execution):
     """Blocks run one after another on their IPUs (PopTorch's
     poptorch.ShardedExecution)."""
+    mode = "sharded"
 
-    def __init__(self, *stages):
-        not_available("ShardedExecution", "sharded execution over several IPUs")
+
+def block_rules(model, strategy=None):
+    """One "PATH=IPU[:STAGE]" rule per BeginBlock of `model` with an IPU,
+    by its path in `model` (what tracing keeps in the op names)."""
+    rules = []
+    for name, module in model.named_modules():
+        if isinstance(module, BeginBlock) and module.ipu_id is not None:
+            if not name:
+                raise Error("BeginBlock wraps the whole model: wrap its submodules instead")
+            stage = strategy.stage_of(module.user_id) if strategy is not None else None
+            rules.append(f"{name}={module.ipu_id}" + (f":{stage}" if stage is not None else ""))
+    return rules
 
 
 def recomputationCheckpoint(*tensors):

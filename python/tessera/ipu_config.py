@@ -180,15 +180,22 @@ class IPUConfig:
         prefix = "inference_" if for_inference else ""
         ipus = getattr(self, f"{prefix}ipus_per_replica")
         layers = getattr(self, f"{prefix}layers_per_ipu")
-        if ipus > 1 or len(layers) > 1:
-            not_available(f"{prefix}layers_per_ipu {layers} ({ipus} IPUs per replica)",
-                          "pipelined execution over several IPUs")
         replication = getattr(self, f"{prefix}replication_factor")
         if replication > 1:
             not_available(f"{prefix}replication_factor {replication}", "replicated execution")
-        if self.auto_loss_scaling and not for_inference:
-            not_available("auto_loss_scaling", "fp16 training with loss scaling")
         opts = Options()
+        # optimum-graphcore's layers_per_ipu: the layers found from the
+        # model's module paths, pipelined over the IPUs.
+        if ipus > 1 or len(layers) > 1:
+            if len(layers) != ipus:
+                raise Error(f"{prefix}layers_per_ipu {layers} has {len(layers)} entries but "
+                            f"{prefix}ipus_per_replica is {ipus}: give one per IPU")
+            opts._stages["layers_per_ipu"] = list(layers)
+            opts._stages["num_ipus"] = ipus
+        if self.recompute_checkpoint_every_layer and not for_inference:
+            opts._stages["recompute"] = "checkpoint-every-layer"
+        if self.auto_loss_scaling and not for_inference:
+            opts._stages["loss_scaling"] = "auto"
         opts.deviceIterations(getattr(self, f"{prefix}device_iterations"))
         if not for_inference:
             opts.Training.gradientAccumulation(self.gradient_accumulation_steps)

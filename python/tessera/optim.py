@@ -3,8 +3,9 @@
 They are torch.optim's classes, so a model trained on the host takes them
 as well; trainingModel reads their hyperparameters into the compiled
 update. `max_grad_norm` clips the gradients' global norm first (as
-``clip_grad_norm_``). Loss and velocity scaling belong to fp16 training,
-which has not landed: a scaling other than 1 is an error.
+``clip_grad_norm_``). `loss_scaling` is a static loss scale (the compiled
+step's --loss-scaling); velocity scaling is not built: other than 1 it is
+an error.
 """
 import torch
 
@@ -12,9 +13,12 @@ from ._errors import Error, not_available
 
 
 def _check_scaling(loss_scaling, velocity_scaling):
-    for name, value in (("loss_scaling", loss_scaling), ("velocity_scaling", velocity_scaling)):
-        if value not in (None, 1, 1.0):
-            not_available(f"{name}={value}", "fp16 training with loss scaling")
+    if loss_scaling is not None and (isinstance(loss_scaling, bool) or
+                                     not isinstance(loss_scaling, (int, float)) or
+                                     not loss_scaling > 0):
+        raise Error(f"loss_scaling must be a positive number, got {loss_scaling!r}")
+    if velocity_scaling not in (None, 1, 1.0):
+        not_available(f"velocity_scaling={velocity_scaling}", "velocity scaling")
 
 
 class SGD(torch.optim.SGD):
@@ -24,6 +28,7 @@ class SGD(torch.optim.SGD):
         _check_scaling(loss_scaling, velocity_scaling)
         super().__init__(params, lr=lr, momentum=momentum, dampening=dampening,
                          weight_decay=weight_decay, nesterov=nesterov, maximize=maximize)
+        self.loss_scaling = loss_scaling
         self.max_grad_norm = max_grad_norm
 
 
@@ -35,6 +40,7 @@ class Adam(torch.optim.Adam):
         _check_scaling(loss_scaling, None)
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                          amsgrad=amsgrad, maximize=maximize)
+        self.loss_scaling = loss_scaling
         self.max_grad_norm = max_grad_norm
 
 
@@ -48,6 +54,7 @@ class AdamW(torch.optim.AdamW):
             not_available("AdamW(bias_correction=False)", "AdamW without bias correction")
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                          amsgrad=amsgrad, maximize=maximize)
+        self.loss_scaling = loss_scaling
         self.max_grad_norm = max_grad_norm
 
 
@@ -59,6 +66,7 @@ class RMSprop(torch.optim.RMSprop):
         _check_scaling(loss_scaling, None)
         super().__init__(params, lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay,
                          momentum=momentum, centered=centered, maximize=maximize)
+        self.loss_scaling = loss_scaling
         self.max_grad_norm = max_grad_norm
 
 
@@ -75,6 +83,7 @@ class LAMB(torch.optim.Optimizer):
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                                       bias_correction=bias_correction,
                                       max_weight_norm=max_weight_norm))
+        self.loss_scaling = loss_scaling
         self.max_grad_norm = max_grad_norm
 
     def step(self, closure=None):

@@ -86,10 +86,11 @@ class _PrecisionOptions:
         self._options = options
 
     def enableStochasticRounding(self, enabled):
-        if enabled:
-            not_available("Precision.enableStochasticRounding(True)",
-                          "fp16 with stochastic rounding")
-        self._options._values["stochastic_rounding"] = False
+        """fp16 weights' updates round stochastically (a model in fp16:
+        model.half(), or an IPUConfig's precision)."""
+        if not isinstance(enabled, bool):
+            raise Error(f"Precision.enableStochasticRounding takes True or False, got {enabled!r}")
+        self._options._values["stochastic_rounding"] = enabled
         return self
 
     def setPartialsType(self, dtype):
@@ -130,6 +131,11 @@ class Options:
             self._values["cache_dir"] = os.environ["POPTORCH_CACHE_DIR"]
         self.Training = _TrainingOptions(self)
         self.Precision = _PrecisionOptions(self)
+        # Not file options: the execution strategy, and what an IPUConfig
+        # carries beyond PopTorch's options (layers per IPU, recomputation,
+        # automatic loss scaling).
+        self._strategy = None
+        self._stages = {}
 
     # -- PopTorch's setters --------------------------------------------------
 
@@ -195,7 +201,14 @@ class Options:
         return self
 
     def setExecutionStrategy(self, strategy):
-        not_available("setExecutionStrategy", "pipelined and sharded execution")
+        """tessera.PipelinedExecution(...) (the default with blocks on several
+        IPUs) or tessera.ShardedExecution(...)."""
+        from .blocks import PipelinedExecution, ShardedExecution
+        if not isinstance(strategy, (PipelinedExecution, ShardedExecution)):
+            raise Error("setExecutionStrategy takes tessera.PipelinedExecution(...) or "
+                        f"tessera.ShardedExecution(...), got {strategy!r}")
+        self._strategy = strategy
+        return self
 
     # -- Reading -------------------------------------------------------------
 
@@ -318,4 +331,12 @@ class Options:
         if training:
             options["gradient_accumulation"] = self._values["gradient_accumulation"]
             options["accumulation_reduction"] = self._values["accumulation_reduction"].lower()
+            if self._values["stochastic_rounding"]:
+                options["stochastic_rounding"] = True
+        if self._strategy is not None:
+            options["execution"] = self._strategy.mode
+        for key, value in self._stages.items():
+            if key in ("recompute", "loss_scaling") and not training:
+                continue
+            options[key] = value
         return options

@@ -261,21 +261,23 @@ def test_options_round_trip_and_poptorch_files(tmp_path):
 @pytest.mark.parametrize("call,message", [
     (lambda: tessera.Options().deviceIterations(0), "deviceIterations must be a positive"),
     (lambda: tessera.Options().replicationFactor(2), "replicationFactor.2. is not available yet"),
-    (lambda: tessera.Options().Precision.enableStochasticRounding(True), "not available yet"),
+    (lambda: tessera.Options().Precision.enableStochasticRounding(1), "takes True or False"),
     (lambda: tessera.Options().setAvailableMemoryProportion({"IPU0": 1.5}), r"must be in \(0, 1\]"),
     (lambda: tessera.Options().setAvailableMemoryProportion({"GPU0": 0.5}), "not an IPU name"),
     (lambda: tessera.Options().fromDict({"deviceIterationz": 2}), "unknown option deviceIterationz"),
     (lambda: tessera.Options().outputMode(tessera.OutputMode.EveryN), "needs output_return_period"),
-    (lambda: tessera.optim.SGD(torch.nn.Linear(2, 2).parameters(), loss_scaling=128),
-     "loss_scaling=128 is not available yet"),
+    (lambda: tessera.optim.SGD(torch.nn.Linear(2, 2).parameters(), loss_scaling=-1),
+     "loss_scaling must be a positive number"),
+    (lambda: tessera.optim.SGD(torch.nn.Linear(2, 2).parameters(), velocity_scaling=2),
+     "velocity_scaling=2 is not available yet"),
     (lambda: tessera.trainingModel(torch.nn.Linear(2, 2), optimizer="sgd"),
      "must be a torch.optim optimizer"),
-    (lambda: tessera.BeginBlock(torch.nn.Linear(2, 2), ipu_id=1),
-     r"BeginBlock\(ipu_id=1\) is not available yet"),
-    (lambda: tessera.Stage("a", "b"), "Stage is not available yet"),
-    (lambda: tessera.Options().setExecutionStrategy(tessera.PipelinedExecution("a")),
-     "PipelinedExecution is not available yet"),
-    (lambda: tessera.ShardedExecution("a"), "ShardedExecution is not available yet"),
+    (lambda: tessera.BeginBlock(torch.nn.Linear(2, 2), ipu_id=-1),
+     "ipu_id must be a non-negative integer"),
+    (lambda: tessera.Block(ipu_id=1).__enter__(), r"Block\(ipu_id=1\) is not available yet"),
+    (lambda: tessera.Stage(), "Stage takes the user ids"),
+    (lambda: tessera.Options().setExecutionStrategy("pipelined"),
+     "setExecutionStrategy takes tessera.PipelinedExecution"),
 ])
 def test_option_errors(call, message):
     with pytest.raises(tessera.Error, match=message):
@@ -294,6 +296,60 @@ def test_blocks_on_ipu0_compile_as_the_whole_model():
     x = torch.randn(2, 4)
     close(tessera.inferenceModel(model)(x), model(x), "BeginBlock on IPU 0")
     assert torch.equal(double(x), x * 2)
+
+
+def test_begin_block_places_layers_on_ipus():
+    # A BeginBlock on IPU 1: pipelined (the default; two device iterations
+    # for two stages) and sharded, both PyTorch's outputs; trained
+    # pipelined, the weights of training on one IPU.
+    torch.manual_seed(0)
+
+    def build():
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(),
+                                    torch.nn.Linear(16, 16), torch.nn.Tanh(),
+                                    torch.nn.Linear(16, 4))
+        model[2] = tessera.BeginBlock(model[2], "second", ipu_id=1)
+        return model
+
+    model = build()
+    x = torch.randn(8, 8)
+    pipelined = tessera.inferenceModel(model, tessera.Options().deviceIterations(2))
+    close(pipelined(x), model(x), "pipelined over 2 IPUs")
+    info = pipelined._executable.info
+    assert info["num_ipus"] == 2 and info["pipeline_stages"] == 2, info
+    sharded = tessera.inferenceModel(
+        model, tessera.Options().setExecutionStrategy(tessera.ShardedExecution()))
+    close(sharded(x[:4]), model(x[:4]), "sharded over 2 IPUs")
+    assert sharded._executable.info["pipeline_stages"] == 1
+    with pytest.raises(tessera.Error, match="needs at least 2 micro-batches"):
+        tessera.inferenceModel(model)(x[:4])
+
+    class WithLoss(torch.nn.Module):
+        def __init__(self, net):
+            super().__init__()
+            self.net = net
+
+        def forward(self, x, y):
+            out = self.net(x)
+            return out, torch.nn.functional.mse_loss(out, y)
+
+    data = [(torch.randn(8, 8), torch.randn(8, 4)) for _ in range(5)]
+    weights = []
+    for blocks in (False, True):
+        net = build()
+        if not blocks:
+            net[2] = net[2].layer
+        opts = tessera.Options()
+        opts.Training.gradientAccumulation(2)
+        trainer = tessera.trainingModel(
+            WithLoss(net), opts, tessera.optim.SGD(net.parameters(), lr=0.1))
+        for xb, yb in data:
+            trainer(xb, yb)
+        trainer.copyWeightsToHost()
+        weights.append([p.detach().clone() for p in net.parameters()])
+    for a, b in zip(*weights):
+        close(b, a, "pipelined training")
 
 
 def test_bad_options_file_names_the_line(tmp_path):
@@ -389,10 +445,9 @@ def test_ipu_config_files_load_and_round_trip(name, tmp_path):
     assert config.batch_size_factor() == config.gradient_accumulation_steps
     config.save_pretrained(tmp_path)
     assert tessera.IPUConfig.from_pretrained(tmp_path) == config
-    # The training placement needs four IPUs: reported, not dropped.
-    with pytest.raises(tessera.Error, match=r"layers_per_ipu \[0, 4, 4, 4\] .* is not "
-                                            "available yet"):
-        config.to_options()
+    # The training placement: optimum's layers over four IPUs.
+    options = config.to_options()._compile_options(training=True)
+    assert options["layers_per_ipu"] == [0, 4, 4, 4] and options["num_ipus"] == 4
 
 
 def test_ipu_config_values_become_options():

@@ -109,6 +109,8 @@ struct StageOptions {
   /// stages (the IPUs' tiles form one pool).
   std::string pipeline;
   std::vector<int64_t> layersPerIpu;
+  /// PopTorch's BeginBlock by module path: "PATH=IPU[:STAGE]".
+  std::vector<std::string> blocks;
   /// Stages overlap (pipelined) or run in turn (sharded).
   bool pipelined = false;
   /// Micro-batches the pipeline gets at a time: the gradient accumulation

@@ -67,6 +67,8 @@ private:
                                    std::vector<int64_t> &ipu);
   LogicalResult placeByLayers(ArrayRef<Operation *> ops, std::vector<int64_t> &stage,
                               std::vector<int64_t> &ipu);
+  LogicalResult placeByBlocks(ArrayRef<Operation *> ops, std::vector<int64_t> &stage,
+                              std::vector<int64_t> &ipu);
   LogicalResult placeByCost(ArrayRef<Operation *> ops, std::vector<int64_t> &stage,
                             std::vector<int64_t> &ipu);
   /// The partition's view of the ops, and its limits.
@@ -176,6 +178,67 @@ LogicalResult GraphAssignStages::placeByLayers(ArrayRef<Operation *> ops,
     ipu[i] = current;
   }
   stagesFromIpus(ipu, stage);
+  return success();
+}
+
+/// `name`'s path components ('/' and '.' separate them).
+SmallVector<std::string> pathOf(StringRef name) {
+  SmallVector<std::string> parts;
+  for (StringRef part : llvm::split(name, '/'))
+    for (StringRef piece : llvm::split(part, '.'))
+      if (!piece.empty() && piece != "__module")
+        parts.push_back(piece.str());
+  return parts;
+}
+
+LogicalResult GraphAssignStages::placeByBlocks(ArrayRef<Operation *> ops,
+                                               std::vector<int64_t> &stage,
+                                               std::vector<int64_t> &ipu) {
+  auto module = getOperation();
+  struct BlockRule {
+    SmallVector<std::string> path;
+    int64_t ipu, stage;
+    bool started = false;
+  };
+  std::vector<BlockRule> parsed;
+  for (const std::string &spec : blocks) {
+    auto [path, where] = StringRef(spec).rsplit('=');
+    auto [ipuText, stageText] = where.split(':');
+    BlockRule block;
+    block.path = pathOf(path);
+    bool bad = block.path.empty() || ipuText.getAsInteger(10, block.ipu) || block.ipu < 0;
+    block.stage = block.ipu;
+    if (!stageText.empty())
+      bad |= stageText.getAsInteger(10, block.stage) || block.stage < 0;
+    if (bad)
+      return module.emitError("graph-assign-stages: block '")
+             << spec << "' is not PATH=IPU or PATH=IPU:STAGE (a module path, such as "
+             << "encoder.layers.2=1)";
+    parsed.push_back(std::move(block));
+  }
+  int64_t currentStage = 0, currentIpu = 0;
+  for (auto [i, op] : llvm::enumerate(ops)) {
+    SmallVector<std::string> name = pathOf(nameOf(op->getLoc()));
+    // The block with the longest path the op lies under starts here.
+    BlockRule *match = nullptr;
+    for (BlockRule &block : parsed)
+      if (block.path.size() <= name.size() &&
+          std::equal(block.path.begin(), block.path.end(), name.begin()) &&
+          (!match || block.path.size() > match->path.size()))
+        match = &block;
+    if (match && !match->started) {
+      match->started = true;
+      currentStage = match->stage;
+      currentIpu = match->ipu;
+    }
+    stage[i] = currentStage;
+    ipu[i] = currentIpu;
+  }
+  for (const BlockRule &block : parsed)
+    if (!block.started)
+      return module.emitError("graph-assign-stages: no op of the model lies under block '")
+             << llvm::join(block.path, ".") << "' (its module path; op names are the "
+             << "model's module paths, see --mlir-print-debuginfo)";
   return success();
 }
 
@@ -313,9 +376,10 @@ void GraphAssignStages::runOnOperation() {
     if (!isLeaf(&op))
       ops.push_back(&op);
   std::vector<int64_t> stage(ops.size(), 0), ipu(ops.size(), 0);
-  LogicalResult placed = pipeline == "auto"    ? placeByCost(ops, stage, ipu)
-                         : layersPerIpu.empty() ? placeByAnnotations(ops, stage, ipu)
-                                                : placeByLayers(ops, stage, ipu);
+  LogicalResult placed = pipeline == "auto"       ? placeByCost(ops, stage, ipu)
+                         : !layersPerIpu.empty() ? placeByLayers(ops, stage, ipu)
+                         : !blocks.empty()       ? placeByBlocks(ops, stage, ipu)
+                                                 : placeByAnnotations(ops, stage, ipu);
   if (failed(placed))
     return signalPassFailure();
 

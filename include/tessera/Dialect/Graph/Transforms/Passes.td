@@ -177,6 +177,12 @@ def GraphAssignStages : Pass<"graph-assign-stages", "::mlir::ModuleOp"> {
       annotation with an IPU but no stage is its own stage number (PopTorch's
       AutoStage.SameAsIpu). Without any annotation everything is stage 0 on
       IPU 0.
+    - `pipeline=manual` with `blocks=encoder.layers.2=1,...`: PopTorch's
+      BeginBlock, by module path (the Python API's tessera.BeginBlock passes
+      them; TorchScript keeps module paths in op names). The first op whose
+      name lies under a block's path starts that block: it and what follows
+      run there until the next block starts (before the first, IPU 0). A
+      block without a stage is its own IPU's stage number.
     - `pipeline=manual` with `layers-per-ipu=0,4,4,4`: optimum-graphcore's
       meaning. The model's layers are its repeated blocks, found from the op
       names (ONNX node names or TorchScript module paths: the path component
@@ -212,6 +218,8 @@ def GraphAssignStages : Pass<"graph-assign-stages", "::mlir::ModuleOp"> {
     Option<"numIPUs", "num-ipus", "int64_t", "1", "IPUs to place ops on">,
     ListOption<"layersPerIpu", "layers-per-ipu", "int64_t",
                "layers on each IPU (optimum-graphcore's layers_per_ipu)">,
+    ListOption<"blocks", "blocks", "std::string",
+               "PopTorch's BeginBlock by module path: PATH=IPU or PATH=IPU:STAGE">,
     Option<"targetName", "target", "std::string", "\"ipu2\"",
            "the IPU whose cost model and memory auto uses">,
     Option<"tilesPerIPU", "tiles-per-ipu", "int64_t", "0",
