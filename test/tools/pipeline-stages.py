@@ -33,6 +33,9 @@
 # RUN: tessera-compile %t/layers.onnx --train --loss mse --micro-batch-size 8 --gradient-accumulation 4 --num-ipus 4 --pipeline auto --compile-to=ipu -o - | FileCheck %s --check-prefix=STASH
 # RUN: tessera-compile %t/layers.onnx --train --loss mse --micro-batch-size 8 --gradient-accumulation 4 --num-ipus 4 --pipeline auto --execution sharded --compile-to=ipu -o - | FileCheck %s --check-prefix=SHARDED-STASH
 #
+# PopTorch's BeginBlock by name: layers.2 and after on IPU 1.
+# RUN: tessera-compile %t/layers.onnx --num-ipus 2 --begin-block layers.2=1 --compile-to=partitioned -o - | FileCheck %s --check-prefix=BLOCK
+#
 # PopART's annotations place the ops without any flag.
 # RUN: tessera-compile %t/annotated.onnx --num-ipus 2 --compile-to=partitioned -o - | FileCheck %s --check-prefix=ANNOTATED
 # RUN: not tessera-compile %t/annotated.onnx -o %t/a.tess 2>&1 | FileCheck %s --check-prefix=ONE-IPU
@@ -55,6 +58,7 @@
 # STASH-DAG: ipu.stash_copies = array<i64: 3>
 # STASH-NOT: ipu.stash_copies = array<i64: 1>
 # SHARDED-STASH-NOT: ipu.stash_copies
+# BLOCK: graph.stages = [{{{.*}}ipu = 0 : i64, ops = 4 : i64, stage = 0 : i64}, {{{.*}}ipu = 1 : i64, ops = 4 : i64, stage = 1 : i64}]
 # ANNOTATED: graph.matmul {{.*}}graph.ipu = 0 : i64, graph.stage = 0
 # ANNOTATED: graph.matmul {{.*}}graph.ipu = 1 : i64, graph.stage = 1
 # ONE-IPU: error: graph-assign-stages: the op is placed on IPU 1 but there is 1 IPU (IPUs count from 0); raise --num-ipus or change the annotation

@@ -146,6 +146,12 @@ cl::list<int64_t> layersPerIpu(
              "layers_per_ipu: -1 shares the rest evenly, 0 leaves an IPU without layers; "
              "the embeddings run on IPU 0"),
     cl::CommaSeparated, cl::value_desc("N,..."), cl::cat(stagesCategory));
+cl::list<std::string> beginBlocks(
+    "begin-block",
+    cl::desc("PopTorch's BeginBlock by module path: PATH=IPU or PATH=IPU:STAGE; the first op "
+             "under PATH (a TorchScript module path or ONNX node name prefix, such as "
+             "encoder.layers.4) and what follows run on IPU, until the next block"),
+    cl::CommaSeparated, cl::value_desc("PATH=IPU[:STAGE],..."), cl::cat(stagesCategory));
 cl::opt<std::string> executionMode(
     "execution",
     cl::desc("How stages run: pipelined (the default: each IPU works on another "
@@ -588,6 +594,7 @@ if (!train) {
   request.compile.stages.pipelined = executionMode == "pipelined";
   request.compile.stages.microBatches = train ? int64_t(gradientAccumulation) : int64_t(deviceIterations);
   request.compile.stages.layersPerIpu.assign(layersPerIpu.begin(), layersPerIpu.end());
+  request.compile.stages.blocks.assign(beginBlocks.begin(), beginBlocks.end());
   if (precisionMode != "fp32" && precisionMode != "fp16.16") {
     llvm::errs() << "error: --precision " << precisionMode
                  << (precisionMode == "fp16.32"

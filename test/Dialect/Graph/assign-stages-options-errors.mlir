@@ -3,6 +3,8 @@
 // RUN: not tessera-opt %s --split-input-file --graph-assign-stages="num-ipus=3 layers-per-ipu=1,-1" 2>&1 | FileCheck %s --check-prefix=ENTRIES
 // RUN: not tessera-opt %s --split-input-file --graph-assign-stages="pipeline=auto num-ipus=2 tiles-per-ipu=1" 2>&1 | FileCheck %s --check-prefix=FIT
 // RUN: not tessera-opt %s --split-input-file --graph-assign-stages="pipeline=sideways" 2>&1 | FileCheck %s --check-prefix=MODE
+// RUN: not tessera-opt %s --split-input-file --graph-assign-stages="num-ipus=2 blocks=layers.7=1" 2>&1 | FileCheck %s --check-prefix=NO-BLOCK
+// RUN: not tessera-opt %s --split-input-file --graph-assign-stages="num-ipus=2 blocks=layers.1" 2>&1 | FileCheck %s --check-prefix=BAD-BLOCK
 //
 // layers-per-ipu must match the layers the op names show; auto must find a
 // cut that fits; both say what to change.
@@ -13,6 +15,8 @@
 // FIT-SAME: stage 0 (IPU 0) would need 800000 bytes
 // FIT-SAME: use more IPUs (--num-ipus)
 // MODE: pipeline is 'sideways'; use manual (annotations or layers-per-ipu) or auto
+// NO-BLOCK: no op of the model lies under block 'layers.7'
+// BAD-BLOCK: block 'layers.1' is not PATH=IPU or PATH=IPU:STAGE
 
 // expected-error@+1 {{--layers-per-ipu 1,2 places 3 layers but the model has 2 ('layers/0' ... 'layers/1'); use -1 on an IPU to take the rest}}
 module {

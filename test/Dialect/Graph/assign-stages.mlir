@@ -1,6 +1,7 @@
 // RUN: tessera-opt %s --split-input-file --graph-assign-stages="num-ipus=3 layers-per-ipu=1,-1,2" | FileCheck %s --check-prefix=LAYERS
 // RUN: tessera-opt %s --split-input-file --graph-assign-stages="num-ipus=2 layers-per-ipu=0,-1" | FileCheck %s --check-prefix=RESERVED
 // RUN: tessera-opt %s --split-input-file --graph-assign-stages="pipeline=auto num-ipus=2 tiles-per-ipu=4" | FileCheck %s --check-prefix=AUTO
+// RUN: tessera-opt %s --split-input-file --graph-assign-stages="num-ipus=2 blocks=layers.2=1" | FileCheck %s --check-prefix=BLOCKS
 //
 // graph-assign-stages places every op of @main: optimum-graphcore's
 // layers-per-ipu on the layers found from the op names (the embeddings on
@@ -27,6 +28,14 @@
 // RESERVED: graph.matmul {{.*}}{graph.ipu = 1 : i64, graph.stage = 1 : i64}
 // RESERVED: graph.matmul {{.*}}{graph.ipu = 1 : i64, graph.stage = 1 : i64}
 // RESERVED: graph.matmul {{.*}}{graph.ipu = 0 : i64, graph.stage = 2 : i64}
+
+// PopTorch's BeginBlock by module path: layers.2 and what follows on IPU 1
+// (its own stage number, as AutoStage.SameAsIpu).
+// BLOCKS: graph.matmul {{.*}}{graph.ipu = 0 : i64, graph.stage = 0 : i64}
+// BLOCKS: graph.matmul {{.*}}{graph.ipu = 0 : i64, graph.stage = 0 : i64}
+// BLOCKS: graph.matmul {{.*}}{graph.ipu = 1 : i64, graph.stage = 1 : i64}
+// BLOCKS: graph.matmul {{.*}}{graph.ipu = 1 : i64, graph.stage = 1 : i64}
+// BLOCKS: graph.matmul {{.*}}{graph.ipu = 1 : i64, graph.stage = 1 : i64}
 
 // auto: two stages, the cut balancing the matmuls' cycles.
 // AUTO: graph.stages = [{{{.*}}ipu = 0 : i64, ops = 4 : i64, stage = 0 : i64}, {{{.*}}ipu = 1 : i64, ops = 3 : i64, stage = 1 : i64}]
