@@ -423,8 +423,12 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options,
              << "a pipeline of " << pipelineStages << " stages needs at least "
              << pipelineStages << " micro-batches at a time, one per stage, but gets "
              << options.stages.microBatches << ": use "
-             << (options.training.enabled ? "--gradient-accumulation " : "--device-iterations ")
-             << pipelineStages << " or more (or --execution sharded)";
+             << (options.training.enabled
+                     ? "a gradient accumulation (--gradient-accumulation, "
+                       "Training.gradientAccumulation) of "
+                     : "device iterations (--device-iterations, deviceIterations) of ")
+             << pipelineStages << " or more, or sharded execution (--execution sharded, "
+             << "ShardedExecution)";
   }
   if (options.compileTo < Phase::Training)
     return success();

@@ -47,12 +47,12 @@
 # SHARDED: graph.stages = [{{{.*}}ipu = 0 : i64, ops = 4 : i64, stage = 0 : i64}, {{{.*}}ipu = 1 : i64, ops = 4 : i64, stage = 1 : i64}]
 # SHARDED: graph.matmul {{.*}}graph.ipu = 0
 # SHARDED: graph.matmul {{.*}}graph.ipu = 1
-# FEW: error: a pipeline of 2 stages needs at least 2 micro-batches at a time, one per stage, but gets 1: use --device-iterations 2 or more (or --execution sharded)
+# FEW: error: a pipeline of 2 stages needs at least 2 micro-batches at a time, one per stage, but gets 1: use device iterations (--device-iterations, deviceIterations) of 2 or more, or sharded execution (--execution sharded, ShardedExecution)
 # PIPELINED: per IPU (its steps, one iteration): IPU 0 {{[0-9,]+}}, IPU 1 {{[0-9,]+}}
 # PIPELINED: pipelined over 2 stages: the slowest IPU sets the pace; filling and draining the pipeline adds {{[0-9,]+}} cycles per run
 # TIMES: 4 device iterations per run: {{[0-9,]+}} cycles on the device per run
 # TRAIN4: pipelined over 4 stages: the slowest IPU sets the pace; filling and draining the pipeline adds {{[0-9,]+}} cycles per weight update
-# ACCUMULATE: error: a pipeline of 4 stages needs at least 4 micro-batches at a time, one per stage, but gets 2: use --gradient-accumulation 4 or more (or --execution sharded)
+# ACCUMULATE: error: a pipeline of 4 stages needs at least 4 micro-batches at a time, one per stage, but gets 2: use a gradient accumulation (--gradient-accumulation, Training.gradientAccumulation) of 4 or more, or sharded execution (--execution sharded, ShardedExecution)
 # STASH-DAG: ipu.stash_copies = array<i64: 7>
 # STASH-DAG: ipu.stash_copies = array<i64: 5>
 # STASH-DAG: ipu.stash_copies = array<i64: 3>

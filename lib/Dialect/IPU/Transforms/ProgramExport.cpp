@@ -75,11 +75,16 @@ FailureOr<runtime::MachineProgram> exportMachineProgram(ModuleOp module) {
       return failure();
   }
   // Inputs are bound by signature position (ipu-map-tiles places all).
+  // A training step's state (graph.state, after the inputs) stays on the
+  // device for the whole program: ipu-allocate-memory must place it so, as
+  // the IPU model does.
   for (BlockArgument arg : main.getArguments()) {
     auto it = vars.find(arg);
     if (it == vars.end())
       return main.emitError("input ") << arg.getArgNumber() << " has no tile mapping";
     program.inputs.push_back(it->second);
+    if (main.getArgAttr(arg.getArgNumber(), "graph.state"))
+      ++program.residentInputs;
   }
   for (Operation &op : main.getBody().front()) {
     if (auto load = dyn_cast<ml_program::GlobalLoadConstOp>(op)) {
