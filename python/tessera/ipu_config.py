@@ -186,6 +186,8 @@ class IPUConfig:
         opts = Options()
         # optimum-graphcore's layers_per_ipu: the layers found from the
         # model's module paths, pipelined over the IPUs.
+        if ipus > 1 and list(layers) == [-1]:
+            layers = [-1] * ipus  # optimum's "split evenly"
         if ipus > 1 or len(layers) > 1:
             if len(layers) != ipus:
                 raise Error(f"{prefix}layers_per_ipu {layers} has {len(layers)} entries but "

@@ -44,16 +44,14 @@ Layers findLayers(ArrayRef<Operation *> ops) {
       keys[i].push_back({d, path});
     }
   }
+  // The shallowest depth with several paths: deeper indices are sub-layers
+  // (T5's encoder/block.N/layer.M, MobileNet's features.N.M's parts).
   Layers layers;
   layers.layerOf.assign(ops.size(), -1);
-  size_t depth = 0, most = 1;
-  for (auto &[d, instances] : byDepth)
-    if (instances.size() > most) {
-      most = instances.size();
-      depth = d;
-    }
-  if (most < 2)
+  auto found = llvm::find_if(byDepth, [](auto &entry) { return entry.second.size() >= 2; });
+  if (found == byDepth.end())
     return layers;
+  size_t depth = found->first;
   auto &instances = byDepth[depth];
   layers.names.resize(instances.size());
   for (auto &[name, index] : instances)

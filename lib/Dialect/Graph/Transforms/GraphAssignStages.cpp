@@ -39,7 +39,7 @@ bool isLeaf(Operation *op) { return op->getNumOperands() == 0; }
 
 int64_t bytesOf(Type type) {
   auto t = dyn_cast<RankedTensorType>(type);
-  if (!t || !t.hasStaticShape())
+  if (!t || !t.hasStaticShape() || !t.getElementType().isIntOrFloat())
     return 0;
   int64_t bits = t.getElementType().getIntOrFloatBitWidth();
   return t.getNumElements() * std::max<int64_t>(bits / 8, 1);
@@ -383,6 +383,15 @@ void GraphAssignStages::runOnOperation() {
   if (failed(placed))
     return signalPassFailure();
 
+  // Stages numbered densely in their order (annotations may skip numbers):
+  // the pipeline's depth counts from them.
+  if (llvm::all_of(stage, [](int64_t s) { return s >= 0; })) {
+    std::vector<int64_t> used(stage.begin(), stage.end());
+    llvm::sort(used);
+    used.erase(std::unique(used.begin(), used.end()), used.end());
+    for (int64_t &s : stage)
+      s = llvm::lower_bound(used, s) - used.begin();
+  }
   for (auto [i, op] : llvm::enumerate(ops)) {
     if (ipu[i] < 0 || ipu[i] >= numIPUs) {
       op->emitError("graph-assign-stages: the op is placed on IPU ")
@@ -464,8 +473,6 @@ void GraphAssignStages::runOnOperation() {
     size_t end = begin;
     while (end < sorted.size() && *placedStage(sorted[end]) == s)
       ++end;
-    if (end == begin)
-      continue; // a stage number the annotations skipped
     StageCost c = stageCost(items, limits, s, begin, end);
     report.push_back(b.getDictionaryAttr({
         b.getNamedAttr("stage", b.getI64IntegerAttr(s)),

@@ -225,13 +225,15 @@ struct GraphOptimizerUpdate
           b, loc, FlatSymbolRefAttr::get(global.getSymNameAttr()), v);
     };
 
-    // The step count (bias correction, SGD's first momentum step).
+    // The step count (bias correction, SGD's first momentum step), stored
+    // once the update's commit is known (a skipped update keeps it).
     Value step, nextStep;
+    ml_program::GlobalOp stepGlobal;
     if (spec->name != "rmsprop") {
-      auto [stepGlobal, current] = makeState("optimizer.step", scalarType, loc);
+      auto [global, current] = makeState("optimizer.step", scalarType, loc);
+      stepGlobal = global;
       step = current;
       nextStep = e.addScalar(step, 1.0);
-      store(stepGlobal, nextStep, step);
     }
 
     // Each weight's gradient for this update: accumulated, then reduced.
@@ -294,24 +296,25 @@ struct GraphOptimizerUpdate
       auto scaleRef = FlatSymbolRefAttr::get(b.getContext(), kLossScaleGlobal);
       Value scale = ml_program::GlobalLoadOp::create(b, loc, scalarType, scaleRef);
       Value inverse = e.div(e.scalar(scale, 1.0), scale);
-      Value finiteCount, largeCount;
+      Value nonFinite, largeCount;
       int64_t elements = 0;
       for (Trained &t : trained) {
         Value g32 = e.cast(t.g, b.getF32Type());
         if (lossScaling.getValue() == "auto") {
-          // x - x is 0 for finite x only.
-          Value finite = sumAll(e.cast(e.equal(e.sub(g32, g32), e.scalar(g32, 0.0)),
-                                       b.getF32Type()));
+          // x - x is 0 for finite x and NaN otherwise: the sum is 0 exactly
+          // when every element is finite (a count of finite elements is not
+          // exact in f32 past 2^24 of them).
+          Value nan = sumAll(e.sub(g32, g32));
           Value large = sumAll(e.cast(e.greater(e.abs(g32), e.scalar(g32, 65504.0 / 8)),
                                       b.getF32Type()));
-          finiteCount = finiteCount ? e.add(finiteCount, finite) : finite;
+          nonFinite = nonFinite ? e.add(nonFinite, nan) : nan;
           largeCount = largeCount ? e.add(largeCount, large) : large;
           elements += cast<RankedTensorType>(g32.getType()).getNumElements();
         }
         t.g = e.mul(g32, inverse);
       }
       if (lossScaling.getValue() == "auto") {
-        Value allFinite = e.equal(finiteCount, e.scalar(finiteCount, double(elements)));
+        Value allFinite = e.equal(nonFinite, e.scalar(nonFinite, 0.0));
         Value tooLarge = e.greater(e.mul(largeCount, e.scalar(largeCount, 1.0 / elements)),
                                    e.scalar(largeCount, 1e-7));
         Value half = e.mul(scale, e.scalar(scale, 0.5));
@@ -333,6 +336,8 @@ struct GraphOptimizerUpdate
         commit = commit ? e.logicalAnd(commit, allFinite) : allFinite;
       }
     }
+    if (stepGlobal)
+      store(stepGlobal, nextStep, step);
 
     // Clipping by the global norm, as torch.nn.utils.clip_grad_norm_.
     auto sumOfSquares = [&](Value v) { return sumAll(e.mul(v, v)); };

@@ -47,6 +47,9 @@ struct IPUStashActivations
       for (Operation *user : v.getUsers()) {
         if (isa<ipu::ViewOp>(user) && llvm::any_of(user->getResults(), readByBackward))
           return true;
+        // A result returned to the host (the predictions) is not stashed.
+        if (isa<func::ReturnOp>(user))
+          continue;
         Operation *inBody = body.findAncestorOpInBlock(*user);
         if (inBody && position.lookup(inBody) >= backwardFrom)
           return true;

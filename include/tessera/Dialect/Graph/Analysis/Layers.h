@@ -5,7 +5,8 @@
 // ResNet's bottlenecks). Exporters name ops by module path
 // ("/encoder/layer.3/attention/MatMul" from torch.onnx,
 // "encoder.layer.3.attention" from TorchScript), so a layer is the path up
-// to an index, at the depth where the most distinct such paths are.
+// to an index, at the shallowest depth where there are several such paths
+// (deeper indices are sub-layers: T5's encoder/block.N/layer.M).
 //
 //===----------------------------------------------------------------------===//
 

@@ -15,6 +15,7 @@
 #define TESSERA_DIALECT_GRAPH_IR_PLACEMENT_H
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Operation.h"
 
 #include <optional>
@@ -72,11 +73,13 @@ inline void placeLike(mlir::Operation *from, mlir::Block::iterator begin,
 
 /// Places the ops of a placed block that a rewrite added without a
 /// placement (a loss, an optimizer's update): each with the latest stage
-/// among the placed ops computing its operands, or with the op before it.
-/// An update reads its gradient, placed where the weight's forward reader
-/// runs, and scalars shared by every update (Adam's bias corrections, the
-/// micro-batch counter) computed once, early: the gradient decides. Ops
-/// without operands take their earliest reader's. Nothing when the block
+/// among the placed ops computing its tensor operands, or its scalar ones
+/// when it has no other. An update reads its gradient, placed where the
+/// weight's forward reader runs, and scalars every update shares (the
+/// clipping coefficient, loss scaling's verdict, Adam's bias corrections)
+/// that depend on every gradient: the gradient decides. Failing that, the
+/// op before it; failing that (casts at the top of the function), its
+/// earliest placed reader, as ops without operands. Nothing when the block
 /// has no placed op.
 inline void completePlacement(mlir::Block &block) {
   bool placed = false;
@@ -84,6 +87,19 @@ inline void completePlacement(mlir::Block &block) {
     placed |= placedStage(&op).has_value();
   if (!placed)
     return;
+  auto latestDefiner = [](mlir::Operation &op, bool tensorsOnly) {
+    mlir::Operation *latest = nullptr;
+    for (mlir::Value v : op.getOperands()) {
+      auto type = mlir::dyn_cast<mlir::RankedTensorType>(v.getType());
+      if (tensorsOnly && (!type || type.getRank() == 0))
+        continue;
+      if (mlir::Operation *def = v.getDefiningOp();
+          def && def->getNumOperands() > 0 && placedStage(def) &&
+          (!latest || *placedStage(def) > *placedStage(latest)))
+        latest = def;
+    }
+    return latest;
+  };
   std::optional<int64_t> prevStage, prevIpu;
   for (mlir::Operation &op : block.without_terminator()) {
     if (placedStage(&op)) {
@@ -93,19 +109,17 @@ inline void completePlacement(mlir::Block &block) {
     }
     if (op.getNumOperands() == 0)
       continue;
-    mlir::Operation *latest = nullptr;
-    for (mlir::Value v : op.getOperands())
-      if (mlir::Operation *def = v.getDefiningOp();
-          def && def->getNumOperands() > 0 && placedStage(def) &&
-          (!latest || *placedStage(def) > *placedStage(latest)))
-        latest = def;
+    mlir::Operation *latest = latestDefiner(op, /*tensorsOnly=*/true);
+    if (!latest)
+      latest = latestDefiner(op, /*tensorsOnly=*/false);
     if (latest)
       setPlacement(&op, *placedStage(latest), *placedIpu(latest));
     else if (prevStage)
       setPlacement(&op, *prevStage, *prevIpu);
   }
-  for (mlir::Operation &op : block.without_terminator()) {
-    if (placedStage(&op) || op.getNumOperands() != 0)
+  // What is left reads nothing placed: with its earliest placed reader.
+  for (mlir::Operation &op : llvm::reverse(block.without_terminator())) {
+    if (placedStage(&op))
       continue;
     mlir::Operation *earliest = nullptr;
     for (mlir::Operation *user : op.getUsers())

@@ -185,8 +185,9 @@ def GraphAssignStages : Pass<"graph-assign-stages", "::mlir::ModuleOp"> {
       block without a stage is its own IPU's stage number.
     - `pipeline=manual` with `layers-per-ipu=0,4,4,4`: optimum-graphcore's
       meaning. The model's layers are its repeated blocks, found from the op
-      names (ONNX node names or TorchScript module paths: the path component
-      with an index that most ops share, such as `encoder/layer.3`). Entry k
+      names (ONNX node names or TorchScript module paths: the path up to an
+      index, at the shallowest depth where several such paths exist, such as
+      `encoder/layer.3`). Entry k
       is the number of layers on IPU k, -1 a wildcard that shares the rest
       evenly, 0 an IPU without layers. Ops before the first layer (the
       embeddings) run on IPU 0, ops after the last on the last layer's IPU,
