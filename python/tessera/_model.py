@@ -381,6 +381,10 @@ class _Executor:
         flat = _flatten(outputs)
         options = self._options._compile_options(self._training)
         rules = _blocks.block_rules(model, self._options._strategy)
+        if rules and "layers_per_ipu" in options:
+            raise Error("the model has BeginBlocks and the options an IPUConfig's "
+                        "layers_per_ipu: place its layers one way (remove the BeginBlocks, "
+                        "or build the options without layers_per_ipu)")
         if rules:
             # Op names are the traced module's paths: the keyword wrapper
             # adds its own prefix.

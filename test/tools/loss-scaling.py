@@ -26,6 +26,7 @@
 #
 # RUN: not tessera-compile %t/mlp.onnx --train --loss mse --micro-batch-size 16 --loss-scaling -2 -o %t/e.tess 2>&1 | FileCheck %s --check-prefix=BAD
 # RUN: not tessera-compile %t/mlp.onnx --loss-scaling 128 -o %t/e.tess 2>&1 | FileCheck %s --check-prefix=INFERENCE
+# RUN: not tessera-compile %t/mlp.onnx --train --loss mse --micro-batch-size 16 --precision fp16.16 --loss-scaling 100000 -o %t/e.tess 2>&1 | FileCheck %s --check-prefix=HALF
 
 # STATIC: run 1/200  loss {{[0-9.]+}}  loss scale 1024.00
 # AUTO: run 1/400  loss {{[0-9.]+}}  loss scale 2.00
@@ -36,6 +37,7 @@
 # SPIKE: epoch 1: mean loss {{[0-9.]+}} (over 99 runs; 1 with a skipped update and a non-finite loss left out)
 # BAD: error: --loss-scaling -2: give a positive number or auto
 # INFERENCE: error: --loss-scaling applies to a training step: add --train
+# HALF: error: --loss-scaling 100000: an fp16 loss holds at most 65504
 
 import os
 import re

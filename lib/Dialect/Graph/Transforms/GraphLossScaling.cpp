@@ -48,6 +48,19 @@ struct GraphLossScaling : tessera::graph::impl::GraphLossScalingBase<GraphLossSc
       module.emitError("graph-loss-scaling needs a @main function");
       return signalPassFailure();
     }
+    // The backward pass starts from the scale in the loss's type: an fp16
+    // loss holds at most 65504.
+    bool half = false;
+    main.walk([&](Operation *op) {
+      for (Type t : op->getResultTypes())
+        if (auto r = dyn_cast<RankedTensorType>(t))
+          half |= r.getElementType().isF16();
+    });
+    if (half && initial > 65504) {
+      module.emitError("--loss-scaling ")
+          << scale << ": an fp16 loss holds at most 65504; give a smaller scale";
+      return signalPassFailure();
+    }
     OpBuilder b(module.getContext());
     b.setInsertionPoint(main);
     auto scalar = RankedTensorType::get({}, b.getF32Type());
