@@ -14,11 +14,13 @@
 # RUN: %python %s %t learning
 # RUN: not tessera-compile %t/mlp.onnx --precision fp8 -o %t/e.tess 2>&1 | FileCheck %s --check-prefix=BAD
 # RUN: not tessera-compile %t/mlp.onnx --precision fp16.32 -o %t/e.tess 2>&1 | FileCheck %s --check-prefix=PARTIALS
+# RUN: not tessera-compile %t/mlp.onnx --partials-type half -o %t/e.tess 2>&1 | FileCheck %s --check-prefix=HALF-PARTIALS
 
 # CHECK: inputs:  x: 16x32xf32
 # CHECK: outputs: y: 16x8xf32
 # BAD: error: --precision fp8: use fp32 or fp16.16
 # PARTIALS: error: --precision fp16.32: fp16 with fp32 partials is not built yet
+# HALF-PARTIALS: error: --partials-type half: fp16 partial sums are not built yet; use float
 
 import os
 import re

@@ -159,6 +159,11 @@ cl::opt<std::string> executionMode(
              "as stages) or sharded (one micro-batch walks the IPUs in turn, "
              "ShardedExecution)"),
     cl::value_desc("pipelined|sharded"), cl::init("pipelined"), cl::cat(stagesCategory));
+cl::opt<std::string> partialsType(
+    "partials-type",
+    cl::desc("Type of matmul and convolution partial sums (PopTorch's setPartialsType): float "
+             "(the default) or half (not built yet)"),
+    cl::value_desc("float|half"), cl::init("float"), cl::cat(category));
 cl::opt<std::string> precisionMode(
     "precision",
     cl::desc("fp32 (default) or fp16.16: weights stored and every op computed in fp16, as "
@@ -600,6 +605,13 @@ if (!train) {
                  << (precisionMode == "fp16.32"
                          ? ": fp16 with fp32 partials is not built yet; use fp16.16 or fp32"
                          : ": use fp32 or fp16.16")
+                 << "\n";
+    return fail();
+  }
+  if (partialsType != "float") {
+    llvm::errs() << "error: --partials-type " << partialsType
+                 << (partialsType == "half" ? ": fp16 partial sums are not built yet; use float"
+                                            : ": use float (or half, not built yet)")
                  << "\n";
     return fail();
   }

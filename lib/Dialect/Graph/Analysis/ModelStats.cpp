@@ -58,6 +58,14 @@ func::FuncOp entryFunction(ModuleOp module) {
 
 } // namespace
 
+int64_t tensorBytes(Type type) {
+  auto t = dyn_cast<RankedTensorType>(type);
+  if (!t || !t.hasStaticShape() || !t.getElementType().isIntOrFloat())
+    return 0;
+  return t.getNumElements() *
+         std::max<int64_t>(t.getElementType().getIntOrFloatBitWidth() / 8, 1);
+}
+
 double opFlops(Operation *op) {
   double out = op->getNumResults() ? elementsOf(op->getResult(0).getType()) : 0;
   if (auto conv = dyn_cast<ConvOp>(op)) {

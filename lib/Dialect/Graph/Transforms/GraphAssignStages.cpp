@@ -37,14 +37,6 @@ namespace {
 /// Ops without operands (weights, constants): placed with their readers.
 bool isLeaf(Operation *op) { return op->getNumOperands() == 0; }
 
-int64_t bytesOf(Type type) {
-  auto t = dyn_cast<RankedTensorType>(type);
-  if (!t || !t.hasStaticShape() || !t.getElementType().isIntOrFloat())
-    return 0;
-  int64_t bits = t.getElementType().getIntOrFloatBitWidth();
-  return t.getNumElements() * std::max<int64_t>(bits / 8, 1);
-}
-
 /// The global an op's operand loads, if it is a weight.
 std::optional<StringRef> loadedGlobal(Value v) {
   if (auto load = v.getDefiningOp<ml_program::GlobalLoadConstOp>())
@@ -257,15 +249,15 @@ std::vector<StageItem> GraphAssignStages::stageItems(ArrayRef<Operation *> ops) 
     int64_t bytes = 0;
     bool half = false;
     for (Value v : op->getOperands()) {
-      bytes += bytesOf(v.getType());
+      bytes += tensorBytes(v.getType());
       if (auto t = dyn_cast<RankedTensorType>(v.getType()))
         half |= t.getElementType().isF16() || t.getElementType().isBF16();
       if (auto g = loadedGlobal(v); g && counted.insert(*g).second)
-        item.residentBytes += bytesOf(v.getType()) * weightCopies;
+        item.residentBytes += tensorBytes(v.getType()) * weightCopies;
     }
     int64_t resultBytes = 0;
     for (Value r : op->getResults())
-      resultBytes += bytesOf(r.getType());
+      resultBytes += tensorBytes(r.getType());
     bytes += resultBytes;
     double flops = opFlops(op);
     bool contraction = isa<MatmulOp, ConvOp>(op);
@@ -279,8 +271,8 @@ std::vector<StageItem> GraphAssignStages::stageItems(ArrayRef<Operation *> ops) 
         if (auto it = indexOf.find(user); it != indexOf.end())
           last = std::max(last, it->second);
       if (last > static_cast<int64_t>(i)) {
-        delta[i + 1] += bytesOf(r.getType());
-        delta[last + 1] -= bytesOf(r.getType());
+        delta[i + 1] += tensorBytes(r.getType());
+        delta[last + 1] -= tensorBytes(r.getType());
       }
     }
   }
@@ -436,16 +428,14 @@ void GraphAssignStages::runOnOperation() {
         return signalPassFailure();
       }
     }
-  // Weights and constants sit with their earliest reader.
-  for (Operation &op : body.without_terminator()) {
-    if (!isLeaf(&op))
-      continue;
-    Operation *first = nullptr;
-    for (Operation *user : op.getUsers())
-      if (placedStage(user) && (!first || *placedStage(user) < *placedStage(first)))
-        first = user;
-    setPlacement(&op, first ? *placedStage(first) : 0, first ? *placedIpu(first) : 0);
-  }
+  // Weights and constants sit with their earliest reader, whatever an
+  // importer stamped on them (stages were renumbered since).
+  for (Operation &op : body.without_terminator())
+    if (isLeaf(&op)) {
+      op.removeAttr(kStageAttrName);
+      op.removeAttr(kIpuAttrName);
+    }
+  completePlacement(body);
   // Each stage one contiguous run of ops: a stable sort by stage keeps
   // every definition before its uses, since values only flow forward.
   SmallVector<Operation *> order;

@@ -102,7 +102,9 @@ struct GraphPrecision : tessera::graph::impl::GraphPrecisionBase<GraphPrecision>
         value = halfValue(*v, type);
         if (!value) {
           global.emitError("graph-precision: cannot convert the value of weight '")
-              << global.getSymName() << "' to fp16";
+              << global.getSymName()
+              << "' to fp16: its data is not f32 values of its shape (re-export the model, "
+                 "or compile it with --precision fp32)";
           return signalPassFailure();
         }
       }

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tessera/Dialect/Graph/Analysis/Layers.h"
+#include "tessera/Dialect/Graph/Analysis/ModelStats.h"
 #include "tessera/Dialect/Graph/IR/Graph.h"
 #include "tessera/Dialect/Graph/IR/Placement.h"
 #include "tessera/Dialect/Graph/Transforms/Passes.h"
@@ -26,13 +27,6 @@ using namespace mlir;
 using namespace tessera::graph;
 
 namespace {
-
-int64_t bytesOf(Value v) {
-  auto t = dyn_cast<RankedTensorType>(v.getType());
-  if (!t || !t.hasStaticShape())
-    return 0;
-  return t.getNumElements() * std::max<int64_t>(t.getElementTypeBitWidth() / 8, 1);
-}
 
 bool isBackward(Operation *op) { return op->hasAttr(kBackwardAttrName); }
 
@@ -103,8 +97,8 @@ int64_t peakLiveBytes(Block &body) {
       for (Operation *user : r.getUsers())
         if (Operation *inBody = body.findAncestorOpInBlock(*user))
           last = std::max(last, position[inBody]);
-      delta[position[&op]] += bytesOf(r);
-      delta[last + 1] -= bytesOf(r);
+      delta[position[&op]] += tensorBytes(r.getType());
+      delta[last + 1] -= tensorBytes(r.getType());
     }
   }
   int64_t live = 0, peak = 0;
@@ -189,7 +183,7 @@ std::optional<Keep> GraphRecompute::bestCheckpoints(func::FuncOp main,
   for (auto [i, op] : llvm::enumerate(forward)) {
     prefix[i + 1] = prefix[i];
     for (Value r : op->getResults())
-      prefix[i + 1] += bytesOf(r);
+      prefix[i + 1] += tensorBytes(r.getType());
   }
   int64_t n = forward.size(), total = prefix.back();
   for (int64_t k = 2; k <= std::min<int64_t>(n, 256); k = k < 8 ? k + 1 : k * 3 / 2) {

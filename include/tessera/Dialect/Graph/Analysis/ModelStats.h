@@ -36,6 +36,10 @@ struct ModelStats {
   double matmulFlops = 0; ///< of which in graph.matmul
 };
 
+/// Bytes of a statically shaped tensor of integers or floats (index,
+/// complex and dynamic shapes count as 0).
+int64_t tensorBytes(mlir::Type type);
+
 /// FLOPs of one op, or 0 for data movement and unknown ops. Shapes must be
 /// static (dynamic dims count as 0).
 double opFlops(mlir::Operation *op);

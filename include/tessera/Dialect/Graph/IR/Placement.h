@@ -60,16 +60,7 @@ inline void setPlacement(mlir::Operation *op, int64_t stage, int64_t ipu) {
 
 /// Gives the ops in [begin, end) that have no placement `from`'s: the ops
 /// a rewrite of `from` (its import, its gradient) inserted there.
-inline void placeLike(mlir::Operation *from, mlir::Block::iterator begin,
-                      mlir::Block::iterator end) {
-  auto stage = placedStage(from);
-  auto ipu = placedIpu(from);
-  if (!stage || !ipu)
-    return;
-  for (auto it = begin; it != end; ++it)
-    if (!placedIpu(&*it))
-      setPlacement(&*it, *stage, *ipu);
-}
+void placeLike(mlir::Operation *from, mlir::Block::iterator begin, mlir::Block::iterator end);
 
 /// Places the ops of a placed block that a rewrite added without a
 /// placement (a loss, an optimizer's update): each with the latest stage
@@ -78,56 +69,10 @@ inline void placeLike(mlir::Operation *from, mlir::Block::iterator begin,
 /// weight's forward reader runs, and scalars every update shares (the
 /// clipping coefficient, loss scaling's verdict, Adam's bias corrections)
 /// that depend on every gradient: the gradient decides. Failing that, the
-/// op before it; failing that (casts at the top of the function), its
-/// earliest placed reader, as ops without operands. Nothing when the block
-/// has no placed op.
-inline void completePlacement(mlir::Block &block) {
-  bool placed = false;
-  for (mlir::Operation &op : block)
-    placed |= placedStage(&op).has_value();
-  if (!placed)
-    return;
-  auto latestDefiner = [](mlir::Operation &op, bool tensorsOnly) {
-    mlir::Operation *latest = nullptr;
-    for (mlir::Value v : op.getOperands()) {
-      auto type = mlir::dyn_cast<mlir::RankedTensorType>(v.getType());
-      if (tensorsOnly && (!type || type.getRank() == 0))
-        continue;
-      if (mlir::Operation *def = v.getDefiningOp();
-          def && def->getNumOperands() > 0 && placedStage(def) &&
-          (!latest || *placedStage(def) > *placedStage(latest)))
-        latest = def;
-    }
-    return latest;
-  };
-  std::optional<int64_t> prevStage, prevIpu;
-  for (mlir::Operation &op : block.without_terminator()) {
-    if (placedStage(&op)) {
-      prevStage = placedStage(&op);
-      prevIpu = placedIpu(&op);
-      continue;
-    }
-    if (op.getNumOperands() == 0)
-      continue;
-    mlir::Operation *latest = latestDefiner(op, /*tensorsOnly=*/true);
-    if (!latest)
-      latest = latestDefiner(op, /*tensorsOnly=*/false);
-    if (latest)
-      setPlacement(&op, *placedStage(latest), *placedIpu(latest));
-    else if (prevStage)
-      setPlacement(&op, *prevStage, *prevIpu);
-  }
-  // What is left reads nothing placed: with its earliest placed reader.
-  for (mlir::Operation &op : llvm::reverse(block.without_terminator())) {
-    if (placedStage(&op))
-      continue;
-    mlir::Operation *earliest = nullptr;
-    for (mlir::Operation *user : op.getUsers())
-      if (placedStage(user) && (!earliest || *placedStage(user) < *placedStage(earliest)))
-        earliest = user;
-    setPlacement(&op, earliest ? *placedStage(earliest) : 0, earliest ? *placedIpu(earliest) : 0);
-  }
-}
+/// op before it; failing that (weights, constants, casts at the top of the
+/// function), its earliest placed reader. Nothing when the block has no
+/// placed op.
+void completePlacement(mlir::Block &block);
 
 } // namespace tessera::graph
 
