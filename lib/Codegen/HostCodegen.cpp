@@ -96,6 +96,7 @@ struct EmitCInterface : PassWrapper<EmitCInterface, OperationPass<ModuleOp>> {
 } // namespace
 
 void buildHostLoweringPipeline(OpPassManager &pm) {
+  pm.addPass(createHostOneReplica());
   pm.addPass(createExternalizeWeights());
   bufferization::OneShotBufferizePassOptions bufferize;
   bufferize.bufferizeFunctionBoundaries = true;

@@ -81,6 +81,13 @@ llvm::Error checkExecutableRequest(const ExecutableRequest &request) {
   if (request.microBatchSize < 0)
     return fail("--micro-batch-size must be at least 1, got " +
                 llvm::Twine(request.microBatchSize));
+  int64_t replicas = request.compile.replicas, ipus = request.compile.target.numIPUs;
+  if (replicas < 1 || replicas > runtime::kMaxReplicas ||
+      replicas * ipus > runtime::kMaxReplicas)
+    return fail("--replicas " + llvm::Twine(replicas) + " of " + llvm::Twine(ipus) +
+                " IPU(s) each: replicas must be at least 1 and the IPUs in all (replicas x "
+                "--num-ipus) at most " + llvm::Twine(runtime::kMaxReplicas) +
+                " (an IPU-POD64)");
   if (request.deviceIterations < 1)
     return fail("--device-iterations must be at least 1, got " +
                 llvm::Twine(request.deviceIterations));
@@ -133,6 +140,7 @@ std::string cacheKeyOptions(const ExecutableRequest &request) {
   std::string text = "target=" + c.target.describe() + ";available-memory-proportion=" +
                      std::to_string(c.ipu.availableMemoryProportion) +
                      ";device-iterations=" + std::to_string(request.deviceIterations) +
+                     ";replicas=" + std::to_string(c.replicas) +
                      ";output-mode=" + runtime::outputModeName(mode) +
                      ";host-cpu=" + request.cpu.name + ":" +
                      llvm::join(request.cpu.features, ",");
@@ -234,6 +242,7 @@ buildExecutable(MLIRContext &context, const ExecutableRequest &request,
   metadata.deviceIterations = request.deviceIterations;
   metadata.gradientAccumulation = training.enabled ? training.gradientAccumulation : 1;
   metadata.pipelineStages = compiled.pipelineStages;
+  metadata.replicas = options.replicas;
   metadata.outputMode = request.outputMode;
   metadata.outputEvery = request.outputEvery;
   metadata.cacheKey = cacheKey;

@@ -4,6 +4,7 @@
 
 #include "tessera/Codegen/HostCodegen.h"
 #include "tessera/Dialect/Graph/IR/Placement.h"
+#include "tessera/Dialect/Graph/Transforms/Passes.h"
 #include "tessera/Dialect/IPU/Transforms/Passes.h"
 #include "tessera/Importers/TorchScript/TorchScriptImporter.h"
 #include "tessera/Runtime/MemoryPlan.h"
@@ -192,6 +193,8 @@ LogicalResult describeModel(ModuleOp module, CompiledModel &model) {
                      ? runtime::StateInfo::Role::OptimizerState
                  : global->hasAttr("graph.buffer")
                      ? runtime::StateInfo::Role::Buffer
+                 : global->hasAttr(graph::kReplicaIndexAttrName)
+                     ? runtime::StateInfo::Role::ReplicaIndex
                      : runtime::StateInfo::Role::Parameter;
     size_t bytes = state.numElements() * runtime::dtypeSize(state.dtype);
     if (!global || !appendPayload(global, bytes, model))
@@ -440,7 +443,14 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options,
         training.precision = options.graph.precision;
         training.targetName = options.target.name;
         training.tiles = options.target.totalTiles();
+        training.replicas = options.replicas;
         buildTrainingPipeline(pm, training);
+      })))
+    return failure();
+  // Inference replicas only draw their own random numbers.
+  if (!options.training.enabled && options.replicas > 1 &&
+      failed(runPipeline([&](OpPassManager &pm) {
+        pm.addPass(graph::createGraphReplicate({options.replicas, "mean"}));
       })))
     return failure();
   if (options.compileTo < Phase::Linalg)

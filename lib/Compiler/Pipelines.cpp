@@ -104,6 +104,9 @@ void buildTrainingPipeline(OpPassManager &pm,
   recompute.targetName = options.targetName;
   recompute.tiles = options.tiles;
   pm.addPass(graph::createGraphRecompute(recompute));
+  // After recomputation (a recomputed dropout draws what the forward drew),
+  // before the update (which reads the summed gradients).
+  pm.addPass(graph::createGraphReplicate({options.replicas, options.accumulationReduction}));
   graph::GraphOptimizerUpdateOptions optimizer;
   optimizer.optimizer = options.optimizer;
   optimizer.accumulate = options.gradientAccumulation;

@@ -160,6 +160,7 @@ llvm::Error writeExecutable(StringRef path, ExecutableMetadata metadata,
                     {"device_iterations", metadata.deviceIterations},
                     {"gradient_accumulation", metadata.gradientAccumulation},
                     {"pipeline_stages", metadata.pipelineStages},
+                    {"replicas", metadata.replicas},
                     {"output_mode", outputModeName(metadata)},
                     {"host_triple", metadata.hostTriple},
                     {"host_cpu", metadata.hostCPU},
@@ -265,6 +266,11 @@ Executable::parse(std::unique_ptr<llvm::MemoryBuffer> file, StringRef path) {
   if (m.pipelineStages < 1 || m.pipelineStages > 1024)
     return fail("'" + path + "' has pipeline_stages " + llvm::Twine(m.pipelineStages) +
                 " (1 to 1024); recompile the model");
+  m.replicas = o->getInteger("replicas").value_or(1);
+  if (m.replicas < 1 || m.replicas > kMaxReplicas || m.replicas * m.numIPUs > kMaxReplicas)
+    return fail("'" + path + "' has " + llvm::Twine(m.replicas) + " replicas of " +
+                llvm::Twine(m.numIPUs) + " IPUs (at most " + llvm::Twine(kMaxReplicas) +
+                " IPUs in all); recompile the model");
   if (m.deviceIterations < 1 || m.gradientAccumulation < 1 ||
       m.deviceIterations > kMaxIterationsPerRun / m.gradientAccumulation)
     return fail("'" + path + "' has device_iterations " +
@@ -357,6 +363,8 @@ Executable::parse(std::unique_ptr<llvm::MemoryBuffer> file, StringRef path) {
         st.role = StateInfo::Role::Hyperparameter;
       else if (role == "buffer")
         st.role = StateInfo::Role::Buffer;
+      else if (role == "replica_index")
+        st.role = StateInfo::Role::ReplicaIndex;
       else
         return fail("'" + path + "' has state '" + st.name + "' of unknown role");
       // The initial value must be a weight of the same type; an update, a
@@ -470,6 +478,8 @@ StringRef stateRoleName(StateInfo::Role role) {
     return "hyperparameter";
   case StateInfo::Role::Buffer:
     return "buffer";
+  case StateInfo::Role::ReplicaIndex:
+    return "replica_index";
   }
   return "parameter";
 }
@@ -494,6 +504,10 @@ StringRef Executable::referenceBitcode() const {
 /// " (3 device iterations of batch 2)": what makes the host's batch.
 static std::string batchesNote(const ExecutableMetadata &m, const TensorInfo &t) {
   std::string batch = std::to_string(t.shape.empty() ? 1 : t.shape[0]);
+  if (m.replicas > 1)
+    return " (" + std::to_string(m.deviceIterations) + " device iterations x " +
+           std::to_string(m.gradientAccumulation) + " accumulated micro-batches x " +
+           std::to_string(m.replicas) + " replicas of batch " + batch + ")";
   if (m.gradientAccumulation > 1)
     return " (" + std::to_string(m.deviceIterations) + " device iterations x " +
            std::to_string(m.gradientAccumulation) + " accumulated micro-batches of " +
@@ -508,9 +522,9 @@ llvm::Error checkInputs(const ExecutableMetadata &m, llvm::ArrayRef<Tensor> inpu
   if (inputs.size() != m.inputs.size())
     return fail("the model takes " + llvm::Twine(m.inputs.size()) +
                 " input(s), got " + llvm::Twine(inputs.size()));
-  int64_t iterations = iterationsPerRun(m);
+  int64_t blocks = iterationsPerRun(m) * m.replicas;
   for (auto [given, want] : llvm::zip(inputs, m.inputs)) {
-    std::vector<int64_t> shape = hostShape(want, iterations);
+    std::vector<int64_t> shape = hostShape(want, blocks);
     if (given.dtype != want.dtype || given.shape != shape)
       return fail("input '" + want.name + "' must be " + typeString(shape, want.dtype) +
                   ", got " + given.typeString() +
@@ -577,8 +591,8 @@ std::vector<int64_t> returnedIterations(const ExecutableMetadata &m) {
 
 std::vector<int64_t> returnedShape(const ExecutableMetadata &m, const TensorInfo &t) {
   if (m.outputMode == ExecutableMetadata::OutputMode::Sum)
-    return t.shape;
-  return hostShape(t, static_cast<int64_t>(returnedIterations(m).size()));
+    return hostShape(t, m.replicas);
+  return hostShape(t, static_cast<int64_t>(returnedIterations(m).size()) * m.replicas);
 }
 
 std::vector<int64_t> hostShape(const TensorInfo &t, int64_t iterations) {
@@ -630,6 +644,7 @@ Expected<std::vector<Tensor>> runDeviceIterations(
   int64_t n = iterationsPerRun(m);
   if (n == 1)
     return once(inputs);
+  // Iteration i's inputs are every replica's batch (replica-major).
   bool summing = m.outputMode == ExecutableMetadata::OutputMode::Sum;
   std::vector<int64_t> returned = returnedIterations(m);
   std::vector<Tensor> outputs;
@@ -643,7 +658,7 @@ Expected<std::vector<Tensor>> runDeviceIterations(
     for (auto [slice, input, info] : llvm::zip(slices, inputs, m.inputs)) {
       size_t bytes = input.data.size() / n;
       slice.dtype = input.dtype;
-      slice.shape = info.shape;
+      slice.shape = hostShape(info, m.replicas);
       slice.data.assign(input.data.begin() + i * bytes,
                         input.data.begin() + (i + 1) * bytes);
     }

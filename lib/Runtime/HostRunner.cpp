@@ -34,6 +34,14 @@ HostRunner::~HostRunner() = default;
 
 Expected<std::unique_ptr<HostRunner>> HostRunner::create(const Executable &exe) {
   auto runner = std::unique_ptr<HostRunner>(new HostRunner(exe));
+  // The reference code is one replica's step, whose cross-replica sums it
+  // leaves out: it would compute a one-replica share of every gradient.
+  if (exe.metadata().replicas > 1)
+    return llvm::createStringError(
+        "the host reference runs one replica; this executable has " +
+        llvm::Twine(exe.metadata().replicas) +
+        " (run it on the IPU model, without --reference, or compile with --replicas 1 "
+        "and the combined batch to compare)");
   if (llvm::Error err = checkHostCPU(exe.metadata()))
     return std::move(err);
   if (llvm::Error err = checkProgramAgreesWithSignature(exe))

@@ -23,6 +23,11 @@
 // buffer addresses -- and a run only walks the tables: no region arithmetic
 // or allocation per step.
 //
+// Replicas each have their own tile memory (and staging area), one after
+// another in the same reservation: the tables hold offsets, so a replica's
+// step runs them from its own base. Replicas run each step in turn; an
+// all-reduce step sums its variables over the replicas' memories.
+//
 // Cycles depend only on the program and the target, so they are counted once
 // in create(), not per run.
 //
@@ -33,6 +38,7 @@
 #include "tessera/Runtime/JIT.h"
 #include "tessera/Runtime/PhasePool.h"
 
+#include "llvm/ADT/APFloat.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
@@ -186,8 +192,13 @@ struct IPUModel::Impl {
   MachineProgram program;
   target::IPUTarget target;
   MemoryPlan plan;
+  /// The replica being run's memory: its tiles, padding and staging area.
   char *memory = nullptr;
-  size_t memoryBytes = 0;
+  size_t memoryBytes = 0; ///< per replica
+  /// The reservation holding every replica's memory, one after another.
+  char *reservation = nullptr;
+  int64_t replicas = 1;
+  void selectReplica(int64_t r) { memory = reservation + r * memoryBytes; }
   /// Padded views' padding: per (element bytes, element bits), the offset
   /// from `memory` of kPaddingAreaBytes holding that element over and over,
   /// past the tiles' memory. Receiving padding copies rows from there.
@@ -205,8 +216,8 @@ struct IPUModel::Impl {
 
   explicit Impl(const Executable &e) : executable(e) {}
   ~Impl() {
-    if (memory)
-      munmap(memory, memoryBytes);
+    if (reservation)
+      munmap(reservation, memoryBytes * replicas);
   }
 
   /// Where a staged variable lives on the host (see planStaging): its piece
@@ -285,6 +296,8 @@ struct IPUModel::Impl {
   int64_t planStaging();
   StepTable computeTable(int64_t c);
   StepTable copyTable(const Copy &copy);
+  /// Every replica's `dsts[i]` = the sum over the replicas of `srcs[i]`.
+  void runAllReduce(const AllReduce &reduce);
   void runExchange(const StepTable &t);
   void runVertices(const VertexTable &t, llvm::ArrayRef<RowCopy> exchange);
 };
@@ -859,22 +872,27 @@ Expected<std::unique_ptr<IPUModel>> IPUModel::create(const Executable &executabl
   for (Impl::Staged &st : impl->staged)
     if (st.at >= 0)
       st.at += stagingAt;
-  impl->memoryBytes = stagingAt + impl->stagingBytes;
-  void *memory = mmap(nullptr, impl->memoryBytes, PROT_READ | PROT_WRITE,
+  // Each replica's memory starts on a huge page's boundary too.
+  impl->memoryBytes = (stagingAt + impl->stagingBytes + kHugePage - 1) / kHugePage * kHugePage;
+  impl->replicas = meta.replicas;
+  void *memory = mmap(nullptr, impl->memoryBytes * impl->replicas, PROT_READ | PROT_WRITE,
                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (memory == MAP_FAILED)
-    return fail("cannot reserve " + llvm::Twine(impl->memoryBytes) +
+    return fail("cannot reserve " + llvm::Twine(impl->memoryBytes * impl->replicas) +
                 " bytes of tile memory for the IPU model: " + llvm::sys::StrError());
-  impl->memory = static_cast<char *>(memory);
-  // The staging area is dense (unlike tile memory, mostly untouched): huge
-  // pages save the host's TLB a miss per 4 KiB of the weights' stream
-  // (a hint; the kernel backs the 2 MiB-aligned stretches of the range).
-  if (impl->stagingBytes > 0)
-    madvise(impl->memory + stagingAt, impl->stagingBytes, MADV_HUGEPAGE);
-  for (auto &[key, offset] : impl->paddingAreas) {
-    auto [elementBytes, bits] = key;
-    for (int64_t at = 0; at + elementBytes <= kPaddingAreaBytes; at += elementBytes)
-      std::memcpy(impl->memory + offset + at, &bits, elementBytes); // little-endian
+  impl->reservation = static_cast<char *>(memory);
+  for (int64_t r = impl->replicas - 1; r >= 0; --r) {
+    impl->selectReplica(r);
+    // The staging area is dense (unlike tile memory, mostly untouched): huge
+    // pages save the host's TLB a miss per 4 KiB of the weights' stream
+    // (a hint; the kernel backs the 2 MiB-aligned stretches of the range).
+    if (impl->stagingBytes > 0)
+      madvise(impl->memory + stagingAt, impl->stagingBytes, MADV_HUGEPAGE);
+    for (auto &[key, offset] : impl->paddingAreas) {
+      auto [elementBytes, bits] = key;
+      for (int64_t at = 0; at + elementBytes <= kPaddingAreaBytes; at += elementBytes)
+        std::memcpy(impl->memory + offset + at, &bits, elementBytes); // little-endian
+    }
   }
 
   bool anyKernel = llvm::any_of(p.computeSets, [](const ComputeSet &cs) {
@@ -908,17 +926,26 @@ Expected<std::unique_ptr<IPUModel>> IPUModel::create(const Executable &executabl
       }
   }
 
-  // Weights and constants live in their pieces for the model's lifetime.
-  for (size_t v = 0; v < p.variables.size(); ++v) {
-    const Variable &var = p.variables[v];
-    if (var.base < 0 && (var.kind == VarKind::Weight || var.kind == VarKind::Constant))
-      impl->scatter(v, wholeBox(var.shape), executable.weight(var.weight).data());
-  }
-  // So does state, which starts at its initial value.
-  for (size_t i = 0; i < meta.state.size(); ++i) {
-    int64_t v = p.inputs[meta.inputs.size() + i];
-    impl->scatter(v, wholeBox(p.variables[v].shape),
-                  executable.weight(meta.state[i].weight).data());
+  // Weights and constants live in their pieces for the model's lifetime,
+  // in every replica. So does state, which starts at its initial value; a
+  // replica's index is its own.
+  for (int64_t r = impl->replicas - 1; r >= 0; --r) {
+    impl->selectReplica(r);
+    for (size_t v = 0; v < p.variables.size(); ++v) {
+      const Variable &var = p.variables[v];
+      if (var.base < 0 && (var.kind == VarKind::Weight || var.kind == VarKind::Constant))
+        impl->scatter(v, wholeBox(var.shape), executable.weight(var.weight).data());
+    }
+    for (size_t i = 0; i < meta.state.size(); ++i) {
+      int64_t v = p.inputs[meta.inputs.size() + i];
+      Tensor initial = meta.state[i].role == StateInfo::Role::ReplicaIndex
+                           ? Tensor::scalar(r)
+                           : initialState(executable, i);
+      if (initial.shape != p.variables[v].shape || initial.dtype != p.variables[v].dtype)
+        return fail("state '" + meta.state[i].name + "' holds a replica index but is " +
+                    meta.state[i].typeString() + ", not an i64 scalar (recompile the model)");
+      impl->scatter(v, wholeBox(p.variables[v].shape), initial.data.data());
+    }
   }
 
   impl->pool = std::make_unique<PhasePool>(
@@ -928,8 +955,11 @@ Expected<std::unique_ptr<IPUModel>> IPUModel::create(const Executable &executabl
   impl->tables.resize(p.steps.size());
   impl->pool->run(p.steps.size(), [&](size_t s) {
     const Step &step = p.steps[s];
-    impl->tables[s] = step.kind == Step::Kind::Compute ? impl->computeTable(step.index)
-                                                       : impl->copyTable(p.copies[step.index]);
+    if (step.kind == Step::Kind::Compute)
+      impl->tables[s] = impl->computeTable(step.index);
+    else if (step.kind == Step::Kind::Copy)
+      impl->tables[s] = impl->copyTable(p.copies[step.index]);
+    // An all-reduce has no table: it runs across the replicas.
   });
   impl->cost = estimateProgramCost(meta, p, impl->target, impl->pool.get());
   return std::unique_ptr<IPUModel>(new IPUModel(std::move(impl)));
@@ -949,37 +979,138 @@ Expected<std::vector<Tensor>> IPUModel::Impl::runIteration(llvm::ArrayRef<Tensor
   Impl &m = *this;
   const ExecutableMetadata &meta = m.executable.metadata();
   const MachineProgram &p = m.program;
-  for (size_t i = 0; i < inputs.size(); ++i)
-    m.scatter(p.inputs[i], wholeBox(p.variables[p.inputs[i]].shape),
-              inputs[i].data.data());
+  // Replica r's inputs are the r-th of the iteration's batches.
+  for (int64_t r = 0; r < m.replicas; ++r) {
+    m.selectReplica(r);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      size_t bytes = inputs[i].data.size() / m.replicas;
+      m.scatter(p.inputs[i], wholeBox(p.variables[p.inputs[i]].shape),
+                inputs[i].data.data() + r * bytes);
+    }
+  }
   using Clock = std::chrono::steady_clock;
   m.hostExchangeSeconds.resize(m.tables.size());
   m.hostComputeSeconds.resize(m.tables.size());
   for (size_t s = 0; s < m.tables.size(); ++s) {
-    auto start = Clock::now();
-    m.runExchange(m.tables[s]);
-    auto exchanged = Clock::now();
-    m.runVertices(m.tables[s].vertices, m.tables[s].exchange);
-    m.hostExchangeSeconds[s] += std::chrono::duration<double>(exchanged - start).count();
-    m.hostComputeSeconds[s] += std::chrono::duration<double>(Clock::now() - exchanged).count();
+    if (p.steps[s].kind == Step::Kind::AllReduce) {
+      auto start = Clock::now();
+      m.runAllReduce(p.allReduces[p.steps[s].index]);
+      m.hostExchangeSeconds[s] += std::chrono::duration<double>(Clock::now() - start).count();
+      continue;
+    }
+    for (int64_t r = 0; r < m.replicas; ++r) {
+      m.selectReplica(r);
+      auto start = Clock::now();
+      m.runExchange(m.tables[s]);
+      auto exchanged = Clock::now();
+      m.runVertices(m.tables[s].vertices, m.tables[s].exchange);
+      m.hostExchangeSeconds[s] += std::chrono::duration<double>(exchanged - start).count();
+      m.hostComputeSeconds[s] +=
+          std::chrono::duration<double>(Clock::now() - exchanged).count();
+    }
   }
   ++m.iterations;
-  // Updated state moves into its resident variable for the next iteration.
-  for (size_t i = 0; i < meta.state.size(); ++i) {
-    const StateInfo &s = meta.state[i];
-    if (s.update < 0)
-      continue;
-    std::vector<char> value(s.numElements() * dtypeSize(s.dtype));
-    m.gather(p.outputs[s.update], wholeBox(s.shape), value.data());
-    m.scatter(p.inputs[meta.inputs.size() + i], wholeBox(s.shape), value.data());
-  }
   std::vector<Tensor> outputs;
-  for (size_t i = 0; i < meta.outputs.size(); ++i) {
-    Tensor t = Tensor::zeros(meta.outputs[i].dtype, meta.outputs[i].shape);
-    m.gather(p.outputs[i], wholeBox(t.shape), t.data.data());
-    outputs.push_back(std::move(t));
+  for (size_t i = 0; i < meta.outputs.size(); ++i)
+    outputs.push_back(Tensor::zeros(meta.outputs[i].dtype, hostShape(meta.outputs[i], m.replicas)));
+  for (int64_t r = 0; r < m.replicas; ++r) {
+    m.selectReplica(r);
+    // Updated state moves into its resident variable for the next iteration.
+    for (size_t i = 0; i < meta.state.size(); ++i) {
+      const StateInfo &s = meta.state[i];
+      if (s.update < 0)
+        continue;
+      std::vector<char> value(s.numElements() * dtypeSize(s.dtype));
+      m.gather(p.outputs[s.update], wholeBox(s.shape), value.data());
+      m.scatter(p.inputs[meta.inputs.size() + i], wholeBox(s.shape), value.data());
+    }
+    for (size_t i = 0; i < meta.outputs.size(); ++i) {
+      size_t bytes = outputs[i].data.size() / m.replicas;
+      m.gather(p.outputs[i], wholeBox(meta.outputs[i].shape), outputs[i].data.data() + r * bytes);
+    }
   }
+  m.selectReplica(0);
   return outputs;
+}
+
+namespace {
+/// Element `i` of a float buffer of type `t`, and back (round to nearest).
+double floatAt(const char *data, DType t, int64_t i) {
+  switch (t) {
+  case DType::F32: {
+    float f;
+    std::memcpy(&f, data + 4 * i, 4);
+    return f;
+  }
+  case DType::F64: {
+    double d;
+    std::memcpy(&d, data + 8 * i, 8);
+    return d;
+  }
+  default: {
+    uint16_t bits;
+    std::memcpy(&bits, data + 2 * i, 2);
+    const llvm::fltSemantics &sem =
+        t == DType::F16 ? llvm::APFloat::IEEEhalf() : llvm::APFloat::BFloat();
+    return llvm::APFloat(sem, llvm::APInt(16, bits)).convertToDouble();
+  }
+  }
+}
+void setFloatAt(char *data, DType t, int64_t i, double v) {
+  switch (t) {
+  case DType::F32: {
+    float f = static_cast<float>(v);
+    std::memcpy(data + 4 * i, &f, 4);
+    return;
+  }
+  case DType::F64:
+    std::memcpy(data + 8 * i, &v, 8);
+    return;
+  default: {
+    llvm::APFloat a(v);
+    bool lost;
+    a.convert(t == DType::F16 ? llvm::APFloat::IEEEhalf() : llvm::APFloat::BFloat(),
+              llvm::APFloat::rmNearestTiesToEven, &lost);
+    uint16_t bits = static_cast<uint16_t>(a.bitcastToAPInt().getZExtValue());
+    std::memcpy(data + 2 * i, &bits, 2);
+  }
+  }
+}
+} // namespace
+
+void IPUModel::Impl::runAllReduce(const AllReduce &reduce) {
+  for (auto [src, dst] : llvm::zip(reduce.srcs, reduce.dsts)) {
+    const Variable &v = program.variables[src];
+    Box all = wholeBox(v.shape);
+    int64_t n = all.numElements();
+    std::vector<char> value(n * v.elementBytes());
+    // Summed in replica order, in the tensor's type for f32 (as each ring
+    // step adds in it) and through double for the narrower types.
+    std::vector<double> sum(v.dtype == DType::F32 ? 0 : n, 0.0);
+    std::vector<float> sum32(v.dtype == DType::F32 ? n : 0, 0.0f);
+    for (int64_t r = 0; r < replicas; ++r) {
+      selectReplica(r);
+      gather(src, all, value.data());
+      if (v.dtype == DType::F32) {
+        const float *f = reinterpret_cast<const float *>(value.data());
+        for (int64_t i = 0; i < n; ++i)
+          sum32[i] += f[i];
+      } else {
+        for (int64_t i = 0; i < n; ++i)
+          sum[i] += floatAt(value.data(), v.dtype, i);
+      }
+    }
+    if (v.dtype == DType::F32)
+      std::memcpy(value.data(), sum32.data(), n * 4);
+    else
+      for (int64_t i = 0; i < n; ++i)
+        setFloatAt(value.data(), v.dtype, i, sum[i]);
+    for (int64_t r = 0; r < replicas; ++r) {
+      selectReplica(r);
+      scatter(dst, all, value.data());
+    }
+  }
+  selectReplica(0);
 }
 
 std::vector<Tensor> IPUModel::readState() {
@@ -989,12 +1120,18 @@ std::vector<Tensor> IPUModel::readState() {
   return state;
 }
 
-Tensor IPUModel::readStateAt(size_t index) {
+Tensor IPUModel::readStateAt(size_t index) { return readReplicaStateAt(0, index); }
+
+Tensor IPUModel::readReplicaStateAt(int64_t replica, size_t index) {
   Impl &m = *impl_;
+  if (replica < 0 || replica >= m.replicas)
+    return Tensor();
+  m.selectReplica(replica);
   const ExecutableMetadata &meta = m.executable.metadata();
   const StateInfo &info = meta.state.at(index);
   Tensor t = Tensor::zeros(info.dtype, info.shape);
   m.gather(m.program.inputs[meta.inputs.size() + index], wholeBox(t.shape), t.data.data());
+  m.selectReplica(0);
   return t;
 }
 
@@ -1003,12 +1140,21 @@ llvm::Error IPUModel::writeState(size_t index, const Tensor &value) {
   const ExecutableMetadata &meta = m.executable.metadata();
   if (auto err = checkState(meta, index, value))
     return err;
-  m.scatter(m.program.inputs[meta.inputs.size() + index], wholeBox(value.shape),
-            value.data.data());
+  if (meta.state[index].role == StateInfo::Role::ReplicaIndex)
+    return fail("'" + meta.state[index].name +
+                "' is each replica's own index, which the runtime sets");
+  // Every replica holds the same value (the replicas' weights stay equal).
+  for (int64_t r = 0; r < m.replicas; ++r) {
+    m.selectReplica(r);
+    m.scatter(m.program.inputs[meta.inputs.size() + index], wholeBox(value.shape),
+              value.data.data());
+  }
+  m.selectReplica(0);
   return llvm::Error::success();
 }
 
 const target::IPUTarget &IPUModel::target() const { return impl_->target; }
+int64_t IPUModel::replicas() const { return impl_->replicas; }
 void IPUModel::resetHostTimes() {
   impl_->hostExchangeSeconds.assign(impl_->hostExchangeSeconds.size(), 0);
   impl_->hostComputeSeconds.assign(impl_->hostComputeSeconds.size(), 0);

@@ -338,16 +338,29 @@ int64_t MachineProgram::storageIndex(int64_t var) const {
 
 std::string MachineProgram::stepName(size_t step) const {
   const Step &s = steps[step];
-  if (s.kind == Step::Kind::Compute)
+  switch (s.kind) {
+  case Step::Kind::Compute:
     return computeSets[s.index].name.empty() ? "cs" + std::to_string(s.index)
                                              : computeSets[s.index].name;
-  return "copy" + std::to_string(s.index);
+  case Step::Kind::Copy:
+    return "copy" + std::to_string(s.index);
+  case Step::Kind::AllReduce:
+    return "allreduce" + std::to_string(s.index);
+  }
+  return "";
 }
 
 std::string MachineProgram::stepLocation(size_t step) const {
   const Step &s = steps[step];
-  return s.kind == Step::Kind::Compute ? computeSets[s.index].location
-                                       : copies[s.index].location;
+  switch (s.kind) {
+  case Step::Kind::Compute:
+    return computeSets[s.index].location;
+  case Step::Kind::Copy:
+    return copies[s.index].location;
+  case Step::Kind::AllReduce:
+    return allReduces[s.index].location;
+  }
+  return "";
 }
 
 namespace {
@@ -820,9 +833,15 @@ std::vector<VariableUses> variableUses(const MachineProgram &program) {
         use(in.var, t, /*write=*/false);
       for (int64_t out : cs.outputs)
         use(out, t, /*write=*/true);
-    } else {
+    } else if (step.kind == Step::Kind::Copy) {
       use(program.copies[step.index].src, t, /*write=*/false);
       use(program.copies[step.index].dst, t, /*write=*/true);
+    } else {
+      const AllReduce &ar = program.allReduces[step.index];
+      for (int64_t src : ar.srcs)
+        use(src, t, /*write=*/false);
+      for (int64_t dst : ar.dsts)
+        use(dst, t, /*write=*/true);
     }
   }
   return uses;
@@ -1257,12 +1276,40 @@ llvm::Error verifyProgram(const MachineProgram &p, std::optional<int64_t> numTil
     }
   }
 
+  for (size_t a = 0; a < p.allReduces.size(); ++a) {
+    const AllReduce &ar = p.allReduces[a];
+    std::string where = "all-reduce " + std::to_string(a);
+    if (ar.srcs.size() != ar.dsts.size() || ar.srcs.empty())
+      return fail("program: " + where + " must pair one or more sources with as many "
+                  "destinations");
+    for (auto [src, dst] : llvm::zip(ar.srcs, ar.dsts)) {
+      if (auto err = checkStored(src, where + " source"))
+        return err;
+      if (auto err = checkStored(dst, where + " destination"))
+        return err;
+      const Variable &from = p.variables[src], &to = p.variables[dst];
+      if (from.shape != to.shape || from.dtype != to.dtype)
+        return fail("program: " + where + " reduces " + varName(src) + " into " +
+                    varName(dst) + " of another shape or type");
+      if (from.dtype != DType::F32 && from.dtype != DType::F16 &&
+          from.dtype != DType::BF16 && from.dtype != DType::F64)
+        return fail("program: " + where + " sums " + varName(src) + " of type " +
+                    dtypeName(from.dtype) + "; it sums floats only");
+      if (p.storageIndex(src) == p.storageIndex(dst))
+        return fail("program: " + where + " reduces " + varName(src) + " onto itself");
+    }
+  }
+
   for (size_t s = 0; s < p.steps.size(); ++s) {
     const Step &st = p.steps[s];
-    size_t limit = st.kind == Step::Kind::Compute ? p.computeSets.size() : p.copies.size();
+    size_t limit = st.kind == Step::Kind::Compute ? p.computeSets.size()
+                   : st.kind == Step::Kind::Copy  ? p.copies.size()
+                                                  : p.allReduces.size();
     if (st.index < 0 || static_cast<size_t>(st.index) >= limit)
       return fail("program: step " + llvm::Twine(s) + " names " +
-                  (st.kind == Step::Kind::Compute ? "compute set " : "copy ") +
+                  (st.kind == Step::Kind::Compute ? "compute set "
+                   : st.kind == Step::Kind::Copy  ? "copy "
+                                                  : "all-reduce ") +
                   llvm::Twine(st.index) + ", which does not exist");
   }
   return llvm::Error::success();
@@ -1434,13 +1481,20 @@ json::Value MachineProgram::toJSON() const {
                                     {"sizes", ints(c.srcRegion.sizes)},
                                     {"dst_offsets", ints(c.dstOffsets)},
                                     {"location", c.location}});
+  json::Array reduceList;
+  for (const AllReduce &a : allReduces)
+    reduceList.push_back(json::Object{
+        {"srcs", ints(a.srcs)}, {"dsts", ints(a.dsts)}, {"location", a.location}});
   json::Array stepList;
   for (const Step &s : steps)
-    stepList.push_back(
-        json::Object{{s.kind == Step::Kind::Compute ? "compute" : "copy", s.index}});
+    stepList.push_back(json::Object{{s.kind == Step::Kind::Compute ? "compute"
+                                     : s.kind == Step::Kind::Copy  ? "copy"
+                                                                   : "all_reduce",
+                                     s.index}});
   return json::Object{{"variables", std::move(vars)},
                       {"compute_sets", std::move(sets)},
                       {"copies", std::move(copyList)},
+                      {"all_reduces", std::move(reduceList)},
                       {"steps", std::move(stepList)},
                       {"inputs", ints(inputs)},
                       {"outputs", ints(outputs)},
@@ -1579,6 +1633,21 @@ Expected<MachineProgram> MachineProgram::fromJSON(const json::Value &value) {
       p.copies.push_back(std::move(cp));
     }
 
+  // Absent in programs without replicas (and in those written before).
+  if (root->get("all_reduces"))
+    if (const json::Array *ars = r.array(*root, "all_reduces", "program"))
+      for (size_t a = 0; a < ars->size() && !r.failed(); ++a) {
+        std::string path = at("all_reduces", a);
+        const json::Object *o = r.object(&(*ars)[a], path);
+        if (!o)
+          break;
+        AllReduce ar;
+        ar.srcs = r.integers(*o, "srcs", path);
+        ar.dsts = r.integers(*o, "dsts", path);
+        ar.location = r.string(*o, "location", path, /*optional=*/true);
+        p.allReduces.push_back(std::move(ar));
+      }
+
   if (const json::Array *steps = r.array(*root, "steps", "program"))
     for (size_t s = 0; s < steps->size() && !r.failed(); ++s) {
       std::string path = at("steps", s);
@@ -1589,8 +1658,11 @@ Expected<MachineProgram> MachineProgram::fromJSON(const json::Value &value) {
         p.steps.push_back({Step::Kind::Compute, r.integer(*o, "compute", path)});
       else if (o->get("copy"))
         p.steps.push_back({Step::Kind::Copy, r.integer(*o, "copy", path)});
+      else if (o->get("all_reduce"))
+        p.steps.push_back({Step::Kind::AllReduce, r.integer(*o, "all_reduce", path)});
       else
-        r.problem(path, "must be {\"compute\": index} or {\"copy\": index}");
+        r.problem(path, "must be {\"compute\": index}, {\"copy\": index} or "
+                        "{\"all_reduce\": index}");
     }
 
   if (!r.failed())

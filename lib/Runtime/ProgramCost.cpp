@@ -72,9 +72,41 @@ struct ExchangeCounter {
   }
 };
 
+/// An all-reduce over `replicas` replicas: each IPU reduces the bytes it
+/// holds over its own IPU-Links, all at once; the busiest IPU sets the time.
+StepCost allReduceCost(const MachineProgram &program, const target::CostModel &cost,
+                       const AllReduce &reduce, int64_t replicas) {
+  StepCost s;
+  int64_t tilesPerIPU = cost.target().tilesPerIPU;
+  std::vector<int64_t> bytesOnIPU(cost.target().numIPUs, 0);
+  for (int64_t src : reduce.srcs) {
+    const Variable &storage = program.storage(src);
+    int64_t eb = storage.elementBytes();
+    storage.mapping.forEachPiece([&](int64_t tile, const Box &piece) {
+      bytesOnIPU[tile / tilesPerIPU] += piece.numElements() * eb;
+    });
+  }
+  int64_t busiest = 0;
+  for (size_t i = 0; i < bytesOnIPU.size(); ++i) {
+    busiest = std::max(busiest, bytesOnIPU[i]);
+    s.exchangeBytes += bytesOnIPU[i];
+    if (bytesOnIPU[i])
+      s.ipus |= uint64_t(1) << i;
+  }
+  s.allReduceCycles = cost.allReduceCycles(busiest, replicas);
+  return s;
+}
+
 /// Step t of `program`: its exchange, sync and slowest vertex.
-StepCost stepCost(const MachineProgram &program, const target::CostModel &cost, size_t t) {
+StepCost stepCost(const MachineProgram &program, const target::CostModel &cost, size_t t,
+                  int64_t replicas) {
   const Step &step = program.steps[t];
+  if (step.kind == Step::Kind::AllReduce) {
+    StepCost s = allReduceCost(program, cost, program.allReduces[step.index], replicas);
+    s.name = program.stepName(t);
+    s.location = program.stepLocation(t);
+    return s;
+  }
   StepCost s;
   s.name = program.stepName(t);
   s.location = program.stepLocation(t);
@@ -166,6 +198,12 @@ int64_t CostSummary::syncCycles() const {
     n += s.syncCycles;
   return n;
 }
+int64_t CostSummary::allReduceCycles() const {
+  int64_t n = 0;
+  for (const StepCost &s : steps)
+    n += s.allReduceCycles;
+  return n;
+}
 
 CostSummary estimateProgramCost(const ExecutableMetadata &meta, const MachineProgram &program,
                                 const target::IPUTarget &target, PhasePool *pool) {
@@ -183,7 +221,7 @@ CostSummary estimateProgramCost(const ExecutableMetadata &meta, const MachinePro
   summary.steps.push_back(stream("stream-in", meta.inputs));
   // Steps are costed independently: on the pool's threads.
   std::vector<StepCost> steps(program.steps.size());
-  auto costStep = [&](size_t t) { steps[t] = stepCost(program, cost, t); };
+  auto costStep = [&](size_t t) { steps[t] = stepCost(program, cost, t, meta.replicas); };
   if (pool)
     pool->run(steps.size(), costStep);
   else
@@ -234,11 +272,16 @@ CostSummary estimateProgramCost(const ExecutableMetadata &meta, const MachinePro
 void printCostSummary(const CostSummary &cost, const ExecutableMetadata &meta,
                       const target::IPUTarget &target, llvm::raw_ostream &os,
                       size_t topSteps) {
-  int64_t batch = !meta.inputs.empty() && !meta.inputs[0].shape.empty()
-                      ? meta.inputs[0].shape[0]
-                      : 1;
+  // Every replica runs an iteration's batch at once.
+  int64_t batch = (!meta.inputs.empty() && !meta.inputs[0].shape.empty()
+                       ? meta.inputs[0].shape[0]
+                       : 1) *
+                  meta.replicas;
   double seconds = cost.seconds(target.clockHz);
-  os << "estimated on " << target.describe() << "\n";
+  os << "estimated on " << target.describe();
+  if (meta.replicas > 1)
+    os << " x " << meta.replicas << " replicas";
+  os << "\n";
   os << "  one iteration (batch " << batch << "): " << withCommas(cost.totalCycles)
      << " cycles, " << llvm::format("%.4g", seconds * 1e3) << " ms";
   if (seconds > 0)
@@ -271,7 +314,11 @@ void printCostSummary(const CostSummary &cost, const ExecutableMetadata &meta,
   os << "  compute " << withCommas(cost.computeCycles()) << " (" << share(cost.computeCycles())
      << "), exchange " << withCommas(cost.exchangeCycles()) << " ("
      << share(cost.exchangeCycles()) << "), sync " << withCommas(cost.syncCycles()) << " ("
-     << share(cost.syncCycles()) << ")\n";
+     << share(cost.syncCycles()) << ")";
+  if (meta.replicas > 1)
+    os << ", all-reduce " << withCommas(cost.allReduceCycles()) << " ("
+       << share(cost.allReduceCycles()) << ")";
+  os << "\n";
   // The share of the fp32 peak `macs` multiply-accumulates in `cycles`
   // reach: the time they would take on every tile at the MAC rate, over
   // `cycles`.

@@ -67,14 +67,15 @@ int64_t samplesPerRun(const ExecutableMetadata &metadata) {
   int64_t batch = metadata.inputs.empty() || metadata.inputs[0].shape.empty()
                       ? 1
                       : metadata.inputs[0].shape[0];
-  return batch * iterationsPerRun(metadata);
+  return batch * iterationsPerRun(metadata) * metadata.replicas;
 }
 
 std::string describeBatch(const ExecutableMetadata &metadata) {
-  int64_t micro = samplesPerRun(metadata) / iterationsPerRun(metadata);
+  int64_t micro = samplesPerRun(metadata) / iterationsPerRun(metadata) / metadata.replicas;
   return "micro-batch " + std::to_string(micro) + " x gradient accumulation " +
          std::to_string(metadata.gradientAccumulation) + " x device iterations " +
-         std::to_string(metadata.deviceIterations);
+         std::to_string(metadata.deviceIterations) + " x replicas " +
+         std::to_string(metadata.replicas);
 }
 
 llvm::Expected<TrainingData> makeTrainingData(const ExecutableMetadata &metadata,
@@ -112,7 +113,7 @@ llvm::Expected<TrainingData> makeTrainingData(const ExecutableMetadata &metadata
                 " samples, not a multiple of the " + llvm::Twine(perRun) +
                 " each run takes (" + describeBatch(metadata) +
                 "); drop the remainder or change --micro-batch-size, "
-                "--gradient-accumulation or --device-iterations");
+                "--gradient-accumulation, --device-iterations or --replicas");
   return data;
 }
 
@@ -134,7 +135,7 @@ llvm::Expected<RunStats> trainOnRun(Runner &runner, const ExecutableMetadata &me
     double sum = 0;
     for (int64_t i = 0; i < t.numElements(); ++i)
       sum += elementAsDouble(t, i);
-    int64_t count = summed ? iterationsPerRun(metadata) : t.numElements();
+    int64_t count = summed ? iterationsPerRun(metadata) * metadata.replicas : t.numElements();
     stats.loss = count ? sum / count : 0;
   }
   // Accuracy: an N x C float output of the returned iterations against
@@ -146,7 +147,8 @@ llvm::Expected<RunStats> trainOnRun(Runner &runner, const ExecutableMetadata &me
       (labels->dtype != DType::I64 && labels->dtype != DType::I32))
     return stats;
   const Tensor &y = batch[labels - metadata.inputs.begin()];
-  int64_t micro = labels->shape.empty() ? 1 : labels->shape[0];
+  // An iteration's rows are every replica's micro-batch.
+  int64_t micro = (labels->shape.empty() ? 1 : labels->shape[0]) * metadata.replicas;
   std::vector<int64_t> rows; // label row of each returned sample
   for (int64_t it : returnedIterations(metadata))
     for (int64_t n = 0; n < micro; ++n)
@@ -216,7 +218,8 @@ llvm::Error saveState(Runner &runner, const ExecutableMetadata &metadata,
   std::vector<Tensor> state = runner.readState();
   std::vector<std::pair<std::string, Tensor>> named;
   for (size_t i = 0; i < state.size(); ++i)
-    if (metadata.state[i].role != StateInfo::Role::Hyperparameter)
+    if (metadata.state[i].role != StateInfo::Role::Hyperparameter &&
+        metadata.state[i].role != StateInfo::Role::ReplicaIndex)
       named.emplace_back(metadata.state[i].name, std::move(state[i]));
   return writeNpz(path, named);
 }

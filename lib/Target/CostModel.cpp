@@ -34,6 +34,17 @@ int64_t CostModel::exchangePhaseCycles(int64_t busiestTileCycles,
   return static_cast<int64_t>(cycles) + target_.exchangeOverheadCycles;
 }
 
+int64_t CostModel::allReduceCycles(int64_t bytes, int64_t replicas) const {
+  if (replicas <= 1 || bytes <= 0)
+    return 0;
+  double sendBytesPerCycle = target_.ipuLinkBytesPerSecond / 2 / target_.clockHz;
+  double chunk = std::ceil(static_cast<double>(bytes) / replicas);
+  int64_t transfer =
+      sendBytesPerCycle > 0 ? static_cast<int64_t>(std::ceil(chunk / sendBytesPerCycle)) : 0;
+  int64_t step = transfer + target_.exchangeOverheadCycles + target_.globalSyncCycles;
+  return 2 * (replicas - 1) * step;
+}
+
 int64_t CostModel::hostTransferCycles(int64_t bytes) const {
   double bytesPerCycle = target_.hostLinkBytesPerSecond / target_.clockHz;
   return static_cast<int64_t>(std::ceil(bytes / bytesPerCycle));

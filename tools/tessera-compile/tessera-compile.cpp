@@ -191,7 +191,8 @@ cl::opt<int64_t> deviceIterations(
 cl::opt<int64_t> replicas(
     "replicas",
     cl::desc("Copies of the model on as many IPU sets, each with its own slice of "
-             "the data (PopTorch's replicationFactor); only 1 is built so far"),
+             "the data (PopTorch's replicationFactor); training sums their "
+             "gradients with a cross-replica all-reduce"),
     cl::init(1), cl::cat(category));
 cl::opt<std::string> outputMode(
     "output-mode",
@@ -490,15 +491,6 @@ int main(int argc, char **argv) {
     llvm::errs() << "error: --output-mode: " << llvm::toString(std::move(err)) << "\n";
     return fail();
   }
-  if (replicas != 1) {
-    llvm::errs() << "error: --replicas " << replicas
-                 << (replicas < 1 ? ": must be at least 1"
-                                  : ": replicated execution (and its cross-replica "
-                                    "all-reduce) is not built yet; compile with "
-                                    "--replicas 1")
-                 << "\n";
-    return fail();
-  }
 if (!train) {
     // Training flags without --train would silently compile inference.
     const cl::Option *trainingFlags[] = {&lossSpec, &lossOutput, &optimizerSpec,
@@ -581,6 +573,7 @@ if (!train) {
   request.import = importOptions;
   request.cpu = *cpu;
   request.deviceIterations = deviceIterations;
+  request.compile.replicas = replicas;
   request.outputMode = modeCheck.outputMode;
   request.outputEvery = modeCheck.outputEvery;
   if (train) {

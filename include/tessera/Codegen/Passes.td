@@ -19,6 +19,17 @@ def ExternalizeWeights : Pass<"codegen-externalize-weights", "::mlir::ModuleOp">
   }];
 }
 
+def HostOneReplica : Pass<"codegen-host-one-replica", "::mlir::ModuleOp"> {
+  let summary = "The host reference as one replica: cross-replica sums are their inputs";
+  let description = [{
+    The host reference code runs one replica of a program, where the sum
+    over the replicas of a tensor is the tensor: every
+    `ipu.cross_replica_sum` is replaced by its inputs. (The runtime refuses
+    to run a program of several replicas on the host reference, whose
+    gradients would then be one replica's share.)
+  }];
+}
+
 def SparseScatterAdds : Pass<"codegen-sparse-scatter-adds", "::mlir::ModuleOp"> {
   let summary = "Scatter-adds on buffers as loops over their indices, not over the table";
   let description = [{

@@ -59,6 +59,10 @@ struct CompileOptions {
   StageOptions stages;
   /// A training step instead of inference (--train).
   TrainingPipelineOptions training;
+  /// Copies of the program on as many IPU sets (PopTorch's
+  /// replicationFactor): graph-replicate sums a training step's gradients
+  /// over them and gives each its own random numbers.
+  int64_t replicas = 1;
   /// The machine the ipu, llvm and executable phases plan for.
   target::IPUTarget target;
   IPUPipelineOptions ipu;

@@ -68,6 +68,10 @@ struct TrainingPipelineOptions {
   /// Micro-batches per weight update, and how their gradients combine
   /// ("mean": as one batch G times larger; "sum").
   int64_t gradientAccumulation = 1;
+  /// Replicas whose gradients are summed (graph-replicate); its reduction is
+  /// accumulationReduction's, as PopTorch's accumulationAndReplicationReductionType
+  /// governs both.
+  int64_t replicas = 1;
   std::string accumulationReduction = "mean";
   /// Weights (global names) that stay fixed.
   std::vector<std::string> freeze;

@@ -10,6 +10,7 @@
 #define TESSERA_CONVERSION_PASSES_H
 
 #include "tessera/Conversion/GraphToLinalg/GraphToLinalg.h"
+#include "tessera/Dialect/IPU/IR/IPU.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"

@@ -23,6 +23,7 @@ def ConvertGraphToLinalg : Pass<"convert-graph-to-linalg", "::mlir::ModuleOp"> {
     resize). Softmax and the normalisations decompose into reductions and
     elementwise generics.
     `ml_program` globals and loads are left as they are.
+    `graph.cross_replica_sum` becomes `ipu.cross_replica_sum`.
 
     Assumes: static shapes (`graph-require-static-shapes` has run).
     Guarantees: no graph op remains; an op this pass cannot lower (e.g. cubic
@@ -30,7 +31,8 @@ def ConvertGraphToLinalg : Pass<"convert-graph-to-linalg", "::mlir::ModuleOp"> {
   }];
   let dependentDialects = [
     "::mlir::linalg::LinalgDialect", "::mlir::tensor::TensorDialect",
-    "::mlir::arith::ArithDialect", "::mlir::math::MathDialect"
+    "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
+    "::tessera::ipu::IPUDialect"
   ];
 }
 

@@ -56,8 +56,12 @@ struct WeightInfo : TensorInfo {
 /// the input after the signature's inputs (in `state` order) and, when
 /// `update` >= 0, returns its new value as program output `update` (after the
 /// signature's outputs); the runtime copies that back after every iteration.
+///
+/// ReplicaIndex is the replica's number (an i64 scalar the program reads to
+/// draw differing random numbers per replica): each replica's copy holds
+/// its own, set by the runtime, never by the user.
 struct StateInfo : TensorInfo {
-  enum class Role { Parameter, OptimizerState, Hyperparameter, Buffer };
+  enum class Role { Parameter, OptimizerState, Hyperparameter, Buffer, ReplicaIndex };
   Role role = Role::Parameter;
   int64_t weight = -1; ///< the executable's weight holding the initial value
   int64_t update = -1; ///< program output index, or -1 (never written)
@@ -86,6 +90,13 @@ struct ExecutableMetadata {
   /// every stage in turn -- the same results -- and its estimate overlaps
   /// them as the chip does.
   int64_t pipelineStages = 1;
+  /// Copies of the program, each on its own IPUs with its own slice of
+  /// every batch (PopTorch's replicationFactor): an iteration's inputs and
+  /// outputs are `replicas` compiled batches, replica r's the r-th, along
+  /// dimension 0 (a scalar output becomes one element per replica). State
+  /// is per replica; replicas keep their weights equal by all-reducing the
+  /// gradients (MachineProgram's AllReduce steps).
+  int64_t replicas = 1;
   /// Which iterations' outputs a run returns (PopTorch's outputMode):
   /// All (every iteration's, concatenated along dimension 0), Final (the
   /// last one's), Sum (their elementwise sum) or EveryN (every
@@ -154,6 +165,9 @@ std::string buildExecutableImage(llvm::StringRef metadataJSON, llvm::StringRef c
 /// would have it write past the buffers it is given.
 llvm::Error checkProgramAgreesWithSignature(const Executable &executable);
 
+/// The most replicas (an IPU-POD64 of one-IPU replicas).
+constexpr int64_t kMaxReplicas = 64;
+
 /// Executions of the compiled program per host call: the device iterations
 /// times the gradient accumulation, at most kMaxIterationsPerRun (so that a
 /// run's batch, this times the compiled one, cannot overflow).
@@ -175,13 +189,13 @@ bool summable(DType t);
 std::vector<int64_t> returnedShape(const ExecutableMetadata &metadata,
                                    const TensorInfo &t);
 
-/// The shape the host passes (inputs) or receives (outputs) for a tensor
-/// of the compiled program: dimension 0 times `iterations` (the
-/// iterationsPerRun).
-std::vector<int64_t> hostShape(const TensorInfo &t, int64_t iterations);
+/// The shape the host passes (inputs) or receives (outputs) for `blocks`
+/// batches of a tensor of the compiled program (iterations times replicas):
+/// dimension 0 times `blocks`; a scalar becomes a vector of `blocks`.
+std::vector<int64_t> hostShape(const TensorInfo &t, int64_t blocks);
 
-/// Runs `once` (one iteration of the compiled program, on tensors of the
-/// compiled shapes) for each iteration of a run: slices every input along
+/// Runs `once` (one iteration of the compiled program on every replica, on
+/// tensors of the compiled shapes times the replicas) for each iteration of a run: slices every input along
 /// dimension 0 and returns the outputs the output mode asks for. Inputs must
 /// have been checked.
 llvm::Expected<std::vector<Tensor>> runDeviceIterations(

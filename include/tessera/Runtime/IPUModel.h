@@ -42,6 +42,11 @@ public:
   /// State lives in its tiles' memory; these copy it to and from the host.
   std::vector<Tensor> readState() override;
   Tensor readStateAt(size_t index) override;
+  /// State tensor `index` of replica `replica` (readState gives replica
+  /// 0's): replicas hold equal weights, but their buffers (batch norm's
+  /// running statistics) and replica indices differ.
+  Tensor readReplicaStateAt(int64_t replica, size_t index);
+  int64_t replicas() const;
   llvm::Error writeState(size_t index, const Tensor &value) override;
   /// Forgets the host times of the runs so far (warm-up runs): the
   /// profile's host_* figures average the runs after.

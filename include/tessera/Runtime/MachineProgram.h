@@ -174,15 +174,25 @@ struct Copy {
   std::string location; ///< source op, for reports (may be empty)
 };
 
+/// A cross-replica all-reduce: after it, `dsts[i]` holds the sum over the
+/// replicas of `srcs[i]` in every replica (same shapes and float types).
+/// One step reduces many variables, as Poplar merges a training step's
+/// gradient all-reduces into one collective: the ring's syncs are paid once.
+struct AllReduce {
+  std::vector<int64_t> srcs, dsts;
+  std::string location; ///< source op, for reports (may be empty)
+};
+
 struct Step {
-  enum class Kind { Compute, Copy } kind;
-  int64_t index; ///< into computeSets or copies
+  enum class Kind { Compute, Copy, AllReduce } kind;
+  int64_t index; ///< into computeSets, copies or allReduces
 };
 
 struct MachineProgram {
   std::vector<Variable> variables;
   std::vector<ComputeSet> computeSets;
   std::vector<Copy> copies;
+  std::vector<AllReduce> allReduces;
   std::vector<Step> steps;
   /// Variables bound to the executable's inputs and outputs, in order.
   std::vector<int64_t> inputs, outputs;
@@ -195,7 +205,8 @@ struct MachineProgram {
   const Variable &storage(int64_t var) const;
   /// Index of that variable.
   int64_t storageIndex(int64_t var) const;
-  /// "cs3" (the compute set's name) or "copy2", and the step's source op.
+  /// "cs3" (the compute set's name), "copy2" or "allreduce0", and the
+  /// step's source op.
   std::string stepName(size_t step) const;
   std::string stepLocation(size_t step) const;
   /// Checks indices, shapes, mappings and kernels against `numTiles`.

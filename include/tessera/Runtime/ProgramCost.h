@@ -34,13 +34,17 @@ struct StepCost {
   std::string name;     ///< "cs3", "copy2", "stream-in", "stream-out"
   std::string location; ///< source op
   int64_t exchangeCycles = 0, syncCycles = 0, computeCycles = 0;
+  /// A cross-replica all-reduce's ring over the IPU-Links, its syncs included.
+  int64_t allReduceCycles = 0;
   int64_t exchangeBytes = 0; ///< moved between tiles (all tiles)
   int64_t tilesUsed = 0;     ///< tiles running a vertex
   int64_t macs = 0;
   /// The IPUs whose tiles the step runs on or exchanges between (bit i:
   /// IPU i); none for the host streams.
   uint64_t ipus = 0;
-  int64_t total() const { return exchangeCycles + syncCycles + computeCycles; }
+  int64_t total() const {
+    return exchangeCycles + syncCycles + computeCycles + allReduceCycles;
+  }
 };
 
 /// The cost of one device iteration (a run is deviceIterations of them).
@@ -64,6 +68,7 @@ struct CostSummary {
   int64_t computeCycles() const;
   int64_t exchangeCycles() const;
   int64_t syncCycles() const;
+  int64_t allReduceCycles() const;
   /// Every step but the host streams.
   int64_t deviceCycles() const;
 };
@@ -78,7 +83,7 @@ CostSummary estimateProgramCost(const ExecutableMetadata &metadata,
 
 /// The estimate as tessera-compile --summary prints it: cycles and
 /// samples/s per iteration (and per weight update when gradients
-/// accumulate), the split into compute, exchange and sync, the share of the
+/// accumulate), the split into compute, exchange, sync and all-reduce, the share of the
 /// chip's fp32 peak, and the `topSteps` costliest steps with the ops they
 /// come from.
 void printCostSummary(const CostSummary &cost, const ExecutableMetadata &metadata,

@@ -90,6 +90,12 @@ public:
   }
   /// The barrier around a host transfer or a state update (one chip's).
   int64_t chipSyncCycles() const { return target_.syncCycles; }
+  /// A cross-replica all-reduce of `bytes` on each IPU over `replicas`
+  /// replicas, as a ring (reduce-scatter, then all-gather): 2(R-1) steps,
+  /// each sending 1/R of the bytes to the next replica over half the chip's
+  /// IPU-Links (the other half face the previous one) and ending in a sync
+  /// across IPUs. Free with one replica.
+  int64_t allReduceCycles(int64_t bytes, int64_t replicas) const;
   /// Moving `bytes` between the host and the IPUs over the host link.
   int64_t hostTransferCycles(int64_t bytes) const;
 

@@ -18,6 +18,7 @@
 #include "tessera/Dialect/Graph/IR/Graph.h"
 #include "tessera/Dialect/Graph/IR/Placement.h"
 #include "tessera/Dialect/Graph/IR/ShapeUtils.h"
+#include "tessera/Dialect/IPU/IR/IPU.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -1480,6 +1481,19 @@ struct RandomUniformPattern : OpConversionPattern<g::RandomUniformOp> {
   }
 };
 
+/// A collective, not a computation: the ipu dialect's op, which tile
+/// mapping places like its inputs and the program runs across replicas.
+struct CrossReplicaSumPattern : OpConversionPattern<g::CrossReplicaSumOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(g::CrossReplicaSumOp op, OpAdaptor a,
+                  ConversionPatternRewriter &rewriter) const override {
+    rewriter.replaceOpWithNewOp<tessera::ipu::CrossReplicaSumOp>(op, op.getResultTypes(),
+                                                                 a.getInputs());
+    return success();
+  }
+};
+
 /// f32 -> f16, unbiased: random bits below f16's last place added to the
 /// f32 bits and the rest truncated (normal f16 range); for f16's subnormal
 /// range, the same on the fixed-point grid of 2^-24 (floor plus a random
@@ -1776,7 +1790,8 @@ struct ConvertGraphToLinalg
     target.addIllegalDialect<g::GraphDialect>();
     target.addLegalDialect<linalg::LinalgDialect, tensor::TensorDialect,
                            arith::ArithDialect, math::MathDialect,
-                           ml_program::MLProgramDialect, func::FuncDialect>();
+                           ml_program::MLProgramDialect, func::FuncDialect,
+                           tessera::ipu::IPUDialect>();
     RewritePatternSet patterns(ctx);
     tessera::populateGraphToLinalgPatterns(patterns);
     FrozenRewritePatternSet frozen(std::move(patterns));
@@ -1838,5 +1853,5 @@ void tessera::populateGraphToLinalgPatterns(RewritePatternSet &patterns) {
                GroupNormPattern, ConstantPattern, ReshapePattern, TransposePattern,
                ExpandPattern, ConcatPattern, SlicePattern, GatherPattern,
                GatherElementsPattern, ScatterAddPattern, PadPattern, RandomUniformPattern,
-               StochasticRoundPattern, ResizePattern>(ctx);
+               StochasticRoundPattern, ResizePattern, CrossReplicaSumPattern>(ctx);
 }

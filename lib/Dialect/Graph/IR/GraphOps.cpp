@@ -623,6 +623,17 @@ LogicalResult StochasticRoundOp::verify() {
   return success();
 }
 
+LogicalResult CrossReplicaSumOp::verify() {
+  if (getInputs().empty())
+    return emitOpError("needs one or more tensors to sum");
+  if (getInputs().size() != getResults().size())
+    return emitOpError("needs one result per input");
+  for (auto [in, out] : llvm::zip(getInputs().getTypes(), getResultTypes()))
+    if (in != out)
+      return emitOpError("result type ") << out << " differs from its input's " << in;
+  return success();
+}
+
 LogicalResult ResizeOp::verify() {
   auto in = getInput().getType(), out = getType();
   if (in.getRank() != out.getRank() ||

@@ -231,6 +231,32 @@ LogicalResult ComputeSetOp::verify() {
   return verifyMapping(*this, getMapping(), out);
 }
 
+LogicalResult CrossReplicaSumOp::verify() {
+  if (getInputs().empty())
+    return emitOpError("needs one or more tensors to sum");
+  for (auto [in, out] : llvm::zip(getInputs().getTypes(), getResultTypes())) {
+    if (in != out)
+      return emitOpError("result type ") << out << " differs from its input's " << in;
+    if (!isa<FloatType>(cast<RankedTensorType>(in).getElementType()))
+      return emitOpError("sums floats, got ") << in;
+  }
+  if (getInputs().size() != getResults().size())
+    return emitOpError("needs one result per input");
+  if (Attribute attr = (*this)->getAttr(kResultMappingsAttrName)) {
+    auto mappings = dyn_cast<ArrayAttr>(attr);
+    if (!mappings || mappings.size() != getResults().size())
+      return emitOpError(kResultMappingsAttrName) << " must hold one #ipu.mapping per result";
+    for (auto [m, r] : llvm::zip(mappings, getResults())) {
+      auto mapping = dyn_cast<MappingAttr>(m);
+      if (!mapping)
+        return emitOpError(kResultMappingsAttrName) << " holds " << m << ", not an #ipu.mapping";
+      if (failed(verifyMapping(*this, mapping, cast<ShapedType>(r.getType()))))
+        return failure();
+    }
+  }
+  return success();
+}
+
 LogicalResult CopyOp::verify() {
   // The copy writes into dest's storage: a second reader would see it
   // before or after, depending on the order of steps.

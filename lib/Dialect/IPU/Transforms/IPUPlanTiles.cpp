@@ -1769,6 +1769,19 @@ LogicalResult Planner::plan() {
                             "made for values generics read)");
       continue;
     }
+    if (auto sum = dyn_cast<ipu::CrossReplicaSumOp>(op)) {
+      // Each sum lies where its input does: every tile sums the piece it
+      // holds with the other replicas' (a view's sum is placed linearly).
+      for (auto [in, out] : llvm::zip(sum.getInputs(), sum.getResults())) {
+        placeLinear(in);
+        const runtime::Variable &v = prog_.variables[variableOf(in)];
+        if (v.base < 0 && !v.isPadded())
+          addVariable(out, v.mapping);
+        else
+          placeLinear(out);
+      }
+      continue;
+    }
     bool onTensors = llvm::any_of(op.getResultTypes(),
                                   [](Type t) { return isa<TensorType>(t); });
     if (onTensors)
@@ -1824,6 +1837,13 @@ void Planner::record() {
       if (int64_t var = variableOf(insert.getResult());
           var >= 0 && prog_.variables[var].isPadded())
         insert->setAttr(ipu::kPaddedViewAttrName, UnitAttr::get(ctx));
+      continue;
+    }
+    if (auto sum = dyn_cast<ipu::CrossReplicaSumOp>(op)) {
+      SmallVector<Attribute> mappings;
+      for (Value r : sum.getResults())
+        mappings.push_back(mappingOf(r));
+      sum->setAttr(ipu::kResultMappingsAttrName, ArrayAttr::get(ctx, mappings));
       continue;
     }
     if (isa<ml_program::GlobalLoadConstOp, tensor::EmptyOp, tensor::ExtractSliceOp>(op) &&

@@ -221,6 +221,29 @@ FailureOr<runtime::MachineProgram> exportMachineProgram(ModuleOp module) {
       program.computeSets.push_back(std::move(set));
       continue;
     }
+    if (auto sum = dyn_cast<CrossReplicaSumOp>(op)) {
+      auto mappings = sum->getAttrOfType<ArrayAttr>(kResultMappingsAttrName);
+      if (!mappings)
+        return sum.emitOpError("has no result mappings (run ipu-plan-tiles)");
+      runtime::AllReduce reduce;
+      reduce.location = locationName(sum.getLoc(), "");
+      for (auto [in, out, mapping] : llvm::zip(sum.getInputs(), sum.getResults(), mappings)) {
+        FailureOr<int64_t> src = lookup(in);
+        if (failed(src))
+          return failure();
+        FailureOr<int64_t> dst = add(out, runtime::VarKind::Activation,
+                                     cast<MappingAttr>(mapping),
+                                     locationName(sum.getLoc(), "cross_replica_sum"));
+        if (failed(dst))
+          return failure();
+        reduce.srcs.push_back(*src);
+        reduce.dsts.push_back(*dst);
+      }
+      program.steps.push_back({runtime::Step::Kind::AllReduce,
+                               static_cast<int64_t>(program.allReduces.size())});
+      program.allReduces.push_back(std::move(reduce));
+      continue;
+    }
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       for (Value v : ret.getOperands()) {
         FailureOr<int64_t> id = lookup(v);

@@ -503,6 +503,21 @@ def Graph_StochasticRoundOp : Graph_Op<"stochastic_round", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Graph_CrossReplicaSumOp : Graph_Op<"cross_replica_sum", [Pure]> {
+  let summary = "Sum tensors over the program's replicas";
+  let description = [{
+    Result `i` is the sum of `inputs[i]` over every replica, the same in
+    each: `graph-replicate` reduces a replicated training step's gradients
+    with it, one op per placement (stage and IPU) for all the gradients
+    there, so that each becomes one merged all-reduce. Lowers to
+    `ipu.cross_replica_sum`.
+  }];
+  let arguments = (ins Variadic<Graph_FloatTensor>:$inputs);
+  let results = (outs Variadic<Graph_FloatTensor>:$results);
+  let assemblyFormat = "$inputs attr-dict `:` type($inputs) `->` type($results)";
+  let hasVerifier = 1;
+}
+
 def Graph_ResizeOp : Graph_Op<"resize", [Pure]> {
   let summary = "Resample to the result shape by interpolation";
   let description = [{

@@ -32,6 +32,9 @@ inline constexpr llvm::StringLiteral kCheckpointAttrName = "graph.checkpoint";
 /// "auto"; the scale is the f32 scalar global kLossScaleGlobal.
 inline constexpr llvm::StringLiteral kLossScaleAttrName = "graph.loss_scale";
 inline constexpr llvm::StringLiteral kLossScaleGlobal = "optimizer.loss_scale";
+/// On the i64 scalar global holding the replica's index (graph-replicate),
+/// which the runtime sets per replica.
+inline constexpr llvm::StringLiteral kReplicaIndexAttrName = "graph.replica_index";
 /// Automatic loss scaling's count of updates skipped for inf/nan gradients.
 inline constexpr llvm::StringLiteral kSkippedUpdatesGlobal = "optimizer.skipped_updates";
 /// On the ops graph-recompute adds: a forward op computed again in the

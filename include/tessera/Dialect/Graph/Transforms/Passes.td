@@ -333,6 +333,40 @@ def GraphLossScaling : Pass<"graph-loss-scaling", "::mlir::ModuleOp"> {
   ];
 }
 
+def GraphReplicate : Pass<"graph-replicate", "::mlir::ModuleOp"> {
+  let summary = "Make @main one replica of a data-parallel program";
+  let description = [{
+    With `replicas=R` above 1, R copies of the program run on R sets of
+    IPUs, each with its own slice of every batch (PopTorch's
+    replicationFactor). This pass makes them one:
+
+    - A training step's gradients (the results `graph-autodiff` marks
+      `graph.gradient_of`) are summed over the replicas by
+      `graph.cross_replica_sum` before the optimizer reads them, and with
+      `reduction=mean` (PopTorch's default
+      accumulationAndReplicationReductionType) divided by R: R replicas of
+      micro-batch B then take the step one replica takes with batch R x B.
+      One sum per placement (stage and IPU) covers all of its gradients:
+      one merged all-reduce, whose ring pays its syncs once.
+    - Random numbers differ per replica: each `graph.random_uniform` and
+      `graph.stochastic_round` present (dropout, random ops) draws from the
+      seed plus the replica's index, the i64 scalar global `replica.index`
+      (marked `graph.replica_index`), which the runtime sets in each
+      replica. Stochastic rounding that `graph-optimizer-update` adds later
+      (weight updates) keeps the shared seed, so that replicas round their
+      weights alike and stay equal.
+
+    Run after graph-autodiff and graph-recompute (a recomputed dropout must
+    draw what the forward drew) and before graph-optimizer-update. With R =
+    1 the pass changes nothing.
+  }];
+  let options = [
+    Option<"replicas", "replicas", "int64_t", "1", "replicas of the program (>= 1)">,
+    Option<"reduction", "reduction", "std::string", "\"mean\"",
+           "how gradients combine over replicas: mean or sum">,
+  ];
+}
+
 def GraphExternalizeState : Pass<"graph-externalize-state", "::mlir::ModuleOp"> {
   let summary = "Thread mutable globals through @main as arguments and results";
   let description = [{

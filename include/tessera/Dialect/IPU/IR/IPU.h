@@ -47,6 +47,8 @@ namespace tessera::ipu {
 inline constexpr llvm::StringLiteral kTargetAttrName = "ipu.target";
 /// The discardable attribute placing function arguments and weight loads.
 inline constexpr llvm::StringLiteral kMappingAttrName = "ipu.mapping";
+/// On ipu.cross_replica_sum: one #ipu.mapping per result.
+inline constexpr llvm::StringLiteral kResultMappingsAttrName = "ipu.mappings";
 /// A linalg.generic's #ipu.plan (ipu-plan-tiles -> ipu-map-tiles).
 inline constexpr llvm::StringLiteral kPlanAttrName = "ipu.plan";
 /// On a tensor.insert_slice that pads: it becomes an ipu.pad_view (virtual

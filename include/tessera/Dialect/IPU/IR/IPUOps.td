@@ -162,6 +162,30 @@ def IPU_CopyOp : IPU_Op<"copy", [Pure,
   let hasVerifier = 1;
 }
 
+def IPU_CrossReplicaSumOp : IPU_Op<"cross_replica_sum", [Pure]> {
+  let summary = "Sum tensors over the replicas (a merged all-reduce)";
+  let description = [{
+    Result `i` is the sum of `inputs[i]` over every replica of the program,
+    the same in each replica: the gradients of a replicated training step,
+    reduced so that the replicas' weights stay equal. One op reduces many
+    tensors in one collective, a ring over the IPU-Links whose syncs are
+    paid once (as Poplar merges a step's gradient all-reduces). Each result
+    is a new variable; `ipu-plan-tiles` maps it like its input (attribute
+    `ipu.mappings`, one `#ipu.mapping` per result), so each tile sums the
+    piece it holds. The host reference code runs one replica, where the
+    sum is the input itself.
+
+    ```mlir
+    %g0, %g1 = ipu.cross_replica_sum %a, %b : tensor<64xf32>, tensor<8x8xf32>
+                 -> tensor<64xf32>, tensor<8x8xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<AnyRankedTensor>:$inputs);
+  let results = (outs Variadic<AnyRankedTensor>:$results);
+  let assemblyFormat = "$inputs attr-dict `:` type($inputs) `->` type($results)";
+  let hasVerifier = 1;
+}
+
 def IPU_AllocOp : IPU_Op<"alloc", [Pure]> {
   let summary = "A new variable with a tile mapping, not initialized";
   let arguments = (ins IPU_MappingAttr:$mapping);
