@@ -187,6 +187,7 @@ std::string compileModel(const std::string &model, const std::string &path,
   request.compile.ipu.availableMemoryProportion =
       get<double>(options, "available_memory_proportion", 0.6);
   request.deviceIterations = get<int64_t>(options, "device_iterations", 1);
+  request.compile.replicas = get<int64_t>(options, "replicas", 1);
   bool train = get<bool>(options, "train", false);
   // Stages over IPUs (BeginBlock rules, an IPUConfig's layers_per_ipu).
   StageOptions &stages = request.compile.stages;
@@ -295,6 +296,7 @@ public:
     d["device_iterations"] = m.deviceIterations;
     d["gradient_accumulation"] = m.gradientAccumulation;
     d["pipeline_stages"] = m.pipelineStages;
+    d["replicas"] = m.replicas;
     d["output_mode"] = runtime::outputModeName(m);
     d["loss"] = m.loss;
     d["optimizer"] = m.optimizer;
@@ -322,11 +324,18 @@ public:
     return result;
   }
 
-  py::dict readState() {
+  /// Replica `replica`'s state (replica 0's by default; the IPU model only
+  /// runs several).
+  py::dict readState(int64_t replica) {
+    int64_t replicas = ipuModel_ ? ipuModel_->replicas() : 1;
+    if (replica < 0 || replica >= replicas)
+      throw TesseraError("replica " + std::to_string(replica) + " is not in [0, " +
+                         std::to_string(replicas) + ")");
     py::dict d;
-    std::vector<Tensor> state = runner_->readState();
-    for (auto [info, value] : llvm::zip(metadata().state, state))
-      d[py::str(info.name)] = toNumpy(value);
+    for (size_t i = 0; i < metadata().state.size(); ++i)
+      d[py::str(metadata().state[i].name)] =
+          toNumpy(ipuModel_ ? ipuModel_->readReplicaStateAt(replica, i)
+                            : runner_->readStateAt(i));
     return d;
   }
 
@@ -391,7 +400,7 @@ PYBIND11_MODULE(_tessera, m) {
       .def_property_readonly("cycles", &LoadedExecutable::cycles)
       .def_property_readonly("clock_hz", &LoadedExecutable::clockHz)
       .def("run", &LoadedExecutable::run)
-      .def("read_state", &LoadedExecutable::readState)
+      .def("read_state", &LoadedExecutable::readState, py::arg("replica") = 0)
       .def("write_state", &LoadedExecutable::writeState)
       .def("trained_weights", &LoadedExecutable::trainedWeights)
       .def("set_learning_rate", &LoadedExecutable::setLearningRate)

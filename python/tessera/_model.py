@@ -153,8 +153,8 @@ class _Executor:
         if self._training:
             self._host_stale = True
             steps = 1
-            for _, v in self._factors():
-                steps *= v
+            for name, v in self._factors():
+                steps *= 1 if name == "replicas" else v
             self._steps_unsynced += steps
             self._updates += 1
         return _rebuild(self._output_structure, iter(torch.from_numpy(o) for o in outputs))
@@ -182,7 +182,10 @@ class _Executor:
         if self._executable is None:
             raise Error("the model is not attached to a device")
         self.copyWeightsToHost()
-        self._detached_state = self._executable.read_state()
+        self._detached_state = {
+            s["name"]: v for s, v in zip(self._executable.state,
+                                         self._executable.read_state().values())
+            if s["role"] != "replica_index"}
         self._executable = None
 
     def attachToDevice(self):
@@ -319,6 +322,7 @@ class _Executor:
             factors.append(("gradient accumulation",
                             self._options._values["gradient_accumulation"]))
         factors.append(("device iterations", self._options.device_iterations))
+        factors.append(("replicas", self._options.replication_factor))
         return factors
 
     def _describe_batch(self):

@@ -2,9 +2,9 @@
 
 The attributes, defaults and methods are optimum-graphcore's, so its
 published configurations (bert-base-ipu, gpt2-ipu, vit-base-ipu, ...) load
-unchanged. `to_options` turns one into `tessera.Options`. What needs
-several IPUs (layers spread over IPUs, replication) is reported as not
-available yet when options are made from it, never dropped.
+unchanged. `to_options` turns one into `tessera.Options` (layers spread
+over IPUs, replication and the rest); what Tessera does not build yet is
+reported as not available when options are made from it, never dropped.
 """
 import copy
 import json
@@ -181,9 +181,8 @@ class IPUConfig:
         ipus = getattr(self, f"{prefix}ipus_per_replica")
         layers = getattr(self, f"{prefix}layers_per_ipu")
         replication = getattr(self, f"{prefix}replication_factor")
-        if replication > 1:
-            not_available(f"{prefix}replication_factor {replication}", "replicated execution")
         opts = Options()
+        opts.replicationFactor(replication)
         # optimum-graphcore's layers_per_ipu: the layers found from the
         # model's module paths, pipelined over the IPUs.
         if ipus > 1 and list(layers) == [-1]:

@@ -145,11 +145,12 @@ class Options:
         return self
 
     def replicationFactor(self, replication_factor):
-        _positive_int("replicationFactor", replication_factor)
-        if replication_factor != 1:
-            not_available(f"replicationFactor({replication_factor})",
-                          "replicated execution")
-        self._values["replication_factor"] = 1
+        """Copies of the model, each on its own IPUs with its own slice of
+        every batch; a training step sums their gradients (an all-reduce)."""
+        replicas = _positive_int("replicationFactor", replication_factor)
+        if replicas > 64:
+            raise Error(f"replicationFactor({replicas}): at most 64 replicas (an IPU-POD64)")
+        self._values["replication_factor"] = replicas
         return self
 
     def outputMode(self, output_mode, output_return_period=None):
@@ -323,6 +324,7 @@ class Options:
             "target": target,
             "device_iterations": self.device_iterations,
             "output_mode": self._output_mode_text(training),
+            "replicas": self.replication_factor,
         }
         if self._values["available_memory_proportion"] is not None:
             options["available_memory_proportion"] = self._values["available_memory_proportion"]

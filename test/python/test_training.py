@@ -573,10 +573,13 @@ def test_errors(tmp_path):
                   "--loss", "hinge", "--micro-batch-size", "8", "-o", str(tess)])
     assert result.returncode != 0 and "unknown loss 'hinge'" in result.stderr
     result = run([tool("tessera-compile"), str(tmp_path / "mlp.onnx"), "--train",
-                  "--replicas", "4", "-o", str(tess)])
+                  "--replicas", "0", "-o", str(tess)])
     assert result.returncode != 0
-    assert "--replicas 4: replicated execution (and its cross-replica all-reduce) " \
-        "is not built yet" in result.stderr
+    assert "--replicas 0 of 1 IPU(s) each: replicas must be at least 1" in result.stderr
+    result = run([tool("tessera-compile"), str(tmp_path / "mlp.onnx"), "--train",
+                  "--replicas", "32", "--num-ipus", "4", "-o", str(tess)])
+    assert result.returncode != 0
+    assert "at most 64 (an IPU-POD64)" in result.stderr
     result = run([tool("tessera-compile"), str(tmp_path / "mlp.onnx"),
                   "--gradient-accumulation", "4", "-o", str(tess)])
     assert result.returncode != 0
