@@ -157,7 +157,7 @@ std::string compileModel(const std::string &model, const std::string &path,
       "cache_dir", "train", "loss", "optimizer", "micro_batch_size",
       "gradient_accumulation", "accumulation_reduction", "freeze", "blocks", "pipeline",
       "layers_per_ipu", "execution", "recompute", "stochastic_rounding", "loss_scaling",
-      "precision"};
+      "precision", "replicas"};
   for (auto item : options) {
     std::string key = py::str(item.first);
     if (std::find_if(std::begin(known), std::end(known),

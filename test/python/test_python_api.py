@@ -105,6 +105,48 @@ def test_training_matches_pytorch_with_accumulation_and_dataloader():
     close(net.fc.weight, ref.fc.weight, "net.fc.weight")
 
 
+class PlainCNN(torch.nn.Module):
+    """SmallCNN without batch norm, whose statistics are per replica."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(1, 4, 3, padding=1)
+        self.fc = torch.nn.Linear(4 * 8 * 8, 10)
+
+    def forward(self, x, labels):
+        logits = self.fc(torch.relu(self.conv(x)).flatten(1))
+        return logits, torch.nn.functional.cross_entropy(logits, labels)
+
+
+def test_replicas_train_as_one_replica_with_the_combined_batch():
+    torch.manual_seed(0)
+    net = PlainCNN()
+    ref = copy.deepcopy(net)
+    opts = tessera.Options().replicationFactor(2)
+    opts.Training.gradientAccumulation(2)
+    model = tessera.trainingModel(net, opts, tessera.optim.SGD(net.parameters(), lr=0.05,
+                                                               momentum=0.9))
+    data = digits_like()
+    loader = tessera.DataLoader(opts, data, batch_size=4)
+    assert loader.combinedBatchSize == 16 and len(loader) == 4
+    for x, y in loader:
+        logits, loss = model(x, y)
+    # Each replica returns its own outputs (PopTorch's convention).
+    assert logits.shape == (8, 10) and loss.shape == (2,)
+    assert model._executable.info["replicas"] == 2
+    # Two replicas of 4 = one replica of 8 (the gradients' mean).
+    reference_training(ref, data, micro=8, accumulation=2, lr=0.05, momentum=0.9)
+    trained = model.state_dict()
+    for name, value in ref.state_dict().items():
+        close(trained[name], value, name)
+    # The replicas' weights are equal, their indices their own.
+    replica0, replica1 = (model._executable.read_state(replica=r) for r in (0, 1))
+    for name in ("conv.weight", "fc.bias"):
+        np.testing.assert_array_equal(replica0[name], replica1[name])
+    with pytest.raises(tessera.Error, match=r"replica 2 is not in \[0, 2\)"):
+        model._executable.read_state(replica=2)
+
+
 def test_set_optimizer_changes_the_learning_rate_without_recompiling():
     torch.manual_seed(0)
     net = SmallCNN()
