@@ -457,6 +457,47 @@ TEST(MachineProgram, JSONRoundTrips) {
   EXPECT_FALSE(static_cast<bool>(back->verify(4)));
 }
 
+TEST(MachineProgram, AllReduceStepsRoundTripAndAreChecked) {
+  MachineProgram p = sampleProgram();
+  // y (the compute set's output) summed over the replicas into a new
+  // variable mapped like it.
+  Variable sum = p.variables[2];
+  sum.name = "y_sum";
+  p.variables.push_back(sum);
+  int64_t dst = p.variables.size() - 1;
+  p.allReduces.push_back({{2}, {dst}, "cross_replica_sum"});
+  p.steps.push_back({Step::Kind::AllReduce, 0});
+  ASSERT_FALSE(static_cast<bool>(p.verify(4)));
+  std::string first = text(p.toJSON());
+  auto back = reparse(first);
+  ASSERT_TRUE(static_cast<bool>(back)) << llvm::toString(back.takeError());
+  EXPECT_EQ(text(back->toJSON()), first);
+  EXPECT_EQ(back->stepName(2), "allreduce0");
+  EXPECT_EQ(back->stepLocation(2), "cross_replica_sum");
+  // The sum's destination is written at the step, its source read there.
+  std::vector<VariableUses> uses = variableUses(*back);
+  EXPECT_EQ(uses[dst].firstWrite, 2);
+  EXPECT_EQ(uses[2].lastUse, 2);
+  auto expectError = [&](MachineProgram bad, const std::string &message) {
+    llvm::Error err = bad.verify(4);
+    ASSERT_TRUE(static_cast<bool>(err)) << message;
+    std::string got = llvm::toString(std::move(err));
+    EXPECT_NE(got.find(message), std::string::npos) << got;
+  };
+  MachineProgram unpaired = p;
+  unpaired.allReduces[0].dsts.clear();
+  expectError(unpaired, "must pair one or more sources with as many destinations");
+  MachineProgram onto = p;
+  onto.allReduces[0].dsts = {2};
+  expectError(onto, "onto itself");
+  MachineProgram other = p;
+  other.allReduces[0].dsts = {1}; // w: another shape
+  expectError(other, "of another shape or type");
+  MachineProgram missing = p;
+  missing.steps.back().index = 1;
+  expectError(missing, "names all-reduce 1, which does not exist");
+}
+
 TEST(MachineProgram, AccessExtentsRoundTripAndAreChecked) {
   MachineProgram p = sampleProgram();
   // w [4] read whole through an extent rather than `full`.

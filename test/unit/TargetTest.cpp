@@ -99,3 +99,24 @@ TEST(CostModel, TheSyncBetweenStepsSpansEveryIPU) {
   // Host transfers at the host link's rate: 64 GB/s at 1.33 GHz.
   EXPECT_NEAR(CostModel(*one).hostTransferCycles(64000000), 1330000, 1);
 }
+
+TEST(CostModel, AllReducesRingOverTheReplicas) {
+  auto target = makeTarget("ipu2");
+  ASSERT_TRUE(static_cast<bool>(target));
+  CostModel cost(*target);
+  EXPECT_EQ(cost.allReduceCycles(1 << 20, 1), 0); // one replica: nothing to sum
+  EXPECT_EQ(cost.allReduceCycles(0, 16), 0);
+  // A ring of R replicas: 2(R-1) steps, each a sync and 1/R of the bytes.
+  int64_t two = cost.allReduceCycles(100 << 20, 2), sixteen = cost.allReduceCycles(100 << 20, 16);
+  EXPECT_GT(two, 0);
+  // Bandwidth-bound: 2(R-1)/R of the bytes, so 16 replicas take under twice 2's.
+  EXPECT_GT(sixteen, two);
+  EXPECT_LT(sixteen, 2 * two);
+  // 100 MiB over half of 320 GB/s, twice (reduce-scatter, all-gather):
+  // about 1.3 ms at 16 replicas.
+  double seconds = sixteen / target->clockHz;
+  EXPECT_GT(seconds, 1.0e-3);
+  EXPECT_LT(seconds, 1.6e-3);
+  // Latency-bound for small tensors: the syncs dominate.
+  EXPECT_GE(cost.allReduceCycles(4, 16), 30 * target->globalSyncCycles);
+}

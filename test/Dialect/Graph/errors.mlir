@@ -218,3 +218,11 @@ func.func @stochastic_round_seed(%x: tensor<4xf32>, %s: tensor<2xi64>) {
   %0 = graph.stochastic_round %x, %s, %s {stream = 0 : i64} : (tensor<4xf32>, tensor<2xi64>, tensor<2xi64>) -> tensor<4xf16>
   return
 }
+
+// -----
+
+func.func @cross_replica_sum_changes_type(%x: tensor<4xf32>) -> tensor<2xf32> {
+  // expected-error @below {{result type 'tensor<2xf32>' differs from its input's 'tensor<4xf32>'}}
+  %s = graph.cross_replica_sum %x : tensor<4xf32> -> tensor<2xf32>
+  return %s : tensor<2xf32>
+}

@@ -169,3 +169,27 @@ module attributes {ipu.target = #ipu.target<"ipu2", ipus = 1, tiles_per_ipu = 0,
 // expected-error @below {{bytes_per_tile must be between 1024 and 638976 for ipu2, got 100}}
 module attributes {ipu.target = #ipu.target<"ipu2", ipus = 1, tiles_per_ipu = 4, bytes_per_tile = 100>} {
 }
+
+// -----
+
+func.func @sum_of_integers(%x: tensor<4xi32>) -> tensor<4xi32> {
+  // expected-error @below {{sums floats, got 'tensor<4xi32>'}}
+  %s = ipu.cross_replica_sum %x : tensor<4xi32> -> tensor<4xi32>
+  return %s : tensor<4xi32>
+}
+
+// -----
+
+func.func @sum_changes_type(%x: tensor<4xf32>) -> tensor<2x2xf32> {
+  // expected-error @below {{result type 'tensor<2x2xf32>' differs from its input's 'tensor<4xf32>'}}
+  %s = ipu.cross_replica_sum %x : tensor<4xf32> -> tensor<2x2xf32>
+  return %s : tensor<2x2xf32>
+}
+
+// -----
+
+func.func @sum_mappings(%x: tensor<4xf32>, %y: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @below {{ipu.mappings must hold one #ipu.mapping per result}}
+  %s:2 = ipu.cross_replica_sum %x, %y {ipu.mappings = [#ipu.mapping<chunks = [4], tile_strides = [0], first_tile = 0>]} : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>, tensor<4xf32>
+  return %s#0 : tensor<4xf32>
+}

@@ -124,7 +124,7 @@ struct GraphReplicate : tessera::graph::impl::GraphReplicateBase<GraphReplicate>
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (replicas < 1 || replicas > 64) {
-      module.emitError("replicas must be in [1, 64], got ") << replicas;
+      module.emitError("replicas must be in [1, 64], got ") << static_cast<int64_t>(replicas);
       return signalPassFailure();
     }
     if (reduction != "mean" && reduction != "sum") {
