@@ -11,10 +11,15 @@ prints per size:
 - when it compiled: `tessera-run --train-data` over --steps weight updates,
   the IPU model's estimated cycles per update and samples/s on the chip,
   and the host's milliseconds per update, next to PyTorch's CPU training
-  step (same model, batch and thread count).
+  step (same model, batch and thread count);
+- the compiler's estimate split into compute, exchange, sync and the
+  cross-replica all-reduce, for each replica count asked for (replicated
+  steps are estimated, not run: the IPU model would hold every replica's
+  tile memory).
 
     benchmarks/train_step.py [--models resnet50,bert_base_encoder]
-                             [--micro-batch 1,2,4] [--steps 2] [--out DIR]
+                             [--micro-batch 1,2,4] [--replicas 1,16]
+                             [--steps 2] [--out DIR]
 
 Run it on an idle machine: compile and host times are wall-clock figures.
 """
@@ -106,6 +111,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="resnet50,bert_base_encoder")
     parser.add_argument("--micro-batch", default="1")
+    parser.add_argument("--replicas", default="1")
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--out", default=None, help="keep the files here")
     args = parser.parse_args()
@@ -116,19 +122,29 @@ def main():
         model, sample, classes = build(name)
         onnx_path = os.path.join(out, f"{name}_train.onnx")
         export(model, sample, onnx_path)
-        for batch in map(int, args.micro_batch.split(",")):
-            tess = os.path.join(out, f"{name}_b{batch}.tess")
+        for batch, replicas in [(b, r) for b in map(int, args.micro_batch.split(","))
+                                for r in map(int, args.replicas.split(","))]:
+            tess = os.path.join(out, f"{name}_b{batch}_r{replicas}.tess")
             seconds, peak, result = timed(
                 [os.path.join(BIN, "tessera-compile"), onnx_path, "--train",
                  "--optimizer", "sgd:lr=0.01,momentum=0.9", "--micro-batch-size",
-                 str(batch), "-o", tess])
+                 str(batch), "--replicas", str(replicas), "--summary", "-o", tess])
+            label = f"{batch}" if replicas == 1 else f"{batch}x{replicas}"
             if result.returncode != 0:
                 first = result.stderr.strip().splitlines()[0] if result.stderr else "?"
                 first = re.sub(r"^\S+: error: ", "", first)
-                print(f"{name:<20} {batch:>5} {seconds:>9.1f} {peak:>8.0f}  "
+                print(f"{name:<20} {label:>5} {seconds:>9.1f} {peak:>8.0f}  "
                       f"does not compile: {first[:300]}")
                 continue
-            data = os.path.join(out, f"{name}_b{batch}.npz")
+            split = re.search(r"^  (compute .*)$", result.stdout, re.M)
+            estimate = re.search(r"one iteration \(batch (\d+)\): ([\d,]+) cycles.*?([\d,]+) "
+                                 r"samples/s", result.stdout)
+            if replicas > 1:
+                print(f"{name:<20} {label:>5} {seconds:>9.1f} {peak:>8.0f}  "
+                      f"{estimate.group(2)} cycles/update, {estimate.group(3)} samples/s "
+                      f"over {replicas} replicas (estimate); {split.group(1)}")
+                continue
+            data = os.path.join(out, f"{name}_b{batch}_r{replicas}.npz")
             n = batch * args.steps
             np.savez(data, x=np.random.default_rng(0).standard_normal(
                 (n, *sample), dtype=np.float32),
@@ -137,17 +153,18 @@ def main():
                                   data, "--steps", str(args.steps)],
                                  capture_output=True, text=True)
             if run.returncode != 0:
-                print(f"{name:<20} {batch:>5} {seconds:>9.1f} {peak:>8.0f}  "
+                print(f"{name:<20} {label:>5} {seconds:>9.1f} {peak:>8.0f}  "
                       f"compiled; run failed: {run.stderr.strip()[:300]}")
                 continue
             host = re.search(r"IPU model on the host: ([\d.]+) ms", run.stdout)
             est = re.search(r"estimated on (\S+): ([\d,]+) cycles per weight update, "
                             r"([\d,]+) samples/s", run.stdout)
             ref_ms = torch_step_ms(model, sample, classes, batch, args.steps)
-            print(f"{name:<20} {batch:>5} {seconds:>9.1f} {peak:>8.0f}  "
+            print(f"{name:<20} {label:>5} {seconds:>9.1f} {peak:>8.0f}  "
                   f"{est.group(2)} cycles/update on {est.group(1)} "
                   f"({est.group(3)} samples/s); IPU model on the host "
-                  f"{float(host.group(1)):.0f} ms/update, PyTorch CPU {ref_ms:.0f} ms/step")
+                  f"{float(host.group(1)):.0f} ms/update, PyTorch CPU {ref_ms:.0f} ms/step; "
+                  f"{split.group(1)}")
     print(f"files in {out}")
     return 0
 

@@ -37,7 +37,7 @@ def test_inference_resnet18_with_device_iterations():
     assert ipu.compilations == 1
     assert ipu.isCompiled() and ipu.isAttached()
     # The host batch is the micro-batch (2) times the device iterations.
-    with pytest.raises(tessera.Error, match=r"micro-batch 2 x device iterations 4 = 8"):
+    with pytest.raises(tessera.Error, match=r"micro-batch 2 x device iterations 4 x replicas 1 = 8"):
         ipu(torch.randn(6, 3, 32, 32))
     # The executor passes attributes through to the model.
     assert ipu.fc.out_features == 1000

@@ -204,7 +204,7 @@ def test_gradient_accumulation_matches_a_larger_batch(reduction, tmp_path):
         tmp_path, tmp_path / "mlp.onnx", "adam:lr=0.01", xs, ys, 4,
         compile_extra=["--gradient-accumulation", "2", "--accumulation-reduction",
                        reduction, "--device-iterations", "2", "--output-mode", "all"])
-    assert "micro-batch 4 x gradient accumulation 2 x device iterations 2 = 16 " \
+    assert "micro-batch 4 x gradient accumulation 2 x device iterations 2 x replicas 1 = 16 " \
         "samples per run, 2 runs (4 weight updates of 8 samples), output mode all" in out
     scale = 1.0 if reduction == "mean" else 2.0
     want = torch_training(model, torch.optim.Adam(model.parameters(), lr=0.01), xs, ys,
@@ -597,7 +597,7 @@ def test_errors(tmp_path):
                   "--epochs", "1"])
     assert result.returncode != 0
     assert "12 samples, not a multiple of the 8 each run takes (micro-batch 8 x " \
-        "gradient accumulation 1 x device iterations 1)" in result.stderr
+        "gradient accumulation 1 x device iterations 1 x replicas 1)" in result.stderr
     np.savez(data, x=np.zeros((8, 12), np.float32))
     result = run([tool("tessera-run"), str(tess), "--train-data", str(data),
                   "--epochs", "1"])
