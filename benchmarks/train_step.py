@@ -19,6 +19,7 @@ prints per size:
 
     benchmarks/train_step.py [--models resnet50,bert_base_encoder]
                              [--micro-batch 1,2,4] [--replicas 1,16]
+                             [--optimizer sgd:lr=0.01]
                              [--steps 2] [--out DIR]
 
 Run it on an idle machine: compile and host times are wall-clock figures.
@@ -112,6 +113,9 @@ def main():
     parser.add_argument("--models", default="resnet50,bert_base_encoder")
     parser.add_argument("--micro-batch", default="1")
     parser.add_argument("--replicas", default="1")
+    parser.add_argument("--optimizer", default="sgd:lr=0.01,momentum=0.9",
+                        help="tessera-compile's --optimizer (PyTorch's step uses SGD with "
+                             "momentum either way)")
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--out", default=None, help="keep the files here")
     args = parser.parse_args()
@@ -127,7 +131,7 @@ def main():
             tess = os.path.join(out, f"{name}_b{batch}_r{replicas}.tess")
             seconds, peak, result = timed(
                 [os.path.join(BIN, "tessera-compile"), onnx_path, "--train",
-                 "--optimizer", "sgd:lr=0.01,momentum=0.9", "--micro-batch-size",
+                 "--optimizer", args.optimizer, "--micro-batch-size",
                  str(batch), "--replicas", str(replicas), "--summary", "-o", tess])
             label = f"{batch}" if replicas == 1 else f"{batch}x{replicas}"
             if result.returncode != 0:
