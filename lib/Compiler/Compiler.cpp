@@ -437,6 +437,15 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options,
     return success();
   // A training-phase module fed back in already has its optimizer.
   auto main = module.lookupSymbol<func::FuncOp>("main");
+  // Its gradients are summed over as many replicas as it was made for.
+  if (auto made = module->getAttrOfType<IntegerAttr>(graph::kReplicasAttrName);
+      (made ? made.getInt() : 1) != options.replicas &&
+      (options.training.enabled || made))
+    if (main && main->hasAttr("graph.optimizer"))
+      return emitError(module.getLoc())
+             << "this training step was made for " << (made ? made.getInt() : 1)
+             << " replica(s), not " << options.replicas
+             << ": compile the model itself with --replicas " << options.replicas;
   if (options.training.enabled && !(main && main->hasAttr("graph.optimizer")) &&
       failed(runPipeline([&](OpPassManager &pm) {
         TrainingPipelineOptions training = options.training;

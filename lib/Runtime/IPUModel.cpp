@@ -942,8 +942,13 @@ Expected<std::unique_ptr<IPUModel>> IPUModel::create(const Executable &executabl
                            ? Tensor::scalar(r)
                            : initialState(executable, i);
       if (initial.shape != p.variables[v].shape || initial.dtype != p.variables[v].dtype)
-        return fail("state '" + meta.state[i].name + "' holds a replica index but is " +
-                    meta.state[i].typeString() + ", not an i64 scalar (recompile the model)");
+        return fail("state '" + meta.state[i].name + "' is " + meta.state[i].typeString() +
+                    " but its program variable " +
+                    typeString(p.variables[v].shape, p.variables[v].dtype) +
+                    (meta.state[i].role == StateInfo::Role::ReplicaIndex
+                         ? " (a replica index is an i64 scalar)"
+                         : "") +
+                    " (recompile the model)");
       impl->scatter(v, wholeBox(p.variables[v].shape), initial.data.data());
     }
   }
@@ -1187,6 +1192,7 @@ json::Value IPUModel::profileJSON() const {
                                  {"exchange_cycles", s.exchangeCycles},
                                  {"sync_cycles", s.syncCycles},
                                  {"compute_cycles", s.computeCycles},
+                                 {"all_reduce_cycles", s.allReduceCycles},
                                  {"exchange_bytes", s.exchangeBytes},
                                  {"tiles_used", s.tilesUsed},
                                  {"macs", s.macs},
@@ -1211,6 +1217,7 @@ json::Value IPUModel::profileJSON() const {
       {"exchange_cycles", exchange},
       {"sync_cycles", sync},
       {"compute_cycles", compute},
+      {"all_reduce_cycles", m.cost.allReduceCycles()},
       {"host_exchange_ms", hostExchange},
       {"host_compute_ms", hostCompute},
       {"host_staging_bytes", m.stagingBytes},
@@ -1302,6 +1309,9 @@ json::Value IPUModel::traceJSON() const {
       event(s, pid, Exchange, "exchange", at, s.exchangeCycles);
       event(s, pid, Sync, "sync", at + s.exchangeCycles, s.syncCycles);
       event(s, pid, Compute, "compute", at + s.exchangeCycles + s.syncCycles, s.computeCycles);
+      // The ring over the IPU-Links, on the exchange track.
+      event(s, pid, Exchange, "all-reduce",
+            at + s.exchangeCycles + s.syncCycles + s.computeCycles, s.allReduceCycles);
       clock[i] = at + s.total();
     }
     if (!pipelined)

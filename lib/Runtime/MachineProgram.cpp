@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <set>
 
 using llvm::Expected;
 using llvm::StringRef;
@@ -1279,6 +1280,22 @@ llvm::Error verifyProgram(const MachineProgram &p, std::optional<int64_t> numTil
   for (size_t a = 0; a < p.allReduces.size(); ++a) {
     const AllReduce &ar = p.allReduces[a];
     std::string where = "all-reduce " + std::to_string(a);
+    // Pairs are summed one after another: a destination must be no one
+    // else's source or destination, nor anything the program is given.
+    std::set<int64_t> written;
+    for (int64_t dst : ar.dsts)
+      if (dst >= 0 && dst < numVars && !written.insert(p.storageIndex(dst)).second)
+        return fail("program: " + where + " writes " + varName(dst) + " twice");
+    for (int64_t src : ar.srcs)
+      if (src >= 0 && src < numVars && written.count(p.storageIndex(src)))
+        return fail("program: " + where + " reads " + varName(src) +
+                    ", which it also writes");
+    for (int64_t dst : ar.dsts)
+      if (dst >= 0 && dst < numVars &&
+          (p.variables[p.storageIndex(dst)].kind != VarKind::Activation ||
+           llvm::is_contained(p.inputs, dst)))
+        return fail("program: " + where + " writes " + varName(dst) +
+                    ", which is not an activation of the program");
     if (ar.srcs.size() != ar.dsts.size() || ar.srcs.empty())
       return fail("program: " + where + " must pair one or more sources with as many "
                   "destinations");

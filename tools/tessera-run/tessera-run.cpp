@@ -479,7 +479,7 @@ int main(int argc, char **argv) {
     auto it = given.find(in.name);
     if (it == given.end())
       return error("missing input '" + in.name + "' (" +
-                   typeString(hostShape(in, iterationsPerRun(meta)), in.dtype) +
+                   typeString(hostShape(in, iterationsPerRun(meta) * meta.replicas), in.dtype) +
                    "); give it with --input " + in.name + "=file.npy");
     inputs.push_back(std::move(it->second));
     given.erase(it);
@@ -547,10 +547,12 @@ int main(int argc, char **argv) {
                  << withCommas(cost.totalCycles) << " cycles, "
                  << llvm::format("%.4g", seconds * 1e3) << " ms per iteration, "
                  << withCommas(std::llround(perSecond)) << " iterations/s";
-    // Throughput in samples: the leading (batch) dimension of input 0.
+    // Throughput in samples: the leading (batch) dimension of input 0, on
+    // every replica.
     if (!meta.inputs.empty() && !meta.inputs[0].shape.empty())
       llvm::outs() << ", "
-                   << withCommas(std::llround(perSecond * meta.inputs[0].shape[0]))
+                   << withCommas(std::llround(perSecond * meta.inputs[0].shape[0] *
+                                              meta.replicas))
                    << " samples/s";
     llvm::outs() << "\n";
     if (iterationsPerRun(meta) > 1)

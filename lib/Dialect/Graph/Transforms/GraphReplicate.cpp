@@ -140,6 +140,10 @@ struct GraphReplicate : tessera::graph::impl::GraphReplicateBase<GraphReplicate>
     reduceGradients(main);
     if (failed(reseedRandomOps(module, main)))
       return signalPassFailure();
+    // What the program was made one replica of (the 1/R of the mean is in
+    // it): a module fed back in must be compiled for as many.
+    module->setAttr(kReplicasAttrName, IntegerAttr::get(IntegerType::get(module.getContext(), 64),
+                                                        replicas));
   }
 };
 

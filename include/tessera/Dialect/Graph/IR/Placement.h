@@ -35,6 +35,8 @@ inline constexpr llvm::StringLiteral kLossScaleGlobal = "optimizer.loss_scale";
 /// On the i64 scalar global holding the replica's index (graph-replicate),
 /// which the runtime sets per replica.
 inline constexpr llvm::StringLiteral kReplicaIndexAttrName = "graph.replica_index";
+/// On a module graph-replicate made one of R replicas: R.
+inline constexpr llvm::StringLiteral kReplicasAttrName = "graph.replicas";
 /// Automatic loss scaling's count of updates skipped for inf/nan gradients.
 inline constexpr llvm::StringLiteral kSkippedUpdatesGlobal = "optimizer.skipped_updates";
 /// On the ops graph-recompute adds: a forward op computed again in the
