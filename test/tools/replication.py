@@ -22,6 +22,9 @@
 # RUN: tessera-run %t/noise2.tess --input x=%t/x2.npy --output %t/noise2b.npz
 # RUN: %python %s %t noise
 # RUN: not tessera-run %t/cnn4.tess --train-data %t/cnn.npz --epochs 1 --reference 2>&1 | FileCheck %s --check-prefix=REFERENCE
+# RUN: tessera-compile %t/cnn.onnx --train --loss cross-entropy --optimizer adam:lr=0.01 --micro-batch-size 2 --replicas 2 --compile-to=training -o %t/cnn-train2.mlir
+# RUN: not tessera-compile %t/cnn-train2.mlir --train --loss cross-entropy --optimizer adam:lr=0.01 --micro-batch-size 2 -o %t/bad.tess 2>&1 | FileCheck %s --check-prefix=FEDBACK
+# RUN: not test -e %t/bad.tess
 
 # SUMMARY: estimated on ipu2: 1 IPU x 1472 tiles x 624 KiB, {{.*}} x 4 replicas
 # SUMMARY-NEXT: one iteration (batch 8):
@@ -29,6 +32,7 @@
 # SUMMARY: allreduce0     cross_replica_sum
 # TRAIN: micro-batch 2 x gradient accumulation 1 x device iterations 1 x replicas 4 = 8 samples per run
 # REFERENCE: the host reference runs one replica; this executable has 4
+# FEDBACK: this training step was made for 2 replica(s), not 1: compile the model itself with --replicas 1
 
 import os
 import sys
