@@ -603,39 +603,3 @@ def test_errors(tmp_path):
                   "--epochs", "1"])
     assert result.returncode != 0 and "no array 'labels'" in result.stderr
 
-
-def test_replicas_draw_their_own_dropout_and_round_their_weights_alike(tmp_path):
-    """Two replicas fed the same samples: dropout differs between them, but
-    the weight updates, rounded stochastically to fp16 with the shared seed,
-    keep their weights equal."""
-    import _tessera
-
-    torch.manual_seed(11)
-    model = DropoutMLP().train()
-    torch.onnx.export(model, torch.randn(4, 12), str(tmp_path / "mlp.onnx"),
-                      input_names=["x"], output_names=["logits"], opset_version=17,
-                      training=torch.onnx.TrainingMode.TRAINING,
-                      do_constant_folding=False, dynamic_axes={"x": {0: "batch"}})
-    tess = tmp_path / "train.tess"
-    result = run([tool("tessera-compile"), str(tmp_path / "mlp.onnx"), "--train",
-                  "--optimizer", "sgd:lr=0.5", "--micro-batch-size", "4", "--replicas", "2",
-                  "--precision", "fp16.16", "--stochastic-rounding", "--output-mode", "all",
-                  "-o", str(tess)])
-    assert result.returncode == 0, result.stderr
-    exe = _tessera.Executable(str(tess))
-    assert exe.info["replicas"] == 2
-    assert [s["role"] for s in exe.state].count("replica_index") == 1
-    g = np.random.default_rng(3)
-    for _ in range(4):
-        x = g.standard_normal((4, 12)).astype(np.float32)
-        y = g.integers(0, 5, 4).astype(np.int64)
-        loss, logits = exe.run([np.concatenate([x, x]), np.concatenate([y, y])])
-        assert logits.shape == (8, 5) and loss.shape == (2,)
-        assert not np.array_equal(logits[:4], logits[4:])  # dropout per replica
-    first, second = exe.read_state(replica=0), exe.read_state(replica=1)
-    assert first["replica.index"] == 0 and second["replica.index"] == 1
-    for name in ("fc1.weight", "fc1.bias", "fc2.weight"):
-        assert first[name].dtype == np.float16, name
-        np.testing.assert_array_equal(first[name], second[name], err_msg=name)
-    with pytest.raises(_tessera.Error, match="each replica's own index"):
-        exe.write_state("replica.index", np.array(5, dtype=np.int64))
