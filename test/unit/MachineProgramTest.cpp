@@ -489,10 +489,13 @@ TEST(MachineProgram, AllReduceStepsRoundTripAndAreChecked) {
   expectError(unpaired, "must pair one or more sources with as many destinations");
   MachineProgram onto = p;
   onto.allReduces[0].dsts = {2};
-  expectError(onto, "onto itself");
+  expectError(onto, "reads variable 2 ('y'), which it also writes");
   MachineProgram other = p;
-  other.allReduces[0].dsts = {1}; // w: another shape
+  other.allReduces[0].dsts = {4}; // z: another shape
   expectError(other, "of another shape or type");
+  MachineProgram input = p;
+  input.allReduces[0].dsts = {0}; // x: the program's input
+  expectError(input, "which is not an activation of the program");
   MachineProgram missing = p;
   missing.steps.back().index = 1;
   expectError(missing, "names all-reduce 1, which does not exist");
