@@ -153,16 +153,7 @@ def test_replicas_draw_their_own_dropout_and_round_their_weights_alike(tmp_path)
     keep their weights equal."""
     import _tessera
     from conftest import run, tool
-
-    class DropoutMLP(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.fc1 = torch.nn.Linear(12, 64)
-            self.drop = torch.nn.Dropout(0.25)
-            self.fc2 = torch.nn.Linear(64, 5)
-
-        def forward(self, x):
-            return self.fc2(self.drop(torch.relu(self.fc1(x))))
+    from test_training import DropoutMLP
 
     torch.manual_seed(11)
     model = DropoutMLP().train()
