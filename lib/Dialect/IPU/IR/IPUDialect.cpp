@@ -16,6 +16,19 @@ using namespace tessera::ipu;
 
 #include "tessera/Dialect/IPU/IR/IPUDialect.cpp.inc"
 
+/// `[1, 2]`, or `[]`: a scalar's mapping has no dimensions, and its
+/// attribute must parse back (a bytecode file holding one did not load).
+static ParseResult parseIntList(AsmParser &parser, SmallVector<int64_t> &list) {
+  return parser.parseCommaSeparatedList(AsmParser::Delimiter::Square, [&] {
+    return parser.parseInteger(list.emplace_back());
+  });
+}
+static void printIntList(AsmPrinter &printer, ArrayRef<int64_t> list) {
+  printer << '[';
+  llvm::interleaveComma(list, printer);
+  printer << ']';
+}
+
 #define GET_ATTRDEF_CLASSES
 #include "tessera/Dialect/IPU/IR/IPUAttrs.cpp.inc"
 

@@ -64,8 +64,8 @@ def IPU_MappingAttr : IPU_Attr<"Mapping", "mapping"> {
                         ArrayRefParameter<"int64_t">:$tileStrides,
                         "int64_t":$firstTile);
   let assemblyFormat = [{
-    `<` `chunks` `=` `[` $chunks `]` `,` `tile_strides` `=` `[` $tileStrides `]`
-    `,` `first_tile` `=` $firstTile `>`
+    `<` `chunks` `=` custom<IntList>($chunks) `,` `tile_strides` `=`
+    custom<IntList>($tileStrides) `,` `first_tile` `=` $firstTile `>`
   }];
 }
 
