@@ -210,6 +210,23 @@ std::optional<Box> TileMapping::pieceOnTile(int64_t tile) const {
   return found;
 }
 
+std::vector<std::vector<int64_t>> TileMapping::pieceShapes() const {
+  std::vector<std::vector<int64_t>> shapes{{}};
+  for (int64_t j = 0; j < rank(); ++j) {
+    std::vector<int64_t> sizes{std::min(shape[j], chunks[j])};
+    if (shape[j] > chunks[j] && shape[j] % chunks[j] != 0)
+      sizes.push_back(shape[j] % chunks[j]);
+    std::vector<std::vector<int64_t>> next;
+    for (const std::vector<int64_t> &s : shapes)
+      for (int64_t n : sizes) {
+        next.push_back(s);
+        next.back().push_back(n);
+      }
+    shapes = std::move(next);
+  }
+  return shapes;
+}
+
 int64_t TileMapping::maxPieceElements() const {
   int64_t n = 1;
   for (size_t d = 0; d < shape.size(); ++d)

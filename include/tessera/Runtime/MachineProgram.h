@@ -76,6 +76,10 @@ struct TileMapping {
   std::optional<Box> pieceOnTile(int64_t tile) const;
   /// Elements of the largest piece.
   int64_t maxPieceElements() const;
+  /// The distinct shapes of its pieces: per dimension the chunk and, when
+  /// it does not divide the dimension, the remainder, combined in row-major
+  /// order of those choices (the order of a compute set's kernels).
+  std::vector<std::vector<int64_t>> pieceShapes() const;
   /// Checks sizes, strides and that pieces land on distinct tiles in
   /// [0, numTiles).
   llvm::Error verify(int64_t numTiles) const;

@@ -154,6 +154,40 @@ func.func @kernel_not_vertex(%x: tensor<8x4xf32>) -> tensor<8x4xf32> {
 
 // -----
 
+// Chunks of 3 rows over 8 give pieces of 3 and 2 rows: two kernels.
+func.func private @k(index, index, memref<?x4xf32>, memref<?x4xf32>) attributes {ipu.vertex}
+func.func @kernel_per_shape(%x: tensor<8x4xf32>) -> tensor<8x4xf32> {
+  // expected-error @below {{has 1 kernels for the 2 piece shapes of its mapping}}
+  %s = ipu.compute_set "cs0" ins(%x : tensor<8x4xf32>) loops [8, 4] outputs [0, 1]
+      maps [affine_map<(d0, d1) -> (d0, d1)>] full [] kernels [@k] cycles [1] macs 0
+      mapping <chunks = [3, 4], tile_strides = [1, 0], first_tile = 0> : tensor<8x4xf32>
+  return %s : tensor<8x4xf32>
+}
+
+// -----
+
+func.func private @k(index, index, memref<2x4xf32>, memref<3x4xf32>) attributes {ipu.vertex}
+func.func @kernel_piece_shape(%x: tensor<8x4xf32>) -> tensor<8x4xf32> {
+  // expected-error @below {{kernel @k of type '(index, index, memref<2x4xf32>, memref<3x4xf32>) -> ()' does not take 2 loop offsets, 1 input regions and 1 output pieces of shape [2, 4]}}
+  %s = ipu.compute_set "cs0" ins(%x : tensor<8x4xf32>) loops [8, 4] outputs [0, 1]
+      maps [affine_map<(d0, d1) -> (d0, d1)>] full [] kernels [@k] cycles [1] macs 0
+      mapping <chunks = [2, 4], tile_strides = [1, 0], first_tile = 0> : tensor<8x4xf32>
+  return %s : tensor<8x4xf32>
+}
+
+// -----
+
+func.func private @k(index, memref<2x4xf32>, memref<2x4xf32>) attributes {ipu.vertex}
+func.func @kernel_arguments(%x: tensor<8x4xf32>) -> tensor<8x4xf32> {
+  // expected-error @below {{does not take 2 loop offsets, 1 input regions and 1 output pieces}}
+  %s = ipu.compute_set "cs0" ins(%x : tensor<8x4xf32>) loops [8, 4] outputs [0, 1]
+      maps [affine_map<(d0, d1) -> (d0, d1)>] full [] kernels [@k] cycles [1] macs 0
+      mapping <chunks = [2, 4], tile_strides = [1, 0], first_tile = 0> : tensor<8x4xf32>
+  return %s : tensor<8x4xf32>
+}
+
+// -----
+
 // expected-error @below {{unknown target 'banana'; targets are ipu1, ipu2, bow}}
 module attributes {ipu.target = #ipu.target<"banana", ipus = 1, tiles_per_ipu = 4, bytes_per_tile = 638976>} {
 }

@@ -19,14 +19,17 @@
 // CHECK-SAME: kernels [@vertex_cs0_0]
 // CHECK-SAME: mapping <chunks = [4, 2], tile_strides = [1, 0], first_tile = 0> : tensor<16x2xf32>
 
-// Four rows and two columns of output read rows 1 + 2 * [r, r + 3]
-// (7 rows) and columns 3 + 2 * [0, 1] (3 columns).
+// The kernel is generic over the piece's shape (an op without reductions):
+// the region's sizes that the output loops index are dynamic. For four rows
+// and two columns of output the IPU model hands it rows 1 + 2 * [r, r + 3]
+// (7 rows) and columns 3 + 2 * [0, 1] (3 columns), and the kernel reads
+// them through the map less its constants.
 // CHECK-LABEL: func.func @vertex_cs0_0
-// CHECK-SAME: %{{.*}}: memref<1x7x3xf32>, %{{.*}}: memref<4x2xf32>
-// CHECK: %[[IN:.*]] = bufferization.to_tensor %{{.*}} restrict : memref<1x7x3xf32> to tensor<1x7x3xf32>
+// CHECK-SAME: %{{.*}}: memref<1x?x?xf32>, %{{.*}}: memref<?x?xf32>
+// CHECK: %[[IN:.*]] = bufferization.to_tensor %{{.*}} restrict : memref<1x?x?xf32> to tensor<1x?x?xf32>
 // CHECK: linalg.generic {indexing_maps = [#[[$SHIFTED]], #[[$OUT]]]
-// CHECK-SAME: ins(%[[IN]] : tensor<1x7x3xf32>)
-// CHECK-SAME: outs(%{{.*}} : tensor<4x2xf32>)
+// CHECK-SAME: ins(%[[IN]] : tensor<1x?x?xf32>)
+// CHECK-SAME: outs(%{{.*}} : tensor<?x?xf32>)
 module attributes {ipu.target = #ipu.target<"ipu2", ipus = 1, tiles_per_ipu = 4, bytes_per_tile = 638976>} {
   func.func @main(%x: tensor<2x33x6xf32>) -> tensor<16x2xf32> {
     %s = tensor.extract_slice %x[1, 1, 3] [1, 16, 2] [1, 2, 2] : tensor<2x33x6xf32> to tensor<16x2xf32>

@@ -21,6 +21,19 @@ module attributes {ipu.target = #ipu.target<"ipu2", ipus = 1, tiles_per_ipu = 4,
     return %v : tensor<2x16xf32>
   }
   func.func private @vertex_cs0_0(index, index, memref<2x4xf32>, memref<2x4xf32>, memref<2x4xf32>) attributes {ipu.vertex}
+
+  // A kernel generic over shapes (dynamic piece sizes) runs the pieces of
+  // 3 and of 2 rows: it is named once per piece shape.
+  // CHECK-LABEL: func.func @generic_kernel
+  // CHECK: kernels [@vertex_generic, @vertex_generic] cycles [40, 30]
+  func.func @generic_kernel(%x: tensor<8x4xf32>) -> tensor<8x4xf32> {
+    %s = ipu.compute_set "cs1" ins(%x : tensor<8x4xf32>) loops [8, 4] outputs [0, 1]
+        maps [affine_map<(d0, d1) -> (d0, d1)>] full []
+        kernels [@vertex_generic, @vertex_generic] cycles [40, 30] macs 0
+        mapping <chunks = [3, 4], tile_strides = [1, 0], first_tile = 0> : tensor<8x4xf32>
+    return %s : tensor<8x4xf32>
+  }
+  func.func private @vertex_generic(index, index, memref<?x?xf32>, memref<?x?xf32>) attributes {ipu.vertex}
 }
 
 // Plans, with and without their flags, round-trip.

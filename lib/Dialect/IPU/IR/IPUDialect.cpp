@@ -180,10 +180,40 @@ LogicalResult verifyMapping(Operation *op, MappingAttr mapping, ShapedType type)
 } // namespace
 
 LogicalResult ComputeSetOp::verifySymbolUses(SymbolTableCollection &symbols) {
-  for (Attribute kernel : getKernels()) {
+  // Kernel k runs the pieces of the mapping's k-th shape: its signature is
+  // a loop offset per loop, a region per input, a piece per result, the
+  // pieces' static sizes (if any: a kernel generic over shapes has dynamic
+  // ones) those of the shape.
+  auto out = cast<RankedTensorType>(getResult(0).getType());
+  std::vector<std::vector<int64_t>> shapes = fromAttr(getMapping(), out.getShape()).pieceShapes();
+  if (shapes.size() != getKernels().size())
+    return emitOpError("has ") << getKernels().size() << " kernels for the " << shapes.size()
+                               << " piece shapes of its mapping";
+  size_t loops = getLoopRanges().size(), inputs = getInputs().size();
+  for (auto [kernel, shape] : llvm::zip(getKernels(), shapes)) {
     auto func = symbols.lookupNearestSymbolFrom<func::FuncOp>(*this, cast<SymbolRefAttr>(kernel));
     if (!func || !func->hasAttr(kVertexAttrName))
       return emitOpError("kernel ") << kernel << " is not a func.func marked " << kVertexAttrName;
+    ArrayRef<Type> args = func.getArgumentTypes();
+    bool fits = args.size() == loops + inputs + getNumResults() &&
+                llvm::all_of(args.take_front(loops), [](Type t) { return t.isIndex(); }) &&
+                llvm::all_of(args.drop_front(loops), [](Type t) { return isa<MemRefType>(t); });
+    for (Type piece : args.take_back(getNumResults())) {
+      if (!fits)
+        break;
+      auto type = cast<MemRefType>(piece);
+      fits = type.getRank() == static_cast<int64_t>(shape.size()) &&
+             llvm::all_of(llvm::zip(type.getShape(), shape), [](auto d) {
+               auto [declared, size] = d;
+               return ShapedType::isDynamic(declared) || declared == size;
+             });
+    }
+    if (!fits)
+      return emitOpError("kernel ")
+             << kernel << " of type " << func.getFunctionType() << " does not take " << loops
+             << " loop offsets, " << inputs << " input regions and " << getNumResults()
+             << " output pieces of shape [" << llvm::make_range(shape.begin(), shape.end())
+             << "]";
   }
   return success();
 }

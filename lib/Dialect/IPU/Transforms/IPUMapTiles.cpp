@@ -167,20 +167,31 @@ FailureOr<func::FuncOp> TileMapper::outlineKernel(Plan &plan,
   for (auto [j, l] : llvm::enumerate(plan.outputLoops))
     loops.sizes[l] = pieceSizes[j];
 
-  // Signature: loop offsets, input regions, output pieces.
+  // Signature: loop offsets, input regions, output pieces. A kernel generic
+  // over the piece's shape has a dynamic size wherever the piece's shape
+  // shows: the output's dimensions, and the inputs' that output loops index.
+  bool generic = runsShapeGeneric(plan);
   SmallVector<Type> argTypes(numLoops, IndexType::get(ctx));
   SmallVector<RankedTensorType> inTypes;
   for (const Input &in : plan.inputs) {
     auto t = cast<RankedTensorType>(resolve(in.value).getType());
     Box region = in.access.region(loops, t.getShape());
-    inTypes.push_back(RankedTensorType::get(region.sizes, t.getElementType()));
-    argTypes.push_back(MemRefType::get(region.sizes, t.getElementType()));
+    SmallVector<int64_t> sizes(region.sizes.begin(), region.sizes.end());
+    if (generic)
+      for (auto [k, row] : llvm::enumerate(in.access.coeffs))
+        if (llvm::any_of(plan.outputLoops, [&](int64_t l) { return row[l] != 0; }))
+          sizes[k] = ShapedType::kDynamic;
+    inTypes.push_back(RankedTensorType::get(sizes, t.getElementType()));
+    argTypes.push_back(MemRefType::get(sizes, t.getElementType()));
   }
+  SmallVector<int64_t> outSizes(pieceSizes);
+  if (generic)
+    outSizes.assign(pieceSizes.size(), ShapedType::kDynamic);
   SmallVector<RankedTensorType> outTypes;
   for (Type r : op->getResultTypes()) {
-    auto t = RankedTensorType::get(pieceSizes, getElementTypeOrSelf(r));
+    auto t = RankedTensorType::get(outSizes, getElementTypeOrSelf(r));
     outTypes.push_back(t);
-    argTypes.push_back(MemRefType::get(pieceSizes, t.getElementType()));
+    argTypes.push_back(MemRefType::get(outSizes, t.getElementType()));
   }
   OpBuilder mb(module_.getBodyRegion());
   mb.setInsertionPointToEnd(module_.getBody());
@@ -274,10 +285,16 @@ FailureOr<func::FuncOp> TileMapper::outlineKernel(Plan &plan,
 
   SmallVector<OpFoldResult> offsets, sizes;
   for (int64_t l = 0; l < numLoops; ++l) {
-    bool isOutput = llvm::is_contained(plan.outputLoops, l);
+    auto output = llvm::find(plan.outputLoops, l);
+    bool isOutput = output != plan.outputLoops.end();
     offsets.push_back(isOutput ? OpFoldResult(entry->getArgument(l))
                                : OpFoldResult(b.getIndexAttr(0)));
-    sizes.push_back(b.getIndexAttr(loops.sizes[l]));
+    if (generic && isOutput)
+      sizes.push_back(
+          tensor::DimOp::create(b, loc, outArgs.front(), output - plan.outputLoops.begin())
+              .getResult());
+    else
+      sizes.push_back(b.getIndexAttr(loops.sizes[l]));
   }
   FailureOr<TilingResult> tiled =
       cast<TilingInterface>(clone.getOperation())
@@ -361,13 +378,17 @@ FailureOr<func::FuncOp> TileMapper::outlineKernel(Plan &plan,
     auto argType = cast<RankedTensorType>(arg.getType());
     SmallVector<AffineExpr> shifted;
     bool regionsAgree = sliceType.getRank() == argType.getRank() &&
-                        sliceType.hasStaticShape() &&
+                        (generic || sliceType.hasStaticShape()) &&
                         sliceType.getElementType() == argType.getElementType();
     for (auto [j, e] : llvm::enumerate(map.getResults())) {
       shifted.push_back(e - input.access.consts[j]);
+      // A shape-generic kernel's sizes that follow the piece are dynamic on
+      // both sides (the slice's come from the output's sizes).
+      int64_t slice = sliceType.getDimSize(j), region = argType.getDimSize(j);
       if (regionsAgree)
-        regionsAgree = sliceType.getDimSize(j) - input.access.consts[j] ==
-                       argType.getDimSize(j);
+        regionsAgree = ShapedType::isDynamic(slice) || ShapedType::isDynamic(region)
+                           ? ShapedType::isDynamic(slice) == ShapedType::isDynamic(region)
+                           : slice - input.access.consts[j] == region;
     }
     if (!regionsAgree)
       return op.emitError("ipu-map-tiles: input region ")
@@ -520,26 +541,9 @@ func::FuncOp TileMapper::findOrAddKernel(func::FuncOp kernel) {
 LogicalResult TileMapper::emitComputeSet(Plan &plan, OpBuilder &b) {
   linalg::GenericOp op = plan.op;
   std::string name = "cs" + std::to_string(computeSets_++);
-  // Distinct piece shapes: per dimension the chunk and the remainder.
-  std::vector<std::vector<int64_t>> perDim;
-  for (int64_t j = 0; j < plan.mapping.rank(); ++j) {
-    int64_t dim = plan.mapping.shape[j], chunk = plan.mapping.chunks[j];
-    std::vector<int64_t> sizes{std::min(dim, chunk)};
-    if (dim % chunk != 0 && dim > chunk)
-      sizes.push_back(dim % chunk);
-    perDim.push_back(sizes);
-  }
-  std::vector<std::vector<int64_t>> shapes{{}};
-  for (const auto &sizes : perDim) {
-    std::vector<std::vector<int64_t>> next;
-    for (const auto &s : shapes)
-      for (int64_t n : sizes) {
-        auto t = s;
-        t.push_back(n);
-        next.push_back(t);
-      }
-    shapes = std::move(next);
-  }
+  // A kernel per distinct piece shape; kernels generic over the shape are
+  // one function under each.
+  std::vector<std::vector<int64_t>> shapes = plan.mapping.pieceShapes();
   SmallVector<Attribute> kernels;
   SmallVector<int64_t> cycles;
   for (auto [k, shape] : llvm::enumerate(shapes)) {

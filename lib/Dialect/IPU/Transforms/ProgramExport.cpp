@@ -201,16 +201,19 @@ FailureOr<runtime::MachineProgram> exportMachineProgram(ModuleOp module) {
           program.variables[*id].copies = stash[k];
         set.outputs.push_back(*id);
       }
-      for (auto [sym, cycles] : llvm::zip(cs.getKernels(), cs.getKernelCycles())) {
+      // Kernel k runs the pieces of the mapping's k-th shape (checked by
+      // the op's verifier); a kernel generic over shapes may run several.
+      std::vector<std::vector<int64_t>> shapes =
+          fromAttr(cs.getMapping(), cast<RankedTensorType>(cs.getResult(0).getType()).getShape())
+              .pieceShapes();
+      for (auto [sym, cycles, shape] : llvm::zip(cs.getKernels(), cs.getKernelCycles(), shapes)) {
         StringRef name = cast<FlatSymbolRefAttr>(sym).getValue();
         auto kernel = module.lookupSymbol<func::FuncOp>(name);
         if (!kernel)
           return cs.emitOpError("kernel @") << name << " does not exist";
         runtime::Kernel k;
         k.symbol = (name + "_entry").str();
-        auto outArg = cast<MemRefType>(
-            kernel.getArgumentTypes()[kernel.getNumArguments() - cs.getNumResults()]);
-        k.pieceSizes.assign(outArg.getShape().begin(), outArg.getShape().end());
+        k.pieceSizes = shape;
         k.cycles = cycles;
         auto code = kernel->getAttrOfType<IntegerAttr>("ipu.code_bytes");
         k.codeBytes = code ? code.getInt() : 512;

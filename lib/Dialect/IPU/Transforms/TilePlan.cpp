@@ -433,4 +433,18 @@ LogicalResult addEpilogueInputs(linalg::GenericOp generic, Value result, Plan &p
 }
 
 
+bool runsShapeGeneric(const Plan &plan) {
+  linalg::GenericOp op = plan.op;
+  if (op.getNumReductionLoops() != 0 || plan.epilogue || plan.scatterAxis >= 0 ||
+      plan.outputLoops.empty())
+    return false;
+  if (llvm::any_of(plan.inputs, [](const Input &in) { return in.captured || in.access.full; }))
+    return false;
+  // Inputs that only give a shape (tensor.empty) become empties of the
+  // piece's shape inside the kernel, which needs it static.
+  return llvm::none_of(op.getDpsInputOperands(), [](mlir::OpOperand *in) {
+    return in->get().getDefiningOp<mlir::tensor::EmptyOp>();
+  });
+}
+
 } // namespace tessera::ipu::tiling

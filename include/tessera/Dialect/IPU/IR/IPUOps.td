@@ -2,7 +2,7 @@
 //
 // After tile mapping a model is a machine program: variables placed on tiles
 // by regular grid mappings, compute sets whose vertices run one kernel per
-// distinct piece shape on many tiles, copies (exchange-only steps) and views.
+// distinct piece shape (or one generic over shapes) on many tiles, copies (exchange-only steps) and views.
 // Per-tile facts are computed from the grids, never stored per tile, so a
 // program for 1472 tiles and hundreds of compute sets stays small.
 //
@@ -95,8 +95,11 @@ def IPU_ComputeSetOp : IPU_Op<"compute_set", [Pure, AttrSizedOperandSegments,
   let description = [{
     The loop nest `loop_ranges` is split by the mapping of the results (all
     results share it): result dimension `j` is loop `output_loops[j]`. The
-    vertex for an output piece runs the kernel of `kernels` whose output
-    shape equals the piece's, with the piece's loop offsets and, for input
+    vertex for an output piece runs the kernel of `kernels` for the piece's
+    shape: kernel `k` for the mapping's `k`-th distinct piece shape (per
+    dimension the chunk, then the remainder if any, combined in row-major
+    order); a kernel generic over shapes (dynamic output sizes) may be named
+    for several, with the piece's loop offsets and, for input
     `i`, the region `access_maps[i]` reads over the piece's loop box (the
     whole input when `i` is listed in `full_inputs`). Each iteration reads
     one element per dimension unless `extents` gives input `i` a window per
