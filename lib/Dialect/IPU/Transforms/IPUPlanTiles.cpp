@@ -487,7 +487,7 @@ private:
     std::vector<int64_t> lastUse, liveVars, liveElementBytes, liveOnTile;
     DenseMap<size_t, llvm::BitVector> codeTiles;
     int64_t unplacedLeafBytes;
-    DenseMap<int64_t, int64_t> linearCursor, computeCursor;
+    DenseMap<int64_t, int64_t> linearCursor;
   };
   Snapshot snapshot() const {
     return {prog_.variables.size(),
@@ -503,8 +503,7 @@ private:
             liveOnTile_,
             codeTiles_,
             unplacedLeafBytes_,
-            linearCursor_,
-            computeCursor_};
+            linearCursor_};
   }
   void restore(Snapshot s) {
     prog_.variables.resize(s.numVariables);
@@ -525,7 +524,6 @@ private:
     codeTiles_ = std::move(s.codeTiles);
     unplacedLeafBytes_ = s.unplacedLeafBytes;
     linearCursor_ = std::move(s.linearCursor);
-    computeCursor_ = std::move(s.computeCursor);
   }
   /// Takes a trial back: the planner's state, and the ops it created.
   void undoTrial(const Snapshot &before, ArrayRef<Operation *> created) {
@@ -564,16 +562,6 @@ private:
   }
   /// Per window (by its first tile): where the next linear mapping starts.
   DenseMap<int64_t, int64_t> linearCursor_;
-  /// Per window: where the last compute set's tiles ended. A compute set
-  /// that follows none of its inputs starts there (see startTiles), so the
-  /// vertex code and temporaries of sets smaller than the window rotate over
-  /// its tiles instead of piling up on its first ones (every set starting at
-  /// tile 0 put 279 KB of ResNet-50's training code there).
-  DenseMap<int64_t, int64_t> computeCursor_;
-  /// The first tiles worth trying for a compute set of `pieces` tiles of
-  /// `plan`: those of its placed inputs' mappings (an elementwise op on its
-  /// producer's tiles reads locally), then the window's cursor.
-  SmallVector<int64_t, 4> startTiles(const Plan &plan, int64_t pieces);
   int64_t windowIPUs() const { return windowTiles_ / target_.tilesPerIPU; }
   /// Moves the window to `op`'s IPU when it is placed on one.
   LogicalResult enterWindowOf(Operation *op);
@@ -951,7 +939,7 @@ LogicalResult Planner::planGeneric(Plan &plan) {
 
   struct Best {
     bool valid = false, fits = false;
-    int64_t cycles = 0, memory = 0, pieces = 0, total = 0;
+    int64_t cycles = 0, memory = 0, pieces = 0;
     TileMapping mapping;
   } best;
   std::vector<int64_t> chunks(rank, 1);
@@ -974,8 +962,19 @@ LogicalResult Planner::planGeneric(Plan &plan) {
       it->second = runtime::remoteRead(prog_, var, region, tile);
     return it->second;
   };
-  // Costs the mapping `m` (of `pieces` pieces), keeping the best.
-  auto evaluateAt = [&](const TileMapping &m, int64_t pieces) {
+  // Costs the candidate `chunks` (of `pieces` pieces), keeping the best.
+  auto evaluate = [&](int64_t pieces) {
+    TileMapping m;
+    m.shape = shape;
+    m.chunks = chunks;
+    m.firstTile = windowFirst_;
+    m.tileStrides.assign(rank, 0);
+    int64_t stride = 1;
+    for (int64_t j = rank - 1; j >= 0; --j) {
+      int64_t n = (shape[j] + chunks[j] - 1) / chunks[j];
+      m.tileStrides[j] = n > 1 ? stride : 0;
+      stride *= n;
+    }
     // Unplaced leaves take the mapping they would get with this plan.
     size_t tentative = prog_.variables.size();
     std::vector<int64_t> inVars;
@@ -1061,10 +1060,7 @@ LogicalResult Planner::planGeneric(Plan &plan) {
         return worstMemory < best.memory;
       if (worstCycles != best.cycles)
         return worstCycles < best.cycles;
-      if (pieces != best.pieces)
-        return pieces < best.pieces;
-      // The same mapping at another start: the less loaded tiles.
-      return worstTotal < best.total;
+      return pieces < best.pieces;
     };
     if (better()) {
       best.valid = true;
@@ -1072,26 +1068,7 @@ LogicalResult Planner::planGeneric(Plan &plan) {
       best.cycles = worstCycles;
       best.memory = worstMemory;
       best.pieces = pieces;
-      best.total = worstTotal;
       best.mapping = m;
-    }
-  };
-  // Costs the candidate `chunks` (of `pieces` pieces) at each start tile
-  // worth trying.
-  auto evaluate = [&](int64_t pieces) {
-    TileMapping m;
-    m.shape = shape;
-    m.chunks = chunks;
-    m.tileStrides.assign(rank, 0);
-    int64_t stride = 1;
-    for (int64_t j = rank - 1; j >= 0; --j) {
-      int64_t n = (shape[j] + chunks[j] - 1) / chunks[j];
-      m.tileStrides[j] = n > 1 ? stride : 0;
-      stride *= n;
-    }
-    for (int64_t start : startTiles(plan, pieces)) {
-      m.firstTile = start;
-      evaluateAt(m, pieces);
     }
   };
   // Odometer over the candidate lists, pruned by the tile count.
@@ -1242,8 +1219,6 @@ LogicalResult Planner::planGeneric(Plan &plan) {
       }
     });
   }
-  computeCursor_[windowFirst_] =
-      (plan.mapping.firstTile - windowFirst_ + plan.mapping.numPieces()) % windowTiles_;
   // Place unplaced operands where this plan reads them.
   for (const Input &in : plan.inputs) {
     if (variableOf(in.value) >= 0)
@@ -1272,25 +1247,6 @@ LogicalResult Planner::planGeneric(Plan &plan) {
     }
   }
   return success();
-}
-
-SmallVector<int64_t, 4> Planner::startTiles(const Plan &plan, int64_t pieces) {
-  SmallVector<int64_t, 4> starts;
-  int64_t end = windowFirst_ + windowTiles_;
-  for (const Input &in : plan.inputs) {
-    int64_t var = variableOf(in.value);
-    if (var < 0 || in.access.full)
-      continue;
-    int64_t first = prog_.variables[storageOf(var)].mapping.firstTile;
-    if (first >= windowFirst_ && first + pieces <= end && !llvm::is_contained(starts, first))
-      starts.push_back(first);
-  }
-  int64_t cursor = windowFirst_ + computeCursor_.lookup(windowFirst_);
-  if (cursor + pieces > end)
-    cursor = windowFirst_;
-  if (!llvm::is_contained(starts, cursor))
-    starts.push_back(cursor);
-  return starts;
 }
 
 int64_t Planner::weightOffset(const TileMapping &out, const TileMapping &weight,
