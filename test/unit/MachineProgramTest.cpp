@@ -9,6 +9,7 @@
 
 #include <numeric>
 #include <random>
+#include <set>
 
 using namespace tessera::runtime;
 
@@ -195,6 +196,28 @@ TEST(MachineProgram, PieceBoxesCoverTheTensorOnDistinctTiles) {
   llvm::Error err = m.verify(100);
   ASSERT_TRUE(static_cast<bool>(err));
   EXPECT_NE(llvm::toString(std::move(err)).find("two pieces on tile"), std::string::npos);
+}
+
+TEST(MachineProgram, PieceShapesAreEveryPiecesShapeOnceInKernelOrder) {
+  // 5 x 7 in chunks of 2 x 3: rows of 2 and a remainder of 1, columns of 3
+  // and a remainder of 1; a compute set's kernels come in this order.
+  TileMapping m;
+  m.shape = {5, 7, 4};
+  m.chunks = {2, 3, 4};
+  m.tileStrides = {3, 1, 0};
+  std::vector<std::vector<int64_t>> expected{{2, 3, 4}, {2, 1, 4}, {1, 3, 4}, {1, 1, 4}};
+  EXPECT_EQ(m.pieceShapes(), expected);
+  std::set<std::vector<int64_t>> seen;
+  m.forEachPiece([&](int64_t, const Box &box) { seen.emplace(box.sizes.begin(), box.sizes.end()); });
+  EXPECT_EQ(seen, std::set<std::vector<int64_t>>(expected.begin(), expected.end()));
+  // A chunk larger than its dimension gives the dimension; a scalar has one
+  // (empty) shape.
+  m.shape = {3};
+  m.chunks = {8};
+  m.tileStrides = {0};
+  EXPECT_EQ(m.pieceShapes(), (std::vector<std::vector<int64_t>>{{3}}));
+  m.shape = m.chunks = m.tileStrides = {};
+  EXPECT_EQ(m.pieceShapes(), (std::vector<std::vector<int64_t>>{{}}));
 }
 
 TEST(MachineProgram, AccessMapRegionsClampIntoTheOperand) {
