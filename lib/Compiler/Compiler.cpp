@@ -229,6 +229,7 @@ LogicalResult describeModel(ModuleOp module, CompiledModel &model) {
     if (it == model.state.end() || it->update >= 0)
       return main.emitError("state update of ") << updateRef << " has no state argument";
     it->update = i;
+    it->perUpdate = static_cast<bool>(main.getResultAttr(i, graph::kPerUpdateAttrName));
   }
   if (auto optimizer = main->getAttrOfType<StringAttr>("graph.optimizer"))
     model.optimizer = optimizer.str();
@@ -514,6 +515,13 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options,
   if (failed(program) || failed(bindProgramWeights(*mapped, *program, compiled)))
     return failure();
   program->residentInputs = compiled.state.size();
+  // The optimizer's update, stored only when a weight update commits, runs
+  // once per update.
+  std::vector<int64_t> perUpdateOutputs;
+  for (const runtime::StateInfo &s : compiled.state)
+    if (s.perUpdate && s.update >= 0 && static_cast<size_t>(s.update) < program->outputs.size())
+      perUpdateOutputs.push_back(program->outputs[s.update]);
+  runtime::markPerUpdateSteps(*program, perUpdateOutputs);
   compiled.program = std::move(*program);
   OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
   for (auto kernel : mapped->getOps<func::FuncOp>())

@@ -149,6 +149,8 @@ llvm::Error writeExecutable(StringRef path, ExecutableMetadata metadata,
     v.getAsObject()->try_emplace("role", stateRoleName(st.role));
     v.getAsObject()->try_emplace("weight", st.weight);
     v.getAsObject()->try_emplace("update", st.update);
+    if (st.perUpdate)
+      v.getAsObject()->try_emplace("per_update", true);
     stateList.push_back(std::move(v));
   }
   json::Object meta{{"compiler", metadata.compilerVersion},
@@ -355,6 +357,7 @@ Executable::parse(std::unique_ptr<llvm::MemoryBuffer> file, StringRef path) {
       auto role = so->getString("role");
       st.weight = so->getInteger("weight").value_or(-1);
       st.update = so->getInteger("update").value_or(-2);
+      st.perUpdate = so->getBoolean("per_update").value_or(false);
       if (role == "parameter")
         st.role = StateInfo::Role::Parameter;
       else if (role == "optimizer")

@@ -213,6 +213,10 @@ struct IPUModel::Impl {
   /// the simulation itself spends its time).
   std::vector<double> hostExchangeSeconds, hostComputeSeconds;
   int64_t iterations = 0;
+  /// Micro-batches of the current weight update run so far: a run holds
+  /// whole updates (gradientAccumulation micro-batches each), so it starts
+  /// at 0, as the program's own counter does.
+  int64_t microBatch = 0;
 
   explicit Impl(const Executable &e) : executable(e) {}
   ~Impl() {
@@ -975,6 +979,7 @@ Expected<std::vector<Tensor>> IPUModel::run(llvm::ArrayRef<Tensor> inputs) {
   const ExecutableMetadata &meta = m.executable.metadata();
   if (auto err = checkInputs(meta, inputs))
     return std::move(err);
+  m.microBatch = 0;
   return runDeviceIterations(meta, inputs, [&](llvm::ArrayRef<Tensor> batch) {
     return m.runIteration(batch);
   });
@@ -996,7 +1001,13 @@ Expected<std::vector<Tensor>> IPUModel::Impl::runIteration(llvm::ArrayRef<Tensor
   using Clock = std::chrono::steady_clock;
   m.hostExchangeSeconds.resize(m.tables.size());
   m.hostComputeSeconds.resize(m.tables.size());
+  // The update's steps and stores run on the last micro-batch of each
+  // weight update only; the others keep the old state.
+  int64_t accumulation = std::max<int64_t>(meta.gradientAccumulation, 1);
+  bool commits = ++m.microBatch % accumulation == 0;
   for (size_t s = 0; s < m.tables.size(); ++s) {
+    if (p.steps[s].perUpdate && !commits)
+      continue;
     if (p.steps[s].kind == Step::Kind::AllReduce) {
       auto start = Clock::now();
       m.runAllReduce(p.allReduces[p.steps[s].index]);
@@ -1023,7 +1034,7 @@ Expected<std::vector<Tensor>> IPUModel::Impl::runIteration(llvm::ArrayRef<Tensor
     // Updated state moves into its resident variable for the next iteration.
     for (size_t i = 0; i < meta.state.size(); ++i) {
       const StateInfo &s = meta.state[i];
-      if (s.update < 0)
+      if (s.update < 0 || (s.perUpdate && !commits))
         continue;
       std::vector<char> value(s.numElements() * dtypeSize(s.dtype));
       m.gather(p.outputs[s.update], wholeBox(s.shape), value.data());

@@ -834,35 +834,70 @@ void copyBox(const char *from, const Box &fromBox, char *to, const Box &toBox,
                  [&](const RowCopy &r) { copyRows(from, to, r); });
 }
 
+void forEachAccess(const MachineProgram &program, const Step &step,
+                   llvm::function_ref<void(int64_t var, bool write)> fn) {
+  if (step.kind == Step::Kind::Compute) {
+    const ComputeSet &cs = program.computeSets[step.index];
+    for (const auto &in : cs.inputs)
+      fn(in.var, /*write=*/false);
+    for (int64_t out : cs.outputs)
+      fn(out, /*write=*/true);
+  } else if (step.kind == Step::Kind::Copy) {
+    fn(program.copies[step.index].src, /*write=*/false);
+    fn(program.copies[step.index].dst, /*write=*/true);
+  } else {
+    const AllReduce &ar = program.allReduces[step.index];
+    for (int64_t src : ar.srcs)
+      fn(src, /*write=*/false);
+    for (int64_t dst : ar.dsts)
+      fn(dst, /*write=*/true);
+  }
+}
+
 std::vector<VariableUses> variableUses(const MachineProgram &program) {
   std::vector<VariableUses> uses(program.variables.size());
-  auto use = [&](int64_t var, int64_t step, bool write) {
-    VariableUses &u = uses[program.storageIndex(var)];
-    int64_t &first = write ? u.firstWrite : u.firstRead;
-    if (first < 0)
-      first = step;
-    u.lastUse = std::max(u.lastUse, step);
-  };
-  for (size_t t = 0; t < program.steps.size(); ++t) {
-    const Step &step = program.steps[t];
-    if (step.kind == Step::Kind::Compute) {
-      const ComputeSet &cs = program.computeSets[step.index];
-      for (const auto &in : cs.inputs)
-        use(in.var, t, /*write=*/false);
-      for (int64_t out : cs.outputs)
-        use(out, t, /*write=*/true);
-    } else if (step.kind == Step::Kind::Copy) {
-      use(program.copies[step.index].src, t, /*write=*/false);
-      use(program.copies[step.index].dst, t, /*write=*/true);
-    } else {
-      const AllReduce &ar = program.allReduces[step.index];
-      for (int64_t src : ar.srcs)
-        use(src, t, /*write=*/false);
-      for (int64_t dst : ar.dsts)
-        use(dst, t, /*write=*/true);
+  for (size_t t = 0; t < program.steps.size(); ++t)
+    forEachAccess(program, program.steps[t], [&](int64_t var, bool write) {
+      VariableUses &u = uses[program.storageIndex(var)];
+      int64_t &first = write ? u.firstWrite : u.firstRead;
+      if (first < 0)
+        first = t;
+      u.lastUse = std::max<int64_t>(u.lastUse, t);
+    });
+  return uses;
+}
+
+void markPerUpdateSteps(MachineProgram &program, llvm::ArrayRef<int64_t> perUpdateOutputs) {
+  // Storage read every micro-batch: by the other outputs, then by every
+  // step not marked. A step is per-update when it writes something and
+  // nothing it writes is read so; taken backwards to a fixed point (a
+  // value read before it is written would be another iteration's).
+  std::vector<bool> everyIteration(program.variables.size(), false);
+  for (int64_t v : program.outputs)
+    if (!llvm::is_contained(perUpdateOutputs, v))
+      everyIteration[program.storageIndex(v)] = true;
+  for (Step &step : program.steps)
+    step.perUpdate = !perUpdateOutputs.empty();
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (Step &step : llvm::reverse(program.steps)) {
+      if (!step.perUpdate)
+        continue;
+      bool writes = false, readEveryIteration = false;
+      forEachAccess(program, step, [&](int64_t var, bool write) {
+        writes |= write;
+        readEveryIteration |= write && everyIteration[program.storageIndex(var)];
+      });
+      if (writes && !readEveryIteration)
+        continue;
+      step.perUpdate = false;
+      changed = true;
+      forEachAccess(program, step, [&](int64_t var, bool write) {
+        if (!write)
+          everyIteration[program.storageIndex(var)] = true;
+      });
     }
   }
-  return uses;
 }
 
 bool isLocalPiece(const MachineProgram &program, int64_t var, const Box &region,
@@ -1346,6 +1381,29 @@ llvm::Error verifyProgram(const MachineProgram &p, std::optional<int64_t> numTil
                                                   : "all-reduce ") +
                   llvm::Twine(st.index) + ", which does not exist");
   }
+  // A step skipped between weight updates leaves its results stale: only
+  // other such steps may read them.
+  std::map<int64_t, size_t> perUpdateWrites; // storage -> writing step
+  for (size_t s = 0; s < p.steps.size(); ++s)
+    if (p.steps[s].perUpdate)
+      forEachAccess(p, p.steps[s], [&](int64_t var, bool write) {
+        if (write)
+          perUpdateWrites.emplace(p.storageIndex(var), s);
+      });
+  for (size_t s = 0; s < p.steps.size() && !perUpdateWrites.empty(); ++s) {
+    if (p.steps[s].perUpdate)
+      continue;
+    std::optional<std::pair<int64_t, size_t>> stale;
+    forEachAccess(p, p.steps[s], [&](int64_t var, bool write) {
+      auto it = perUpdateWrites.find(p.storageIndex(var));
+      if (!write && it != perUpdateWrites.end() && !stale)
+        stale = {var, it->second};
+    });
+    if (stale)
+      return fail("program: step " + llvm::Twine(s) + " runs every micro-batch but reads " +
+                  varName(stale->first) + ", which step " + llvm::Twine(stale->second) +
+                  " writes once per weight update");
+  }
   return llvm::Error::success();
 }
 
@@ -1520,11 +1578,15 @@ json::Value MachineProgram::toJSON() const {
     reduceList.push_back(json::Object{
         {"srcs", ints(a.srcs)}, {"dsts", ints(a.dsts)}, {"location", a.location}});
   json::Array stepList;
-  for (const Step &s : steps)
-    stepList.push_back(json::Object{{s.kind == Step::Kind::Compute ? "compute"
-                                     : s.kind == Step::Kind::Copy  ? "copy"
-                                                                   : "all_reduce",
-                                     s.index}});
+  for (const Step &s : steps) {
+    json::Object step{{s.kind == Step::Kind::Compute ? "compute"
+                       : s.kind == Step::Kind::Copy  ? "copy"
+                                                     : "all_reduce",
+                       s.index}};
+    if (s.perUpdate)
+      step["per_update"] = true;
+    stepList.push_back(std::move(step));
+  }
   return json::Object{{"variables", std::move(vars)},
                       {"compute_sets", std::move(sets)},
                       {"copies", std::move(copyList)},
@@ -1697,6 +1759,8 @@ Expected<MachineProgram> MachineProgram::fromJSON(const json::Value &value) {
       else
         r.problem(path, "must be {\"compute\": index}, {\"copy\": index} or "
                         "{\"all_reduce\": index}");
+      if (!p.steps.empty() && !r.failed())
+        p.steps.back().perUpdate = o->getBoolean("per_update").value_or(false);
     }
 
   if (!r.failed())

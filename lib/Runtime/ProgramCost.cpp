@@ -175,7 +175,7 @@ StepCost stepCost(const MachineProgram &program, const target::CostModel &cost, 
 int64_t CostSummary::deviceCycles() const {
   int64_t n = 0;
   for (const StepCost &s : steps)
-    if (s.name != "stream-in" && s.name != "stream-out")
+    if (s.name != "stream-in" && s.name != "stream-out" && !s.perUpdate)
       n += s.total();
   return n;
 }
@@ -183,25 +183,25 @@ int64_t CostSummary::deviceCycles() const {
 int64_t CostSummary::computeCycles() const {
   int64_t n = 0;
   for (const StepCost &s : steps)
-    n += s.computeCycles;
+    n += s.perUpdate ? 0 : s.computeCycles;
   return n;
 }
 int64_t CostSummary::exchangeCycles() const {
   int64_t n = 0;
   for (const StepCost &s : steps)
-    n += s.exchangeCycles;
+    n += s.perUpdate ? 0 : s.exchangeCycles;
   return n;
 }
 int64_t CostSummary::syncCycles() const {
   int64_t n = 0;
   for (const StepCost &s : steps)
-    n += s.syncCycles;
+    n += s.perUpdate ? 0 : s.syncCycles;
   return n;
 }
 int64_t CostSummary::allReduceCycles() const {
   int64_t n = 0;
   for (const StepCost &s : steps)
-    n += s.allReduceCycles;
+    n += s.perUpdate ? 0 : s.allReduceCycles;
   return n;
 }
 
@@ -221,7 +221,10 @@ CostSummary estimateProgramCost(const ExecutableMetadata &meta, const MachinePro
   summary.steps.push_back(stream("stream-in", meta.inputs));
   // Steps are costed independently: on the pool's threads.
   std::vector<StepCost> steps(program.steps.size());
-  auto costStep = [&](size_t t) { steps[t] = stepCost(program, cost, t, meta.replicas); };
+  auto costStep = [&](size_t t) {
+    steps[t] = stepCost(program, cost, t, meta.replicas);
+    steps[t].perUpdate = program.steps[t].perUpdate;
+  };
   if (pool)
     pool->run(steps.size(), costStep);
   else
@@ -232,28 +235,36 @@ CostSummary estimateProgramCost(const ExecutableMetadata &meta, const MachinePro
   summary.steps.push_back(stream("stream-out", meta.outputs));
   // State stays on the device: its updates are copied into place, costed
   // as an exchange of each state's largest piece (an upper bound: most
-  // pieces are already on their tile).
-  StepCost update;
-  update.name = "state-update";
-  int64_t updateTileCycles = 0;
-  for (size_t i = 0; i < meta.state.size(); ++i) {
-    const StateInfo &s = meta.state[i];
-    if (s.update < 0)
-      continue;
-    const Variable &v = program.variables[program.inputs[meta.inputs.size() + i]];
-    int64_t pieceBytes = v.mapping.maxPieceElements() * v.elementBytes();
-    update.exchangeBytes += s.numElements() * dtypeSize(s.dtype);
-    updateTileCycles += cost.tileExchangeCycles(pieceBytes, 0);
-  }
-  if (update.exchangeBytes > 0) {
-    update.exchangeCycles = cost.exchangePhaseCycles(updateTileCycles);
-    update.syncCycles = cost.chipSyncCycles();
-    update.ipus = target.numIPUs >= 64 ? ~uint64_t(0) : (uint64_t(1) << target.numIPUs) - 1;
-    summary.steps.push_back(std::move(update));
+  // pieces are already on their tile). What a committed weight update
+  // stores is copied once per update.
+  for (bool perUpdate : {false, true}) {
+    StepCost update;
+    update.name = perUpdate ? "state-update-committed" : "state-update";
+    update.perUpdate = perUpdate;
+    int64_t updateTileCycles = 0;
+    for (size_t i = 0; i < meta.state.size(); ++i) {
+      const StateInfo &s = meta.state[i];
+      if (s.update < 0 || s.perUpdate != perUpdate)
+        continue;
+      const Variable &v = program.variables[program.inputs[meta.inputs.size() + i]];
+      int64_t pieceBytes = v.mapping.maxPieceElements() * v.elementBytes();
+      update.exchangeBytes += s.numElements() * dtypeSize(s.dtype);
+      updateTileCycles += cost.tileExchangeCycles(pieceBytes, 0);
+    }
+    if (update.exchangeBytes > 0) {
+      update.exchangeCycles = cost.exchangePhaseCycles(updateTileCycles);
+      update.syncCycles = cost.chipSyncCycles();
+      update.ipus = target.numIPUs >= 64 ? ~uint64_t(0) : (uint64_t(1) << target.numIPUs) - 1;
+      summary.steps.push_back(std::move(update));
+    }
   }
   summary.ipuCycles.assign(target.numIPUs, 0);
   int64_t hostCycles = 0;
   for (const StepCost &s : summary.steps) {
+    if (s.perUpdate) {
+      summary.updateCycles += s.total();
+      continue;
+    }
     summary.totalCycles += s.total();
     if (!s.ipus)
       hostCycles += s.total();
@@ -287,10 +298,19 @@ void printCostSummary(const CostSummary &cost, const ExecutableMetadata &meta,
   if (seconds > 0)
     os << ", " << withCommas(std::llround(batch / seconds)) << " samples/s";
   os << "\n";
-  if (meta.gradientAccumulation > 1)
+  if (meta.gradientAccumulation > 1) {
+    int64_t perUpdate = cost.cyclesPerUpdate(meta.gradientAccumulation);
+    double updateSeconds = perUpdate / target.clockHz;
     os << "  one weight update (" << meta.gradientAccumulation
-       << " micro-batches): " << withCommas(cost.cyclesFor(meta.gradientAccumulation))
-       << " cycles\n";
+       << " micro-batches): " << withCommas(perUpdate) << " cycles";
+    if (updateSeconds > 0)
+      os << ", " << withCommas(std::llround(batch * meta.gradientAccumulation / updateSeconds))
+         << " samples/s";
+    if (cost.updateCycles > 0)
+      os << "; the optimizer's update " << withCommas(cost.updateCycles)
+         << " cycles once per update";
+    os << "\n";
+  }
   // Each IPU's share: with stages, how balanced they are.
   if (target.numIPUs > 1) {
     os << "  per IPU (its steps, one iteration):";
@@ -307,7 +327,7 @@ void printCostSummary(const CostSummary &cost, const ExecutableMetadata &meta,
   // overlaps them).
   int64_t stepCycles = 0;
   for (const StepCost &s : cost.steps)
-    stepCycles += s.total();
+    stepCycles += s.perUpdate ? 0 : s.total();
   auto share = [&](int64_t part) {
     return llvm::format("%.1f%%", stepCycles ? 100.0 * part / stepCycles : 0.0);
   };
@@ -327,7 +347,7 @@ void printCostSummary(const CostSummary &cost, const ExecutableMetadata &meta,
   };
   int64_t macs = 0;
   for (const StepCost &s : cost.steps)
-    macs += s.macs;
+    macs += s.perUpdate ? 0 : s.macs;
   if (macs > 0 && cost.totalCycles > 0)
     os << "  " << withCommas(macs) << " multiply-accumulates: "
        << llvm::format("%.1f%%", peakShare(macs, cost.totalCycles)) << " of the fp32 peak\n";
@@ -359,7 +379,7 @@ void printCostSummary(const CostSummary &cost, const ExecutableMetadata &meta,
                        withCommas(s.total()).c_str(), withCommas(s.computeCycles).c_str(),
                        withCommas(s.exchangeCycles).c_str(), withCommas(s.syncCycles).c_str(),
                        static_cast<long long>(s.tilesUsed), peak.c_str(), s.name.c_str(),
-                       s.location.c_str());
+                       (s.location + (s.perUpdate ? " (once per update)" : "")).c_str());
   }
 }
 

@@ -524,6 +524,45 @@ TEST(MachineProgram, AllReduceStepsRoundTripAndAreChecked) {
   expectError(missing, "names all-reduce 1, which does not exist");
 }
 
+TEST(MachineProgram, PerUpdateStepsFeedOnlyTheCommittedStateAndAreChecked) {
+  // cs0 writes y, copy0 copies its view into z. With z an output stored
+  // only when a weight update commits, both steps run once per update.
+  MachineProgram p = sampleProgram();
+  int64_t z = p.outputs[0];
+  markPerUpdateSteps(p, {z});
+  EXPECT_TRUE(p.steps[0].perUpdate);
+  EXPECT_TRUE(p.steps[1].perUpdate);
+  ASSERT_FALSE(static_cast<bool>(p.verify(4)));
+  std::string first = text(p.toJSON());
+  EXPECT_NE(first.find("\"per_update\":true"), std::string::npos);
+  auto back = reparse(first);
+  ASSERT_TRUE(static_cast<bool>(back)) << llvm::toString(back.takeError());
+  EXPECT_TRUE(back->steps[0].perUpdate && back->steps[1].perUpdate);
+  EXPECT_EQ(text(back->toJSON()), first);
+  // y is also an output read every micro-batch (a loss): cs0 runs every
+  // micro-batch, the copy once per update.
+  MachineProgram both = sampleProgram();
+  both.outputs.push_back(2);
+  markPerUpdateSteps(both, {z});
+  EXPECT_FALSE(both.steps[0].perUpdate);
+  EXPECT_TRUE(both.steps[1].perUpdate);
+  // Without committed state nothing is skipped.
+  MachineProgram none = sampleProgram();
+  markPerUpdateSteps(none, {});
+  EXPECT_FALSE(none.steps[0].perUpdate || none.steps[1].perUpdate);
+  // A step of every micro-batch may not read what a per-update step wrote:
+  // it would read a stale value.
+  MachineProgram stale = sampleProgram();
+  stale.steps[0].perUpdate = true;
+  llvm::Error err = stale.verify(4);
+  ASSERT_TRUE(static_cast<bool>(err));
+  std::string message = llvm::toString(std::move(err));
+  EXPECT_NE(message.find("step 1 runs every micro-batch but reads variable 3 ('y.flat'), which "
+                         "step 0 writes once per weight update"),
+            std::string::npos)
+      << message;
+}
+
 TEST(MachineProgram, AccessExtentsRoundTripAndAreChecked) {
   MachineProgram p = sampleProgram();
   // w [4] read whole through an extent rather than `full`.

@@ -393,10 +393,10 @@ int train(const Executable &exe) {
                                reference ? "host reference" : "IPU model on the host",
                                seconds * 1e3 / std::max<int64_t>(1, totalRuns * meta.deviceIterations));
   if (auto *model = dynamic_cast<IPUModel *>(runner.get())) {
-    // The program runs once per micro-batch; an update takes G of them.
-    // A pipeline fills and drains once per update.
+    // The program runs once per micro-batch; an update takes G of them,
+    // then the optimizer's step. A pipeline fills and drains once per update.
     const CostSummary &cost = model->cost();
-    int64_t perUpdate = cost.cyclesFor(meta.gradientAccumulation);
+    int64_t perUpdate = cost.cyclesPerUpdate(meta.gradientAccumulation);
     double updatesPerSecond = model->target().clockHz / std::max<int64_t>(perUpdate, 1);
     llvm::outs() << "estimated on " << model->target().name << ": " << withCommas(perUpdate)
                  << " cycles per weight update, "
@@ -563,7 +563,8 @@ int main(int argc, char **argv) {
                            : std::string())
                    << " per run: "
                    << withCommas(cost.totalCycles * iterationsPerRun(meta) +
-                                 cost.fillCycles * (meta.state.empty() ? 1 : meta.deviceIterations))
+                                 (cost.fillCycles + cost.updateCycles) *
+                                     (meta.state.empty() ? 1 : meta.deviceIterations))
                    << " cycles on the device per run\n";
   }
   llvm::outs() << llvm::format("%s: %.3f ms per run (%u run%s)\n",

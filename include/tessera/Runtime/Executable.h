@@ -65,6 +65,10 @@ struct StateInfo : TensorInfo {
   Role role = Role::Parameter;
   int64_t weight = -1; ///< the executable's weight holding the initial value
   int64_t update = -1; ///< program output index, or -1 (never written)
+  /// Stored only when a weight update commits (the last of its
+  /// micro-batches): the runtime copies the update back then, and the steps
+  /// computing it run then only (Step::perUpdate).
+  bool perUpdate = false;
 };
 
 llvm::StringRef stateRoleName(StateInfo::Role role);

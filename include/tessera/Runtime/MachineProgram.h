@@ -190,6 +190,12 @@ struct AllReduce {
 struct Step {
   enum class Kind { Compute, Copy, AllReduce } kind;
   int64_t index; ///< into computeSets, copies or allReduces
+  /// Runs only on the last micro-batch of each weight update (gradient
+  /// accumulation): it computes nothing but what the committed update
+  /// stores (markPerUpdateSteps), so on the other micro-batches, which
+  /// keep the old state, it is skipped, as Poplar runs the update outside
+  /// the accumulation loop.
+  bool perUpdate = false;
 };
 
 struct MachineProgram {
@@ -364,6 +370,15 @@ struct VariableUses {
 };
 /// Per variable (views' entries stay -1: their uses count for their base).
 std::vector<VariableUses> variableUses(const MachineProgram &program);
+/// Calls fn(var, write) for each variable `step` reads (write false) and
+/// writes (write true).
+void forEachAccess(const MachineProgram &program, const Step &step,
+                   llvm::function_ref<void(int64_t var, bool write)> fn);
+/// Marks Step::perUpdate on every step whose results only feed the
+/// program outputs `perUpdateOutputs` (state stored only when a weight
+/// update commits), through other such steps: the steps of the optimizer's
+/// update, which the runtime runs once per weight update.
+void markPerUpdateSteps(MachineProgram &program, llvm::ArrayRef<int64_t> perUpdateOutputs);
 
 /// Whether `region` of `var` is exactly the piece `tile` holds (same
 /// elements in the same order), so a vertex on `tile` reads it in place.

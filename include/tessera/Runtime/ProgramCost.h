@@ -42,6 +42,9 @@ struct StepCost {
   /// The IPUs whose tiles the step runs on or exchanges between (bit i:
   /// IPU i); none for the host streams.
   uint64_t ipus = 0;
+  /// Runs once per weight update, not every iteration (Step::perUpdate,
+  /// and the copy-back of the state a committed update stores).
+  bool perUpdate = false;
   int64_t total() const {
     return exchangeCycles + syncCycles + computeCycles + allReduceCycles;
   }
@@ -49,12 +52,17 @@ struct StepCost {
 
 /// The cost of one device iteration (a run is deviceIterations of them).
 struct CostSummary {
-  /// stream-in, each program step, stream-out, state-update (training)
+  /// stream-in, each program step, stream-out, state-update (training),
+  /// and with gradient accumulation state-update-committed
   std::vector<StepCost> steps;
   /// One iteration: the steps in turn, or pipelined (metadata's
   /// pipelineStages > 1) the host streams and the slowest IPU's steps,
-  /// since each IPU runs its stages on another micro-batch meanwhile.
+  /// since each IPU runs its stages on another micro-batch meanwhile. The
+  /// per-update steps are not in it.
   int64_t totalCycles = 0;
+  /// The steps that run once per weight update (gradient accumulation's
+  /// optimizer step and its stores), in turn.
+  int64_t updateCycles = 0;
   /// Per IPU: the cycles of the steps it takes part in, one iteration.
   std::vector<int64_t> ipuCycles;
   /// Pipelined: filling and draining the pipeline, (stages - 1) times the
@@ -63,8 +71,13 @@ struct CostSummary {
   /// `iterations` iterations (a weight update's micro-batches, or a run's
   /// device iterations), the pipeline's fill and flush included.
   int64_t cyclesFor(int64_t iterations) const { return totalCycles * iterations + fillCycles; }
+  /// One weight update of `accumulation` micro-batches: theirs, the
+  /// pipeline's fill, and the update once.
+  int64_t cyclesPerUpdate(int64_t accumulation) const {
+    return cyclesFor(accumulation) + updateCycles;
+  }
   double seconds(double clockHz) const { return totalCycles / clockHz; }
-  /// Sums over the steps.
+  /// Sums over the steps of every iteration (not the per-update ones).
   int64_t computeCycles() const;
   int64_t exchangeCycles() const;
   int64_t syncCycles() const;

@@ -10,6 +10,7 @@
 
 #include "FuncResults.h"
 #include "tessera/Dialect/Graph/Transforms/Passes.h"
+#include "tessera/Dialect/Graph/IR/Placement.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
@@ -54,6 +55,7 @@ struct GraphExternalizeState
       return it->second;
     };
     llvm::MapVector<StringAttr, Value> updates;
+    llvm::DenseSet<StringAttr> perUpdate;
     bool failed = false;
     for (Operation &op : llvm::make_early_inc_range(body)) {
       if (auto load = dyn_cast<ml_program::GlobalLoadOp>(op)) {
@@ -77,6 +79,8 @@ struct GraphExternalizeState
         }
         argumentFor(name, global.getType(), store.getLoc());
         updates[name] = store.getValue();
+        if (store->hasAttr(kPerUpdateAttrName))
+          perUpdate.insert(name);
         store.erase();
       }
     }
@@ -87,9 +91,12 @@ struct GraphExternalizeState
     SmallVector<Attribute> attrs = resultAttrDicts(main);
     for (auto &[name, value] : updates) {
       results.push_back(value);
-      attrs.push_back(b.getDictionaryAttr(
-          {b.getNamedAttr("graph.name", b.getStringAttr(name.str() + ".update")),
-           b.getNamedAttr("graph.state_update", FlatSymbolRefAttr::get(name))}));
+      SmallVector<NamedAttribute> dict{
+          b.getNamedAttr("graph.name", b.getStringAttr(name.str() + ".update")),
+          b.getNamedAttr("graph.state_update", FlatSymbolRefAttr::get(name))};
+      if (perUpdate.contains(name))
+        dict.push_back(b.getNamedAttr(kPerUpdateAttrName, b.getUnitAttr()));
+      attrs.push_back(b.getDictionaryAttr(dict));
     }
     setResults(main, results, attrs);
   }

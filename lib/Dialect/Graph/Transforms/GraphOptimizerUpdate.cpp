@@ -6,10 +6,12 @@
 // runtime can change them between runs (setOptimizer never recompiles).
 // Choices that change the program's structure (nesterov, amsgrad, centered,
 // whether there is momentum or clipping at all) are fixed at compile time.
-// Gradient accumulation computes the update every run and commits it on the
-// last micro-batch of G: a select per store instead of control flow, so the
-// program stays one straight-line step (its cycles include the uncommitted
-// updates).
+// Gradient accumulation commits the update on the last micro-batch of G: a
+// select per store keeps the old value on the others, so the program stays
+// straight-line for every path (the host reference runs it so). Those
+// stores are marked graph.per_update: the machine program's steps that only
+// compute them run once per update (Step::perUpdate), as Poplar runs the
+// update outside the accumulation loop.
 //
 //===----------------------------------------------------------------------===//
 
@@ -221,8 +223,10 @@ struct GraphOptimizerUpdate
     auto store = [&](ml_program::GlobalOp global, Value v, Value old) {
       if (commit)
         v = e.select(commit, v, old);
-      ml_program::GlobalStoreOp::create(
+      auto op = ml_program::GlobalStoreOp::create(
           b, loc, FlatSymbolRefAttr::get(global.getSymNameAttr()), v);
+      if (commit)
+        op->setAttr(kPerUpdateAttrName, b.getUnitAttr());
     };
 
     // The step count (bias correction, SGD's first momentum step), stored

@@ -24,6 +24,10 @@ namespace tessera::graph {
 
 inline constexpr llvm::StringLiteral kStageAttrName = "graph.stage";
 inline constexpr llvm::StringLiteral kIpuAttrName = "graph.ipu";
+/// On a state store (graph-optimizer-update) and then its @main result
+/// (graph-externalize-state): the value changes only when a weight update
+/// commits, on the last micro-batch of a gradient accumulation.
+inline constexpr llvm::StringLiteral kPerUpdateAttrName = "graph.per_update";
 /// On the ops graph-autodiff adds: the backward pass.
 inline constexpr llvm::StringLiteral kBackwardAttrName = "graph.backward";
 /// On an op whose results graph-recompute keeps (a user's checkpoint).

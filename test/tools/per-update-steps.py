@@ -1,0 +1,47 @@
+# Gradient accumulation: the optimizer's update runs once per weight update.
+# Its steps (marked per_update in the program) and the copy-back of what a
+# committed update stores are skipped on the other micro-batches, which
+# keep the old state anyway: the IPU model's weights equal the host
+# reference's, which runs every step every micro-batch, and the estimate
+# counts the update once per G micro-batches.
+# RUN: rm -rf %t && %python %s %t
+# RUN: tessera-compile %t/mlp.onnx --train --loss mse --optimizer adam:lr=0.01 --micro-batch-size 16 --gradient-accumulation 4 --summary -o %t/g4.tess > %t/summary.txt
+# RUN: FileCheck %s < %t/summary.txt
+# RUN: tessera-run %t/g4.tess --train-data %t/train.npz --steps 6 --save-weights %t/ipu.npz
+# RUN: tessera-run %t/g4.tess --reference --train-data %t/train.npz --steps 6 --save-weights %t/ref.npz
+# RUN: %python %s %t check summary.txt ipu.npz ref.npz
+# Without accumulation nothing is skipped: no update line.
+# RUN: tessera-compile %t/mlp.onnx --train --loss mse --optimizer adam:lr=0.01 --micro-batch-size 16 --summary -o %t/g1.tess | FileCheck %s --check-prefix=ONE
+
+# CHECK: one weight update (4 micro-batches): {{[0-9,]+}} cycles, {{[0-9,]+}} samples/s; the optimizer's update {{[0-9,]+}} cycles once per update
+# CHECK: (once per update)
+# ONE-NOT: once per update
+
+import os
+import re
+import sys
+
+import numpy as np
+
+out = sys.argv[1]
+path = lambda name: os.path.join(out, name)  # noqa: E731
+if sys.argv[2:3] == ["check"]:
+    text = open(path(sys.argv[3])).read()
+    number = lambda pattern: int(re.search(pattern, text).group(1).replace(",", ""))  # noqa: E731
+    iteration = number(r"one iteration \(batch 16\): ([0-9,]+) cycles")
+    update = number(r"one weight update \(4 micro-batches\): ([0-9,]+) cycles")
+    optimizer = number(r"the optimizer's update ([0-9,]+) cycles")
+    # Four micro-batches, then the update once.
+    assert optimizer > 0 and update == 4 * iteration + optimizer, (iteration, update, optimizer)
+    ipu, ref = np.load(path(sys.argv[4])), np.load(path(sys.argv[5]))
+    assert float(ipu["optimizer.step"]) == 6 and float(ipu["optimizer.micro_step"]) == 0
+    for k in ref.keys():
+        np.testing.assert_allclose(ipu[k], ref[k], rtol=1e-5, atol=1e-6, err_msg=k)
+    sys.exit(0)
+
+from onnx_gen import tanh_mlp, tanh_regression
+
+rng = np.random.RandomState(0)
+tanh_mlp("mlp", rng)
+x, labels = tanh_regression(rng, 640)
+np.savez(path("train.npz"), x=x, labels=labels)
