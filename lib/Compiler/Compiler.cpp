@@ -196,6 +196,7 @@ LogicalResult describeModel(ModuleOp module, CompiledModel &model) {
                  : global->hasAttr(graph::kReplicaIndexAttrName)
                      ? runtime::StateInfo::Role::ReplicaIndex
                      : runtime::StateInfo::Role::Parameter;
+    state.countsMicroBatches = global && global->hasAttr(graph::kMicroBatchCounterAttrName);
     size_t bytes = state.numElements() * runtime::dtypeSize(state.dtype);
     if (!global || !appendPayload(global, bytes, model))
       return main.emitError("the initial value of state '")

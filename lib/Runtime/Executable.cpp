@@ -151,6 +151,8 @@ llvm::Error writeExecutable(StringRef path, ExecutableMetadata metadata,
     v.getAsObject()->try_emplace("update", st.update);
     if (st.perUpdate)
       v.getAsObject()->try_emplace("per_update", true);
+    if (st.countsMicroBatches)
+      v.getAsObject()->try_emplace("counts_micro_batches", true);
     stateList.push_back(std::move(v));
   }
   json::Object meta{{"compiler", metadata.compilerVersion},
@@ -358,6 +360,10 @@ Executable::parse(std::unique_ptr<llvm::MemoryBuffer> file, StringRef path) {
       st.weight = so->getInteger("weight").value_or(-1);
       st.update = so->getInteger("update").value_or(-2);
       st.perUpdate = so->getBoolean("per_update").value_or(false);
+      st.countsMicroBatches = so->getBoolean("counts_micro_batches").value_or(false);
+      if (st.countsMicroBatches && (st.dtype != DType::F32 || !st.shape.empty()))
+        return fail("'" + path + "' has state '" + st.name +
+                    "' counting micro-batches that is not an f32 scalar");
       if (role == "parameter")
         st.role = StateInfo::Role::Parameter;
       else if (role == "optimizer")

@@ -213,9 +213,8 @@ struct IPUModel::Impl {
   /// the simulation itself spends its time).
   std::vector<double> hostExchangeSeconds, hostComputeSeconds;
   int64_t iterations = 0;
-  /// Micro-batches of the current weight update run so far: a run holds
-  /// whole updates (gradientAccumulation micro-batches each), so it starts
-  /// at 0, as the program's own counter does.
+  /// Micro-batches of the current weight update run so far, as the
+  /// program's own counter (StateInfo::countsMicroBatches) has them.
   int64_t microBatch = 0;
 
   explicit Impl(const Executable &e) : executable(e) {}
@@ -979,7 +978,19 @@ Expected<std::vector<Tensor>> IPUModel::run(llvm::ArrayRef<Tensor> inputs) {
   const ExecutableMetadata &meta = m.executable.metadata();
   if (auto err = checkInputs(meta, inputs))
     return std::move(err);
+  // The program's own counter says which micro-batch commits; a run starts
+  // where the last one left it (0 unless state was written mid-update).
   m.microBatch = 0;
+  for (size_t i = 0; i < meta.state.size(); ++i)
+    if (meta.state[i].countsMicroBatches) {
+      Tensor counter = readStateAt(i);
+      float value = 0;
+      std::memcpy(&value, counter.data.data(), sizeof value);
+      int64_t accumulation = std::max<int64_t>(meta.gradientAccumulation, 1);
+      m.microBatch = std::isfinite(value) && value >= 0
+                         ? static_cast<int64_t>(value) % accumulation
+                         : 0;
+    }
   return runDeviceIterations(meta, inputs, [&](llvm::ArrayRef<Tensor> batch) {
     return m.runIteration(batch);
   });

@@ -10,6 +10,12 @@
 # RUN: tessera-run %t/g4.tess --train-data %t/train.npz --steps 6 --save-weights %t/ipu.npz
 # RUN: tessera-run %t/g4.tess --reference --train-data %t/train.npz --steps 6 --save-weights %t/ref.npz
 # RUN: %python %s %t check summary.txt ipu.npz ref.npz
+# Resumed mid-update (the counter at 2 of 4): the IPU model commits when the
+# program's counter does, on the second micro-batch of the first run.
+# RUN: %python %s %t midway ipu.npz mid.npz
+# RUN: tessera-run %t/g4.tess --load-weights %t/mid.npz --train-data %t/train.npz --steps 3 --save-weights %t/ipu-mid.npz
+# RUN: tessera-run %t/g4.tess --reference --load-weights %t/mid.npz --train-data %t/train.npz --steps 3 --save-weights %t/ref-mid.npz
+# RUN: %python %s %t same ipu-mid.npz ref-mid.npz
 # Without accumulation nothing is skipped: no update line.
 # RUN: tessera-compile %t/mlp.onnx --train --loss mse --optimizer adam:lr=0.01 --micro-batch-size 16 --summary -o %t/g1.tess | FileCheck %s --check-prefix=ONE
 
@@ -35,6 +41,17 @@ if sys.argv[2:3] == ["check"]:
     assert optimizer > 0 and update == 4 * iteration + optimizer, (iteration, update, optimizer)
     ipu, ref = np.load(path(sys.argv[4])), np.load(path(sys.argv[5]))
     assert float(ipu["optimizer.step"]) == 6 and float(ipu["optimizer.micro_step"]) == 0
+    for k in ref.keys():
+        np.testing.assert_allclose(ipu[k], ref[k], rtol=1e-5, atol=1e-6, err_msg=k)
+    sys.exit(0)
+if sys.argv[2:3] == ["midway"]:
+    state = dict(np.load(path(sys.argv[3])))
+    state["optimizer.micro_step"] = np.float32(2)
+    np.savez(path(sys.argv[4]), **state)
+    sys.exit(0)
+if sys.argv[2:3] == ["same"]:
+    ipu, ref = np.load(path(sys.argv[3])), np.load(path(sys.argv[4]))
+    assert float(ipu["optimizer.step"]) == 9, float(ipu["optimizer.step"])
     for k in ref.keys():
         np.testing.assert_allclose(ipu[k], ref[k], rtol=1e-5, atol=1e-6, err_msg=k)
     sys.exit(0)

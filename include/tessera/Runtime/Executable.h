@@ -69,6 +69,10 @@ struct StateInfo : TensorInfo {
   /// micro-batches): the runtime copies the update back then, and the steps
   /// computing it run then only (Step::perUpdate).
   bool perUpdate = false;
+  /// The micro-batches of the current weight update run so far (an f32
+  /// scalar, gradient accumulation's counter): the runtime starts each run
+  /// from it to know which micro-batch commits.
+  bool countsMicroBatches = false;
 };
 
 llvm::StringRef stateRoleName(StateInfo::Role role);

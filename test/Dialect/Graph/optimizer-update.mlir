@@ -17,8 +17,10 @@
 
 // LAMB with clipping and 4 micro-batches per update: the micro-batch count
 // and the gradient sum are optimizer state; the accumulator restarts at 0
-// and every other store keeps the old value until the 4th micro-batch.
-// ACC-DAG: ml_program.global private mutable @optimizer.micro_step(dense<0.000000e+00> : tensor<f32>) : tensor<f32> {graph.optimizer_state}
+// and every other store keeps the old value until the 4th micro-batch:
+// those are marked graph.per_update (the machine program runs what only
+// they read once per update), the counter graph.micro_batch_counter.
+// ACC-DAG: ml_program.global private mutable @optimizer.micro_step(dense<0.000000e+00> : tensor<f32>) : tensor<f32> {graph.micro_batch_counter, graph.optimizer_state}
 // ACC-DAG: ml_program.global private mutable @"w/grad_accum"(dense<0.000000e+00> : tensor<2xf32>) : tensor<2xf32> {graph.optimizer_state}
 // ACC-DAG: ml_program.global private mutable @"optimizer.max-grad-norm"(dense<2.000000e+00> : tensor<f32>) : tensor<f32> {graph.hyperparameter}
 // ACC-DAG: ml_program.global private mutable @"w/exp_avg_sq"(
@@ -27,15 +29,15 @@
 // ACC: %[[MICRO:.*]] = ml_program.global_load @optimizer.micro_step
 // ACC: %[[NEXT:.*]] = graph.add %[[MICRO]]
 // ACC: %[[COMMIT:.*]] = graph.equal %[[NEXT]]
-// ACC: ml_program.global_store @optimizer.micro_step
+// ACC: ml_program.global_store @optimizer.micro_step = %{{.*}} : tensor<f32>{{$}}
 // ACC: %[[SUM:.*]] = graph.add %{{.*}}, %arg0
 // ACC: %[[RESTART:.*]] = graph.select %[[COMMIT]], %{{.*}}, %[[SUM]]
-// ACC: ml_program.global_store @"w/grad_accum" = %[[RESTART]]
+// ACC: ml_program.global_store @"w/grad_accum" = %[[RESTART]] : tensor<2xf32>{{$}}
 // ACC: graph.reduce_sum
 // ACC: graph.sqrt
-// ACC: ml_program.global_store @"w/exp_avg_sq"
+// ACC: ml_program.global_store @"w/exp_avg_sq" = %{{.*}} {graph.per_update}
 // ACC: %[[KEEP:.*]] = graph.select %[[COMMIT]], %{{.*}}, %{{.*}} : (tensor<i1>, tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
-// ACC-NEXT: ml_program.global_store @w = %[[KEEP]]
+// ACC-NEXT: ml_program.global_store @w = %[[KEEP]] : tensor<2xf32> {graph.per_update}
 ml_program.global private @w(dense<1.0> : tensor<2xf32>) : tensor<2xf32>
 func.func @main(%x: tensor<2xf32>) -> (tensor<f32> {graph.loss}, tensor<2xf32> {graph.gradient_of = @w}) {
   %w = ml_program.global_load_const @w : tensor<2xf32>

@@ -212,6 +212,7 @@ struct GraphOptimizerUpdate
     Value commit;
     if (accumulate > 1) {
       auto [microGlobal, micro] = makeState("optimizer.micro_step", scalarType, loc);
+      microGlobal->setAttr(kMicroBatchCounterAttrName, b.getUnitAttr());
       Value nextMicro = e.addScalar(micro, 1.0);
       commit = e.equal(nextMicro, e.scalar(micro, double(accumulate)));
       ml_program::GlobalStoreOp::create(

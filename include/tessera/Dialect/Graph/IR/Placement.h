@@ -28,6 +28,8 @@ inline constexpr llvm::StringLiteral kIpuAttrName = "graph.ipu";
 /// (graph-externalize-state): the value changes only when a weight update
 /// commits, on the last micro-batch of a gradient accumulation.
 inline constexpr llvm::StringLiteral kPerUpdateAttrName = "graph.per_update";
+/// On the global counting a weight update's micro-batches so far.
+inline constexpr llvm::StringLiteral kMicroBatchCounterAttrName = "graph.micro_batch_counter";
 /// On the ops graph-autodiff adds: the backward pass.
 inline constexpr llvm::StringLiteral kBackwardAttrName = "graph.backward";
 /// On an op whose results graph-recompute keeps (a user's checkpoint).
