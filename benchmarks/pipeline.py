@@ -52,14 +52,19 @@ def figures(text, training):
         m = re.search(pattern, text)
         return m.group(1) if m else "?"
     if training:
-        cycles = find(r"one weight update \(\d+ micro-batches\): ([\d,]+) cycles")
+        # A weight update: its micro-batches, the pipeline's fill and
+        # drain, and the optimizer's update once.
+        cycles, per_second = find(r"one weight update \(\d+ micro-batches\): ([\d,]+) cycles"), \
+            find(r"one weight update \(\d+ micro-batches\): [\d,]+ cycles, ([\d,]+) samples/s")
+        rate = "seq/s (fill, drain and update included)"
     else:
         cycles = find(r"one iteration \(batch \d+\): ([\d,]+) cycles")
-    per_second = find(r"one iteration \(batch \d+\): [\d,]+ cycles, [\d.e+-]+ ms, ([\d,]+) samples/s")
+        per_second = find(r"one iteration \(batch \d+\): [\d,]+ cycles, [\d.e+-]+ ms, ([\d,]+) samples/s")
+        rate = "seq/s (steady state)"
     ipus = find(r"per IPU \(its steps, one iteration\): (.*)")
     memory = find(r"tile memory: (peak [\d,]+ B on tile \d+ \([\d.]+% of [\d,]+\), mean [\d,]+ B)")
     unit = "cycles per weight update" if training else "cycles per iteration"
-    return (f"{cycles} {unit}, {per_second} seq/s (steady state)\n"
+    return (f"{cycles} {unit}, {per_second} {rate}\n"
             f"      per IPU: {ipus}\n      tile memory: {memory}")
 
 
