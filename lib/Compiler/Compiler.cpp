@@ -518,10 +518,10 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options,
   program->residentInputs = compiled.state.size();
   // The optimizer's update, stored only when a weight update commits, runs
   // once per update.
-  std::vector<int64_t> perUpdateOutputs;
+  std::vector<size_t> perUpdateOutputs;
   for (const runtime::StateInfo &s : compiled.state)
-    if (s.perUpdate && s.update >= 0 && static_cast<size_t>(s.update) < program->outputs.size())
-      perUpdateOutputs.push_back(program->outputs[s.update]);
+    if (s.perUpdate && s.update >= 0)
+      perUpdateOutputs.push_back(s.update);
   runtime::markPerUpdateSteps(*program, perUpdateOutputs);
   compiled.program = std::move(*program);
   OpBuilder b = OpBuilder::atBlockEnd(module.getBody());

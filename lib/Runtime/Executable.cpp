@@ -359,8 +359,17 @@ Executable::parse(std::unique_ptr<llvm::MemoryBuffer> file, StringRef path) {
       auto role = so->getString("role");
       st.weight = so->getInteger("weight").value_or(-1);
       st.update = so->getInteger("update").value_or(-2);
-      st.perUpdate = so->getBoolean("per_update").value_or(false);
-      st.countsMicroBatches = so->getBoolean("counts_micro_batches").value_or(false);
+      for (auto [key, flag] : {std::pair{"per_update", &st.perUpdate},
+                               {"counts_micro_batches", &st.countsMicroBatches}}) {
+        const json::Value *v = so->get(key);
+        if (v && !v->getAsBoolean())
+          return fail("'" + path + "' has state '" + st.name + "' whose " + key +
+                      " is not true or false");
+        *flag = v && *v->getAsBoolean();
+      }
+      if (st.perUpdate && st.update < 0)
+        return fail("'" + path + "' has state '" + st.name +
+                    "' stored per weight update that the program never updates");
       if (st.countsMicroBatches && (st.dtype != DType::F32 || !st.shape.empty()))
         return fail("'" + path + "' has state '" + st.name +
                     "' counting micro-batches that is not an f32 scalar");
@@ -406,6 +415,12 @@ Executable::parse(std::unique_ptr<llvm::MemoryBuffer> file, StringRef path) {
       return fail("'" + path + "': " + llvm::toString(p.takeError()) +
                   " (recompile the model)");
     m.program = std::move(*p);
+    std::vector<size_t> perUpdateOutputs;
+    for (const StateInfo &st : m.state)
+      if (st.perUpdate)
+        perUpdateOutputs.push_back(st.update);
+    if (auto err = checkPerUpdateOutputs(*m.program, perUpdateOutputs))
+      return fail("'" + path + "': " + llvm::toString(std::move(err)) + " (recompile the model)");
   }
   if (const json::Object *e = o->getObject("estimate")) {
     ExecutableMetadata::Estimate estimate;

@@ -987,9 +987,8 @@ Expected<std::vector<Tensor>> IPUModel::run(llvm::ArrayRef<Tensor> inputs) {
       float value = 0;
       std::memcpy(&value, counter.data.data(), sizeof value);
       int64_t accumulation = std::max<int64_t>(meta.gradientAccumulation, 1);
-      m.microBatch = std::isfinite(value) && value >= 0
-                         ? static_cast<int64_t>(value) % accumulation
-                         : 0;
+      // Outside [0, G) the program never commits: any start will do.
+      m.microBatch = value >= 0 && value < accumulation ? static_cast<int64_t>(value) : 0;
     }
   return runDeviceIterations(meta, inputs, [&](llvm::ArrayRef<Tensor> batch) {
     return m.runIteration(batch);
@@ -1208,7 +1207,7 @@ json::Value IPUModel::profileJSON() const {
     }
     hostExchange += hostExchangeMs;
     hostCompute += hostComputeMs;
-    steps.push_back(json::Object{{"name", s.name},
+    json::Object step{{"name", s.name},
                                  {"location", s.location},
                                  {"cycles", s.total()},
                                  {"exchange_cycles", s.exchangeCycles},
@@ -1220,7 +1219,14 @@ json::Value IPUModel::profileJSON() const {
                                  {"macs", s.macs},
                                  {"host_exchange_ms", hostExchangeMs},
                                  {"host_compute_ms", hostComputeMs},
-                                 {"host_fused", fused}});
+                                 {"host_fused", fused}};
+    // A step of the update runs once per weight update: not in the
+    // iteration's sums (`update_cycles` has them).
+    if (s.perUpdate)
+      step["per_update"] = true;
+    steps.push_back(std::move(step));
+    if (s.perUpdate)
+      continue;
     exchange += s.exchangeCycles;
     sync += s.syncCycles;
     compute += s.computeCycles;
@@ -1240,6 +1246,7 @@ json::Value IPUModel::profileJSON() const {
       {"sync_cycles", sync},
       {"compute_cycles", compute},
       {"all_reduce_cycles", m.cost.allReduceCycles()},
+      {"update_cycles", m.cost.updateCycles},
       {"host_exchange_ms", hostExchange},
       {"host_compute_ms", hostCompute},
       {"host_staging_bytes", m.stagingBytes},

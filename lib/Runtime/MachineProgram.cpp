@@ -854,6 +854,23 @@ void forEachAccess(const MachineProgram &program, const Step &step,
   }
 }
 
+llvm::Error checkPerUpdateOutputs(const MachineProgram &program,
+                                  llvm::ArrayRef<size_t> perUpdateOutputs) {
+  std::set<int64_t> written; // storage written by per-update steps
+  for (const Step &step : program.steps)
+    if (step.perUpdate)
+      forEachAccess(program, step, [&](int64_t var, bool write) {
+        if (write)
+          written.insert(program.storageIndex(var));
+      });
+  for (auto [i, v] : llvm::enumerate(program.outputs))
+    if (!llvm::is_contained(perUpdateOutputs, i) && written.count(program.storageIndex(v)))
+      return llvm::createStringError("program: output " + std::to_string(i) +
+                                     " is returned every micro-batch but written by a step "
+                                     "that runs once per weight update");
+  return llvm::Error::success();
+}
+
 std::vector<VariableUses> variableUses(const MachineProgram &program) {
   std::vector<VariableUses> uses(program.variables.size());
   for (size_t t = 0; t < program.steps.size(); ++t)
@@ -867,14 +884,14 @@ std::vector<VariableUses> variableUses(const MachineProgram &program) {
   return uses;
 }
 
-void markPerUpdateSteps(MachineProgram &program, llvm::ArrayRef<int64_t> perUpdateOutputs) {
+void markPerUpdateSteps(MachineProgram &program, llvm::ArrayRef<size_t> perUpdateOutputs) {
   // Storage read every micro-batch: by the other outputs, then by every
   // step not marked. A step is per-update when it writes something and
   // nothing it writes is read so; taken backwards to a fixed point (a
   // value read before it is written would be another iteration's).
   std::vector<bool> everyIteration(program.variables.size(), false);
-  for (int64_t v : program.outputs)
-    if (!llvm::is_contained(perUpdateOutputs, v))
+  for (auto [i, v] : llvm::enumerate(program.outputs))
+    if (!llvm::is_contained(perUpdateOutputs, i))
       everyIteration[program.storageIndex(v)] = true;
   for (Step &step : program.steps)
     step.perUpdate = !perUpdateOutputs.empty();
@@ -1090,25 +1107,6 @@ int64_t remoteRegions(const MachineProgram &program, int64_t var, const Box &reg
 
 namespace {
 
-/// Distinct output piece sizes of a mapping: per dimension the full chunk
-/// and, where the last piece is short, the remainder.
-std::vector<std::vector<int64_t>> distinctPieceSizes(const TileMapping &m) {
-  std::vector<std::vector<int64_t>> result = {{}};
-  for (size_t d = 0; d < m.shape.size(); ++d) {
-    std::vector<int64_t> options = {std::min(m.chunks[d], m.shape[d])};
-    if (m.shape[d] > m.chunks[d] && m.shape[d] % m.chunks[d] != 0)
-      options.push_back(m.shape[d] % m.chunks[d]);
-    std::vector<std::vector<int64_t>> next;
-    for (const auto &prefix : result)
-      for (int64_t o : options) {
-        next.push_back(prefix);
-        next.back().push_back(o);
-      }
-    result = std::move(next);
-  }
-  return result;
-}
-
 bool sameGrid(const TileMapping &a, const TileMapping &b) {
   return a.shape == b.shape && a.chunks == b.chunks && a.tileStrides == b.tileStrides &&
          a.firstTile == b.firstTile;
@@ -1293,7 +1291,7 @@ llvm::Error verifyProgram(const MachineProgram &p, std::optional<int64_t> numTil
                     "non-negative cycles and code bytes");
     }
     if (numTiles)
-      for (const auto &sizes : distinctPieceSizes(out0.mapping))
+      for (const auto &sizes : out0.mapping.pieceShapes())
         if (product(sizes) > 0 && !cs.kernelFor(sizes))
           return fail("program: " + where + " has no kernel for output pieces of " +
                       shapeString(sizes));
@@ -1759,8 +1757,12 @@ Expected<MachineProgram> MachineProgram::fromJSON(const json::Value &value) {
       else
         r.problem(path, "must be {\"compute\": index}, {\"copy\": index} or "
                         "{\"all_reduce\": index}");
-      if (!p.steps.empty() && !r.failed())
-        p.steps.back().perUpdate = o->getBoolean("per_update").value_or(false);
+      if (const json::Value *flag = o->get("per_update"); flag && !r.failed()) {
+        if (!flag->getAsBoolean())
+          r.problem(path + ".per_update", "must be true or false");
+        else
+          p.steps.back().perUpdate = *flag->getAsBoolean();
+      }
     }
 
   if (!r.failed())

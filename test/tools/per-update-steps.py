@@ -18,6 +18,9 @@
 # RUN: %python %s %t same ipu-mid.npz ref-mid.npz
 # Without accumulation nothing is skipped: no update line.
 # RUN: tessera-compile %t/mlp.onnx --train --loss mse --optimizer adam:lr=0.01 --micro-batch-size 16 --summary -o %t/g1.tess | FileCheck %s --check-prefix=ONE
+# Automatic loss scaling commits (or skips) every micro-batch: the update
+# is computed every micro-batch.
+# RUN: tessera-compile %t/mlp.onnx --train --loss mse --optimizer sgd:lr=0.01 --micro-batch-size 16 --precision fp16.16 --loss-scaling auto --summary -o %t/scaled.tess | FileCheck %s --check-prefix=ONE
 
 # CHECK: one weight update (4 micro-batches): {{[0-9,]+}} cycles, {{[0-9,]+}} samples/s; the optimizer's update {{[0-9,]+}} cycles once per update
 # CHECK: (once per update)

@@ -528,11 +528,16 @@ TEST(MachineProgram, PerUpdateStepsFeedOnlyTheCommittedStateAndAreChecked) {
   // cs0 writes y, copy0 copies its view into z. With z an output stored
   // only when a weight update commits, both steps run once per update.
   MachineProgram p = sampleProgram();
-  int64_t z = p.outputs[0];
-  markPerUpdateSteps(p, {z});
+  markPerUpdateSteps(p, {0});
   EXPECT_TRUE(p.steps[0].perUpdate);
   EXPECT_TRUE(p.steps[1].perUpdate);
   ASSERT_FALSE(static_cast<bool>(p.verify(4)));
+  EXPECT_FALSE(static_cast<bool>(checkPerUpdateOutputs(p, {0})));
+  // z returned every micro-batch (not committed state) would go stale.
+  llvm::Error staleOutput = checkPerUpdateOutputs(p, {});
+  ASSERT_TRUE(static_cast<bool>(staleOutput));
+  EXPECT_NE(llvm::toString(std::move(staleOutput)).find("output 0 is returned every micro-batch"),
+            std::string::npos);
   std::string first = text(p.toJSON());
   EXPECT_NE(first.find("\"per_update\":true"), std::string::npos);
   auto back = reparse(first);
@@ -543,9 +548,14 @@ TEST(MachineProgram, PerUpdateStepsFeedOnlyTheCommittedStateAndAreChecked) {
   // micro-batch, the copy once per update.
   MachineProgram both = sampleProgram();
   both.outputs.push_back(2);
-  markPerUpdateSteps(both, {z});
+  markPerUpdateSteps(both, {0});
   EXPECT_FALSE(both.steps[0].perUpdate);
   EXPECT_TRUE(both.steps[1].perUpdate);
+  // z also returned as an output of every micro-batch: nothing is skipped.
+  MachineProgram twice = sampleProgram();
+  twice.outputs.push_back(twice.outputs[0]);
+  markPerUpdateSteps(twice, {0});
+  EXPECT_FALSE(twice.steps[0].perUpdate || twice.steps[1].perUpdate);
   // Without committed state nothing is skipped.
   MachineProgram none = sampleProgram();
   markPerUpdateSteps(none, {});

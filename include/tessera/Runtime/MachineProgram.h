@@ -375,10 +375,17 @@ std::vector<VariableUses> variableUses(const MachineProgram &program);
 void forEachAccess(const MachineProgram &program, const Step &step,
                    llvm::function_ref<void(int64_t var, bool write)> fn);
 /// Marks Step::perUpdate on every step whose results only feed the
-/// program outputs `perUpdateOutputs` (state stored only when a weight
-/// update commits), through other such steps: the steps of the optimizer's
-/// update, which the runtime runs once per weight update.
-void markPerUpdateSteps(MachineProgram &program, llvm::ArrayRef<int64_t> perUpdateOutputs);
+/// program outputs at `perUpdateOutputs` (indices into `outputs`: state
+/// stored only when a weight update commits), through other such steps:
+/// the steps of the optimizer's update, which the runtime runs once per
+/// weight update (and steps whose results nothing reads). Clears the mark
+/// of every other step.
+void markPerUpdateSteps(MachineProgram &program, llvm::ArrayRef<size_t> perUpdateOutputs);
+/// Fails when an output other than those at `perUpdateOutputs` is written
+/// by a per-update step: it would be returned (or copied back) stale on the
+/// micro-batches that skip the step.
+llvm::Error checkPerUpdateOutputs(const MachineProgram &program,
+                                  llvm::ArrayRef<size_t> perUpdateOutputs);
 
 /// Whether `region` of `var` is exactly the piece `tile` holds (same
 /// elements in the same order), so a vertex on `tile` reads it in place.

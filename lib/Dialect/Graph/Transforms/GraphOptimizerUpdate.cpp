@@ -226,7 +226,9 @@ struct GraphOptimizerUpdate
         v = e.select(commit, v, old);
       auto op = ml_program::GlobalStoreOp::create(
           b, loc, FlatSymbolRefAttr::get(global.getSymNameAttr()), v);
-      if (commit)
+      // Once per G micro-batches; without accumulation every micro-batch
+      // may commit (a loss-scaled update skipped or not is still computed).
+      if (accumulate > 1)
         op->setAttr(kPerUpdateAttrName, b.getUnitAttr());
     };
 

@@ -1191,13 +1191,19 @@ LogicalResult Planner::planGeneric(Plan &plan) {
   // shape; ipu-map-tiles shares those) adds nothing on the tiles that hold
   // it already.
   {
-    // A shape-generic kernel is its body and indexing maps, whatever the
-    // op's tensor types.
+    // A shape-generic kernel is its body, indexing maps, operands' element
+    // types and ranks and its fill, whatever the op's shapes.
     bool generic = runsShapeGeneric(plan);
     llvm::hash_code key =
-        generic ? llvm::hash_value(plan.op.getIndexingMaps().getAsOpaquePointer())
+        generic ? llvm::hash_combine(plan.op.getIndexingMaps().getAsOpaquePointer(),
+                                     plan.initFill.getAsOpaquePointer())
                 : llvm::hash_combine_range(best.mapping.chunks.begin(),
                                            best.mapping.chunks.end());
+    if (generic)
+      for (Type t : plan.op->getOperandTypes())
+        if (auto ranked = dyn_cast<RankedTensorType>(t))
+          key = llvm::hash_combine(key, ranked.getElementType().getAsOpaquePointer(),
+                                   ranked.getRank());
     for (linalg::GenericOp op : {plan.op, plan.epilogue})
       if (op)
         op->walk([&](Operation *o) {

@@ -135,12 +135,14 @@ int64_t vertexCycles(const Plan &plan, const Box &loops, const target::CostModel
                      int64_t fillBytes = 0);
 /// Whether `plan`'s vertices run one kernel generic over the piece's shape,
 /// reading the sizes from its operands' descriptors as a poplibs codelet
-/// reads its fields: ops without reduction loops that read boxes of their
-/// operands. Every layer's ReLU, norm arithmetic and optimizer update then
-/// shares one kernel whatever its shape: less code on each tile (ResNet-50
-/// training had 895 kernels, the busiest tile 275 KB of code) and less to
-/// compile. Contractions and other reductions keep kernels specialised by
-/// shape, which their register-tiled vectorization needs.
+/// reads its fields: ops without reduction loops (nor an epilogue, which
+/// only reductions have) that read boxes of their operands. Norm
+/// arithmetic, activations not fused into a convolution, and the
+/// optimizer's update then share one kernel per body whatever the shape:
+/// less code on each tile (ResNet-50 training had 895 kernels and 279 KB
+/// of code on tile 0) and less to compile. Contractions and other
+/// reductions keep kernels specialised by shape, which their
+/// register-tiled vectorization needs.
 bool runsShapeGeneric(const Plan &plan);
 /// Tile memory the code of one of `plan`'s vertices takes.
 int64_t vertexCodeBytes(const Plan &plan, const target::CostModel &cost);

@@ -165,11 +165,12 @@ def IPUMapTiles : Pass<"ipu-map-tiles", "::mlir::ModuleOp"> {
     op becomes an `ipu.compute_set` over its plan's mapping whose kernels
     (one per distinct piece shape) are outlined as `func.func`s on memrefs
     marked `ipu.vertex`, taking the piece's loop offsets and its operand
-    regions. An op without reduction loops that reads boxes of its operands
-    gets a kernel generic over the piece's shape (the sizes the piece
-    decides are dynamic, read from the operands' descriptors, as a poplibs
-    codelet reads its fields): one function for all its pieces, shared with
-    every op of the same body whatever its shape; with `epilogue`, its elementwise reader runs in the same
+    regions. An op without reduction loops (so without an epilogue) that
+    reads boxes of its operands gets a kernel generic over the piece's
+    shape (the sizes the piece decides are dynamic, read from the operands'
+    descriptors, as a poplibs codelet reads its fields): one function for
+    all its pieces, shared with every op of the same body whatever its
+    shape. With `epilogue`, its elementwise reader runs in the same
     vertices on each piece (that reader and any unit-dimension reshape
     before it go); with `in_place`, the compute set updates its init's
     producer in place, and a producer that only fills a constant becomes an
