@@ -106,12 +106,15 @@ void buildTrainingPipeline(OpPassManager &pm,
   pm.addPass(graph::createGraphRecompute(recompute));
   // After recomputation (a recomputed dropout draws what the forward drew),
   // before the update (which reads the summed gradients).
-  pm.addPass(graph::createGraphReplicate({options.replicas, options.accumulationReduction}));
+  pm.addPass(graph::createGraphReplicate(
+      {options.replicas, options.accumulationReduction, options.gradientAccumulation}));
   graph::GraphOptimizerUpdateOptions optimizer;
   optimizer.optimizer = options.optimizer;
   optimizer.accumulate = options.gradientAccumulation;
   optimizer.accumulationReduction = options.accumulationReduction;
   optimizer.stochasticRounding = options.stochasticRounding;
+  optimizer.replicas = options.replicas;
+  optimizer.replicaReduction = options.accumulationReduction;
   pm.addPass(graph::createGraphOptimizerUpdate(optimizer));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

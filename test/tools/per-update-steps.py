@@ -22,6 +22,13 @@
 # is computed every micro-batch.
 # RUN: tessera-compile %t/mlp.onnx --train --loss mse --optimizer sgd:lr=0.01 --micro-batch-size 16 --precision fp16.16 --loss-scaling auto --summary -o %t/scaled.tess | FileCheck %s --check-prefix=ONE
 
+# Replicas sum their accumulated gradients once per update: the
+# all-reduce is one of the update's steps.
+# RUN: tessera-compile %t/mlp.onnx --train --loss mse --optimizer adam:lr=0.01 --micro-batch-size 16 --gradient-accumulation 4 --replicas 2 --summary --summary-steps 0 -o %t/r2.tess | FileCheck %s --check-prefix=REPL
+
+# REPL: one weight update (4 micro-batches)
+# REPL: all-reduce 0 (0.0%)
+# REPL: allreduce0 {{.*}}cross_replica_sum (once per update)
 # CHECK: one weight update (4 micro-batches): {{[0-9,]+}} cycles, {{[0-9,]+}} samples/s; the optimizer's update {{[0-9,]+}} cycles once per update
 # CHECK: (once per update)
 # ONE-NOT: once per update

@@ -1,5 +1,7 @@
 // RUN: tessera-opt %s --graph-optimizer-update="optimizer=sgd:lr=0.5,momentum=0.9" | FileCheck %s --enable-var-scope
 // RUN: tessera-opt %s --graph-optimizer-update="optimizer=lamb:max-grad-norm=2 accumulate=4" | FileCheck %s --check-prefix=ACC
+// RUN: tessera-opt %s --graph-optimizer-update="optimizer=sgd:lr=0.5 accumulate=4 replicas=2" | FileCheck %s --check-prefix=REPL
+// RUN: tessera-opt %s --graph-optimizer-update="optimizer=sgd:lr=0.5 replicas=2" | FileCheck %s --check-prefix=NOACC
 //
 // graph-optimizer-update turns the weight into a mutable global stored after
 // its update, adds the momentum buffer and hyperparameters as globals (the
@@ -38,6 +40,17 @@
 // ACC: ml_program.global_store @"w/exp_avg_sq" = %{{.*}} {graph.per_update}
 // ACC: %[[KEEP:.*]] = graph.select %[[COMMIT]], %{{.*}}, %{{.*}} : (tensor<i1>, tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
 // ACC-NEXT: ml_program.global_store @w = %[[KEEP]] : tensor<2xf32> {graph.per_update}
+// Replicas with accumulation: the accumulated gradient (not each
+// micro-batch's) is summed over the replicas and halved (the mean), then
+// divided by the 4 micro-batches, on the path only the committed update
+// reads. Without accumulation graph-replicate sums the gradients instead.
+// REPL: %[[SUM:.*]] = graph.add %{{.*}}, %arg0
+// REPL: graph.select %{{.*}}, %{{.*}}, %[[SUM]]
+// REPL: %[[MEAN:.*]] = graph.mul %[[SUM]], %{{.*}}
+// REPL: %[[ALL:.*]] = graph.cross_replica_sum %[[MEAN]] {graph.backward}
+// REPL: graph.mul %[[ALL]], %{{.*}} {graph.backward}
+// REPL: ml_program.global_store @w = %{{.*}} {graph.per_update}
+// NOACC-NOT: cross_replica_sum
 ml_program.global private @w(dense<1.0> : tensor<2xf32>) : tensor<2xf32>
 func.func @main(%x: tensor<2xf32>) -> (tensor<f32> {graph.loss}, tensor<2xf32> {graph.gradient_of = @w}) {
   %w = ml_program.global_load_const @w : tensor<2xf32>

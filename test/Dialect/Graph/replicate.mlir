@@ -1,6 +1,7 @@
 // RUN: tessera-opt %s --graph-replicate="replicas=4" | FileCheck %s --enable-var-scope
 // RUN: tessera-opt %s --graph-replicate="replicas=4 reduction=sum" | FileCheck %s --check-prefix=SUM
 // RUN: tessera-opt %s --graph-replicate="replicas=1" | FileCheck %s --check-prefix=ONE
+// RUN: tessera-opt %s --graph-replicate="replicas=4 accumulate=2" | FileCheck %s --check-prefix=ACC
 //
 // graph-replicate sums the gradients over the replicas, one
 // graph.cross_replica_sum per placement (stage, IPU), and with the default
@@ -25,6 +26,12 @@
 // SUM: return
 
 // ONE-NOT: cross_replica_sum
+
+// With accumulation the optimizer sums the accumulated gradients once per
+// weight update: here only the random ops are reseeded.
+// ACC: graph.random_uniform
+// ACC-NOT: cross_replica_sum
+// ACC: return
 // ONE-NOT: replica.index
 
 ml_program.global private @a(dense<1.0> : tensor<2xf32>) : tensor<2xf32>

@@ -18,6 +18,7 @@
 #include "tessera/Dialect/Graph/IR/GraphEmitter.h"
 
 #include "FuncResults.h"
+#include "ReplicaSums.h"
 #include "tessera/Dialect/Graph/IR/Graph.h"
 #include "tessera/Dialect/Graph/IR/OpBuilding.h"
 #include "tessera/Dialect/Graph/IR/Placement.h"
@@ -155,6 +156,11 @@ struct GraphOptimizerUpdate
           << accumulate << " (" << accumulationReduction << ")";
       return signalPassFailure();
     }
+    if (replicas < 1 || (replicaReduction != "mean" && replicaReduction != "sum")) {
+      main.emitError("replicas must be at least 1 with reduction mean or sum, got ")
+          << static_cast<int64_t>(replicas) << " (" << replicaReduction << ")";
+      return signalPassFailure();
+    }
     auto ret = cast<func::ReturnOp>(main.front().getTerminator());
 
     SmallVector<unsigned> gradientResults;
@@ -247,6 +253,7 @@ struct GraphOptimizerUpdate
     struct Trained {
       ml_program::GlobalOp weight;
       Value w, g;
+      std::pair<int64_t, int64_t> at; ///< where the gradient is computed
     };
     SmallVector<Trained> trained;
     for (unsigned index : gradientResults) {
@@ -258,6 +265,7 @@ struct GraphOptimizerUpdate
         return signalPassFailure();
       }
       Value g = ret.getOperand(index);
+      std::pair<int64_t, int64_t> at = placementOf(g);
       auto type = cast<RankedTensorType>(g.getType());
       // The weight becomes state: every read is a mutable load.
       weight.setIsMutable(true);
@@ -285,7 +293,20 @@ struct GraphOptimizerUpdate
         g = accumulationReduction == "mean" ? e.mulScalar(total, 1.0 / accumulate)
                                             : total;
       }
-      trained.push_back({weight, w, g});
+      trained.push_back({weight, w, g, at});
+    }
+    // Replicas: their accumulated gradients summed once per weight update
+    // (graph-replicate left each micro-batch's alone).
+    if (commit && replicas > 1) {
+      SmallVector<Value> gradients;
+      SmallVector<std::pair<int64_t, int64_t>> at;
+      for (const Trained &t : trained) {
+        gradients.push_back(t.g);
+        at.push_back(t.at);
+      }
+      for (auto [t, sum] :
+           llvm::zip(trained, sumOverReplicas(b, gradients, at, replicas, replicaReduction)))
+        t.g = sum;
     }
 
     auto sumAll = [&](Value v) {

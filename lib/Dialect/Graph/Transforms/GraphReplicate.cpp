@@ -14,6 +14,8 @@
 #include "tessera/Dialect/Graph/IR/Placement.h"
 #include "tessera/Dialect/Graph/Transforms/Passes.h"
 
+#include "ReplicaSums.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "llvm/ADT/MapVector.h"
@@ -35,45 +37,22 @@ constexpr llvm::StringLiteral kReplicaIndexGlobal = "replica.index";
 struct GraphReplicate : tessera::graph::impl::GraphReplicateBase<GraphReplicate> {
   using GraphReplicateBase::GraphReplicateBase;
 
-  /// Sums every gradient result over the replicas, one op per placement.
+  /// Sums every gradient result over the replicas.
   void reduceGradients(func::FuncOp main) {
     auto ret = cast<func::ReturnOp>(main.front().getTerminator());
-    // Gradients grouped by where they are computed: (stage, ipu).
-    llvm::MapVector<std::pair<int64_t, int64_t>, SmallVector<unsigned>> groups;
+    SmallVector<unsigned> results;
+    SmallVector<Value> gradients;
+    SmallVector<std::pair<int64_t, int64_t>> at;
     for (unsigned i = 0; i < main.getNumResults(); ++i) {
       if (!main.getResultAttr(i, "graph.gradient_of"))
         continue;
-      Operation *def = ret.getOperand(i).getDefiningOp();
-      std::pair<int64_t, int64_t> at{-1, -1};
-      if (def)
-        at = {placedStage(def).value_or(-1), placedIpu(def).value_or(-1)};
-      groups[at].push_back(i);
+      results.push_back(i);
+      gradients.push_back(ret.getOperand(i));
+      at.push_back(placementOf(ret.getOperand(i)));
     }
     OpBuilder b(ret);
-    UnitAttr unit = b.getUnitAttr();
-    for (auto &[at, results] : groups) {
-      SmallVector<Value> gradients;
-      for (unsigned i : results)
-        gradients.push_back(ret.getOperand(i));
-      Location loc = NameLoc::get(b.getStringAttr("cross_replica_sum"),
-                                  gradients.front().getLoc());
-      auto begin = std::prev(Block::iterator(ret));
-      auto sum = CrossReplicaSumOp::create(b, loc, ValueRange(gradients).getTypes(),
-                                           gradients);
-      GraphEmitter e(b, loc);
-      for (auto [i, reduced] : llvm::zip(results, sum.getResults())) {
-        Value g = reduced;
-        if (reduction == "mean")
-          g = e.mulScalar(g, 1.0 / static_cast<double>(replicas));
-        ret.setOperand(i, g);
-      }
-      // The sums run where their gradients do, as part of the backward pass.
-      for (Operation &op : llvm::make_range(std::next(begin), Block::iterator(ret))) {
-        if (at.second >= 0)
-          setPlacement(&op, at.first, at.second);
-        op.setAttr(kBackwardAttrName, unit);
-      }
-    }
+    for (auto [i, sum] : llvm::zip(results, sumOverReplicas(b, gradients, at, replicas, reduction)))
+      ret.setOperand(i, sum);
   }
 
   /// Every random op draws from the seed plus this replica's index.
@@ -137,7 +116,10 @@ struct GraphReplicate : tessera::graph::impl::GraphReplicateBase<GraphReplicate>
     auto main = module.lookupSymbol<func::FuncOp>("main");
     if (!main || main.isExternal())
       return;
-    reduceGradients(main);
+    // With accumulation the optimizer sums the accumulated gradients,
+    // once per weight update.
+    if (accumulate <= 1)
+      reduceGradients(main);
     if (failed(reseedRandomOps(module, main)))
       return signalPassFailure();
     // What the program was made one replica of (the 1/R of the mean is in
@@ -148,3 +130,41 @@ struct GraphReplicate : tessera::graph::impl::GraphReplicateBase<GraphReplicate>
 };
 
 } // namespace
+
+std::pair<int64_t, int64_t> tessera::graph::placementOf(Value v) {
+  Operation *def = v.getDefiningOp();
+  if (!def)
+    return {-1, -1};
+  return {placedStage(def).value_or(-1), placedIpu(def).value_or(-1)};
+}
+
+SmallVector<Value> tessera::graph::sumOverReplicas(OpBuilder &b, ValueRange values,
+                                                   ArrayRef<std::pair<int64_t, int64_t>> at,
+                                                   int64_t replicas, StringRef reduction) {
+  llvm::MapVector<std::pair<int64_t, int64_t>, SmallVector<unsigned>> groups;
+  for (auto [i, where] : llvm::enumerate(at))
+    groups[where].push_back(i);
+  SmallVector<Value> sums(values.begin(), values.end());
+  UnitAttr unit = b.getUnitAttr();
+  for (auto &[where, members] : groups) {
+    SmallVector<Value> group;
+    for (unsigned i : members)
+      group.push_back(values[i]);
+    Location loc = NameLoc::get(b.getStringAttr("cross_replica_sum"), group.front().getLoc());
+    Block::iterator next = b.getInsertionPoint();
+    Operation *anchor = next == b.getInsertionBlock()->end() ? nullptr : &*next;
+    auto sum = CrossReplicaSumOp::create(b, loc, ValueRange(group).getTypes(), group);
+    GraphEmitter e(b, loc);
+    for (auto [i, reduced] : llvm::zip(members, sum.getResults()))
+      sums[i] = reduction == "mean" ? e.mulScalar(reduced, 1.0 / static_cast<double>(replicas))
+                                    : Value(reduced);
+    // The sums (and their scales) run where their values are computed, as
+    // part of the backward pass.
+    for (Operation *op = sum; op && op != anchor; op = op->getNextNode()) {
+      if (where.second >= 0)
+        setPlacement(op, where.first, where.second);
+      op->setAttr(kBackwardAttrName, unit);
+    }
+  }
+  return sums;
+}

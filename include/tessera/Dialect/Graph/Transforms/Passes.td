@@ -138,10 +138,15 @@ def GraphOptimizerUpdate : Pass<"graph-optimizer-update", "::mlir::ModuleOp"> {
 
     With `accumulate=G` > 1 (gradient accumulation, PopTorch's
     gradientAccumulation) every run adds its gradient to a `<weight>/grad_accum`
-    slot and counts micro-batches in `optimizer.micro_step`; the update is
-    computed every run and committed (every store selects between the new and
-    the old value) on the G-th, from the accumulated gradient divided by G
-    (`accumulation-reduction=mean`, as a batch G times larger) or not (`sum`).
+    slot and counts micro-batches in `optimizer.micro_step` (marked
+    `graph.micro_batch_counter`); the update is committed (every store
+    selects between the new and the old value, and is marked
+    `graph.per_update`) on the G-th, from the accumulated gradient divided
+    by G (`accumulation-reduction=mean`, as a batch G times larger) or not
+    (`sum`). With `replicas=R` > 1 as well, the accumulated gradients are
+    summed over the replicas here (`graph.cross_replica_sum`, divided by R
+    for `replica-reduction=mean`), once per weight update, instead of each
+    micro-batch's by graph-replicate.
 
     Assumes: gradients shaped like their weights. Guarantees: no result of
     @main carries `graph.gradient_of`; every store follows every load of its
@@ -157,6 +162,10 @@ def GraphOptimizerUpdate : Pass<"graph-optimizer-update", "::mlir::ModuleOp"> {
            "\"mean\"", "mean or sum of the accumulated gradients">,
     Option<"stochasticRounding", "stochastic-rounding", "bool", "false",
            "round fp16 weights' updates stochastically (graph.stochastic_round)">,
+    Option<"replicas", "replicas", "int64_t", "1",
+           "replicas whose accumulated gradients are summed (with accumulate > 1)">,
+    Option<"replicaReduction", "replica-reduction", "std::string", "\"mean\"",
+           "how accumulated gradients combine over replicas: mean or sum">,
   ];
   let dependentDialects = ["::tessera::graph::GraphDialect",
                            "::mlir::ml_program::MLProgramDialect"];
@@ -356,6 +365,10 @@ def GraphReplicate : Pass<"graph-replicate", "::mlir::ModuleOp"> {
       (weight updates) keeps the shared seed, so that replicas round their
       weights alike and stay equal.
 
+    With `accumulate=G` > 1 the gradients are left alone: the optimizer
+    sums the accumulated ones once per weight update (graph-optimizer-update
+    with `replicas=R`), one all-reduce per update instead of G.
+
     Run after graph-autodiff and graph-recompute (a recomputed dropout must
     draw what the forward drew) and before graph-optimizer-update. With R =
     1 the pass changes nothing.
@@ -364,6 +377,9 @@ def GraphReplicate : Pass<"graph-replicate", "::mlir::ModuleOp"> {
     Option<"replicas", "replicas", "int64_t", "1", "replicas of the program (>= 1)">,
     Option<"reduction", "reduction", "std::string", "\"mean\"",
            "how gradients combine over replicas: mean or sum">,
+    Option<"accumulate", "accumulate", "int64_t", "1",
+           "micro-batches per weight update; above 1 the optimizer sums the "
+           "accumulated gradients instead">,
   ];
 }
 
