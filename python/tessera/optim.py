@@ -4,21 +4,35 @@ They are torch.optim's classes, so a model trained on the host takes them
 as well; trainingModel reads their hyperparameters into the compiled
 update. `max_grad_norm` clips the gradients' global norm first (as
 ``clip_grad_norm_``). `loss_scaling` is a static loss scale (the compiled
-step's --loss-scaling); velocity scaling is not built: other than 1 it is
-an error.
+step's --loss-scaling); SGD's `velocity_scaling` scales the stored momentum
+buffer (the update is unchanged up to rounding). Optimizer state is fp32:
+the momentum accumulator types may be torch.float32 (or None); other types,
+and `accum_type` (gradient accumulators take the gradient's type), are an
+error.
 """
 import torch
 
 from ._errors import Error, not_available
 
 
+def _check_accum_types(accum_type, first_order, second_order):
+    """PopTorch's accumulator types. Tessera keeps optimizer state (momenta,
+    moments) in fp32 and gradient accumulators in the gradient's type: fp32
+    state is accepted, anything else is not built."""
+    if accum_type is not None:
+        not_available(f"accum_type={accum_type}",
+                      "choosing the gradient accumulators' type (they take the gradient's)")
+    for name, value in (("first_order_momentum_accum_type", first_order),
+                        ("second_order_momentum_accum_type", second_order)):
+        if value not in (None, torch.float32):
+            not_available(f"{name}={value}", "optimizer state other than fp32")
+
+
 def _check_scaling(loss_scaling, velocity_scaling):
-    if loss_scaling is not None and (isinstance(loss_scaling, bool) or
-                                     not isinstance(loss_scaling, (int, float)) or
-                                     not loss_scaling > 0):
-        raise Error(f"loss_scaling must be a positive number, got {loss_scaling!r}")
-    if velocity_scaling not in (None, 1, 1.0):
-        not_available(f"velocity_scaling={velocity_scaling}", "velocity scaling")
+    for name, value in (("loss_scaling", loss_scaling), ("velocity_scaling", velocity_scaling)):
+        if value is not None and (isinstance(value, bool) or
+                                  not isinstance(value, (int, float)) or not value > 0):
+            raise Error(f"{name} must be a positive number, got {value!r}")
 
 
 class SGD(torch.optim.SGD):
@@ -29,6 +43,7 @@ class SGD(torch.optim.SGD):
         super().__init__(params, lr=lr, momentum=momentum, dampening=dampening,
                          weight_decay=weight_decay, nesterov=nesterov, maximize=maximize)
         self.loss_scaling = loss_scaling
+        self.velocity_scaling = velocity_scaling
         self.max_grad_norm = max_grad_norm
 
 
@@ -38,6 +53,8 @@ class Adam(torch.optim.Adam):
                  first_order_momentum_accum_type=None,
                  second_order_momentum_accum_type=None, max_grad_norm=None):
         _check_scaling(loss_scaling, None)
+        _check_accum_types(accum_type, first_order_momentum_accum_type,
+                           second_order_momentum_accum_type)
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                          amsgrad=amsgrad, maximize=maximize)
         self.loss_scaling = loss_scaling
@@ -50,6 +67,8 @@ class AdamW(torch.optim.AdamW):
                  accum_type=None, first_order_momentum_accum_type=None,
                  second_order_momentum_accum_type=None, max_grad_norm=None):
         _check_scaling(loss_scaling, None)
+        _check_accum_types(accum_type, first_order_momentum_accum_type,
+                           second_order_momentum_accum_type)
         if not bias_correction:
             not_available("AdamW(bias_correction=False)", "AdamW without bias correction")
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
@@ -64,6 +83,8 @@ class RMSprop(torch.optim.RMSprop):
                  first_order_momentum_accum_type=None,
                  second_order_momentum_accum_type=None, max_grad_norm=None):
         _check_scaling(loss_scaling, None)
+        _check_accum_types(accum_type, first_order_momentum_accum_type,
+                           second_order_momentum_accum_type)
         super().__init__(params, lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay,
                          momentum=momentum, centered=centered, maximize=maximize)
         self.loss_scaling = loss_scaling
@@ -80,6 +101,8 @@ class LAMB(torch.optim.Optimizer):
                  accum_type=None, first_order_momentum_accum_type=None,
                  second_order_momentum_accum_type=None, max_grad_norm=None):
         _check_scaling(loss_scaling, None)
+        _check_accum_types(accum_type, first_order_momentum_accum_type,
+                           second_order_momentum_accum_type)
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                                       bias_correction=bias_correction,
                                       max_weight_norm=max_weight_norm))
@@ -108,6 +131,9 @@ def hyperparameters(optimizer):
         name = "sgd"
         values = {"lr": g["lr"], "momentum": g["momentum"], "dampening": g["dampening"],
                   "weight-decay": g["weight_decay"], "nesterov": float(g["nesterov"])}
+        velocity_scaling = getattr(optimizer, "velocity_scaling", None)
+        if velocity_scaling is not None:
+            values["velocity-scaling"] = velocity_scaling
     elif isinstance(optimizer, (torch.optim.Adam, torch.optim.AdamW)):
         name = "adamw" if isinstance(optimizer, torch.optim.AdamW) else "adam"
         values = {"lr": g["lr"], "beta1": g["betas"][0], "beta2": g["betas"][1],

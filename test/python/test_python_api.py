@@ -77,6 +77,7 @@ def reference_training(model, data, micro, accumulation, lr, momentum):
             total = total + loss
         (total / accumulation).backward()
         opt.step()
+    return opt
 
 
 def test_training_matches_pytorch_with_accumulation_and_dataloader():
@@ -85,8 +86,10 @@ def test_training_matches_pytorch_with_accumulation_and_dataloader():
     ref = copy.deepcopy(net)
     opts = tessera.Options().deviceIterations(2)
     opts.Training.gradientAccumulation(2)
+    # PopTorch's velocity_scaling: the momentum buffer is stored times 128.
     model = tessera.trainingModel(net, opts, tessera.optim.SGD(net.parameters(), lr=0.05,
-                                                               momentum=0.9))
+                                                               momentum=0.9,
+                                                               velocity_scaling=128))
     data = digits_like()
     loader = tessera.DataLoader(opts, data, batch_size=4)
     assert loader.combinedBatchSize == 16 and len(loader) == 4
@@ -94,7 +97,10 @@ def test_training_matches_pytorch_with_accumulation_and_dataloader():
         logits, loss = model(x, y)
     # Output mode Final: the last micro-batch's outputs.
     assert logits.shape == (4, 10) and loss.shape == ()
-    reference_training(ref, data, micro=4, accumulation=2, lr=0.05, momentum=0.9)
+    opt = reference_training(ref, data, micro=4, accumulation=2, lr=0.05, momentum=0.9)
+    buffer = model._executable.read_state()["fc.weight/momentum_buffer"]
+    close(torch.from_numpy(buffer) / 128, opt.state[ref.fc.weight]["momentum_buffer"],
+          "fc.weight's momentum buffer / 128")
     trained = model.state_dict()  # brings the device's weights back
     for name, value in ref.state_dict().items():
         if name.endswith("num_batches_tracked"):
@@ -349,8 +355,13 @@ def test_options_round_trip_and_poptorch_files(tmp_path):
     (lambda: tessera.Options().outputMode(tessera.OutputMode.EveryN), "needs output_return_period"),
     (lambda: tessera.optim.SGD(torch.nn.Linear(2, 2).parameters(), loss_scaling=-1),
      "loss_scaling must be a positive number"),
-    (lambda: tessera.optim.SGD(torch.nn.Linear(2, 2).parameters(), velocity_scaling=2),
-     "velocity_scaling=2 is not available yet"),
+    (lambda: tessera.optim.SGD(torch.nn.Linear(2, 2).parameters(), velocity_scaling=0),
+     "velocity_scaling must be a positive number"),
+    (lambda: tessera.optim.Adam(torch.nn.Linear(2, 2).parameters(),
+                                first_order_momentum_accum_type=torch.float16),
+     "first_order_momentum_accum_type=torch.float16 is not available yet"),
+    (lambda: tessera.optim.LAMB(torch.nn.Linear(2, 2).parameters(), accum_type=torch.float32),
+     "accum_type=torch.float32 is not available yet"),
     (lambda: tessera.trainingModel(torch.nn.Linear(2, 2), optimizer="sgd"),
      "must be a torch.optim optimizer"),
     (lambda: tessera.BeginBlock(torch.nn.Linear(2, 2), ipu_id=-1),

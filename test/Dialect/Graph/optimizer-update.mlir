@@ -2,6 +2,8 @@
 // RUN: tessera-opt %s --graph-optimizer-update="optimizer=lamb:max-grad-norm=2 accumulate=4" | FileCheck %s --check-prefix=ACC
 // RUN: tessera-opt %s --graph-optimizer-update="optimizer=sgd:lr=0.5 accumulate=4 replicas=2" | FileCheck %s --check-prefix=REPL
 // RUN: tessera-opt %s --graph-optimizer-update="optimizer=sgd:lr=0.5 replicas=2" | FileCheck %s --check-prefix=NOACC
+// RUN: tessera-opt %s --graph-optimizer-update="optimizer=sgd:lr=0.5,momentum=0.9,velocity-scaling=128" | FileCheck %s --check-prefix=VEL
+// RUN: tessera-opt %s --graph-optimizer-update="optimizer=sgd:lr=0.5,momentum=0.9" | FileCheck %s --check-prefix=NOVEL
 //
 // graph-optimizer-update turns the weight into a mutable global stored after
 // its update, adds the momentum buffer and hyperparameters as globals (the
@@ -51,6 +53,16 @@
 // REPL: graph.mul %[[ALL]], %{{.*}} {graph.backward}
 // REPL: ml_program.global_store @w = %{{.*}} {graph.per_update}
 // NOACC-NOT: cross_replica_sum
+
+// PopTorch's velocity scaling: the buffer holds the velocity times the
+// scale (a runtime hyperparameter); the update reads it divided back. At 1
+// (the default) the term is left out.
+// VEL: ml_program.global private mutable @"optimizer.velocity-scaling"(dense<1.280000e+02> : tensor<f32>) : tensor<f32> {graph.hyperparameter}
+// VEL: %[[VS:.*]] = ml_program.global_load @"optimizer.velocity-scaling"
+// VEL: graph.mul %[[VS]], %{{.*}}
+// VEL: ml_program.global_store @"w/momentum_buffer" = %[[BUF:.*]] :
+// VEL: graph.div %[[BUF]], %[[VS]]
+// NOVEL-NOT: velocity
 ml_program.global private @w(dense<1.0> : tensor<2xf32>) : tensor<2xf32>
 func.func @main(%x: tensor<2xf32>) -> (tensor<f32> {graph.loss}, tensor<2xf32> {graph.gradient_of = @w}) {
   %w = ml_program.global_load_const @w : tensor<2xf32>

@@ -42,10 +42,15 @@ using namespace mlir;
 namespace tessera::graph {
 namespace {
 
-/// Hyperparameters whose zero means "no such term": the term is left out of
-/// the program, and the value is a runtime hyperparameter only when set.
-bool isPresenceKey(StringRef key) {
-  return key == "momentum" || key == "max-grad-norm" || key == "max-weight-norm";
+/// Hyperparameters with a value that means "no such term" (zero, or one
+/// for a scale): the term is left out of the program, and the value is a
+/// runtime hyperparameter only when set to something else.
+std::optional<double> absentValue(StringRef key) {
+  if (key == "momentum" || key == "max-grad-norm" || key == "max-weight-norm")
+    return 0.0;
+  if (key == "velocity-scaling")
+    return 1.0;
+  return std::nullopt;
 }
 
 /// An optimizer's name and its hyperparameters, defaults filled in.
@@ -65,7 +70,7 @@ FailureOr<OptimizerSpec> parseSpec(StringRef text, Location loc) {
   auto &v = spec.values;
   if (spec.name == "sgd") {
     v = {{"lr", 0.01}, {"momentum", 0}, {"dampening", 0},
-         {"weight-decay", 0}, {"nesterov", 0}};
+         {"weight-decay", 0}, {"nesterov", 0}, {"velocity-scaling", 1}};
     spec.structural.insert("nesterov");
   } else if (spec.name == "adam" || spec.name == "adamw") {
     v = {{"lr", 1e-3}, {"beta1", 0.9}, {"beta2", 0.999}, {"eps", 1e-8},
@@ -186,7 +191,7 @@ struct GraphOptimizerUpdate
       for (auto &entry : spec->values) {
         StringRef key = entry.getKey();
         if (spec->structural.contains(key) ||
-            (isPresenceKey(key) && entry.getValue() == 0))
+            absentValue(key) == entry.getValue())
           continue;
         std::string name = ("optimizer." + key).str();
         if (symbols.lookup(name)) {
@@ -201,6 +206,8 @@ struct GraphOptimizerUpdate
       }
     }
     auto flag = [&](StringRef key) { return spec->values.lookup(key) != 0; };
+    // Whether the term of `key` (see absentValue) is in the program.
+    auto present = [&](StringRef key) { return hyper.count(key) != 0; };
     bool momentum = flag("momentum");
 
     GraphEmitter e(b, loc);
@@ -406,13 +413,21 @@ struct GraphOptimizerUpdate
         if (momentum) {
           Value mom = hyper["momentum"];
           auto [bufGlobal, buf] = slot("momentum_buffer");
+          // PopTorch's velocity_scaling: the buffer holds the velocity
+          // times the scale (it keeps an fp16 velocity in range; here the
+          // state is fp32, and the result equals the unscaled update up to
+          // rounding).
+          Value scale = present("velocity-scaling") ? hyper["velocity-scaling"] : Value();
+          Value scaledD = scale ? e.mul(scale, d) : d;
           // torch.optim.SGD starts the buffer at the first step's d.
-          Value later = e.add(e.mul(mom, buf),
-                              e.mul(e.sub(e.scalar(d, 1.0), hyper["dampening"]), d));
+          Value later =
+              e.add(e.mul(mom, buf),
+                    e.mul(e.sub(e.scalar(d, 1.0), hyper["dampening"]), scaledD));
           Value first = e.equal(step, e.scalar(step, 0.0));
-          Value newBuf = e.select(first, d, later);
+          Value newBuf = e.select(first, scaledD, later);
           store(bufGlobal, newBuf, buf);
-          d = flag("nesterov") ? e.add(d, e.mul(mom, newBuf)) : newBuf;
+          Value velocity = scale ? e.div(newBuf, scale) : newBuf;
+          d = flag("nesterov") ? e.add(d, e.mul(mom, velocity)) : velocity;
         }
         updated = e.sub(w, e.mul(lr, d));
       } else if (spec->name == "adam" || spec->name == "adamw" ||
