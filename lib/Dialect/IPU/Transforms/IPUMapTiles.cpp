@@ -546,21 +546,28 @@ LogicalResult TileMapper::emitComputeSet(Plan &plan, OpBuilder &b) {
   std::vector<std::vector<int64_t>> shapes = plan.mapping.pieceShapes();
   SmallVector<Attribute> kernels;
   SmallVector<int64_t> cycles;
+  bool generic = runsShapeGeneric(plan);
   for (auto [k, shape] : llvm::enumerate(shapes)) {
-    std::string kernelName = "vertex_" + name + "_" + std::to_string(k);
-    FailureOr<func::FuncOp> kernel = outlineKernel(plan, shape, kernelName);
-    if (failed(kernel))
-      return failure();
-    (*kernel)->setAttr("ipu.code_bytes", b.getI64IntegerAttr(vertexCodeBytes(plan, cost_)));
-    // Ops that compute the same thing on the same shapes (the repeated
-    // blocks of a network) share one kernel: less to compile, and its code
-    // is stored once on a tile that runs both.
-    func::FuncOp shared = findOrAddKernel(*kernel);
-    bool isNew = shared == *kernel;
-    if (!isNew)
-      (*kernel)->erase();
-    ++(isNew ? numKernels : numSharedKernels);
-    kernels.push_back(FlatSymbolRefAttr::get(shared.getSymNameAttr()));
+    if (generic && !kernels.empty()) {
+      // The same function runs every piece shape.
+      kernels.push_back(kernels.front());
+    } else {
+      std::string kernelName = "vertex_" + name + "_" + std::to_string(k);
+      FailureOr<func::FuncOp> kernel = outlineKernel(plan, shape, kernelName);
+      if (failed(kernel))
+        return failure();
+      (*kernel)->setAttr("ipu.code_bytes", b.getI64IntegerAttr(vertexCodeBytes(plan, cost_)));
+      // Ops that compute the same thing on the same shapes (the repeated
+      // blocks of a network), or the same body when generic over shapes,
+      // share one kernel: less to compile, and its code is stored once on
+      // a tile that runs both.
+      func::FuncOp shared = findOrAddKernel(*kernel);
+      bool isNew = shared == *kernel;
+      if (!isNew)
+        (*kernel)->erase();
+      ++(isNew ? numKernels : numSharedKernels);
+      kernels.push_back(FlatSymbolRefAttr::get(shared.getSymNameAttr()));
+    }
     Box loops;
     loops.offsets.assign(plan.loopRanges.size(), 0);
     loops.sizes.assign(plan.loopRanges.begin(), plan.loopRanges.end());
