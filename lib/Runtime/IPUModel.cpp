@@ -1208,18 +1208,18 @@ json::Value IPUModel::profileJSON() const {
     hostExchange += hostExchangeMs;
     hostCompute += hostComputeMs;
     json::Object step{{"name", s.name},
-                                 {"location", s.location},
-                                 {"cycles", s.total()},
-                                 {"exchange_cycles", s.exchangeCycles},
-                                 {"sync_cycles", s.syncCycles},
-                                 {"compute_cycles", s.computeCycles},
-                                 {"all_reduce_cycles", s.allReduceCycles},
-                                 {"exchange_bytes", s.exchangeBytes},
-                                 {"tiles_used", s.tilesUsed},
-                                 {"macs", s.macs},
-                                 {"host_exchange_ms", hostExchangeMs},
-                                 {"host_compute_ms", hostComputeMs},
-                                 {"host_fused", fused}};
+                      {"location", s.location},
+                      {"cycles", s.total()},
+                      {"exchange_cycles", s.exchangeCycles},
+                      {"sync_cycles", s.syncCycles},
+                      {"compute_cycles", s.computeCycles},
+                      {"all_reduce_cycles", s.allReduceCycles},
+                      {"exchange_bytes", s.exchangeBytes},
+                      {"tiles_used", s.tilesUsed},
+                      {"macs", s.macs},
+                      {"host_exchange_ms", hostExchangeMs},
+                      {"host_compute_ms", hostComputeMs},
+                      {"host_fused", fused}};
     // A step of the update runs once per weight update: not in the
     // iteration's sums (`update_cycles` has them).
     if (s.perUpdate)
