@@ -180,29 +180,25 @@ int64_t CostSummary::deviceCycles() const {
   return n;
 }
 
-int64_t CostSummary::computeCycles() const {
+namespace {
+/// `part` summed over the steps of every iteration (not the per-update ones).
+int64_t sumPerIteration(const std::vector<StepCost> &steps, int64_t StepCost::*part) {
   int64_t n = 0;
   for (const StepCost &s : steps)
-    n += s.perUpdate ? 0 : s.computeCycles;
+    n += s.perUpdate ? 0 : s.*part;
   return n;
+}
+} // namespace
+
+int64_t CostSummary::computeCycles() const {
+  return sumPerIteration(steps, &StepCost::computeCycles);
 }
 int64_t CostSummary::exchangeCycles() const {
-  int64_t n = 0;
-  for (const StepCost &s : steps)
-    n += s.perUpdate ? 0 : s.exchangeCycles;
-  return n;
+  return sumPerIteration(steps, &StepCost::exchangeCycles);
 }
-int64_t CostSummary::syncCycles() const {
-  int64_t n = 0;
-  for (const StepCost &s : steps)
-    n += s.perUpdate ? 0 : s.syncCycles;
-  return n;
-}
+int64_t CostSummary::syncCycles() const { return sumPerIteration(steps, &StepCost::syncCycles); }
 int64_t CostSummary::allReduceCycles() const {
-  int64_t n = 0;
-  for (const StepCost &s : steps)
-    n += s.perUpdate ? 0 : s.allReduceCycles;
-  return n;
+  return sumPerIteration(steps, &StepCost::allReduceCycles);
 }
 
 CostSummary estimateProgramCost(const ExecutableMetadata &meta, const MachineProgram &program,

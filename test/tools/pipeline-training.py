@@ -22,14 +22,12 @@ import sys
 import warnings
 
 import numpy as np
+from onnx_gen import assert_same_arrays
 
 out = sys.argv[1]
 path = lambda name: os.path.join(out, name)  # noqa: E731
 if sys.argv[2:3] == ["same"]:
-    a, b = np.load(path(sys.argv[3])), np.load(path(sys.argv[4]))
-    assert sorted(a.files) == sorted(b.files)
-    for k in a.files:
-        np.testing.assert_allclose(b[k], a[k], rtol=1e-4, atol=1e-6, err_msg=k)
+    assert_same_arrays(path(sys.argv[3]), path(sys.argv[4]))
     sys.exit(0)
 
 import torch  # noqa: E402

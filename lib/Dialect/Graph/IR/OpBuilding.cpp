@@ -196,12 +196,9 @@ bool storeBackToGlobal(OpBuilder &builder, Location loc, Value loaded,
   return true;
 }
 
-namespace {
-/// The value of the i64 scalar global `name` (created, 0 and marked
-/// `marker`, on first use), loaded once at the top of `func`; with
-/// `increment`, the global is stored its value plus one right after.
-FailureOr<Value> randomState(OpBuilder &builder, func::FuncOp func, StringRef name,
-                             StringRef marker, bool increment, Location at) {
+FailureOr<Value> loadI64StateGlobal(OpBuilder &builder, func::FuncOp func, StringRef name,
+                                   StringRef marker, bool increment, Location at,
+                                   StringRef purpose) {
   ModuleOp module = func->getParentOfType<ModuleOp>();
   auto type = RankedTensorType::get({}, builder.getI64Type());
   Block &entry = func.getBody().front();
@@ -210,7 +207,7 @@ FailureOr<Value> randomState(OpBuilder &builder, func::FuncOp func, StringRef na
         load && load.getGlobal().getLeafReference() == name)
       return load.getResult();
   if (module.lookupSymbol(name)) {
-    emitError(at) << "random numbers need the global '" << name
+    emitError(at) << purpose << " needs the global '" << name
                   << "', which the model already uses for something else";
     return failure();
   }
@@ -234,7 +231,6 @@ FailureOr<Value> randomState(OpBuilder &builder, func::FuncOp func, StringRef na
   }
   return current;
 }
-} // namespace
 
 namespace {
 /// The program's random state (seed, counter) and a stream number no other
@@ -252,12 +248,14 @@ FailureOr<RandomKey> randomKey(OpBuilder &builder, Location loc) {
     emitError(loc) << "random numbers need an enclosing function";
     return failure();
   }
-  TESSERA_ASSIGN_OR_FAIL(seed, randomState(builder, func, "rng.seed",
-                                           "graph.hyperparameter",
-                                           /*increment=*/false, loc));
-  TESSERA_ASSIGN_OR_FAIL(counter, randomState(builder, func, "rng.counter",
-                                              "graph.buffer",
-                                              /*increment=*/true, loc));
+  TESSERA_ASSIGN_OR_FAIL(seed, loadI64StateGlobal(builder, func, "rng.seed",
+                                                  "graph.hyperparameter",
+                                                  /*increment=*/false, loc,
+                                                  "random numbers"));
+  TESSERA_ASSIGN_OR_FAIL(counter, loadI64StateGlobal(builder, func, "rng.counter",
+                                                     "graph.buffer",
+                                                     /*increment=*/true, loc,
+                                                     "random numbers"));
   int64_t stream = 0;
   func.walk([&](Operation *op) { stream += isa<RandomUniformOp, StochasticRoundOp>(op); });
   return RandomKey{seed, counter, stream};

@@ -64,27 +64,19 @@ struct GraphReplicate : tessera::graph::impl::GraphReplicateBase<GraphReplicate>
     });
     if (randomOps.empty())
       return success();
-    if (module.lookupSymbol(kReplicaIndexGlobal)) {
-      module.emitError("replication needs the global '")
-          << kReplicaIndexGlobal << "', which the model already uses for something else";
-      return failure();
-    }
-    auto type = RankedTensorType::get({}, IntegerType::get(module.getContext(), 64));
-    OpBuilder mb = OpBuilder::atBlockBegin(module.getBody());
-    mb.setInsertionPoint(main);
-    auto global = ml_program::GlobalOp::create(
-        mb, main.getLoc(), kReplicaIndexGlobal, type, /*is_mutable=*/true,
-        DenseElementsAttr::get(type, ArrayRef<Attribute>{mb.getI64IntegerAttr(0)}),
-        mb.getStringAttr("private"));
-    global->setAttr(kReplicaIndexAttrName, mb.getUnitAttr());
     OpBuilder b = OpBuilder::atBlockBegin(&main.front());
-    Location loc = NameLoc::get(b.getStringAttr(kReplicaIndexGlobal), main.getLoc());
-    Value index = ml_program::GlobalLoadOp::create(
-        b, loc, type, FlatSymbolRefAttr::get(global.getSymNameAttr()));
+    FailureOr<Value> index = loadI64StateGlobal(b, main, kReplicaIndexGlobal,
+                                                kReplicaIndexAttrName, /*increment=*/false,
+                                                module.getLoc(), "replication");
+    if (failed(index))
+      return failure();
+    auto type = cast<RankedTensorType>(index->getType());
+    b.setInsertionPointAfterValue(*index);
+    Location loc = index->getLoc();
     // Seeds a golden-ratio step apart per replica: the generator mixes the
     // seed through splitmix64, so nearby seeds give unrelated streams.
     Value stride = createSplatConstant(b, loc, b.getI64Type(), {}, 0x9E3779B97F4A7C15LL);
-    Value offset = MulOp::create(b, loc, type, index, stride).getResult();
+    Value offset = MulOp::create(b, loc, type, *index, stride).getResult();
     llvm::DenseMap<Value, Value> reseeded;
     for (Operation *op : randomOps) {
       OpOperand &seed = op->getOpOperand(isa<StochasticRoundOp>(op) ? 1 : 0);

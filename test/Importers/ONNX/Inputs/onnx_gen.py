@@ -56,3 +56,12 @@ def tanh_regression(rng, samples, features=32, outputs=8):
     """Samples and targets tanh(x @ w) of a random w: data tanh_mlp fits."""
     x = rng.randn(samples, features).astype(np.float32)
     return x, np.tanh(x @ (rng.randn(features, outputs) * 0.2)).astype(np.float32)
+
+
+def assert_same_arrays(a_path, b_path, rtol=1e-4, atol=1e-6):
+    """The tools tests' check that two .npz files (saved weights and state)
+    hold the same arrays under the same names, within tolerance."""
+    a, b = np.load(a_path), np.load(b_path)
+    assert sorted(a.files) == sorted(b.files), (sorted(a.files), sorted(b.files))
+    for k in a.files:
+        np.testing.assert_allclose(b[k], a[k], rtol=rtol, atol=atol, err_msg=k)

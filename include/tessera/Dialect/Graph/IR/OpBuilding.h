@@ -13,6 +13,10 @@
 
 #include "mlir/IR/Builders.h"
 
+namespace mlir::func {
+class FuncOp;
+} // namespace mlir::func
+
 /// Unwraps a FailureOr<T> into `var` or returns failure from the caller.
 #define TESSERA_ASSIGN_OR_FAIL(var, expr)                                      \
   auto var##OrFailure = (expr);                                                \
@@ -101,6 +105,16 @@ mlir::FailureOr<mlir::Value> createRandomUniform(mlir::OpBuilder &builder,
                                                  mlir::Type elementType,
                                                  llvm::ArrayRef<int64_t> shape,
                                                  double low, double high);
+
+/// The value of the i64 scalar global `name` (created, 0 and marked with
+/// the unit attribute `marker`, on first use), loaded once at the top of
+/// `func`; with `increment`, the global is stored its value plus one right
+/// after. A global of that name the model already has is an error at `at`
+/// saying `purpose` ("random numbers") needs it.
+mlir::FailureOr<mlir::Value> loadI64StateGlobal(mlir::OpBuilder &builder,
+                                                mlir::func::FuncOp func, llvm::StringRef name,
+                                                llvm::StringRef marker, bool increment,
+                                                mlir::Location at, llvm::StringRef purpose);
 
 /// graph.stochastic_round of an f32 `input` to f16, drawing from the same
 /// random state as createRandomUniform (its own stream).
