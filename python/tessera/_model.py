@@ -460,6 +460,12 @@ class TrainingExecutor(_Executor):
         if name != compiled_name:
             raise Error(f"setOptimizer: the model was compiled with {compiled_name}, not "
                         f"{name}; a different optimizer needs a new trainingModel")
+        types, compiled_types = (_optim.accumulator_types(optimizer),
+                                 _optim.accumulator_types(self._optimizer))
+        if types != compiled_types:
+            raise Error(f"setOptimizer: accumulator types {compiled_types or 'default'} -> "
+                        f"{types or 'default'} change the compiled update; create a new "
+                        "trainingModel for them")
         if self._executable is None and self._path is None:
             self._optimizer, self._optimizer_spec = optimizer, (name, values)
             return

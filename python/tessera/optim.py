@@ -5,27 +5,35 @@ as well; trainingModel reads their hyperparameters into the compiled
 update. `max_grad_norm` clips the gradients' global norm first (as
 ``clip_grad_norm_``). `loss_scaling` is a static loss scale (the compiled
 step's --loss-scaling); SGD's `velocity_scaling` scales the stored momentum
-buffer (the update is unchanged up to rounding). Optimizer state is fp32:
-the momentum accumulator types may be torch.float32 (or None); other types,
-and `accum_type` (gradient accumulators take the gradient's type), are an
-error.
+buffer (the update is unchanged up to rounding). PopTorch's accumulator
+types choose the storage of the gradient accumulators (`accum_type`; by
+default the gradient's type) and of the optimizer state
+(`first_order_momentum_accum_type`, SGD's `velocity_accum_type`,
+`second_order_momentum_accum_type`; fp32 by default): torch.float32 or
+torch.float16. State is updated in fp32 and rounded to its type when
+stored.
 """
 import torch
 
 from ._errors import Error, not_available
 
 
-def _check_accum_types(accum_type, first_order, second_order):
-    """PopTorch's accumulator types. Tessera keeps optimizer state (momenta,
-    moments) in fp32 and gradient accumulators in the gradient's type: fp32
-    state is accepted, anything else is not built."""
-    if accum_type is not None:
-        not_available(f"accum_type={accum_type}",
-                      "choosing the gradient accumulators' type (they take the gradient's)")
-    for name, value in (("first_order_momentum_accum_type", first_order),
-                        ("second_order_momentum_accum_type", second_order)):
-        if value not in (None, torch.float32):
-            not_available(f"{name}={value}", "optimizer state other than fp32")
+_ACCUMULATOR_KEYS = {"accum_type": "accum-type",
+                     "first_order_momentum_accum_type": "first-order-momentum-accum-type",
+                     "second_order_momentum_accum_type": "second-order-momentum-accum-type"}
+
+
+def _accumulator_types(**types):
+    """PopTorch's accumulator types as graph-optimizer-update's spec keys
+    ({"accum-type": "float16", ...}); None leaves the default."""
+    chosen = {}
+    for name, value in types.items():
+        if value is None:
+            continue
+        if value not in (torch.float32, torch.float16):
+            raise Error(f"{name}={value}: use torch.float32 or torch.float16")
+        chosen[_ACCUMULATOR_KEYS[name]] = "float32" if value == torch.float32 else "float16"
+    return chosen
 
 
 def _check_scaling(loss_scaling, velocity_scaling):
@@ -38,8 +46,11 @@ def _check_scaling(loss_scaling, velocity_scaling):
 class SGD(torch.optim.SGD):
     def __init__(self, params, lr=0.01, momentum=0.0, dampening=0.0, weight_decay=0.0,
                  nesterov=False, maximize=False, loss_scaling=None, velocity_scaling=None,
-                 use_combined_accum=None, max_grad_norm=None):
+                 use_combined_accum=None, accum_type=None, velocity_accum_type=None,
+                 max_grad_norm=None):
         _check_scaling(loss_scaling, velocity_scaling)
+        self.accumulator_types = _accumulator_types(
+            accum_type=accum_type, first_order_momentum_accum_type=velocity_accum_type)
         super().__init__(params, lr=lr, momentum=momentum, dampening=dampening,
                          weight_decay=weight_decay, nesterov=nesterov, maximize=maximize)
         self.loss_scaling = loss_scaling
@@ -53,8 +64,10 @@ class Adam(torch.optim.Adam):
                  first_order_momentum_accum_type=None,
                  second_order_momentum_accum_type=None, max_grad_norm=None):
         _check_scaling(loss_scaling, None)
-        _check_accum_types(accum_type, first_order_momentum_accum_type,
-                           second_order_momentum_accum_type)
+        self.accumulator_types = _accumulator_types(
+            accum_type=accum_type,
+            first_order_momentum_accum_type=first_order_momentum_accum_type,
+            second_order_momentum_accum_type=second_order_momentum_accum_type)
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                          amsgrad=amsgrad, maximize=maximize)
         self.loss_scaling = loss_scaling
@@ -67,8 +80,10 @@ class AdamW(torch.optim.AdamW):
                  accum_type=None, first_order_momentum_accum_type=None,
                  second_order_momentum_accum_type=None, max_grad_norm=None):
         _check_scaling(loss_scaling, None)
-        _check_accum_types(accum_type, first_order_momentum_accum_type,
-                           second_order_momentum_accum_type)
+        self.accumulator_types = _accumulator_types(
+            accum_type=accum_type,
+            first_order_momentum_accum_type=first_order_momentum_accum_type,
+            second_order_momentum_accum_type=second_order_momentum_accum_type)
         if not bias_correction:
             not_available("AdamW(bias_correction=False)", "AdamW without bias correction")
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
@@ -83,8 +98,10 @@ class RMSprop(torch.optim.RMSprop):
                  first_order_momentum_accum_type=None,
                  second_order_momentum_accum_type=None, max_grad_norm=None):
         _check_scaling(loss_scaling, None)
-        _check_accum_types(accum_type, first_order_momentum_accum_type,
-                           second_order_momentum_accum_type)
+        self.accumulator_types = _accumulator_types(
+            accum_type=accum_type,
+            first_order_momentum_accum_type=first_order_momentum_accum_type,
+            second_order_momentum_accum_type=second_order_momentum_accum_type)
         super().__init__(params, lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay,
                          momentum=momentum, centered=centered, maximize=maximize)
         self.loss_scaling = loss_scaling
@@ -101,8 +118,10 @@ class LAMB(torch.optim.Optimizer):
                  accum_type=None, first_order_momentum_accum_type=None,
                  second_order_momentum_accum_type=None, max_grad_norm=None):
         _check_scaling(loss_scaling, None)
-        _check_accum_types(accum_type, first_order_momentum_accum_type,
-                           second_order_momentum_accum_type)
+        self.accumulator_types = _accumulator_types(
+            accum_type=accum_type,
+            first_order_momentum_accum_type=first_order_momentum_accum_type,
+            second_order_momentum_accum_type=second_order_momentum_accum_type)
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                                       bias_correction=bias_correction,
                                       max_weight_norm=max_weight_norm))
@@ -160,7 +179,15 @@ def hyperparameters(optimizer):
     return name, {k: float(v) for k, v in values.items()}
 
 
+def accumulator_types(optimizer):
+    """The spec keys of the accumulator types `optimizer` chose (empty for
+    torch.optim's own classes): structural, so fixed once compiled."""
+    return dict(getattr(optimizer, "accumulator_types", {}))
+
+
 def spec(optimizer):
     """graph-optimizer-update's spec text: "sgd:lr=0.01,momentum=0.9"."""
     name, values = hyperparameters(optimizer)
-    return name + ":" + ",".join(f"{k}={v!r}" for k, v in values.items())
+    items = [f"{k}={v!r}" for k, v in values.items()]
+    items += [f"{k}={v}" for k, v in accumulator_types(optimizer).items()]
+    return name + ":" + ",".join(items)

@@ -219,6 +219,33 @@ def test_set_optimizer_changes_the_learning_rate_without_recompiling():
         model.setOptimizer(torch.optim.Adam(net.parameters()))
 
 
+def test_accumulator_types_choose_the_state_storage():
+    """PopTorch's accum_type and velocity_accum_type: fp16 gradient
+    accumulators and momentum for an fp32 model, stored in their types and
+    training within fp16's rounding of PyTorch; the types are structural."""
+    torch.manual_seed(0)
+    net = PlainCNN()
+    ref = copy.deepcopy(net)
+    opts = tessera.Options()
+    opts.Training.gradientAccumulation(2)
+    optimizer = tessera.optim.SGD(net.parameters(), lr=0.05, momentum=0.9,
+                                  accum_type=torch.float16, velocity_accum_type=torch.float16)
+    model = tessera.trainingModel(net, opts, optimizer)
+    data = digits_like(32)
+    loader = tessera.DataLoader(opts, data, batch_size=4)
+    for x, y in loader:
+        model(x, y)
+    state = model._executable.read_state()
+    assert state["fc.weight/grad_accum"].dtype == np.float16
+    assert state["fc.weight/momentum_buffer"].dtype == np.float16
+    reference_training(ref, data, micro=4, accumulation=2, lr=0.05, momentum=0.9)
+    trained = dict(model.named_parameters())
+    for name, value in ref.named_parameters():
+        torch.testing.assert_close(trained[name], value, rtol=0, atol=5e-4, msg=name)
+    with pytest.raises(tessera.Error, match="accumulator types .* change the compiled update"):
+        model.setOptimizer(tessera.optim.SGD(net.parameters(), lr=0.01, momentum=0.9))
+
+
 class TinyBert(torch.nn.Module):
     """Token embedding, an encoder layer and a classifier: fine-tuning
     trains the embedding too (its gradient is a scatter-add)."""
@@ -358,10 +385,10 @@ def test_options_round_trip_and_poptorch_files(tmp_path):
     (lambda: tessera.optim.SGD(torch.nn.Linear(2, 2).parameters(), velocity_scaling=0),
      "velocity_scaling must be a positive number"),
     (lambda: tessera.optim.Adam(torch.nn.Linear(2, 2).parameters(),
-                                first_order_momentum_accum_type=torch.float16),
-     "first_order_momentum_accum_type=torch.float16 is not available yet"),
-    (lambda: tessera.optim.LAMB(torch.nn.Linear(2, 2).parameters(), accum_type=torch.float32),
-     "accum_type=torch.float32 is not available yet"),
+                                first_order_momentum_accum_type=torch.bfloat16),
+     r"first_order_momentum_accum_type=torch.bfloat16: use torch.float32 or torch.float16"),
+    (lambda: tessera.optim.LAMB(torch.nn.Linear(2, 2).parameters(), accum_type="half"),
+     r"accum_type=half: use torch.float32 or torch.float16"),
     (lambda: tessera.trainingModel(torch.nn.Linear(2, 2), optimizer="sgd"),
      "must be a torch.optim optimizer"),
     (lambda: tessera.BeginBlock(torch.nn.Linear(2, 2), ipu_id=-1),

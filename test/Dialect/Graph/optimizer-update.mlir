@@ -4,6 +4,7 @@
 // RUN: tessera-opt %s --graph-optimizer-update="optimizer=sgd:lr=0.5 replicas=2" | FileCheck %s --check-prefix=NOACC
 // RUN: tessera-opt %s --graph-optimizer-update="optimizer=sgd:lr=0.5,momentum=0.9,velocity-scaling=128" | FileCheck %s --check-prefix=VEL
 // RUN: tessera-opt %s --graph-optimizer-update="optimizer=sgd:lr=0.5,momentum=0.9" | FileCheck %s --check-prefix=NOVEL
+// RUN: tessera-opt %s --graph-optimizer-update="optimizer=adam:accum-type=float16,second-order-momentum-accum-type=half accumulate=2" | FileCheck %s --check-prefix=TYPES
 //
 // graph-optimizer-update turns the weight into a mutable global stored after
 // its update, adds the momentum buffer and hyperparameters as globals (the
@@ -63,6 +64,27 @@
 // VEL: ml_program.global_store @"w/momentum_buffer" = %[[BUF:.*]] :
 // VEL: graph.div %[[BUF]], %[[VS]]
 // NOVEL-NOT: velocity
+
+// PopTorch's accumulator types: fp16 gradient accumulators and second
+// moments for an fp32 weight. The gradient is rounded into the accumulator,
+// the state read back into fp32, updated there and rounded when stored; the
+// first moment stays fp32.
+// TYPES-DAG: ml_program.global private mutable @"w/grad_accum"(dense<0.000000e+00> : tensor<2xf16>) : tensor<2xf16> {graph.optimizer_state}
+// TYPES-DAG: ml_program.global private mutable @"w/exp_avg"(dense<0.000000e+00> : tensor<2xf32>) : tensor<2xf32> {graph.optimizer_state}
+// TYPES-DAG: ml_program.global private mutable @"w/exp_avg_sq"(dense<0.000000e+00> : tensor<2xf16>) : tensor<2xf16> {graph.optimizer_state}
+// TYPES-LABEL: func.func @main
+// TYPES: %[[SLOT:.*]] = ml_program.global_load @"w/grad_accum" : tensor<2xf16>
+// TYPES: %[[G16:.*]] = graph.cast %arg0 : tensor<2xf32> to tensor<2xf16>
+// TYPES: %[[SUM:.*]] = graph.add %[[SLOT]], %[[G16]] : (tensor<2xf16>, tensor<2xf16>) -> tensor<2xf16>
+// TYPES: ml_program.global_store @"w/grad_accum" = %{{.*}} : tensor<2xf16>
+// TYPES: %[[MEAN:.*]] = graph.mul %[[SUM]], %{{.*}} : (tensor<2xf16>, tensor<f16>) -> tensor<2xf16>
+// TYPES: graph.cast %[[MEAN]] : tensor<2xf16> to tensor<2xf32>
+// TYPES: %[[V16:.*]] = ml_program.global_load @"w/exp_avg_sq" : tensor<2xf16>
+// TYPES: graph.cast %[[V16]] : tensor<2xf16> to tensor<2xf32>
+// TYPES: ml_program.global_store @"w/exp_avg" = %{{.*}} : tensor<2xf32>
+// TYPES: %[[KEEP:.*]] = graph.select %{{.*}} : (tensor<i1>, tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+// TYPES: %[[ROUNDED:.*]] = graph.cast %[[KEEP]] : tensor<2xf32> to tensor<2xf16>
+// TYPES: ml_program.global_store @"w/exp_avg_sq" = %[[ROUNDED]] : tensor<2xf16> {graph.per_update}
 ml_program.global private @w(dense<1.0> : tensor<2xf32>) : tensor<2xf32>
 func.func @main(%x: tensor<2xf32>) -> (tensor<f32> {graph.loss}, tensor<2xf32> {graph.gradient_of = @w}) {
   %w = ml_program.global_load_const @w : tensor<2xf32>

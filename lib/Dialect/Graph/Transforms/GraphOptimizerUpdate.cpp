@@ -29,6 +29,7 @@
 #include "llvm/ADT/Sequence.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/StringSwitch.h"
 
 #include <cmath>
 
@@ -59,7 +60,18 @@ struct OptimizerSpec {
   llvm::StringMap<double> values;
   /// Keys that are structural (compile-time) rather than runtime values.
   llvm::StringSet<> structural;
+  /// PopTorch's accumulator types, by key (accum-type,
+  /// first-order-momentum-accum-type, second-order-momentum-accum-type):
+  /// "float32" or "float16"; absent, the gradient's type for accumulators
+  /// and fp32 for optimizer state.
+  llvm::StringMap<std::string> accumulatorTypes;
 };
+
+/// The keys of PopTorch's accumulator types: the gradient accumulators',
+/// the first moments' (momentum, Adam's exp_avg) and the second moments'.
+constexpr StringLiteral kAccumType = "accum-type";
+constexpr StringLiteral kFirstOrderType = "first-order-momentum-accum-type";
+constexpr StringLiteral kSecondOrderType = "second-order-momentum-accum-type";
 
 /// Parses "adamw:lr=1e-3,weight-decay=0.01" against torch.optim's defaults
 /// (PopTorch's SGD default learning rate, 0.01).
@@ -98,11 +110,25 @@ FailureOr<OptimizerSpec> parseSpec(StringRef text, Location loc) {
     auto [key, value] = item.split('=');
     key = key.trim();
     value = value.trim();
+    if (key == kAccumType || key == kFirstOrderType || key == kSecondOrderType) {
+      StringRef type = llvm::StringSwitch<StringRef>(value)
+                           .Cases({"float32", "float", "f32"}, "float32")
+                           .Cases({"float16", "half", "f16"}, "float16")
+                           .Default("");
+      if (type.empty())
+        return emitError(loc, "")
+               << key << "=" << value << " of " << spec.name
+               << ": use float32 or float16";
+      spec.accumulatorTypes[key] = type.str();
+      continue;
+    }
     auto it = v.find(key);
     if (it == v.end()) {
       std::string known;
       for (auto &entry : v)
         known += (known.empty() ? "" : ", ") + entry.getKey().str();
+      for (StringRef typeKey : {kAccumType, kFirstOrderType, kSecondOrderType})
+        known += ", " + typeKey.str();
       return emitError(loc, "optimizer ")
              << spec.name << " has no hyperparameter '" << key
              << "' (it has " << known << ")";
@@ -210,6 +236,14 @@ struct GraphOptimizerUpdate
     auto present = [&](StringRef key) { return hyper.count(key) != 0; };
     bool momentum = flag("momentum");
 
+    // The element type `key` of spec->accumulatorTypes chooses, or `absent`.
+    auto elementTypeFor = [&](StringRef key, Type absent) -> Type {
+      auto it = spec->accumulatorTypes.find(key);
+      if (it == spec->accumulatorTypes.end())
+        return absent;
+      return it->second == "float16" ? Type(b.getF16Type()) : Type(b.getF32Type());
+    };
+
     GraphEmitter e(b, loc);
     auto makeState = [&](StringRef name, RankedTensorType type, Location at)
         -> std::pair<ml_program::GlobalOp, Value> {
@@ -234,9 +268,12 @@ struct GraphOptimizerUpdate
     }
     // Every store but the accumulator's: the new value, or with accumulation
     // the old one until the update is committed.
+    // State kept in another type than it is computed in (fp16 moments) is
+    // rounded to nearest once, here.
     auto store = [&](ml_program::GlobalOp global, Value v, Value old) {
       if (commit)
         v = e.select(commit, v, old);
+      v = e.cast(v, cast<RankedTensorType>(global.getType()).getElementType());
       auto op = ml_program::GlobalStoreOp::create(
           b, loc, FlatSymbolRefAttr::get(global.getSymNameAttr()), v);
       // Once per G micro-batches; without accumulation every micro-batch
@@ -291,9 +328,12 @@ struct GraphOptimizerUpdate
       }
       Value w = ml_program::GlobalLoadOp::create(b, loc, type, ref);
       if (commit) {
-        auto [accGlobal, acc] =
-            makeState((weight.getSymName() + "/grad_accum").str(), type, weight.getLoc());
-        Value total = e.add(acc, g);
+        // PopTorch's accum_type: the accumulators' type (by default the
+        // gradient's; fp32 keeps an fp16 model's small gradients summing).
+        Type accumulatorType = elementTypeFor(kAccumType, type.getElementType());
+        auto [accGlobal, acc] = makeState((weight.getSymName() + "/grad_accum").str(),
+                                          type.clone(accumulatorType), weight.getLoc());
+        Value total = e.add(acc, e.cast(g, accumulatorType));
         ml_program::GlobalStoreOp::create(
             b, loc, FlatSymbolRefAttr::get(accGlobal.getSymNameAttr()),
             e.select(commit, e.scalar(total, 0.0), total));
@@ -317,6 +357,8 @@ struct GraphOptimizerUpdate
     }
 
     auto sumAll = [&](Value v) {
+      if (!v) // an earlier op failed; e.failed() reports it
+        return v;
       auto rank = cast<RankedTensorType>(v.getType()).getRank();
       return rank == 0 ? v
                        : e.reduceSum(v, llvm::to_vector(llvm::seq<int64_t>(0, rank)),
@@ -374,11 +416,13 @@ struct GraphOptimizerUpdate
     if (stepGlobal)
       store(stepGlobal, nextStep, step);
 
-    // Clipping by the global norm, as torch.nn.utils.clip_grad_norm_.
+    // Clipping by the global norm, as torch.nn.utils.clip_grad_norm_, in
+    // fp32 (an fp16 sum of squares overflows at 256 squared).
     auto sumOfSquares = [&](Value v) { return sumAll(e.mul(v, v)); };
     if (flag("max-grad-norm")) {
       Value total;
       for (Trained &t : trained) {
+        t.g = e.cast(t.g, b.getF32Type());
         Value part = sumOfSquares(t.g);
         total = total ? e.add(total, part) : part;
       }
@@ -387,6 +431,10 @@ struct GraphOptimizerUpdate
       coef = e.select(e.less(coef, one), coef, one);
       for (Trained &t : trained)
         t.g = e.mul(t.g, coef);
+    }
+    if (e.failed()) {
+      main.emitError("could not build the gradients' loss scaling or clipping");
+      return signalPassFailure();
     }
 
     for (Trained &t : trained) {
@@ -397,14 +445,20 @@ struct GraphOptimizerUpdate
       // below half an fp16 step still add up in expectation.
       auto weightType = cast<RankedTensorType>(w.getType());
       bool half = weightType.getElementType().isF16();
-      if (half) {
-        w = e.cast(w, b.getF32Type());
-        g = e.cast(g, b.getF32Type());
-      }
+      Type computeType = half ? b.getF32Type() : weightType.getElementType();
+      w = e.cast(w, computeType);
+      // The gradient in the update's type (accumulators of another type
+      // than the weight's end here).
+      g = e.cast(g, computeType);
       auto type = cast<RankedTensorType>(g.getType());
-      auto slot = [&](StringRef name) {
-        return makeState((weight.getSymName() + "/" + name).str(), type,
-                         weight.getLoc());
+      // A slot of optimizer state: first or second moments, stored in the
+      // type PopTorch's *_momentum_accum_type chooses (fp32 by default),
+      // read and updated in the update's type.
+      auto slot = [&](StringRef name, StringRef typeKey) -> std::pair<ml_program::GlobalOp, Value> {
+        auto [global, current] =
+            makeState((weight.getSymName() + "/" + name).str(),
+                      type.clone(elementTypeFor(typeKey, computeType)), weight.getLoc());
+        return {global, e.cast(current, computeType)};
       };
       Value lr = hyper["lr"], wd = hyper["weight-decay"];
       Value updated;
@@ -412,11 +466,10 @@ struct GraphOptimizerUpdate
         Value d = e.add(g, e.mul(wd, w));
         if (momentum) {
           Value mom = hyper["momentum"];
-          auto [bufGlobal, buf] = slot("momentum_buffer");
+          auto [bufGlobal, buf] = slot("momentum_buffer", kFirstOrderType);
           // PopTorch's velocity_scaling: the buffer holds the velocity
-          // times the scale (it keeps an fp16 velocity in range; here the
-          // state is fp32, and the result equals the unscaled update up to
-          // rounding).
+          // times the scale (it keeps an fp16 velocity in range; with fp32
+          // state the result equals the unscaled update up to rounding).
           Value scale = present("velocity-scaling") ? hyper["velocity-scaling"] : Value();
           Value scaledD = scale ? e.mul(scale, d) : d;
           // torch.optim.SGD starts the buffer at the first step's d.
@@ -439,8 +492,8 @@ struct GraphOptimizerUpdate
           base = e.mul(w, e.sub(one, e.mul(lr, wd)));
         else if (spec->name == "adam")
           g = e.add(g, e.mul(wd, w));
-        auto [mGlobal, m] = slot("exp_avg");
-        auto [vGlobal, v] = slot("exp_avg_sq");
+        auto [mGlobal, m] = slot("exp_avg", kFirstOrderType);
+        auto [vGlobal, v] = slot("exp_avg_sq", kSecondOrderType);
         Value newM = e.add(e.mul(b1, m), e.mul(e.sub(one, b1), g));
         Value newV = e.add(e.mul(b2, v), e.mul(e.sub(one, b2), e.mul(g, g)));
         store(mGlobal, newM, m);
@@ -469,7 +522,7 @@ struct GraphOptimizerUpdate
           Value bc2 = e.sub(one, e.pow(b2, nextStep));
           Value second = newV;
           if (flag("amsgrad")) {
-            auto [maxGlobal, vmax] = slot("max_exp_avg_sq");
+            auto [maxGlobal, vmax] = slot("max_exp_avg_sq", kSecondOrderType);
             second = e.max(vmax, newV);
             store(maxGlobal, second, vmax);
           }
@@ -480,19 +533,19 @@ struct GraphOptimizerUpdate
         Value alpha = hyper["alpha"], eps = hyper["eps"];
         Value one = e.scalar(g, 1.0);
         g = e.add(g, e.mul(wd, w));
-        auto [sqGlobal, sq] = slot("square_avg");
+        auto [sqGlobal, sq] = slot("square_avg", kSecondOrderType);
         Value newSq = e.add(e.mul(alpha, sq), e.mul(e.sub(one, alpha), e.mul(g, g)));
         store(sqGlobal, newSq, sq);
         Value avg = newSq;
         if (flag("centered")) {
-          auto [gaGlobal, ga] = slot("grad_avg");
+          auto [gaGlobal, ga] = slot("grad_avg", kFirstOrderType);
           Value newGa = e.add(e.mul(alpha, ga), e.mul(e.sub(one, alpha), g));
           store(gaGlobal, newGa, ga);
           avg = e.sub(avg, e.mul(newGa, newGa));
         }
         avg = e.add(e.sqrt(avg), eps);
         if (momentum) {
-          auto [bufGlobal, buf] = slot("momentum_buffer");
+          auto [bufGlobal, buf] = slot("momentum_buffer", kFirstOrderType);
           Value newBuf = e.add(e.mul(hyper["momentum"], buf), e.div(g, avg));
           store(bufGlobal, newBuf, buf);
           updated = e.sub(w, e.mul(lr, newBuf));

@@ -130,8 +130,16 @@ def GraphOptimizerUpdate : Pass<"graph-optimizer-update", "::mlir::ModuleOp"> {
     optimizer takes `max-grad-norm`: the gradients are first scaled down so
     that their global norm is at most that (torch.nn.utils.clip_grad_norm_).
 
-    An fp16 weight is updated in fp32, with fp32 optimizer state, and the
-    result rounded to fp16 once: to nearest, or with `stochastic-rounding`
+    PopTorch's accumulator types are structural keys of the spec, each
+    `float32` or `float16`: `accum-type` (the `<weight>/grad_accum` slots;
+    by default the gradient's type), `first-order-momentum-accum-type`
+    (momentum buffers, exp_avg, grad_avg) and
+    `second-order-momentum-accum-type` (exp_avg_sq, max_exp_avg_sq,
+    square_avg), both fp32 by default. State is read into and updated in the
+    update's type and rounded to its own type to nearest when stored.
+
+    An fp16 weight is updated in fp32, with fp32 optimizer state unless the
+    accumulator types say otherwise, and the result rounded to fp16 once: to nearest, or with `stochastic-rounding`
     stochastically (graph.stochastic_round, keyed by the `rng.seed` and
     `rng.counter` state), so that updates smaller than half an fp16 step
     add up in expectation instead of vanishing.
