@@ -39,6 +39,7 @@
 #include "mlir/Transforms/Passes.h"
 
 #include "tessera/Runtime/JIT.h"
+#include "tessera/Runtime/MachineProgram.h"
 
 #include "llvm/Bitcode/BitcodeWriter.h"
 #include "llvm/ADT/StringSet.h"
@@ -72,15 +73,50 @@ void registerCodegenDialects(DialectRegistry &registry) {
 }
 
 namespace {
-/// Marks @main for a C-callable wrapper taking memref descriptors.
+/// The signature the runtime checks a vertex kernel's uses against: its
+/// leading index arguments are loop offsets, the rest buffers (storage
+/// bits of their elements: an i1 is a byte).
+runtime::KernelSignature signatureOf(func::FuncOp kernel) {
+  runtime::KernelSignature signature;
+  for (Type t : kernel.getArgumentTypes()) {
+    auto memref = dyn_cast<MemRefType>(t);
+    if (!memref) {
+      ++signature.loopOffsets;
+      continue;
+    }
+    runtime::KernelSignature::Buffer buffer;
+    buffer.elementBits = (memref.getElementTypeBitWidth() + 7) / 8 * 8;
+    for (int64_t size : memref.getShape())
+      buffer.sizes.push_back(ShapedType::isDynamic(size) ? runtime::KernelSignature::kDynamic
+                                                         : size);
+    signature.buffers.push_back(std::move(buffer));
+  }
+  return signature;
+}
+
+/// Marks @main for a C-callable wrapper taking memref descriptors, and
+/// records each vertex kernel's signature in its code.
 struct EmitCInterface : PassWrapper<EmitCInterface, OperationPass<ModuleOp>> {
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(EmitCInterface)
   StringRef getArgument() const override { return "codegen-emit-c-interface"; }
   void runOnOperation() override {
-    // Vertex kernels are called through the same kind of packed entry.
-    for (auto f : getOperation().getOps<func::FuncOp>())
-      if (f->hasAttr("ipu.vertex"))
-        f->setAttr("llvm.emit_c_interface", UnitAttr::get(&getContext()));
+    // Vertex kernels are called through the same kind of packed entry, and
+    // carry their signature beside it: a constant `<kernel>_signature` the
+    // runtime reads from the code, not from the (forgeable) metadata.
+    OpBuilder b = OpBuilder::atBlockEnd(getOperation().getBody());
+    auto i64 = b.getI64Type();
+    for (auto f : llvm::to_vector(getOperation().getOps<func::FuncOp>())) {
+      if (!f->hasAttr("ipu.vertex"))
+        continue;
+      f->setAttr("llvm.emit_c_interface", UnitAttr::get(&getContext()));
+      std::vector<int64_t> words = signatureOf(f).encode();
+      auto n = static_cast<int64_t>(words.size());
+      LLVM::GlobalOp::create(b, f.getLoc(), LLVM::LLVMArrayType::get(i64, n),
+                             /*isConstant=*/true, LLVM::Linkage::External,
+                             runtime::KernelSignature::symbolFor((f.getSymName() + "_entry").str()),
+                             DenseElementsAttr::get(RankedTensorType::get({n}, i64),
+                                                    ArrayRef<int64_t>(words)));
+    }
     auto main = getOperation().lookupSymbol<func::FuncOp>("main");
     if (!main)
       return;
@@ -112,6 +148,7 @@ void buildHostLoweringPipeline(OpPassManager &pm) {
   pm.addPass(createSparseScatterAdds());
   pm.addPass(createOrderLoopsForVectors());
   pm.addPass(createVectorizeContractions());
+  pm.addPass(createOutlineHostLoops());
   // Passes that change one function at a time run nested on the functions,
   // which MLIR spreads over the host's threads: the vertex kernels lower
   // beside the host reference's @main instead of after it. Passes that add
@@ -190,6 +227,12 @@ bool isVertexFunction(StringRef name) {
   return name.starts_with("vertex_") || name.starts_with("_mlir_ciface_vertex_");
 }
 
+/// @main and the parts codegen-outline-host-loops moved out of it: the host
+/// reference code, which no kernel calls.
+bool isHostReferenceFunction(StringRef name) {
+  return name == "main" || name == "_mlir_ciface_main" || name.starts_with("main_part_");
+}
+
 /// A vertex function's kernel: `vertex_cs3_0` for itself and its C
 /// interface `_mlir_ciface_vertex_cs3_0`, which go in the same part.
 StringRef kernelOf(StringRef name) {
@@ -208,12 +251,19 @@ OwningOpRef<ModuleOp> partition(ModuleOp module, const llvm::StringSet<> &kernel
     StringRef name = fn.getSymName();
     if (fn.isExternal())
       continue;
-    bool isMain = name == "main" || name == "_mlir_ciface_main";
     bool keep = kernels.empty() ? !isVertexFunction(name)
-                                : !isMain && (!isVertexFunction(name) ||
-                                              kernels.contains(kernelOf(name)));
+                                : !isHostReferenceFunction(name) &&
+                                      (!isVertexFunction(name) ||
+                                       kernels.contains(kernelOf(name)));
     if (!keep)
       erase.push_back(fn);
+  }
+  // A kernel's signature goes with its kernel.
+  for (auto global : part->getOps<LLVM::GlobalOp>()) {
+    StringRef name = global.getSymName();
+    if (isVertexFunction(name) && name.consume_back("_signature") &&
+        (kernels.empty() || !kernels.contains(name)))
+      erase.push_back(global);
   }
   for (Operation *op : erase)
     op->erase();

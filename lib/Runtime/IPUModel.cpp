@@ -183,6 +183,9 @@ struct StepTable {
   std::vector<RowCopy> exchange;
   std::vector<size_t> exchangeChunks;
   VertexTable vertices; ///< empty for a copy step
+  /// Why the step cannot run (a kernel that does not take a vertex's
+  /// regions), or empty.
+  std::string error;
 };
 
 } // namespace
@@ -205,6 +208,8 @@ struct IPUModel::Impl {
   std::map<std::pair<int64_t, uint64_t>, int64_t> paddingAreas;
   std::unique_ptr<llvm::orc::LLJIT> jit;
   llvm::StringMap<PackedEntry> entries;
+  /// Each kernel's signature, read from its code.
+  llvm::StringMap<KernelSignature> signatures;
   CostSummary cost;
   std::unique_ptr<PhasePool> pool;
   std::vector<StepTable> tables; ///< one per program step
@@ -645,6 +650,17 @@ StepTable IPUModel::Impl::computeTable(int64_t c) {
     }
     auto [layout, added] = layoutIndex.try_emplace(shapes, vt.layouts.size());
     if (added) {
+      // The kernel's inputs are regions that depend on the vertex: each new
+      // set of shapes is checked against what the kernel's code declares.
+      const KernelSignature &signature = signatures.find(kernel->symbol)->second;
+      const int64_t *regionSizes = shapes.data();
+      for (size_t k = 0; k < ranks.size() && t.error.empty(); ++k) {
+        std::string why = checkKernelRegion(
+            signature, k, llvm::ArrayRef<int64_t>(regionSizes, static_cast<size_t>(ranks[k])));
+        if (!why.empty())
+          t.error = "compute set '" + cs.name + "': kernel '" + kernel->symbol + "' " + why;
+        regionSizes += ranks[k];
+      }
       llvm::SmallVector<int64_t, 64> d;
       const int64_t *sizes = shapes.data();
       for (int64_t rank : ranks) {
@@ -909,23 +925,46 @@ Expected<std::unique_ptr<IPUModel>> IPUModel::create(const Executable &executabl
       return fail("cannot load the executable's code: " + llvm::toString(jit.takeError()));
     impl->jit = std::move(*jit);
     // Kernels are the executable's own vertex entries: nothing the process
-    // defines (abort), and not the host reference's entry.
+    // defines (abort), not the host reference's entry, not a function
+    // behind an entry. Each is called as its signature, which its code
+    // records, says it may be: damaged or forged metadata cannot hand a
+    // kernel operands it would read or write past.
     llvm::StringSet<> own;
     for (const std::string &name : definedFunctions(executable.kernelObjects()))
       own.insert(name);
+    llvm::StringMap<uint64_t> data = definedData(executable.kernelObjects());
+    auto forged = [&](const ComputeSet &cs, const Kernel &k, const llvm::Twine &why) {
+      return fail("compute set '" + cs.name + "' names kernel '" + k.symbol + "', " + why +
+                  " (damaged or forged; recompile the model)");
+    };
     for (const ComputeSet &cs : p.computeSets)
       for (const Kernel &k : cs.kernels) {
-        if (impl->entries.count(k.symbol))
-          continue;
-        if (!own.contains(k.symbol) || k.symbol == meta.entry)
-          return fail("compute set '" + cs.name + "' names kernel '" + k.symbol +
-                      "', which is not a vertex entry of the executable's code "
-                      "(damaged or forged; recompile the model)");
-        auto entry = lookupEntry(*impl->jit, k.symbol);
-        if (!entry)
-          return fail("compute set '" + cs.name + "': " +
-                      llvm::toString(entry.takeError()));
-        impl->entries[k.symbol] = *entry;
+        llvm::StringRef symbol = k.symbol;
+        if (!own.contains(symbol) || symbol == meta.entry || !symbol.starts_with("vertex_") ||
+            !symbol.ends_with("_entry"))
+          return forged(cs, k, "which is not a vertex entry of the executable's code");
+        if (!impl->entries.count(symbol)) {
+          auto entry = lookupEntry(*impl->jit, symbol);
+          if (!entry)
+            return fail("compute set '" + cs.name + "': " + llvm::toString(entry.takeError()));
+          std::string signatureSymbol = KernelSignature::symbolFor(symbol);
+          auto size = data.find(signatureSymbol);
+          auto address = impl->jit->lookup(signatureSymbol);
+          if (size == data.end() || size->second == 0 || size->second % 8 != 0 || !address) {
+            if (!address)
+              llvm::consumeError(address.takeError());
+            return forged(cs, k, "whose code records no signature");
+          }
+          std::vector<int64_t> words(size->second / 8);
+          std::memcpy(words.data(), address->toPtr<const void *>(), size->second);
+          llvm::Expected<KernelSignature> signature = KernelSignature::decode(words);
+          if (!signature)
+            return forged(cs, k, "whose code records " + llvm::toString(signature.takeError()));
+          impl->entries[symbol] = *entry;
+          impl->signatures[symbol] = std::move(*signature);
+        }
+        if (std::string why = checkKernelUse(p, cs, k, impl->signatures[symbol]); !why.empty())
+          return forged(cs, k, "which " + why);
       }
   }
 
@@ -969,6 +1008,9 @@ Expected<std::unique_ptr<IPUModel>> IPUModel::create(const Executable &executabl
       impl->tables[s] = impl->copyTable(p.copies[step.index]);
     // An all-reduce has no table: it runs across the replicas.
   });
+  for (const StepTable &table : impl->tables)
+    if (!table.error.empty())
+      return fail(table.error + " (damaged or forged; recompile the model)");
   impl->cost = estimateProgramCost(meta, p, impl->target, impl->pool.get());
   return std::unique_ptr<IPUModel>(new IPUModel(std::move(impl)));
 }

@@ -76,9 +76,11 @@ extern "C" void tesseraMemrefCopy(int64_t elementSize, UnrankedDescriptor *src,
 /// "address size name" per function the objects define, so that `perf
 /// report` names the vertex kernels instead of showing bare addresses.
 /// Best effort: a developer's aid, enabled by TESSERA_PERF_MAP=1.
-/// Calls fn(name, size) for every function `objects` define.
-void forEachDefinedFunction(llvm::ArrayRef<llvm::StringRef> objects,
-                            llvm::function_ref<void(llvm::StringRef, uint64_t)> fn) {
+/// Calls fn(name, size) for every global symbol of `type` (a function, or
+/// data) that `objects` define.
+void forEachDefinedSymbol(llvm::ArrayRef<llvm::StringRef> objects,
+                          llvm::object::SymbolRef::Type symbolType,
+                          llvm::function_ref<void(llvm::StringRef, uint64_t)> fn) {
   for (llvm::StringRef bytes : objects) {
     auto object = llvm::object::ObjectFile::createObjectFile(
         llvm::MemoryBufferRef(bytes, "tessera-code"));
@@ -90,7 +92,7 @@ void forEachDefinedFunction(llvm::ArrayRef<llvm::StringRef> objects,
       auto type = symbol.getType();
       auto name = symbol.getName();
       auto flags = symbol.getFlags();
-      bool defined = type && name && flags && *type == llvm::object::SymbolRef::ST_Function &&
+      bool defined = type && name && flags && *type == symbolType &&
                      (*flags & llvm::object::SymbolRef::SF_Global) &&
                      !(*flags & llvm::object::SymbolRef::SF_Undefined);
       if (!defined) {
@@ -102,6 +104,11 @@ void forEachDefinedFunction(llvm::ArrayRef<llvm::StringRef> objects,
       fn(*name, llvm::object::ELFSymbolRef(symbol).getSize());
     }
   }
+}
+
+void forEachDefinedFunction(llvm::ArrayRef<llvm::StringRef> objects,
+                            llvm::function_ref<void(llvm::StringRef, uint64_t)> fn) {
+  forEachDefinedSymbol(objects, llvm::object::SymbolRef::ST_Function, fn);
 }
 
 void writePerfMap(llvm::orc::LLJIT &jit, llvm::ArrayRef<llvm::StringRef> objects) {
@@ -272,6 +279,13 @@ std::vector<std::string> definedFunctions(llvm::ArrayRef<llvm::StringRef> object
     names.push_back(name.str());
   });
   return names;
+}
+
+llvm::StringMap<uint64_t> definedData(llvm::ArrayRef<llvm::StringRef> objects) {
+  llvm::StringMap<uint64_t> sizes;
+  forEachDefinedSymbol(objects, llvm::object::SymbolRef::ST_Data,
+                       [&](llvm::StringRef name, uint64_t size) { sizes[name] = size; });
+  return sizes;
 }
 
 llvm::Expected<PackedEntry> lookupEntry(llvm::orc::LLJIT &jit, llvm::StringRef symbol) {

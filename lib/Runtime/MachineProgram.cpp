@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <set>
 
@@ -318,6 +319,101 @@ Box ComputeSet::loopBox(const Box &outputPiece) const {
     b.sizes[outputLoops[j]] = outputPiece.sizes[j];
   }
   return b;
+}
+
+std::vector<int64_t> KernelSignature::encode() const {
+  std::vector<int64_t> words = {loopOffsets, static_cast<int64_t>(buffers.size())};
+  for (const Buffer &b : buffers) {
+    words.push_back(b.elementBits);
+    words.push_back(static_cast<int64_t>(b.sizes.size()));
+    words.insert(words.end(), b.sizes.begin(), b.sizes.end());
+  }
+  return words;
+}
+
+llvm::Expected<KernelSignature> KernelSignature::decode(llvm::ArrayRef<int64_t> words) {
+  auto fail = [] {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "a kernel signature that does not decode");
+  };
+  // Bounds far above any kernel's, far below what could overflow.
+  constexpr int64_t kMaxCount = 1 << 16, kMaxRank = 64;
+  size_t at = 0;
+  auto next = [&](int64_t lo, int64_t hi) -> std::optional<int64_t> {
+    if (at >= words.size() || words[at] < lo || words[at] > hi)
+      return std::nullopt;
+    return words[at++];
+  };
+  KernelSignature s;
+  std::optional<int64_t> loops = next(0, kMaxCount), count = next(0, kMaxCount);
+  if (!loops || !count)
+    return fail();
+  s.loopOffsets = *loops;
+  for (int64_t k = 0; k < *count; ++k) {
+    std::optional<int64_t> bits = next(1, 64), rank = next(0, kMaxRank);
+    if (!bits || !rank)
+      return fail();
+    Buffer b;
+    b.elementBits = *bits;
+    for (int64_t d = 0; d < *rank; ++d) {
+      std::optional<int64_t> size = next(kDynamic, std::numeric_limits<int64_t>::max());
+      if (!size)
+        return fail();
+      b.sizes.push_back(*size);
+    }
+    s.buffers.push_back(std::move(b));
+  }
+  if (at != words.size())
+    return fail();
+  return s;
+}
+
+std::string KernelSignature::symbolFor(llvm::StringRef entrySymbol) {
+  entrySymbol.consume_back("_entry");
+  return (entrySymbol + "_signature").str();
+}
+
+std::string checkKernelUse(const MachineProgram &program, const ComputeSet &cs,
+                           const Kernel &kernel, const KernelSignature &signature) {
+  size_t inputs = cs.inputs.size(), buffers = inputs + cs.outputs.size();
+  if (signature.loopOffsets != static_cast<int64_t>(cs.loopRanges.size()) ||
+      signature.buffers.size() != buffers)
+    return "takes " + std::to_string(signature.loopOffsets) + " loop offsets and " +
+           std::to_string(signature.buffers.size()) + " buffers, not " +
+           std::to_string(cs.loopRanges.size()) + " and " + std::to_string(buffers);
+  for (size_t k = 0; k < buffers; ++k) {
+    const Variable &var =
+        program.variables[k < inputs ? cs.inputs[k].var : cs.outputs[k - inputs]];
+    const KernelSignature::Buffer &b = signature.buffers[k];
+    if (b.sizes.size() != var.shape.size() ||
+        b.elementBits != static_cast<int64_t>(8 * var.elementBytes()))
+      return "takes buffer " + std::to_string(k) + " of rank " + std::to_string(b.sizes.size()) +
+             " and " + std::to_string(b.elementBits) + "-bit elements for variable '" +
+             var.name + "' of rank " + std::to_string(var.shape.size()) + " and " +
+             std::to_string(8 * var.elementBytes()) + "-bit elements";
+    if (k >= inputs)
+      if (std::string why = checkKernelRegion(signature, k, kernel.pieceSizes); !why.empty())
+        return why;
+  }
+  return "";
+}
+
+std::string checkKernelRegion(const KernelSignature &signature, size_t k,
+                              llvm::ArrayRef<int64_t> sizes) {
+  const std::vector<int64_t> &declared = signature.buffers[k].sizes;
+  bool fits = declared.size() == sizes.size();
+  for (size_t d = 0; fits && d < sizes.size(); ++d)
+    fits = declared[d] == KernelSignature::kDynamic || declared[d] == sizes[d];
+  if (fits)
+    return "";
+  auto list = [](llvm::ArrayRef<int64_t> v) {
+    std::string text;
+    for (int64_t x : v)
+      text += (text.empty() ? "" : "x") + (x == KernelSignature::kDynamic ? "?" : std::to_string(x));
+    return text;
+  };
+  return "takes buffer " + std::to_string(k) + " of shape " + list(declared) +
+         ", not a region of " + list(sizes);
 }
 
 const Kernel *ComputeSet::kernelFor(llvm::ArrayRef<int64_t> pieceSizes) const {

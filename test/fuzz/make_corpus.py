@@ -1,12 +1,15 @@
 #!/usr/bin/python3
 """Seed corpora for the fuzzers, made at test time (nothing checked in):
 .npy files of every element type and a few shapes, .npz archives (stored
-and compressed), and the metadata JSON of executables compiled here.
+and compressed), the metadata JSON of executables compiled here, ONNX
+models (ONNX's own node tests, which Debian's libonnx-testdata ships, and
+a few of the tests' models) and TensorProtos (those tests' inputs).
 
     make_corpus.py OUT_DIR --tools build/bin
 """
 import argparse
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -60,6 +63,42 @@ def executable_seeds(out, tools):
             open(os.path.join(out, name + ".json"), "wb").write(metadata_of(tess))
 
 
+ONNX_NODE_TESTS = "/usr/share/libonnx-testdata/data/node"
+MAX_SEED_BYTES = 65536  # run_fuzzer.sh's -max_len
+
+
+def onnx_seeds(out, pb_out):
+    os.makedirs(out, exist_ok=True)
+    os.makedirs(pb_out, exist_ok=True)
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "Importers", "ONNX",
+                                    "Inputs"))
+    from onnx_gen import T, init, node, save, vi
+    rng = np.random.RandomState(0)
+    save("conv", [node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+                  node("BatchNormalization", ["c", "s", "b", "m", "v"], ["n"]),
+                  node("Relu", ["n"], ["r"]), node("GlobalAveragePool", ["r"], ["y"])],
+         [vi("x", T.FLOAT, ["batch", 3, 8, 8])], [vi("y", T.FLOAT, ["batch", 4, 1, 1])],
+         [init("w", rng.randn(4, 3, 3, 3).astype(np.float32))] +
+         [init(n, np.ones(4, np.float32)) for n in "sbmv"], outdir=out)
+    save("embedding", [node("Gather", ["t", "ids"], ["e"]),
+                       node("ReduceMean", ["e"], ["y"], axes=[1])],
+         [vi("ids", T.INT64, ["batch", 5])], [vi("y", T.FLOAT, ["batch", 8])],
+         [init("t", rng.randn(50, 8).astype(np.float32))], outdir=out)
+    if not os.path.isdir(ONNX_NODE_TESTS):
+        return
+    for test in sorted(os.listdir(ONNX_NODE_TESTS)):
+        folder = os.path.join(ONNX_NODE_TESTS, test)
+        model = os.path.join(folder, "model.onnx")
+        if os.path.isfile(model) and os.path.getsize(model) <= MAX_SEED_BYTES:
+            shutil.copy(model, os.path.join(out, test + ".onnx"))
+        data = os.path.join(folder, "test_data_set_0")
+        if os.path.isdir(data):
+            for name in sorted(os.listdir(data))[:2]:
+                pb = os.path.join(data, name)
+                if os.path.getsize(pb) <= MAX_SEED_BYTES:
+                    shutil.copy(pb, os.path.join(pb_out, f"{test}_{name}"))
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("out")
@@ -68,6 +107,7 @@ def main():
     npy_seeds(os.path.join(args.out, "npy"))
     npz_seeds(os.path.join(args.out, "npz"))
     executable_seeds(os.path.join(args.out, "executable"), args.tools)
+    onnx_seeds(os.path.join(args.out, "onnx"), os.path.join(args.out, "pb"))
 
 
 if __name__ == "__main__":

@@ -40,8 +40,15 @@ namespace {
 ///   mul_rows: y[i, j] = x[i, j] * w[j] + (loop offset 0 + i)
 ///   outer:    y[i, j] = a[i] * b[j]
 /// over y's piece, sized from the descriptors (one symbol serves every piece
-/// size); both read their operands through @data and @size.
+/// size); both read their operands through @data and @size. Each packed
+/// entry `vertex_<k>_entry` has its signature beside it, as codegen emits
+/// it: [loop offsets, buffers, per buffer: element bits, rank, sizes (-1:
+/// read from the descriptor)]. `padded_rows` is mul_rows over a rank-3 x.
 const char *kKernelIR = R"(
+@vertex_mul_rows_signature = constant [13 x i64] [i64 2, i64 3, i64 32, i64 2, i64 -1, i64 -1, i64 32, i64 1, i64 -1, i64 32, i64 2, i64 -1, i64 -1]
+@vertex_padded_rows_signature = constant [14 x i64] [i64 2, i64 3, i64 32, i64 3, i64 -1, i64 -1, i64 -1, i64 32, i64 1, i64 -1, i64 32, i64 2, i64 -1, i64 -1]
+@vertex_outer_signature = constant [12 x i64] [i64 2, i64 3, i64 32, i64 1, i64 -1, i64 32, i64 1, i64 -1, i64 32, i64 2, i64 -1, i64 -1]
+
 define ptr @data(ptr %args, i64 %arg) {
   %p = getelementptr ptr, ptr %args, i64 %arg
   %d = load ptr, ptr %p
@@ -59,7 +66,12 @@ define i64 @size(ptr %args, i64 %arg, i64 %dim) {
   ret i64 %s
 }
 
-define void @mul_rows(ptr %args) {
+define void @vertex_padded_rows_entry(ptr %args) {
+  call void @vertex_mul_rows_entry(ptr %args)
+  ret void
+}
+
+define void @vertex_mul_rows_entry(ptr %args) {
 entry:
   %p0 = load ptr, ptr %args
   %off0 = load i64, ptr %p0
@@ -91,7 +103,7 @@ exit:
   ret void
 }
 
-define void @outer(ptr %args) {
+define void @vertex_outer_entry(ptr %args) {
 entry:
   %aa = call ptr @data(ptr %args, i64 2)
   %ba = call ptr @data(ptr %args, i64 3)
@@ -206,7 +218,8 @@ Sample sample() {
   cols.consts = {0};
   cs.inputs = {{0, id}, {1, cols}};
   cs.outputs = {2};
-  cs.kernels = {{"mul_rows", {3, 6}, 200, 300}, {"mul_rows", {2, 6}, 150, 300}};
+  cs.kernels = {{"vertex_mul_rows_entry", {3, 6}, 200, 300},
+                {"vertex_mul_rows_entry", {2, 6}, 150, 300}};
   cs.macs = 48;
   p.computeSets.push_back(cs);
   p.copies.push_back({3, 4, Box{{0}, {48}}, {0}, "reshape \"/r\""});
@@ -366,7 +379,7 @@ TEST(IPUModel, VerticesSharingReceivedRegionsGetTheRightOnes) {
     cols.consts = {0};
     cs.inputs = {{0, rows}, {1, cols}};
     cs.outputs = {2};
-    cs.kernels = {{"outer", {2, 2}, cycles, 200}};
+    cs.kernels = {{"vertex_outer_entry", {2, 2}, cycles, 200}};
     p.computeSets.push_back(cs);
     p.steps = {{Step::Kind::Compute, 0}};
     p.inputs = {0, 1};
@@ -441,7 +454,7 @@ TEST(IPUModel, VerticesReadPaddedViewsWithTheirPadding) {
   cols.consts = {0};
   cs.inputs = {{3, padRows}, {1, cols}};
   cs.outputs = {4};
-  cs.kernels = {{"mul_rows", {2, 8}, 100, 300}};
+  cs.kernels = {{"vertex_padded_rows_entry", {2, 8}, 100, 300}};
   p.computeSets.push_back(cs);
   p.steps = {{Step::Kind::Compute, 0}};
   p.inputs = {0, 1};
@@ -646,9 +659,11 @@ TEST(HostRunner, RefusesASignatureThatDisagreesWithTheProgram) {
 
 TEST(IPUModel, KernelsAreTheExecutablesOwnVertexEntries) {
   // A missing kernel, a function of the process (a forged executable
-  // calling abort), and the host reference's entry are all refused before
-  // anything runs.
-  for (std::string symbol : {"no_such_kernel", "abort", "tessera_main"}) {
+  // calling abort), the host reference's entry, a function of the code
+  // that is not a packed entry, and a signature (data) are all refused
+  // before anything runs.
+  for (std::string symbol : {"no_such_kernel", "abort", "tessera_main", "data",
+                             "vertex_mul_rows_signature"}) {
     Sample s = sample();
     s.meta.program->computeSets[0].kernels[1].symbol = symbol;
     auto exe = write(s.meta, compileIR(kKernelIR), s.w);
@@ -660,6 +675,66 @@ TEST(IPUModel, KernelsAreTheExecutablesOwnVertexEntries) {
                         "', which is not a vertex entry of the executable's code"),
               std::string::npos)
         << symbol;
+  }
+}
+
+TEST(IPUModel, KernelsRunOnlyAsTheirCodesSignatureSays) {
+  // Another kernel of the code (whose first input is a vector, not x's
+  // rows), a kernel whose code records a different rank, and pieces larger
+  // than a kernel's static sizes are each refused on load, naming what the
+  // code declares.
+  struct Forgery {
+    const char *what;
+    const char *ir;
+    std::function<void(ComputeSet &)> edit;
+    std::string message;
+  };
+  std::string staticIR = std::string(kKernelIR) + R"(
+@vertex_static_signature = constant [13 x i64] [i64 2, i64 3, i64 32, i64 2, i64 3, i64 6, i64 32, i64 1, i64 6, i64 32, i64 2, i64 3, i64 6]
+define void @vertex_static_entry(ptr %args) {
+  call void @vertex_mul_rows_entry(ptr %args)
+  ret void
+}
+@vertex_static_input_signature = constant [13 x i64] [i64 2, i64 3, i64 32, i64 2, i64 3, i64 6, i64 32, i64 1, i64 6, i64 32, i64 2, i64 -1, i64 -1]
+define void @vertex_static_input_entry(ptr %args) {
+  call void @vertex_mul_rows_entry(ptr %args)
+  ret void
+}
+)";
+  std::vector<Forgery> forgeries = {
+      {"another kernel", kKernelIR,
+       [](ComputeSet &cs) { cs.kernels[1].symbol = "vertex_outer_entry"; },
+       "names kernel 'vertex_outer_entry', which takes buffer 0 of rank 1 and 32-bit elements "
+       "for variable 'x' of rank 2"},
+      {"a rank-3 kernel", kKernelIR,
+       [](ComputeSet &cs) { cs.kernels[0].symbol = "vertex_padded_rows_entry"; },
+       "takes buffer 0 of rank 3"},
+      {"pieces larger than the kernel's", staticIR.c_str(),
+       [](ComputeSet &cs) {
+         for (Kernel &k : cs.kernels)
+           k.symbol = "vertex_static_entry";
+       },
+       "which takes buffer 2 of shape 3x6, not a region of 2x6"},
+      // Its outputs fit; the input region of a 2-row vertex does not.
+      {"input regions larger than the kernel's", staticIR.c_str(),
+       [](ComputeSet &cs) {
+         for (Kernel &k : cs.kernels)
+           k.symbol = "vertex_static_input_entry";
+       },
+       "compute set 'cs0': kernel 'vertex_static_input_entry' takes buffer 0 of shape 3x6, "
+       "not a region of 2x6"},
+  };
+  for (const Forgery &f : forgeries) {
+    Sample s = sample();
+    f.edit(s.meta.program->computeSets[0]);
+    auto exe = write(s.meta, compileIR(f.ir), s.w);
+    ASSERT_TRUE(exe) << f.what;
+    auto model = IPUModel::create(*exe);
+    ASSERT_FALSE(static_cast<bool>(model)) << f.what;
+    std::string message = llvm::toString(model.takeError());
+    EXPECT_NE(message.find(f.message), std::string::npos) << f.what << ": " << message;
+    EXPECT_NE(message.find("(damaged or forged; recompile the model)"), std::string::npos)
+        << f.what;
   }
 }
 

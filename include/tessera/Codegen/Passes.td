@@ -54,6 +54,34 @@ def SparseScatterAdds : Pass<"codegen-sparse-scatter-adds", "::mlir::ModuleOp"> 
                            "::mlir::arith::ArithDialect"];
 }
 
+def OutlineHostLoops : Pass<"codegen-outline-host-loops", "::mlir::ModuleOp"> {
+  let summary = "Each loop nest of the host reference's @main as a function of its own";
+  let description = [{
+    The host reference code is one straight-line @main with a loop nest per
+    operation (thousands in a training step). Lowering a function costs more
+    than linearly in its size: `convert-scf-to-cf` splits the function's
+    block at every loop, moving all that follows each time. This pass moves
+    @main's operations, in consecutive parts of about `part-operations` operations each,
+    into private functions `@main_part_<n>` called in their place, so the
+    lowering passes work on small functions, in parallel. (Not a function
+    per loop nest: lowering the calls looks each callee up in the module.)
+
+    A part takes the values it uses from the rest of @main (constants are
+    cloned in, not passed) and returns the values the rest uses. Stack
+    allocations stay in @main (they live until their function returns), and
+    a part without loops stays too. Numerics are unchanged: the same
+    operations run in the same order.
+
+    Assumes: buffers (after bufferization) and one block in @main.
+  }];
+  let options = [
+    Option<"partOperations", "part-operations", "int64_t", "2000",
+           "operations (nested ones included) after which a part ends at its "
+           "next operation with regions">,
+  ];
+  let dependentDialects = ["::mlir::func::FuncDialect"];
+}
+
 def OrderLoopsForVectors : Pass<"codegen-order-loops-for-vectors", "::mlir::ModuleOp"> {
   let summary = "Interchange linalg.generic loops so the innermost loop is vectorizable";
   let description = [{

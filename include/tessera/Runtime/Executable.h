@@ -31,7 +31,8 @@ namespace tessera::runtime {
 
 /// 2: metadata may carry the tile-mapped program ("program").
 /// 5: metadata may carry device-resident state ("state", training).
-constexpr uint32_t kExecutableFormatVersion = 7;
+/// 8: each vertex kernel's code carries its signature (`<kernel>_signature`).
+constexpr uint32_t kExecutableFormatVersion = 8;
 
 struct TensorInfo {
   std::string name;

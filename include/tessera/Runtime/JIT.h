@@ -11,6 +11,7 @@
 #ifndef TESSERA_RUNTIME_JIT_H
 #define TESSERA_RUNTIME_JIT_H
 
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
@@ -62,6 +63,10 @@ createCodeJIT(llvm::ArrayRef<llvm::StringRef> objects);
 /// symbols an executable may name as entries, so that a forged executable
 /// cannot call into the process (abort, exit) or the runtime.
 std::vector<std::string> definedFunctions(llvm::ArrayRef<llvm::StringRef> objects);
+
+/// The data symbols `objects` define (global, not undefined), with their
+/// sizes in bytes: the kernels' signatures.
+llvm::StringMap<uint64_t> definedData(llvm::ArrayRef<llvm::StringRef> objects);
 
 /// The packed entry `symbol` of the linked code; the error names the symbol.
 llvm::Expected<PackedEntry> lookupEntry(llvm::orc::LLJIT &jit, llvm::StringRef symbol);

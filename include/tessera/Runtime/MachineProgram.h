@@ -148,6 +148,27 @@ struct Kernel {
   int64_t codeBytes = 0; ///< estimated tile memory the code takes
 };
 
+/// A vertex kernel's signature as its code records it: the constant
+/// `<kernel>_signature` (int64 words) that codegen emits beside each packed
+/// entry `<kernel>_entry`. The runtime checks every use of a kernel against
+/// it, so metadata that is damaged or forged behind a valid checksum cannot
+/// make a kernel read or write past the operands it is handed.
+struct KernelSignature {
+  static constexpr int64_t kDynamic = -1;
+  struct Buffer {
+    int64_t elementBits = 0;
+    std::vector<int64_t> sizes; ///< kDynamic where the kernel reads it
+  };
+  int64_t loopOffsets = 0;
+  std::vector<Buffer> buffers; ///< inputs, then outputs
+  /// [loopOffsets, buffers, then per buffer: elementBits, rank, sizes...]
+  std::vector<int64_t> encode() const;
+  static llvm::Expected<KernelSignature> decode(llvm::ArrayRef<int64_t> words);
+  /// The data symbol holding the signature of packed entry `entrySymbol`
+  /// (`vertex_cs3_0_entry` -> `vertex_cs3_0_signature`).
+  static std::string symbolFor(llvm::StringRef entrySymbol);
+};
+
 struct ComputeSet {
   std::string name;     ///< "cs3"
   std::string location; ///< source op, for reports
@@ -361,6 +382,18 @@ int64_t rowCount(const Box &fromBox, const Box &toBox, const Box &part);
 /// `fromBox` and `toBox` (each containing `part`), `elementBytes` each.
 void copyBox(const char *from, const Box &fromBox, char *to, const Box &toBox,
              const Box &part, int64_t elementBytes);
+
+/// Why `kernel` of `cs` cannot run with `signature` (empty when it can):
+/// one loop offset per loop, a buffer per input and output of the
+/// variable's rank and element size, output pieces of the kernel's piece
+/// sizes. Input regions, which depend on the vertex, are checked with
+/// checkKernelRegion.
+std::string checkKernelUse(const MachineProgram &program, const ComputeSet &cs,
+                           const Kernel &kernel, const KernelSignature &signature);
+/// Why buffer `k` of `signature` cannot take a region of `sizes` (empty when
+/// it can).
+std::string checkKernelRegion(const KernelSignature &signature, size_t k,
+                              llvm::ArrayRef<int64_t> sizes);
 
 /// When the program's steps access a storage variable (through any view):
 /// the first step that writes it, the first that reads it, and the last

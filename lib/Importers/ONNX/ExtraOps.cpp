@@ -39,8 +39,11 @@ constexpr double kPi = 3.14159265358979323846;
 // Building blocks
 //===----------------------------------------------------------------------===//
 
-/// 0, 1, ..., size-1 as i64 along dim `at` of a rank-`rank` shape of 1s.
-Value iotaAlong(NodeImporter &n, int64_t size, int64_t at, int64_t rank) {
+/// 0, 1, ..., size-1 as i64 along dim `at` of a rank-`rank` shape of 1s;
+/// an error beyond what Tessera builds at compile time.
+FailureOr<Value> iotaAlong(NodeImporter &n, int64_t size, int64_t at, int64_t rank) {
+  if (failed(n.checkConstantElements({size}, "the positions along a dimension")))
+    return failure();
   Ints shape(rank, 1);
   shape[at] = size;
   Ints values(size);
@@ -309,7 +312,7 @@ LogicalResult reverseSequence(NodeImporter &n) {
   Ints lensShape(rank, 1);
   lensShape[batchAxis] = shape[batchAxis];
   TESSERA_ASSIGN_OR_FAIL(lens, n.reshape(lens64, lensShape));
-  Value t = iotaAlong(n, shape[timeAxis], timeAxis, rank);
+  TESSERA_ASSIGN_OR_FAIL(t, iotaAlong(n, shape[timeAxis], timeAxis, rank));
   TESSERA_ASSIGN_OR_FAIL(inside, n.infer<g::LessOp>(t, lens));
   TESSERA_ASSIGN_OR_FAIL(last, n.infer<g::SubOp>(lens, n.scalar(i64, 1)));
   TESSERA_ASSIGN_OR_FAIL(reversed, n.infer<g::SubOp>(last, t));
@@ -346,7 +349,7 @@ LogicalResult topK(NodeImporter &n) {
   bool largest = n.intAttr("largest", 1);
   Type elem = elementTypeOf(x);
   auto &b = n.builder();
-  Value positions = iotaAlong(n, shape[axis], axis, rank);
+  TESSERA_ASSIGN_OR_FAIL(positions, iotaAlong(n, shape[axis], axis, rank));
   Value masked = n.scalar(elem, extremeOf(elem, largest));
   Value current = x;
   SmallVector<Value> values, indices;
@@ -435,7 +438,7 @@ FailureOr<Value> scatterNDComputed(NodeImporter &n, Value data, Value indices,
     return n.reshape(sum, ds);
   }
   TESSERA_ASSIGN_OR_FAIL(column, n.reshape(flat, {count, 1, 1}));
-  Value every = iotaAlong(n, positions, 1, 3);
+  TESSERA_ASSIGN_OR_FAIL(every, iotaAlong(n, positions, 1, 3));
   TESSERA_ASSIGN_OR_FAIL(onehot, n.infer<g::EqualOp>(column, every));
   TESSERA_ASSIGN_OR_FAIL(upd, n.reshape(updates, {count, 1, rowSize}));
   TESSERA_ASSIGN_OR_FAIL(target, n.reshape(data, {positions, rowSize}));
@@ -498,7 +501,8 @@ LogicalResult scatterElements(NodeImporter &n) {
   for (int64_t d = 0; d < rank; ++d) {
     Value c = idx64;
     if (d != axis) {
-      TESSERA_ASSIGN_OR_FAIL(e, n.expand(iotaAlong(n, is[d], d, rank), is));
+      TESSERA_ASSIGN_OR_FAIL(along, iotaAlong(n, is[d], d, rank));
+      TESSERA_ASSIGN_OR_FAIL(e, n.expand(along, is));
       c = e;
     }
     TESSERA_ASSIGN_OR_FAIL(r, n.reshape(c, column));
@@ -576,6 +580,8 @@ FailureOr<std::pair<Value, Value>> dftLastAxis(NodeImporter &n, Value re, Value 
                                                int64_t length, int64_t bins,
                                                bool inverse) {
   Type elem = elementTypeOf(re);
+  if (failed(n.checkConstantElements({length, bins}, "the DFT matrix")))
+    return failure();
   SmallVector<double> cosv(length * bins), sinv(length * bins);
   double sign = inverse ? 1 : -1, scale = inverse ? 1.0 / length : 1.0;
   for (int64_t t = 0; t < length; ++t)
@@ -702,6 +708,8 @@ LogicalResult stft(NodeImporter &n) {
   if (onesided && parts.second)
     return n.error() << "a onesided STFT takes a real signal";
   int64_t frames = (shape[1] - length) / step + 1;
+  if (failed(n.checkConstantElements({frames, length}, "the frames' sample positions")))
+    return failure();
   Ints index;
   for (int64_t f = 0; f < frames; ++f)
     for (int64_t t = 0; t < length; ++t)
@@ -1160,6 +1168,8 @@ FailureOr<Value> resizeSeparable(NodeImporter &n, Value x,
   Value v = x, outsideAny;
   for (int64_t d = 0; d < rank; ++d) {
     const ResizeAxisSpec &a = axes[d];
+    if (failed(n.checkConstantElements({a.out, a.in}, "the interpolation weights")))
+      return failure();
     AxisWeights aw = axisWeights(a);
     bool identity = a.in == a.out && !llvm::is_contained(aw.outside, true);
     for (int64_t i = 0; identity && i < a.out; ++i)

@@ -298,6 +298,18 @@ LogicalResult NodeImporter::setOutputs(ArrayRef<Value> values) {
   return success();
 }
 
+LogicalResult NodeImporter::checkConstantElements(ArrayRef<int64_t> counts, StringRef what) {
+  constexpr int64_t kMaxConstantElements = int64_t(1) << 26;
+  int64_t total = 1;
+  for (int64_t c : counts) {
+    if (c < 0 || (c > 0 && total > kMaxConstantElements / c))
+      return error() << what << " would be a constant of more than the 2^26 elements "
+                     << "Tessera builds at compile time";
+    total *= c;
+  }
+  return success();
+}
+
 InFlightDiagnostic NodeImporter::error() {
   return emitError(loc_) << opType() << ": ";
 }

@@ -21,6 +21,10 @@
 
 #include <onnx/onnx_pb.h>
 
+namespace onnx {
+class OpSchema;
+} // namespace onnx
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/ADT/StringMap.h"
@@ -78,6 +82,8 @@ private:
   mlir::LogicalResult checkOperatorsSupported();
   mlir::LogicalResult buildSignature();
   mlir::LogicalResult importNodes();
+  mlir::LogicalResult checkInputTypes(const onnx::NodeProto &node, const onnx::OpSchema &schema,
+                                      mlir::Location loc);
   mlir::LogicalResult buildReturn();
   void crossCheckWithONNXShapeInference();
   /// Raw little-endian bytes of a tensor (raw_data, typed fields or external
@@ -207,6 +213,11 @@ public:
   mlir::LogicalResult setSequenceOutput(llvm::SmallVector<mlir::Value> values);
   /// An error at the node: "<OpType> node '<name>': ...".
   mlir::InFlightDiagnostic error();
+  /// Fails with an error naming `what` when a converter would build a
+  /// compile-time constant of more than 2^26 elements (or count overflow):
+  /// building it element by element would take the compile minutes.
+  mlir::LogicalResult checkConstantElements(llvm::ArrayRef<int64_t> counts,
+                                            llvm::StringRef what);
   /// An error for an attribute or input value the importer does not handle.
   mlir::LogicalResult unsupported(const llvm::Twine &what);
 

@@ -271,6 +271,82 @@ static std::optional<std::string> checkTensorPayload(const onnx::TensorProto &t)
   return std::nullopt;
 }
 
+/// An attribute against ONNX's rules for attributes (onnx.checker's): one
+/// value, in the field its type names, and no reference to a function's
+/// attribute outside a function. ONNX's shape inference reads the field the
+/// type names and follows references into a function it does not have.
+static std::optional<std::string> checkAttribute(const onnx::AttributeProto &attr) {
+  using A = onnx::AttributeProto;
+  if (!attr.ref_attr_name().empty())
+    return std::string("refers to a function's attribute ('") + attr.ref_attr_name() +
+           "'), which only a function's body may";
+  struct Field {
+    A::AttributeType type;
+    bool set;
+  };
+  const Field fields[] = {
+      {A::FLOAT, attr.has_f()},          {A::INT, attr.has_i()},
+      {A::STRING, attr.has_s()},         {A::TENSOR, attr.has_t()},
+      {A::GRAPH, attr.has_g()},          {A::SPARSE_TENSOR, attr.has_sparse_tensor()},
+      {A::TYPE_PROTO, attr.has_tp()},    {A::FLOATS, attr.floats_size() > 0},
+      {A::INTS, attr.ints_size() > 0},   {A::STRINGS, attr.strings_size() > 0},
+      {A::TENSORS, attr.tensors_size() > 0}, {A::GRAPHS, attr.graphs_size() > 0},
+      {A::SPARSE_TENSORS, attr.sparse_tensors_size() > 0},
+      {A::TYPE_PROTOS, attr.type_protos_size() > 0}};
+  int set = 0;
+  bool typeMatches = false;
+  for (const Field &f : fields) {
+    set += f.set;
+    typeMatches |= f.set && f.type == attr.type();
+  }
+  if (set > 1)
+    return std::string("has ") + std::to_string(set) + " values; an attribute has one";
+  if (set == 1 && attr.type() != A::UNDEFINED && !typeMatches)
+    return std::string("is of type ") + A::AttributeType_Name(attr.type()) +
+           " but holds a value of another type";
+  if (set == 0 && attr.type() != A::UNDEFINED && attr.type() < A::FLOATS)
+    return std::string("is of type ") + A::AttributeType_Name(attr.type()) +
+           " but holds no value";
+  return std::nullopt;
+}
+
+/// Every node input is defined before the node (ONNX requires topological
+/// order): by a graph input, an initializer, an earlier node, or, in a
+/// subgraph, by the graphs around it. ONNX's shape inference dereferences
+/// the type of whatever a node reads.
+static LogicalResult checkDefinedBeforeUse(const onnx::GraphProto &graph, Location loc,
+                                           std::set<std::string> defined) {
+  // A graph input declares its type (ONNX's shape inference reads it).
+  for (const auto &input : graph.input()) {
+    if (input.type().value_case() == onnx::TypeProto::VALUE_NOT_SET)
+      return emitError(loc) << "graph input '" << input.name()
+                            << "' has no type; declare its element type and shape";
+    defined.insert(input.name());
+  }
+  for (const auto &init : graph.initializer())
+    defined.insert(init.name());
+  for (const auto &sparse : graph.sparse_initializer())
+    defined.insert(sparse.values().name());
+  for (auto [i, node] : llvm::enumerate(graph.node())) {
+    for (const std::string &input : node.input())
+      if (!input.empty() && !defined.count(input))
+        return emitError(loc) << node.op_type() << " node #" << i << " ('" << node.name()
+                              << "') reads '" << input
+                              << "', which no graph input, initializer or earlier node "
+                                 "defines (nodes must be in topological order)";
+    for (const onnx::AttributeProto &attr : node.attribute()) {
+      if (attr.has_g() && failed(checkDefinedBeforeUse(attr.g(), loc, defined)))
+        return failure();
+      for (const onnx::GraphProto &g : attr.graphs())
+        if (failed(checkDefinedBeforeUse(g, loc, defined)))
+          return failure();
+    }
+    for (const std::string &output : node.output())
+      defined.insert(output);
+  }
+  return success();
+}
+
 /// The model's structure against ONNX's own rules, before any library code
 /// (ONNX shape inference, the converters) reads it: names are UTF-8, every
 /// node has the inputs, outputs and attributes its operator's schema
@@ -278,26 +354,33 @@ static std::optional<std::string> checkTensorPayload(const onnx::TensorProto &t)
 /// inference crashes on such models (a Split with no outputs, a Scan
 /// without its body, raw data shorter than its dims) instead of reporting
 /// them.
-static LogicalResult checkModelStructure(const onnx::ModelProto &model, Location loc) {
-  const onnx::GraphProto &graph = model.graph();
-  if (failed(checkNamesAreUTF8(graph, loc)))
-    return failure();
-  int64_t opset = 0;
-  for (const auto &imp : model.opset_import())
-    if (imp.domain().empty() || imp.domain() == "ai.onnx")
-      opset = imp.version();
-  for (const onnx::TensorProto &init : graph.initializer())
-    if (auto problem = checkTensorPayload(init))
-      return emitError(loc) << "initializer '" << init.name() << "' " << *problem;
+/// The nodes of `graph` and of the graphs their attributes hold (an If's
+/// branches, a Loop's or Scan's body): attributes (checkAttribute, tensor
+/// payloads), and for operators of the default domain the inputs, outputs
+/// and attributes their schema requires.
+static LogicalResult checkNodes(const onnx::GraphProto &graph, int64_t opset, Location loc,
+                                int depth = 0) {
+  // Deeper than any model nests control flow; a forged one could overflow
+  // the stack here or in ONNX's inference.
+  if (depth > 64)
+    return emitError(loc) << "the model nests subgraphs more than 64 deep";
   for (auto [i, node] : llvm::enumerate(graph.node())) {
     std::string name = node.name().empty() ? node.op_type() + "_" + std::to_string(i)
                                            : node.name();
     for (const onnx::AttributeProto &attr : node.attribute()) {
+      if (auto problem = checkAttribute(attr))
+        return emitError(loc) << node.op_type() << " node '" << name << "': attribute '"
+                              << attr.name() << "' " << *problem;
       if (attr.has_t())
         if (auto problem = checkTensorPayload(attr.t()))
           return emitError(loc) << node.op_type() << " node '" << name
                                 << "': the tensor of attribute '" << attr.name() << "' "
                                 << *problem;
+      if (attr.has_g() && failed(checkNodes(attr.g(), opset, loc, depth + 1)))
+        return failure();
+      for (const onnx::GraphProto &g : attr.graphs())
+        if (failed(checkNodes(g, opset, loc, depth + 1)))
+          return failure();
     }
     if ((!node.domain().empty() && node.domain() != "ai.onnx") || opset <= 0)
       continue;
@@ -339,6 +422,21 @@ static LogicalResult checkModelStructure(const onnx::ModelProto &model, Location
         return emitError(loc) << node.op_type() << " node '" << name
                               << "' lacks its required attribute '" << attrName << "'";
   }
+  return success();
+}
+
+static LogicalResult checkModelStructure(const onnx::ModelProto &model, Location loc) {
+  const onnx::GraphProto &graph = model.graph();
+  int64_t opset = 0;
+  for (const auto &imp : model.opset_import())
+    if (imp.domain().empty() || imp.domain() == "ai.onnx")
+      opset = imp.version();
+  if (failed(checkNamesAreUTF8(graph, loc)) || failed(checkNodes(graph, opset, loc)) ||
+      failed(checkDefinedBeforeUse(graph, loc, {})))
+    return failure();
+  for (const onnx::TensorProto &init : graph.initializer())
+    if (auto problem = checkTensorPayload(init))
+      return emitError(loc) << "initializer '" << init.name() << "' " << *problem;
   return success();
 }
 
@@ -744,6 +842,60 @@ FailureOr<Value> ModelImporter::tensorValue(const onnx::TensorProto &tensor,
       .getResult();
 }
 
+/// ONNX's type string of a tensor of `type` ("tensor(float)"), or empty
+/// for what has none here.
+static std::string onnxTensorType(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor)
+    return "";
+  Type e = tensor.getElementType();
+  std::string name;
+  if (e.isF32())
+    name = "float";
+  else if (e.isF16())
+    name = "float16";
+  else if (e.isBF16())
+    name = "bfloat16";
+  else if (e.isF64())
+    name = "double";
+  else if (e.isInteger(1))
+    name = "bool";
+  else if (auto i = dyn_cast<IntegerType>(e))
+    name = (i.isUnsigned() ? "uint" : "int") + std::to_string(i.getWidth());
+  else
+    return "";
+  return "tensor(" + name + ")";
+}
+
+/// Each input's element type against the operator's type constraints (a
+/// DFT of int8, a Relu of bool): converters rely on them.
+LogicalResult ModelImporter::checkInputTypes(const onnx::NodeProto &node,
+                                             const onnx::OpSchema &schema, Location loc) {
+  const auto &formals = schema.inputs();
+  for (int k = 0; k < node.input_size() && !formals.empty(); ++k) {
+    Value v = node.input(k).empty() ? Value() : lookup(node.input(k));
+    if (!v)
+      continue;
+    const auto &formal = formals[std::min<size_t>(k, formals.size() - 1)];
+    std::string actual = onnxTensorType(v.getType());
+    const auto &params = schema.typeConstraintParams();
+    auto allowed = llvm::find_if(params, [&](const auto &p) {
+      return p.type_param_str == formal.GetTypeStr();
+    });
+    if (actual.empty() || allowed == params.end())
+      continue; // a literal type ("tensor(int64)") is the schema check's
+    if (llvm::is_contained(allowed->allowed_type_strs, actual))
+      continue;
+    std::string list;
+    for (const std::string &t : allowed->allowed_type_strs)
+      list += (list.empty() ? "" : ", ") + t;
+    return emitError(loc) << node.op_type() << ": input " << k << " ('" << formal.GetName()
+                          << "') is " << actual << "; opset " << opset_ << " takes "
+                          << list;
+  }
+  return success();
+}
+
 LogicalResult ModelImporter::importNodes() {
   const onnx::GraphProto &graph = model_.graph();
   const onnx::NodeProto *current = nullptr;
@@ -783,6 +935,8 @@ LogicalResult ModelImporter::importNodes() {
         return emitError(loc) << node.op_type() << ": invalid node: "
                               << e.what();
       }
+      if (failed(checkInputTypes(node, *schema, loc)))
+        return failure();
     }
     const OpConverter *converter = lookupConverter(converterKey(node), opset_);
     assert(converter && "unsupported operators were rejected up front");
@@ -831,8 +985,9 @@ LogicalResult ModelImporter::buildReturn() {
       return emitError(modelLoc())
              << "graph output '" << out.name()
              << "' is not produced by any node, input or initializer";
-    // Cross-check with the declared (or ONNX-inferred) static shape: a
-    // mismatch is a bug in a converter or an inconsistent model.
+    // Cross-check with the declared static shape (ONNX's inferred ones
+    // are checked after the import): a mismatch is a bug in a converter or
+    // an inconsistent model.
     auto type = cast<RankedTensorType>(v.getType());
     if (out.type().has_tensor_type() && out.type().tensor_type().has_shape()) {
       const auto &dims = out.type().tensor_type().shape().dim();
@@ -843,8 +998,8 @@ LogicalResult ModelImporter::buildReturn() {
         declared.push_back(d.dim_value());
       if (allStatic && ArrayRef<int64_t>(declared) != type.getShape())
         return emitError(v.getLoc())
-               << "output '" << out.name() << "' is declared (or inferred by "
-               << "ONNX) as " << graph::formatShape(declared)
+               << "output '" << out.name() << "' is declared as "
+               << graph::formatShape(declared)
                << " but Tessera computes " << graph::formatShape(type.getShape());
     }
     results.push_back(v);
@@ -948,7 +1103,11 @@ runONNXShapeInference(onnx::ModelProto &model, const ImportOptions &options) {
           options.batchSize);
     if (it == options.inputShapes.end() || !in.type().has_tensor_type())
       continue;
+    bool ranked = in.type().tensor_type().has_shape();
     auto *shape = in.mutable_type()->mutable_tensor_type()->mutable_shape();
+    if (!ranked) // an input of unknown rank takes --input-shape's
+      for (size_t d = 0; d < it->second.size(); ++d)
+        shape->add_dim();
     if (shape->dim_size() != static_cast<int>(it->second.size()))
       continue; // reported by the importer with a better message
     // Only symbolic dims: a conflict with a fixed one is reported later.
@@ -956,6 +1115,12 @@ runONNXShapeInference(onnx::ModelProto &model, const ImportOptions &options) {
       if (!shape->dim(d).has_dim_value())
         shape->mutable_dim(d)->set_dim_value(size);
   }
+  // ONNX's inference functions read the shapes of their inputs without
+  // checking that there is one (MaxUnpool's); the importer reports an
+  // input of unknown rank itself.
+  for (const auto &in : model.graph().input())
+    if (in.type().has_tensor_type() && !in.type().tensor_type().has_shape())
+      return "graph input '" + in.name() + "' has no shape";
   try {
     onnx::ShapeInferenceOptions siOptions(/*check_type=*/false,
                                           /*strict_mode=*/1,
@@ -966,6 +1131,30 @@ runONNXShapeInference(onnx::ModelProto &model, const ImportOptions &options) {
     return std::string(e.what());
   }
   return std::nullopt;
+}
+
+/// The outputs' shapes as ONNX's inference has them (where it made them
+/// static) against what Tessera computes: a mismatch is a bug in a
+/// converter or an inconsistent model.
+static LogicalResult checkOutputsAgainstONNX(ModuleOp module, const onnx::ModelProto &model) {
+  auto main = module.lookupSymbol<func::FuncOp>("main");
+  auto ret = cast<func::ReturnOp>(main.front().getTerminator());
+  for (auto [out, v] : llvm::zip(model.graph().output(), ret.getOperands())) {
+    if (!out.type().has_tensor_type() || !out.type().tensor_type().has_shape())
+      continue;
+    const auto &dims = out.type().tensor_type().shape().dim();
+    if (!llvm::all_of(dims, [](const auto &d) { return d.has_dim_value(); }))
+      continue;
+    SmallVector<int64_t> inferred;
+    for (const auto &d : dims)
+      inferred.push_back(d.dim_value());
+    auto type = cast<RankedTensorType>(v.getType());
+    if (ArrayRef<int64_t>(inferred) != type.getShape())
+      return emitError(v.getLoc()) << "output '" << out.name() << "' is inferred by ONNX as "
+                                   << graph::formatShape(inferred) << " but Tessera computes "
+                                   << graph::formatShape(type.getShape());
+  }
+  return success();
 }
 
 OwningOpRef<ModuleOp> importONNXModel(StringRef bytes, MLIRContext *context,
@@ -1004,13 +1193,19 @@ importONNXModel(std::unique_ptr<llvm::MemoryBuffer> buffer,
     return fail(*err);
   if (failed(checkModelStructure(*model, loc)))
     return nullptr;
-  std::optional<std::string> onnxError = runONNXShapeInference(*model, options);
-  OwningOpRef<ModuleOp> module =
-      ModelImporter(context, std::move(model), options).run();
-  // Only worth saying when Tessera's own checks found nothing wrong.
-  if (module && onnxError)
+  OwningOpRef<ModuleOp> module = ModelImporter(context, model, options).run();
+  if (!module)
+    return nullptr;
+  // ONNX's own shape inference, a second opinion on the outputs' shapes,
+  // runs on models Tessera imported only: its inference functions trust
+  // their inputs' ranks and types and crash on models that break them
+  // (found by fuzzing: ConvInteger of mismatched ranks, MaxUnpool of an
+  // input of unknown rank).
+  if (std::optional<std::string> onnxError = runONNXShapeInference(*model, options))
     emitWarning(loc) << "ONNX shape inference failed (" << *onnxError
                      << ") but Tessera's own shape inference succeeded";
+  else if (failed(checkOutputsAgainstONNX(*module, *model)))
+    return nullptr;
   return module;
 }
 

@@ -401,6 +401,8 @@ LogicalResult lrn(NodeImporter &n) {
          bias = n.floatAttr("bias", 1.0);
   int64_t c = s[1], spatial = g::numElements(ArrayRef<int64_t>(s).drop_front(2));
   int64_t before = (size - 1) / 2, after = size - 1 - before;
+  if (failed(n.checkConstantElements({c, c}, "the channel window")))
+    return failure();
   SmallVector<Attribute> band;
   Builder &b = n.builder();
   for (int64_t i = 0; i < c; ++i)
@@ -489,6 +491,20 @@ struct WindowAttrs {
   Ints kernel, strides, pads, dilations;
 };
 
+/// Window attributes (kernel sizes, strides, dilations, pads, output
+/// shapes) are at most 2^24 in magnitude: no real model's are larger, and
+/// so bounded, their sums of products with dimensions (at most 2^36 each)
+/// cannot overflow.
+LogicalResult checkWindowAttrs(NodeImporter &n,
+                               std::initializer_list<ArrayRef<int64_t>> lists) {
+  constexpr int64_t kMaxWindowValue = int64_t(1) << 24;
+  for (ArrayRef<int64_t> list : lists)
+    for (int64_t v : list)
+      if (v > kMaxWindowValue || v < -kMaxWindowValue)
+        return n.error() << "window attribute value " << v << " is out of range (at most 2^24)";
+  return success();
+}
+
 FailureOr<WindowAttrs> windowAttrs(NodeImporter &n, Value x,
                                    std::optional<Ints> kernel) {
   if (rankOf(x) < 3)
@@ -506,6 +522,9 @@ FailureOr<WindowAttrs> windowAttrs(NodeImporter &n, Value x,
   w.dilations = n.intsAttr("dilations").value_or(Ints(rank, 1));
   if (w.strides.size() != rank || w.dilations.size() != rank)
     return n.error() << "strides and dilations need " << rank << " entries";
+  if (failed(checkWindowAttrs(n, {w.kernel, w.strides, w.dilations,
+                                  n.intsAttr("pads").value_or(Ints{})})))
+    return failure();
   for (size_t i = 0; i < rank; ++i)
     if (w.strides[i] <= 0 || w.dilations[i] <= 0 || w.kernel[i] <= 0)
       return n.error() << "kernel sizes, strides and dilations must be positive";
@@ -521,6 +540,9 @@ FailureOr<Value> buildConv(NodeImporter &n, Value x, Value w, Value bias) {
   if (rankOf(w) != rankOf(x))
     return n.error() << "weight " << g::formatShape(shapeOf(w))
                      << " must have the input's rank " << rankOf(x);
+  if (rankOf(x) < 3)
+    return n.error() << "input must be N x C x spatial..., got "
+                     << g::formatShape(shapeOf(x));
   Ints kernel = n.intsAttr("kernel_shape")
                     .value_or(Ints(ArrayRef(shapeOf(w)).drop_front(2)));
   TESSERA_ASSIGN_OR_FAIL(attrs, windowAttrs(n, x, kernel));
@@ -572,6 +594,13 @@ LogicalResult maxPoolWithIndices(NodeImporter &n, const WindowAttrs &attrs,
                                 g::PadModeAttr::get(n.context(), g::PadMode::constant),
                                 b.getF64FloatAttr(lowest)));
   int64_t spatialSize = g::numElements(ArrayRef(xs).drop_front(2));
+  // Constants: a base per image and channel, input positions per kernel
+  // offset and output position.
+  if (failed(n.checkConstantElements({xs[0], xs[1]}, "the indices' base")) ||
+      failed(n.checkConstantElements({g::numElements(attrs.kernel),
+                                      g::numElements(ArrayRef(out).drop_front(2))},
+                                     "the window positions of the indices")))
+    return failure();
   Ints base;
   for (int64_t nc = 0; nc < xs[0] * xs[1]; ++nc)
     base.push_back(nc * spatialSize);
@@ -757,6 +786,8 @@ LogicalResult trilu(NodeImporter &n) {
   bool upper = n.intAttr("upper", 1) != 0;
   // The kept triangle as a compile-time mask over the last two dims.
   int64_t rows = s[s.size() - 2], cols = s.back();
+  if (failed(n.checkConstantElements({rows, cols}, "the triangle's mask")))
+    return failure();
   SmallVector<bool> mask;
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < cols; ++j)
@@ -820,6 +851,8 @@ FailureOr<Value> hardmaxAlong(NodeImporter &n, Value x, int64_t axis) {
   Ints s = shapeOf(x);
   Ints iotaShape(s.size(), 1);
   iotaShape[axis] = s[axis];
+  if (failed(n.checkConstantElements({s[axis]}, "the positions along the axis")))
+    return failure();
   SmallVector<int64_t> values;
   for (int64_t i = 0; i < s[axis]; ++i)
     values.push_back(i);
@@ -860,6 +893,8 @@ LogicalResult cumSum(NodeImporter &n) {
   // last, multiply by M[j][i] = (i is summed into j), move it back.
   int64_t len = shapeOf(x)[axis];
   Type elem = elementTypeOf(x);
+  if (failed(n.checkConstantElements({len, len}, "the summation mask")))
+    return failure();
   SmallVector<Attribute> m;
   for (int64_t src = 0; src < len; ++src)
     for (int64_t dst = 0; dst < len; ++dst) {
@@ -1197,6 +1232,8 @@ LogicalResult eyeLike(NodeImporter &n) {
   }
   int64_t k = n.intAttr("k", 0);
   auto type = RankedTensorType::get(s, elem);
+  if (failed(n.checkConstantElements(s, "the identity matrix")))
+    return failure();
   SmallVector<Attribute> values;
   Builder &b = n.builder();
   for (int64_t i = 0; i < s[0]; ++i)
@@ -1313,6 +1350,8 @@ LogicalResult oneHot(NodeImporter &n) {
   TESSERA_ASSIGN_OR_FAIL(column, n.reshape(fixed, expanded));
   Ints iotaShape(rank, 1);
   iotaShape[axis] = depth;
+  if (failed(n.checkConstantElements({depth}, "the one-hot positions")))
+    return failure();
   SmallVector<int64_t> iota(depth);
   std::iota(iota.begin(), iota.end(), 0);
   Value positions = n.constant(
@@ -1429,6 +1468,9 @@ LogicalResult convTranspose(NodeImporter &n) {
   // An output_shape (or SAME: input x stride) fixes the total padding per
   // dim; SAME_UPPER puts the odd one at the end, otherwise at the start.
   std::optional<Ints> outShape = n.intsAttr("output_shape");
+  if (failed(checkWindowAttrs(n, {kernel, strides, dilations, outPad, pads,
+                                  outShape.value_or(Ints{})})))
+    return failure();
   if (outShape && outShape->size() == static_cast<size_t>(rank))
     outShape = Ints(outShape->begin() + 2, outShape->end());
   if (outShape && outShape->size() != static_cast<size_t>(k))
@@ -1669,6 +1711,8 @@ LogicalResult gatherND(NodeImporter &n) {
     // Each index tuple's batch, as an offset into the flattened batches.
     Ints outer(is.begin(), is.end() - 1);
     int64_t perBatch = g::numElements(ArrayRef<int64_t>(outer).drop_front(b));
+    if (failed(n.checkConstantElements(outer, "the batch offsets")))
+      return failure();
     SmallVector<int64_t> offsets(g::numElements(outer));
     for (size_t p = 0; p < offsets.size(); ++p)
       offsets[p] = static_cast<int64_t>(p) / perBatch * positions;

@@ -55,8 +55,10 @@ namespace {
 
 /// offset, offset + 1, ..., offset + size - 1 (float) along dim `at` of a
 /// rank-`rank` shape of 1s.
-Value iotaAlong(NodeImporter &n, Type elem, int64_t size, int64_t at,
-                int64_t rank, double offset = 0) {
+FailureOr<Value> iotaAlong(NodeImporter &n, Type elem, int64_t size, int64_t at,
+                           int64_t rank, double offset = 0) {
+  if (failed(n.checkConstantElements({size}, "the positions along a dimension")))
+    return failure();
   Ints shape(rank, 1);
   shape[at] = size;
   SmallVector<double> values;
@@ -438,11 +440,11 @@ FailureOr<RoiTaps> roiAxisTaps(NodeImporter &n, Value start, Value bin,
                                int64_t grid, int64_t len, int64_t stride) {
   Type elem = elementTypeOf(start);
   // start + p * bin + (i + 0.5) * bin / count, in the reference's order.
-  TESSERA_ASSIGN_OR_FAIL(binOffset,
-                         n.infer<g::MulOp>(iotaAlong(n, elem, pooled, 1, 3), bin));
+  TESSERA_ASSIGN_OR_FAIL(pooledIota, iotaAlong(n, elem, pooled, 1, 3));
+  TESSERA_ASSIGN_OR_FAIL(binOffset, n.infer<g::MulOp>(pooledIota, bin));
   TESSERA_ASSIGN_OR_FAIL(binStart, n.infer<g::AddOp>(start, binOffset));
-  TESSERA_ASSIGN_OR_FAIL(
-      sampleOffset, n.infer<g::MulOp>(iotaAlong(n, elem, grid, 2, 3, 0.5), bin));
+  TESSERA_ASSIGN_OR_FAIL(gridIota, iotaAlong(n, elem, grid, 2, 3, 0.5));
+  TESSERA_ASSIGN_OR_FAIL(sampleOffset, n.infer<g::MulOp>(gridIota, bin));
   TESSERA_ASSIGN_OR_FAIL(sampleStep, n.infer<g::DivOp>(sampleOffset, count));
   TESSERA_ASSIGN_OR_FAIL(pos, n.infer<g::AddOp>(binStart, sampleStep));
   // Samples beyond one pixel outside the image are skipped (weight 0).
@@ -616,8 +618,8 @@ LogicalResult roiAlign(NodeImporter &n) {
     if (varying) {
       ArrayRef<double> counts = axis == 0 ? countsH : countsW;
       count = n.constant(floatValues(elem, {R, 1, 1}, counts));
-      TESSERA_ASSIGN_OR_FAIL(
-          l, n.infer<g::LessOp>(iotaAlong(n, elem, grid, 2, 3), count));
+      TESSERA_ASSIGN_OR_FAIL(gridIota, iotaAlong(n, elem, grid, 2, 3));
+      TESSERA_ASSIGN_OR_FAIL(l, n.infer<g::LessOp>(gridIota, count));
       live[axis] = l;
     }
     TESSERA_ASSIGN_OR_FAIL(

@@ -33,6 +33,18 @@
 # RUN: not tessera-compile %t/split-no-outputs.onnx 2>&1 | FileCheck %s --check-prefix=NOOUT
 # RUN: not tessera-compile %t/short-raw-data.onnx 2>&1 | FileCheck %s --check-prefix=SHORTRAW
 # RUN: not tessera-compile %t/short-typed-data.onnx 2>&1 | FileCheck %s --check-prefix=SHORTTYPED
+# Found by the ONNX importer's fuzzer (test/fuzz/fuzz_onnx.cpp):
+# RUN: not tessera-compile %t/ref-attr.onnx 2>&1 | FileCheck %s --check-prefix=REFATTR
+# RUN: not tessera-compile %t/two-values.onnx 2>&1 | FileCheck %s --check-prefix=TWOVALUES
+# RUN: not tessera-compile %t/untyped-input.onnx 2>&1 | FileCheck %s --check-prefix=UNTYPED
+# RUN: not tessera-compile %t/scan-in-loop.onnx 2>&1 | FileCheck %s --check-prefix=INNERSCAN
+# RUN: not tessera-compile %t/dft-int8.onnx 2>&1 | FileCheck %s --check-prefix=DFTINT
+# RUN: not tessera-compile %t/unranked.onnx 2>&1 | FileCheck %s --check-prefix=UNRANKED
+# RUN: not tessera-compile %t/conv-scalars.onnx 2>&1 | FileCheck %s --check-prefix=CONVSCALAR
+# RUN: not tessera-compile %t/trilu-huge.onnx 2>&1 | FileCheck %s --check-prefix=TRILU
+# RUN: not tessera-compile %t/eyelike-huge.onnx 2>&1 | FileCheck %s --check-prefix=EYE
+# RUN: not tessera-compile %t/concat-overflow.onnx 2>&1 | FileCheck %s --check-prefix=CONCAT
+# RUN: not tessera-compile %t/convtranspose-huge.onnx 2>&1 | FileCheck %s --check-prefix=CONVT
 import os
 import numpy as np
 import onnx
@@ -75,7 +87,7 @@ m = helper.make_model(helper.make_graph(
     opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)])
 onnx.save(m, os.path.join(out, "unsupported.onnx"))
 
-# MISSING: error: Relu: input 'w' is not a graph input, an initializer or an output of an earlier node
+# MISSING: error: Relu node #0 ('y') reads 'w', which no graph input, initializer or earlier node defines (nodes must be in topological order)
 save("missing", [node("Relu", ["w"], ["y"])], [vi("x", T.FLOAT, [2])],
      [vi("y", T.FLOAT, [2])], check=False)
 
@@ -158,3 +170,56 @@ typed = helper.make_tensor("w", T.FLOAT, [3], [1.0, 2.0, 3.0])
 typed.dims[:] = [2, 3]
 save("short-typed-data", [node("Add", ["x", "w"], ["y"])], [vi("x", T.FLOAT, [2, 3])],
      [vi("y", T.FLOAT, [2, 3])], [typed], check=False)
+
+# Found by the ONNX importer's fuzzer; each crashed ONNX's shape inference
+# or a converter, or took minutes, before it was checked.
+# REFATTR: error: Shape node 'y': attribute 'start' refers to a function's attribute ('s'), which only a function's body may
+ref = helper.make_attribute("start", 0)
+ref.ref_attr_name = "s"
+shape_node = node("Shape", ["x"], ["y"])
+shape_node.attribute.append(ref)
+save("ref-attr", [shape_node], [vi("x", T.FLOAT, [2, 3])], [vi("y", T.INT64, [2])],
+     check=False)
+# TWOVALUES: error: Shape node 'y': attribute 'start' has 2 values; an attribute has one
+two = helper.make_attribute("start", 0)
+two.floats.append(1.0)
+shape_node = node("Shape", ["x"], ["y"])
+shape_node.attribute.append(two)
+save("two-values", [shape_node], [vi("x", T.FLOAT, [2, 3])], [vi("y", T.INT64, [2])],
+     check=False)
+# UNTYPED: error: graph input 'x' has no type; declare its element type and shape
+untyped = save("untyped-input", [node("EyeLike", ["x"], ["y"])], [vi("x", T.FLOAT, [2, 2])],
+               [vi("y", T.FLOAT, [2, 2])], check=False)
+m = onnx.load(untyped)
+m.graph.input[0].ClearField("type")
+onnx.save(m, untyped)
+# INNERSCAN: error: Scan node 's' lacks its required attribute 'body'
+body = helper.make_graph([node("Scan", ["c"], ["s"]), node("Identity", ["c"], ["c_out"])],
+                         "body", [vi("i", T.INT64, []), vi("c", T.BOOL, [])],
+                         [vi("c_out", T.BOOL, [])])
+save("scan-in-loop", [helper.make_node("Loop", ["n", "c0"], [], name="loop", body=body)],
+     [vi("n", T.INT64, []), vi("c0", T.BOOL, [])], [], check=False)
+# DFTINT: error: DFT: input 0 ('input') is tensor(int8); opset 17 takes tensor(float16), tensor(float), tensor(double), tensor(bfloat16)
+save("dft-int8", [node("DFT", ["x"], ["y"])], [vi("x", T.INT8, [1, 4, 1])],
+     [vi("y", T.FLOAT, [1, 4, 2])], check=False)
+# UNRANKED: error: input 'i' has no shape
+unranked = helper.make_tensor_value_info("i", T.INT64, None)
+save("unranked", [node("MaxUnpool", ["x", "i"], ["y"], kernel_shape=[2, 2])],
+     [vi("x", T.FLOAT, [1, 1, 2, 2]), unranked], [vi("y", T.FLOAT, [1, 1, 4, 4])], check=False)
+# CONVSCALAR: error: Conv: input must be N x C x spatial..., got
+save("conv-scalars", [node("Conv", ["x", "w"], ["y"])], [vi("x", T.FLOAT, []),
+                                                         vi("w", T.FLOAT, [])],
+     [vi("y", T.FLOAT, [])], check=False)
+# TRILU: error: Trilu: the triangle's mask would be a constant of more than the 2^26 elements Tessera builds at compile time
+save("trilu-huge", [node("Trilu", ["x"], ["y"])], [vi("x", T.FLOAT, [4, 2147483647])],
+     [vi("y", T.FLOAT, [4, 2147483647])], check=False)
+# EYE: error: EyeLike: the identity matrix would be a constant of more than the 2^26 elements
+save("eyelike-huge", [node("EyeLike", ["x"], ["y"])], [vi("x", T.FLOAT, [65536, 65536])],
+     [vi("y", T.FLOAT, [65536, 65536])], check=False)
+# CONCAT: error: result of shape 2x68719476736 has more elements than any IPU system holds (at most 2^36)
+save("concat-overflow", [node("Concat", ["x", "x"], ["y"], axis=0)],
+     [vi("x", T.FLOAT, [1, 1 << 36])], [vi("y", T.FLOAT, [2, 1 << 36])], check=False)
+# CONVT: error: ConvTranspose: window attribute value 9223372036854775806 is out of range (at most 2^24)
+save("convtranspose-huge", [node("ConvTranspose", ["x", "w"], ["y"], strides=[2, (1 << 63) - 2])],
+     [vi("x", T.FLOAT, [1, 1, 2, 2]), vi("w", T.FLOAT, [1, 1, 2, 2])],
+     [vi("y", T.FLOAT, [1, 1, 4, 4])], check=False)

@@ -37,6 +37,26 @@ FailureOr<Value> finishCreatedOp(OpBuilder &builder, Operation *op) {
     op->erase();
     return failure();
   }
+  // A shape whose element count passes any IPU system's (or overflows)
+  // comes from a model's sizes, never from a real tensor: refused before
+  // folds or later passes size anything by it.
+  constexpr int64_t kMaxElements = int64_t(1) << 36;
+  for (Type type : op->getResultTypes()) {
+    auto ranked = dyn_cast<RankedTensorType>(type);
+    if (!ranked || !ranked.hasStaticShape())
+      continue;
+    int64_t elements = 1;
+    for (int64_t size : ranked.getShape()) {
+      if (size > 0 && elements > kMaxElements / size) {
+        op->emitError("result of shape ")
+            << formatShape(ranked.getShape())
+            << " has more elements than any IPU system holds (at most 2^36)";
+        op->erase();
+        return failure();
+      }
+      elements *= size;
+    }
+  }
   SmallVector<Value> folded;
   if (succeeded(builder.tryFold(op, folded)) && !folded.empty() &&
       folded.front() != op->getResult(0)) {
