@@ -5,7 +5,7 @@ message, nothing written), never a signal.
 
 For each limit it runs `tessera-compile MODEL -o OUT` with RLIMIT_AS set
 and prints the outcome: `compiled`, `out of memory` (the message's first
-line), `cannot start` (the loader's own message, status 127: too little
+line), `error` (reading the model failed with the OS's ENOMEM), `cannot start` (the loader's own message, status 127: too little
 room to map the libraries) or, a failure, the signal or stray status. It
 exits non-zero if any limit ended otherwise.
 
@@ -69,6 +69,9 @@ def main():
             elif (result.returncode == 1 and "out of memory" in result.stderr and
                   "nothing was written" in result.stderr and not left):
                 outcome = "out of memory: " + first
+            elif (result.returncode == 1 and "Cannot allocate memory" in result.stderr and
+                  not left):
+                outcome = "error: " + first  # the OS's ENOMEM, reading the model
             elif result.returncode == 127:
                 outcome = "cannot start: " + first
             else:

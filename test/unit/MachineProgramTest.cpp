@@ -822,3 +822,63 @@ TEST(MachineProgram, PaddedViewsRoundTripAndAreOnlyRead) {
   ASSERT_TRUE(static_cast<bool>(err));
   EXPECT_NE(llvm::toString(std::move(err)).find("pads"), std::string::npos);
 }
+
+namespace {
+TEST(MachineProgram, KernelSignaturesRoundTripAndRefuseMalformedWords) {
+  // Two loop offsets, an f32 [2, ?] input and an f16 [2, 3] output.
+  KernelSignature s;
+  s.loopOffsets = 2;
+  s.buffers = {{32, {2, KernelSignature::kDynamic}}, {16, {2, 3}}};
+  std::vector<int64_t> words = s.encode();
+  EXPECT_EQ(words, (std::vector<int64_t>{2, 2, 32, 2, 2, -1, 16, 2, 2, 3}));
+  auto back = KernelSignature::decode(words);
+  ASSERT_TRUE(static_cast<bool>(back)) << llvm::toString(back.takeError());
+  EXPECT_EQ(back->encode(), words);
+  EXPECT_EQ(KernelSignature::symbolFor("vertex_cs3_0_entry"), "vertex_cs3_0_signature");
+  // Truncated, trailing words, a rank or element size out of range, a
+  // negative count: each is an error, never a read past the words.
+  std::vector<std::vector<int64_t>> bad = {
+      {}, {2}, {2, 2, 32, 2, 2}, {2, 1, 32, 1, 4, 9}, {2, 1, 32, 65, 1},
+      {2, 1, 0, 1, 4}, {2, 1, 128, 1, 4}, {-1, 0}, {0, -3}, {0, 1, 32, 1, -2}};
+  for (const auto &w : bad) {
+    auto d = KernelSignature::decode(w);
+    EXPECT_FALSE(static_cast<bool>(d)) << w.size();
+    if (!d)
+      llvm::consumeError(d.takeError());
+  }
+}
+
+TEST(MachineProgram, KernelUsesAreCheckedAgainstTheSignature) {
+  MachineProgram p;
+  Variable x, y;
+  x.name = "x";
+  x.shape = {4, 6};
+  x.dtype = DType::F32;
+  y = x;
+  y.name = "y";
+  p.variables = {x, y};
+  ComputeSet cs;
+  cs.name = "cs0";
+  cs.loopRanges = {4, 6};
+  cs.outputLoops = {0, 1};
+  cs.inputs = {{0, {}}};
+  cs.outputs = {1};
+  Kernel k{"vertex_cs0_0_entry", {2, 6}, 1, 1};
+  KernelSignature s;
+  s.loopOffsets = 2;
+  s.buffers = {{32, {2, 6}}, {32, {KernelSignature::kDynamic, 6}}};
+  EXPECT_EQ(checkKernelUse(p, cs, k, s), "");
+  EXPECT_EQ(checkKernelRegion(s, 0, {2, 6}), "");
+  EXPECT_EQ(checkKernelRegion(s, 0, {3, 6}), "takes buffer 0 of shape 2x6, not a region of 3x6");
+  KernelSignature fewer = s;
+  fewer.loopOffsets = 1;
+  EXPECT_EQ(checkKernelUse(p, cs, k, fewer), "takes 1 loop offsets and 2 buffers, not 2 and 2");
+  KernelSignature half = s;
+  half.buffers[1].elementBits = 16;
+  EXPECT_NE(checkKernelUse(p, cs, k, half).find("16-bit elements for variable 'y'"),
+            std::string::npos);
+  KernelSignature small = s;
+  small.buffers[1].sizes = {1, 6};
+  EXPECT_EQ(checkKernelUse(p, cs, k, small), "takes buffer 1 of shape 1x6, not a region of 2x6");
+}
+} // namespace
