@@ -259,6 +259,8 @@ static std::optional<std::string> checkTensorPayload(const onnx::TensorProto &t)
   default:
     return std::nullopt; // types Tessera refuses later with their name
   }
+  if (n > INT64_MAX / width)
+    return "has dimensions whose size in bytes overflows";
   if (t.has_raw_data()) {
     if (static_cast<int64_t>(t.raw_data().size()) != n * width)
       return "holds " + std::to_string(t.raw_data().size()) + " bytes of raw data, but " +

@@ -45,6 +45,7 @@
 # RUN: not tessera-compile %t/eyelike-huge.onnx 2>&1 | FileCheck %s --check-prefix=EYE
 # RUN: not tessera-compile %t/concat-overflow.onnx 2>&1 | FileCheck %s --check-prefix=CONCAT
 # RUN: not tessera-compile %t/convtranspose-huge.onnx 2>&1 | FileCheck %s --check-prefix=CONVT
+# RUN: not tessera-compile %t/bytes-overflow.onnx 2>&1 | FileCheck %s --check-prefix=BYTES
 import os
 import numpy as np
 import onnx
@@ -223,3 +224,8 @@ save("concat-overflow", [node("Concat", ["x", "x"], ["y"], axis=0)],
 save("convtranspose-huge", [node("ConvTranspose", ["x", "w"], ["y"], strides=[2, (1 << 63) - 2])],
      [vi("x", T.FLOAT, [1, 1, 2, 2]), vi("w", T.FLOAT, [1, 1, 2, 2])],
      [vi("y", T.FLOAT, [1, 1, 4, 4])], check=False)
+# BYTES: error: initializer 'w' has dimensions whose size in bytes overflows
+huge_raw = numpy_helper.from_array(np.zeros(2, np.float32), "w")
+huge_raw.dims[:] = [(1 << 63) - 1]
+save("bytes-overflow", [node("Identity", ["w"], ["y"])], [vi("x", T.FLOAT, [2])],
+     [vi("y", T.FLOAT, [2])], [huge_raw], check=False)
