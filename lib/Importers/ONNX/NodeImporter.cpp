@@ -299,11 +299,11 @@ LogicalResult NodeImporter::setOutputs(ArrayRef<Value> values) {
 }
 
 LogicalResult NodeImporter::checkConstantElements(ArrayRef<int64_t> counts, StringRef what) {
-  constexpr int64_t kMaxConstantElements = int64_t(1) << 26;
+  constexpr int64_t kMaxConstantElements = int64_t(1) << 24; // a 4096 x 4096 mask
   int64_t total = 1;
   for (int64_t c : counts) {
     if (c < 0 || (c > 0 && total > kMaxConstantElements / c))
-      return error() << what << " would be a constant of more than the 2^26 elements "
+      return error() << what << " would be a constant of more than the 2^24 elements "
                      << "Tessera builds at compile time";
     total *= c;
   }

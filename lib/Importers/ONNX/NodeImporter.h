@@ -214,7 +214,7 @@ public:
   /// An error at the node: "<OpType> node '<name>': ...".
   mlir::InFlightDiagnostic error();
   /// Fails with an error naming `what` when a converter would build a
-  /// compile-time constant of more than 2^26 elements (or count overflow):
+  /// compile-time constant of more than 2^24 elements (or count overflow):
   /// building it element by element would take the compile minutes.
   mlir::LogicalResult checkConstantElements(llvm::ArrayRef<int64_t> counts,
                                             llvm::StringRef what);

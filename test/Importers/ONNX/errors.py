@@ -211,10 +211,10 @@ save("unranked", [node("MaxUnpool", ["x", "i"], ["y"], kernel_shape=[2, 2])],
 save("conv-scalars", [node("Conv", ["x", "w"], ["y"])], [vi("x", T.FLOAT, []),
                                                          vi("w", T.FLOAT, [])],
      [vi("y", T.FLOAT, [])], check=False)
-# TRILU: error: Trilu: the triangle's mask would be a constant of more than the 2^26 elements Tessera builds at compile time
+# TRILU: error: Trilu: the triangle's mask would be a constant of more than the 2^24 elements Tessera builds at compile time
 save("trilu-huge", [node("Trilu", ["x"], ["y"])], [vi("x", T.FLOAT, [4, 2147483647])],
      [vi("y", T.FLOAT, [4, 2147483647])], check=False)
-# EYE: error: EyeLike: the identity matrix would be a constant of more than the 2^26 elements
+# EYE: error: EyeLike: the identity matrix would be a constant of more than the 2^24 elements
 save("eyelike-huge", [node("EyeLike", ["x"], ["y"])], [vi("x", T.FLOAT, [65536, 65536])],
      [vi("y", T.FLOAT, [65536, 65536])], check=False)
 # CONCAT: error: result of shape 2x68719476736 has more elements than any IPU system holds (at most 2^36)
