@@ -1190,6 +1190,8 @@ LogicalResult depthToSpace(NodeImporter &n) {
   Value x = n.input(0);
   Ints s = shapeOf(x);
   int64_t b = n.intAttr("blocksize", 0);
+  if (failed(checkWindowAttrs(n, {{b}})))
+    return failure();
   if (s.size() != 4 || b <= 0 || s[1] % (b * b) != 0)
     return n.error() << "needs a rank-4 input whose channels divide by blocksize^2 "
                         "(blocksize "

@@ -46,6 +46,7 @@
 # RUN: not tessera-compile %t/concat-overflow.onnx 2>&1 | FileCheck %s --check-prefix=CONCAT
 # RUN: not tessera-compile %t/convtranspose-huge.onnx 2>&1 | FileCheck %s --check-prefix=CONVT
 # RUN: not tessera-compile %t/bytes-overflow.onnx 2>&1 | FileCheck %s --check-prefix=BYTES
+# RUN: not tessera-compile %t/blocksize-huge.onnx 2>&1 | FileCheck %s --check-prefix=BLOCKSIZE
 import os
 import numpy as np
 import onnx
@@ -229,3 +230,6 @@ huge_raw = numpy_helper.from_array(np.zeros(2, np.float32), "w")
 huge_raw.dims[:] = [(1 << 63) - 1]
 save("bytes-overflow", [node("Identity", ["w"], ["y"])], [vi("x", T.FLOAT, [2])],
      [vi("y", T.FLOAT, [2])], [huge_raw], check=False)
+# BLOCKSIZE: error: DepthToSpace: window attribute value 9223372036854775807 is out of range (at most 2^24)
+save("blocksize-huge", [node("DepthToSpace", ["x"], ["y"], blocksize=(1 << 63) - 1)],
+     [vi("x", T.FLOAT, [1, 4, 2, 2])], [vi("y", T.FLOAT, [1, 1, 4, 4])], check=False)
