@@ -212,3 +212,33 @@ TEST(SupportedOperators, CoverTheClassificationModels) {
 }
 
 } // namespace
+
+namespace {
+// TensorProtos found by the `pb` fuzzer: the typed field of another type
+// (an i64 tensor's int32_data was read 8 bytes per 4-byte entry) and dims
+// whose element count is negative or past any IPU system are errors.
+TEST(ONNXImporter, TensorProtoReadsOnlyTheFieldOfItsType) {
+  using tessera::onnx_importer::ConstantInput;
+  using tessera::onnx_importer::parseTensorProto;
+  auto parse = [](const onnx::TensorProto &t, ConstantInput &value) {
+    return parseTensorProto(t.SerializeAsString(), "'t.pb'", value);
+  };
+  onnx::TensorProto t;
+  t.set_data_type(onnx::TensorProto::INT64);
+  t.add_dims(3);
+  for (int v : {1, 2, 3})
+    t.add_int32_data(v);
+  ConstantInput value;
+  EXPECT_EQ(parse(t, value), "'t.pb' holds 0 bytes; its shape needs 24");
+  t.clear_int32_data();
+  for (int64_t v : {1, 2, 3})
+    t.add_int64_data(v);
+  EXPECT_EQ(parse(t, value), "");
+  EXPECT_EQ(value.elementType, "i64");
+  EXPECT_EQ(value.data.size(), 24u);
+  t.set_dims(0, -3);
+  EXPECT_NE(parse(t, value).find("negative dimension or more elements"), std::string::npos);
+  t.set_dims(0, int64_t(1) << 40);
+  EXPECT_NE(parse(t, value).find("more elements than any IPU system holds"), std::string::npos);
+}
+} // namespace

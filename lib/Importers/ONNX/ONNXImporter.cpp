@@ -1277,21 +1277,29 @@ std::string parseTensorProto(StringRef bytes, StringRef what, ConstantInput &val
            ", which --constant-input does not read";
   value.elementType = type->second.first;
   value.shape.assign(proto.dims().begin(), proto.dims().end());
-  size_t width = type->second.second, count = 1;
-  for (int64_t d : value.shape)
-    count *= d;
+  size_t width = type->second.second;
+  // Elements within what any IPU system holds (2^36), so that the byte
+  // count below cannot overflow.
+  int64_t elements = checkedElementCount(proto.dims());
+  if (elements < 0 || elements > (int64_t(1) << 36))
+    return what.str() + " has a negative dimension or more elements than any IPU system holds";
+  size_t count = static_cast<size_t>(elements);
   auto copy = [&](const void *data, size_t n) {
     value.data.assign(static_cast<const char *>(data), n);
   };
+  // The typed field ONNX defines for the element type, and no other: an
+  // int32_data of an i64 tensor would be read past its entries.
+  int32_t dt = proto.data_type();
+  bool viaInt32 = width <= 4 && dt != onnx::TensorProto::FLOAT;
   if (proto.has_raw_data())
     value.data = proto.raw_data();
-  else if (proto.float_data_size())
+  else if (proto.float_data_size() && dt == onnx::TensorProto::FLOAT)
     copy(proto.float_data().data(), proto.float_data_size() * 4);
-  else if (proto.double_data_size())
+  else if (proto.double_data_size() && dt == onnx::TensorProto::DOUBLE)
     copy(proto.double_data().data(), proto.double_data_size() * 8);
-  else if (proto.int64_data_size())
+  else if (proto.int64_data_size() && dt == onnx::TensorProto::INT64)
     copy(proto.int64_data().data(), proto.int64_data_size() * 8);
-  else if (proto.int32_data_size()) {
+  else if (proto.int32_data_size() && viaInt32) {
     // Types of 32 bits or less, one per entry: each entry's low bytes.
     value.data.resize(proto.int32_data_size() * width);
     for (int i = 0; i < proto.int32_data_size(); ++i) {

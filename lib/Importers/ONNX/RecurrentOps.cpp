@@ -136,6 +136,9 @@ FailureOr<Recurrence> prepare(NodeImporter &n, Cell cell) {
     rec.x = t;
   }
   Ints xs = shapeOf(rec.x);
+  if (xs[0] > g::kMaxUnrolledSteps)
+    return n.error() << "a sequence of " << xs[0] << " steps: Tessera unrolls recurrences, "
+                     << "over at most " << g::kMaxUnrolledSteps << " steps";
   rec.seq = xs[0];
   rec.batch = xs[1];
   rec.inputSize = xs[2];

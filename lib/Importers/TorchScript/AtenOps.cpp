@@ -774,6 +774,9 @@ LogicalResult recurrent(OpContext &c, g::RecurrentCell cell, StringRef activatio
     g::RecurrentLayer layer;
     layer.cell = cell;
     ArrayRef<int64_t> xs = graph::shapeOf(input);
+    if (xs[0] > g::kMaxUnrolledSteps)
+      return c.error() << "a sequence of " << xs[0] << " steps: Tessera unrolls recurrences, "
+                       << "over at most " << g::kMaxUnrolledSteps << " steps";
     layer.seq = xs[0];
     layer.batch = xs[1];
     layer.inputSize = xs[2];

@@ -47,6 +47,7 @@
 # RUN: not tessera-compile %t/convtranspose-huge.onnx 2>&1 | FileCheck %s --check-prefix=CONVT
 # RUN: not tessera-compile %t/bytes-overflow.onnx 2>&1 | FileCheck %s --check-prefix=BYTES
 # RUN: not tessera-compile %t/blocksize-huge.onnx 2>&1 | FileCheck %s --check-prefix=BLOCKSIZE
+# RUN: not tessera-compile %t/rnn-long.onnx 2>&1 | FileCheck %s --check-prefix=LONGRNN
 import os
 import numpy as np
 import onnx
@@ -233,3 +234,8 @@ save("bytes-overflow", [node("Identity", ["w"], ["y"])], [vi("x", T.FLOAT, [2])]
 # BLOCKSIZE: error: DepthToSpace: window attribute value 9223372036854775807 is out of range (at most 2^24)
 save("blocksize-huge", [node("DepthToSpace", ["x"], ["y"], blocksize=(1 << 63) - 1)],
      [vi("x", T.FLOAT, [1, 4, 2, 2])], [vi("y", T.FLOAT, [1, 1, 4, 4])], check=False)
+# LONGRNN: error: RNN: a sequence of 1000000 steps: Tessera unrolls recurrences, over at most 16384 steps
+save("rnn-long", [node("RNN", ["x", "w", "r"], ["y"], hidden_size=2)],
+     [vi("x", T.FLOAT, [1000000, 1, 2])], [vi("y", T.FLOAT, [1000000, 1, 1, 2])],
+     [init("w", np.ones((1, 2, 2), np.float32)), init("r", np.ones((1, 2, 2), np.float32))],
+     check=False)

@@ -56,6 +56,10 @@ struct RecurrentLayer {
   }
 };
 
+/// The most time steps a recurrence is unrolled over: every step is ops of
+/// its own, and importers refuse longer sequences before building any.
+constexpr int64_t kMaxUnrolledSteps = int64_t(1) << 14;
+
 /// Y [seq, dirs, batch, hidden], Y_h and (LSTM) Y_c [dirs, batch, hidden];
 /// null after a failure, which `e` latches.
 struct RecurrentResult {
