@@ -360,7 +360,8 @@ static LogicalResult checkDefinedBeforeUse(const onnx::GraphProto &graph, Locati
 /// branches, a Loop's or Scan's body): attributes (checkAttribute, tensor
 /// payloads), and for operators of the default domain the inputs, outputs
 /// and attributes their schema requires.
-static LogicalResult checkNodes(const onnx::GraphProto &graph, int64_t opset, Location loc,
+static LogicalResult checkNodes(const onnx::GraphProto &graph,
+                                const std::map<std::string, int64_t> &opsets, Location loc,
                                 int depth = 0) {
   // Deeper than any model nests control flow; a forged one could overflow
   // the stack here or in ONNX's inference.
@@ -378,16 +379,24 @@ static LogicalResult checkNodes(const onnx::GraphProto &graph, int64_t opset, Lo
           return emitError(loc) << node.op_type() << " node '" << name
                                 << "': the tensor of attribute '" << attr.name() << "' "
                                 << *problem;
-      if (attr.has_g() && failed(checkNodes(attr.g(), opset, loc, depth + 1)))
+      if (attr.has_g() && failed(checkNodes(attr.g(), opsets, loc, depth + 1)))
         return failure();
       for (const onnx::GraphProto &g : attr.graphs())
-        if (failed(checkNodes(g, opset, loc, depth + 1)))
+        if (failed(checkNodes(g, opsets, loc, depth + 1)))
           return failure();
     }
-    if ((!node.domain().empty() && node.domain() != "ai.onnx") || opset <= 0)
-      continue;
+    // The operator's schema in the version of its domain the model imports
+    // (ai.onnx's, or another's such as ai.onnx.preview.training).
+    std::string domain = node.domain() == "ai.onnx" ? "" : node.domain();
+    auto imported = opsets.find(domain);
+    if (imported == opsets.end())
+      return emitError(loc) << node.op_type() << " node '" << name << "' is of domain '"
+                            << domain << "', which the model does not import (opset_import)";
+    int64_t opset = imported->second;
+    if (opset <= 0 || opset > INT_MAX)
+      continue; // the importer reports the opset
     const onnx::OpSchema *schema =
-        onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(opset), "");
+        onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(opset), domain);
     if (!schema)
       continue; // unsupported or unknown: the importer lists those
     auto arity = [](int min, int max) {
@@ -429,11 +438,10 @@ static LogicalResult checkNodes(const onnx::GraphProto &graph, int64_t opset, Lo
 
 static LogicalResult checkModelStructure(const onnx::ModelProto &model, Location loc) {
   const onnx::GraphProto &graph = model.graph();
-  int64_t opset = 0;
+  std::map<std::string, int64_t> opsets;
   for (const auto &imp : model.opset_import())
-    if (imp.domain().empty() || imp.domain() == "ai.onnx")
-      opset = imp.version();
-  if (failed(checkNamesAreUTF8(graph, loc)) || failed(checkNodes(graph, opset, loc)) ||
+    opsets[imp.domain() == "ai.onnx" ? "" : imp.domain()] = imp.version();
+  if (failed(checkNamesAreUTF8(graph, loc)) || failed(checkNodes(graph, opsets, loc)) ||
       failed(checkDefinedBeforeUse(graph, loc, {})))
     return failure();
   for (const onnx::TensorProto &init : graph.initializer())

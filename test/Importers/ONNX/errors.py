@@ -48,6 +48,8 @@
 # RUN: not tessera-compile %t/bytes-overflow.onnx 2>&1 | FileCheck %s --check-prefix=BYTES
 # RUN: not tessera-compile %t/blocksize-huge.onnx 2>&1 | FileCheck %s --check-prefix=BLOCKSIZE
 # RUN: not tessera-compile %t/rnn-long.onnx 2>&1 | FileCheck %s --check-prefix=LONGRNN
+# RUN: not tessera-compile %t/domain-not-imported.onnx 2>&1 | FileCheck %s --check-prefix=DOMAIN
+# RUN: not tessera-compile %t/adam-absent.onnx 2>&1 | FileCheck %s --check-prefix=ADAM
 import os
 import numpy as np
 import onnx
@@ -239,3 +241,14 @@ save("rnn-long", [node("RNN", ["x", "w", "r"], ["y"], hidden_size=2)],
      [vi("x", T.FLOAT, [1000000, 1, 2])], [vi("y", T.FLOAT, [1000000, 1, 1, 2])],
      [init("w", np.ones((1, 2, 2), np.float32)), init("r", np.ones((1, 2, 2), np.float32))],
      check=False)
+# DOMAIN: error: Adam node 'x_new' is of domain 'ai.onnx.preview.training', which the model does not import (opset_import)
+# ADAM: error: Adam node 'x_new': input 3 ('inputs') is required, but the model leaves it out (an empty name)
+for name, imports in [("domain-not-imported", []),
+                      ("adam-absent", [helper.make_opsetid("ai.onnx.preview.training", 1)])]:
+    g = helper.make_graph(
+        [helper.make_node("Adam", ["r", "t", "x", "", "v", "h"], ["x_new", "v_new", "h_new"],
+                          name="x_new", domain="ai.onnx.preview.training")],
+        "g", [vi(n, T.FLOAT, [2]) for n in ("x", "v", "h")] +
+        [vi("r", T.FLOAT, []), vi("t", T.INT64, [])], [vi("x_new", T.FLOAT, [2])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)] + imports)
+    onnx.save(m, os.path.join(out, name + ".onnx"))
