@@ -50,6 +50,7 @@
 # RUN: not tessera-compile %t/rnn-long.onnx 2>&1 | FileCheck %s --check-prefix=LONGRNN
 # RUN: not tessera-compile %t/domain-not-imported.onnx 2>&1 | FileCheck %s --check-prefix=DOMAIN
 # RUN: not tessera-compile %t/adam-absent.onnx 2>&1 | FileCheck %s --check-prefix=ADAM
+# RUN: not tessera-compile %t/lstm-hidden-huge.onnx 2>&1 | FileCheck %s --check-prefix=HIDDEN
 import os
 import numpy as np
 import onnx
@@ -252,3 +253,8 @@ for name, imports in [("domain-not-imported", []),
         [vi("r", T.FLOAT, []), vi("t", T.INT64, [])], [vi("x_new", T.FLOAT, [2])])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)] + imports)
     onnx.save(m, os.path.join(out, name + ".onnx"))
+# HIDDEN: error: LSTM: hidden_size must be positive and at most 2^24, got 9223372036854775807
+save("lstm-hidden-huge", [node("LSTM", ["x", "w", "r"], ["y"], hidden_size=(1 << 63) - 1)],
+     [vi("x", T.FLOAT, [3, 1, 2])], [vi("y", T.FLOAT, [3, 1, 1, 2])],
+     [init("w", np.ones((1, 8, 2), np.float32)), init("r", np.ones((1, 8, 2), np.float32))],
+     check=False)
