@@ -950,7 +950,11 @@ Expected<std::unique_ptr<IPUModel>> IPUModel::create(const Executable &executabl
           std::string signatureSymbol = KernelSignature::symbolFor(symbol);
           auto size = data.find(signatureSymbol);
           auto address = impl->jit->lookup(signatureSymbol);
-          if (size == data.end() || size->second == 0 || size->second % 8 != 0 || !address) {
+          // Far above any kernel's (a few dozen words), far below what a
+          // copy could be hurt by.
+          constexpr uint64_t kMaxSignatureBytes = 1 << 16;
+          if (size == data.end() || size->second == 0 || size->second % 8 != 0 ||
+              size->second > kMaxSignatureBytes || !address) {
             if (!address)
               llvm::consumeError(address.takeError());
             return forged(cs, k, "whose code records no signature");
