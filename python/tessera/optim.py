@@ -9,9 +9,10 @@ buffer (the update is unchanged up to rounding). PopTorch's accumulator
 types choose the storage of the gradient accumulators (`accum_type`; by
 default the gradient's type) and of the optimizer state
 (`first_order_momentum_accum_type`, SGD's `velocity_accum_type`,
-`second_order_momentum_accum_type`; fp32 by default): torch.float32 or
-torch.float16. State is updated in fp32 and rounded to its type when
-stored.
+`second_order_momentum_accum_type`; by default the update's type, fp32 for
+fp32 and fp16 weights): torch.float32 or
+torch.float16. State is updated in the update's type and rounded to its
+own type when stored.
 """
 import torch
 
@@ -32,7 +33,11 @@ def _accumulator_types(**types):
             continue
         if value not in (torch.float32, torch.float16):
             raise Error(f"{name}={value}: use torch.float32 or torch.float16")
-        chosen[_ACCUMULATOR_KEYS[name]] = "float32" if value == torch.float32 else "float16"
+        key = _ACCUMULATOR_KEYS[name]
+        # fp32 is the state's default: naming it changes nothing compiled.
+        if value == torch.float32 and key != "accum-type":
+            continue
+        chosen[key] = "float32" if value == torch.float32 else "float16"
     return chosen
 
 

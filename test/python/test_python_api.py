@@ -244,6 +244,13 @@ def test_accumulator_types_choose_the_state_storage():
         torch.testing.assert_close(trained[name], value, rtol=0, atol=5e-4, msg=name)
     with pytest.raises(tessera.Error, match="accumulator types .* change the compiled update"):
         model.setOptimizer(tessera.optim.SGD(net.parameters(), lr=0.01, momentum=0.9))
+    # The same types with another learning rate, and fp32 state named
+    # explicitly (the default), change nothing compiled.
+    model.setOptimizer(tessera.optim.SGD(net.parameters(), lr=0.01, momentum=0.9,
+                                         accum_type=torch.float16,
+                                         velocity_accum_type=torch.float16))
+    assert tessera.optim.accumulator_types(tessera.optim.Adam(
+        net.parameters(), first_order_momentum_accum_type=torch.float32)) == {}
 
 
 class TinyBert(torch.nn.Module):

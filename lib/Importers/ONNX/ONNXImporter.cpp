@@ -306,7 +306,11 @@ static std::optional<std::string> checkAttribute(const onnx::AttributeProto &att
   if (set == 1 && attr.type() != A::UNDEFINED && !typeMatches)
     return std::string("is of type ") + A::AttributeType_Name(attr.type()) +
            " but holds a value of another type";
-  if (set == 0 && attr.type() != A::UNDEFINED && attr.type() < A::FLOATS)
+  // An absent number or string is its default (proto3 writers leave
+  // defaults out, and onnx.checker accepts it); an absent message is not.
+  bool message = attr.type() == A::TENSOR || attr.type() == A::GRAPH ||
+                 attr.type() == A::SPARSE_TENSOR || attr.type() == A::TYPE_PROTO;
+  if (set == 0 && message)
     return std::string("is of type ") + A::AttributeType_Name(attr.type()) +
            " but holds no value";
   return std::nullopt;
@@ -317,10 +321,13 @@ static std::optional<std::string> checkAttribute(const onnx::AttributeProto &att
 /// subgraph, by the graphs around it. ONNX's shape inference dereferences
 /// the type of whatever a node reads.
 static LogicalResult checkDefinedBeforeUse(const onnx::GraphProto &graph, Location loc,
-                                           std::set<std::string> defined) {
-  // A graph input declares its type (ONNX's shape inference reads it).
+                                           std::set<std::string> defined,
+                                           bool isMain = true) {
+  // The model's inputs declare their types (ONNX's shape inference reads
+  // them); a subgraph's may leave them to its operator, as onnx.checker
+  // allows.
   for (const auto &input : graph.input()) {
-    if (input.type().value_case() == onnx::TypeProto::VALUE_NOT_SET)
+    if (isMain && input.type().value_case() == onnx::TypeProto::VALUE_NOT_SET)
       return emitError(loc) << "graph input '" << input.name()
                             << "' has no type; declare its element type and shape";
     defined.insert(input.name());
@@ -337,10 +344,10 @@ static LogicalResult checkDefinedBeforeUse(const onnx::GraphProto &graph, Locati
                               << "', which no graph input, initializer or earlier node "
                                  "defines (nodes must be in topological order)";
     for (const onnx::AttributeProto &attr : node.attribute()) {
-      if (attr.has_g() && failed(checkDefinedBeforeUse(attr.g(), loc, defined)))
+      if (attr.has_g() && failed(checkDefinedBeforeUse(attr.g(), loc, defined, false)))
         return failure();
       for (const onnx::GraphProto &g : attr.graphs())
-        if (failed(checkDefinedBeforeUse(g, loc, defined)))
+        if (failed(checkDefinedBeforeUse(g, loc, defined, false)))
           return failure();
     }
     for (const std::string &output : node.output())
@@ -1128,8 +1135,12 @@ runONNXShapeInference(onnx::ModelProto &model, const ImportOptions &options) {
   // ONNX's inference functions read the shapes of their inputs without
   // checking that there is one (MaxUnpool's); the importer reports an
   // input of unknown rank itself.
+  std::set<std::string> initializers;
+  for (const auto &init : model.graph().initializer())
+    initializers.insert(init.name());
   for (const auto &in : model.graph().input())
-    if (in.type().has_tensor_type() && !in.type().tensor_type().has_shape())
+    if (in.type().has_tensor_type() && !in.type().tensor_type().has_shape() &&
+        !initializers.count(in.name())) // an initializer's dims are its shape
       return "graph input '" + in.name() + "' has no shape";
   try {
     onnx::ShapeInferenceOptions siOptions(/*check_type=*/false,

@@ -36,6 +36,7 @@
 # Found by the ONNX importer's fuzzer (test/fuzz/fuzz_onnx.cpp):
 # RUN: not tessera-compile %t/ref-attr.onnx 2>&1 | FileCheck %s --check-prefix=REFATTR
 # RUN: not tessera-compile %t/two-values.onnx 2>&1 | FileCheck %s --check-prefix=TWOVALUES
+# RUN: tessera-compile %t/default-value.onnx --compile-to=graph | FileCheck %s --check-prefix=DEFAULTVALUE
 # RUN: not tessera-compile %t/untyped-input.onnx 2>&1 | FileCheck %s --check-prefix=UNTYPED
 # RUN: not tessera-compile %t/scan-in-loop.onnx 2>&1 | FileCheck %s --check-prefix=INNERSCAN
 # RUN: not tessera-compile %t/dft-int8.onnx 2>&1 | FileCheck %s --check-prefix=DFTINT
@@ -192,6 +193,15 @@ two.floats.append(1.0)
 shape_node = node("Shape", ["x"], ["y"])
 shape_node.attribute.append(two)
 save("two-values", [shape_node], [vi("x", T.FLOAT, [2, 3])], [vi("y", T.INT64, [2])],
+     check=False)
+# An INT attribute left at its default (proto3 writers omit it) is 0,
+# as onnx.checker reads it: Softmax over axis 0.
+# DEFAULTVALUE: graph.softmax %{{.*}} {axis = 0 : i64}
+zero = helper.make_attribute("axis", 1)
+zero.ClearField("i")
+softmax = node("Softmax", ["x"], ["y"])
+softmax.attribute.append(zero)
+save("default-value", [softmax], [vi("x", T.FLOAT, [2, 3])], [vi("y", T.FLOAT, [2, 3])],
      check=False)
 # UNTYPED: error: graph input 'x' has no type; declare its element type and shape
 untyped = save("untyped-input", [node("EyeLike", ["x"], ["y"])], [vi("x", T.FLOAT, [2, 2])],

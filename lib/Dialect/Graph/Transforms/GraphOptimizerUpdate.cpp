@@ -416,21 +416,34 @@ struct GraphOptimizerUpdate
     if (stepGlobal)
       store(stepGlobal, nextStep, step);
 
-    // Clipping by the global norm, as torch.nn.utils.clip_grad_norm_, in
-    // fp32 (an fp16 sum of squares overflows at 256 squared).
+    // Clipping by the global norm, as torch.nn.utils.clip_grad_norm_, the
+    // norm summed in fp32 (an fp16 sum of squares overflows at 256
+    // squared). 16-bit gradients are clipped in fp32, which their update
+    // uses anyway; others in their own type.
     auto sumOfSquares = [&](Value v) { return sumAll(e.mul(v, v)); };
+    auto isNarrow = [](Value v) {
+      Type t = cast<RankedTensorType>(v.getType()).getElementType();
+      return t.isF16() || t.isBF16();
+    };
     if (flag("max-grad-norm")) {
       Value total;
       for (Trained &t : trained) {
-        t.g = e.cast(t.g, b.getF32Type());
-        Value part = sumOfSquares(t.g);
+        if (!t.g)
+          break; // an earlier op failed; e.failed() reports it
+        if (isNarrow(t.g))
+          t.g = e.cast(t.g, b.getF32Type());
+        Value part = sumOfSquares(e.cast(t.g, b.getF32Type()));
         total = total ? e.add(total, part) : part;
       }
       Value coef = e.div(hyper["max-grad-norm"], e.addScalar(e.sqrt(total), 1e-6));
       Value one = e.scalar(coef, 1.0);
       coef = e.select(e.less(coef, one), coef, one);
-      for (Trained &t : trained)
-        t.g = e.mul(t.g, coef);
+      for (Trained &t : trained) {
+        if (!t.g || !coef)
+          break;
+        Type own = cast<RankedTensorType>(t.g.getType()).getElementType();
+        t.g = e.mul(t.g, e.cast(coef, own));
+      }
     }
     if (e.failed()) {
       main.emitError("could not build the gradients' loss scaling or clipping");

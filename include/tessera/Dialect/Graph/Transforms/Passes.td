@@ -135,7 +135,8 @@ def GraphOptimizerUpdate : Pass<"graph-optimizer-update", "::mlir::ModuleOp"> {
     by default the gradient's type), `first-order-momentum-accum-type`
     (momentum buffers, exp_avg, grad_avg) and
     `second-order-momentum-accum-type` (exp_avg_sq, max_exp_avg_sq,
-    square_avg), both fp32 by default. State is read into and updated in the
+    square_avg), both by default the update's type (fp32 for fp32 and fp16
+    weights). State is read into and updated in the
     update's type and rounded to its own type to nearest when stored.
 
     An fp16 weight is updated in fp32, with fp32 optimizer state unless the
