@@ -1142,6 +1142,11 @@ LogicalResult reshape(NodeImporter &n) {
     }
     if (target[i] < 0)
       return n.error() << "shape entry " << target[i] << " is invalid";
+    // A product past any IPU system's elements (2^36) cannot be the
+    // input's, and must not overflow on the way.
+    if (target[i] > 0 && known > (int64_t(1) << 36) / target[i])
+      return n.error() << "shape " << g::formatShape(target)
+                       << " has more elements than any IPU system holds";
     known *= target[i];
   }
   int64_t total = g::numElements(in);

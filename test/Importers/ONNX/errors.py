@@ -52,6 +52,7 @@
 # RUN: not tessera-compile %t/domain-not-imported.onnx 2>&1 | FileCheck %s --check-prefix=DOMAIN
 # RUN: not tessera-compile %t/adam-absent.onnx 2>&1 | FileCheck %s --check-prefix=ADAM
 # RUN: not tessera-compile %t/lstm-hidden-huge.onnx 2>&1 | FileCheck %s --check-prefix=HIDDEN
+# RUN: not tessera-compile %t/reshape-overflow.onnx 2>&1 | FileCheck %s --check-prefix=RESHAPEHUGE
 import os
 import numpy as np
 import onnx
@@ -268,3 +269,7 @@ save("lstm-hidden-huge", [node("LSTM", ["x", "w", "r"], ["y"], hidden_size=(1 <<
      [vi("x", T.FLOAT, [3, 1, 2])], [vi("y", T.FLOAT, [3, 1, 1, 2])],
      [init("w", np.ones((1, 8, 2), np.float32)), init("r", np.ones((1, 8, 2), np.float32))],
      check=False)
+# RESHAPEHUGE: error: Reshape: shape 49149x1125899906842623 has more elements than any IPU system holds
+save("reshape-overflow", [node("Reshape", ["x", "s"], ["y"])], [vi("x", T.FLOAT, [2, 3])],
+     [vi("y", T.FLOAT, [2, 3])],
+     [init("s", np.array([49149, 1125899906842623], np.int64))], check=False)
