@@ -25,6 +25,14 @@ namespace onnx {
 class OpSchema;
 } // namespace onnx
 
+namespace tessera::onnx_importer {
+/// The largest size an attribute may give (a kernel size, stride, pad,
+/// block size, hidden size, output size): no real model's is larger, and so
+/// bounded, its sums of products with dimensions (at most 2^36 elements)
+/// cannot overflow.
+constexpr int64_t kMaxAttributeSize = int64_t(1) << 24;
+} // namespace tessera::onnx_importer
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/ADT/StringMap.h"

@@ -492,15 +492,12 @@ struct WindowAttrs {
 };
 
 /// Window attributes (kernel sizes, strides, dilations, pads, output
-/// shapes) are at most 2^24 in magnitude: no real model's are larger, and
-/// so bounded, their sums of products with dimensions (at most 2^36 each)
-/// cannot overflow.
+/// shapes) are at most kMaxAttributeSize in magnitude.
 LogicalResult checkWindowAttrs(NodeImporter &n,
                                std::initializer_list<ArrayRef<int64_t>> lists) {
-  constexpr int64_t kMaxWindowValue = int64_t(1) << 24;
   for (ArrayRef<int64_t> list : lists)
     for (int64_t v : list)
-      if (v > kMaxWindowValue || v < -kMaxWindowValue)
+      if (v > kMaxAttributeSize || v < -kMaxAttributeSize)
         return n.error() << "window attribute value " << v << " is out of range (at most 2^24)";
   return success();
 }

@@ -156,8 +156,8 @@ FailureOr<Recurrence> prepare(NodeImporter &n, Cell cell) {
                      << "*hidden_size, hidden_size), got " << g::formatShape(rs);
   // hidden_size is optional in practice (exporters always set it): R has it.
   rec.hidden = n.intAttr("hidden_size", rs[2]);
-  // At most 2^24, so gates x hidden and the shapes below cannot overflow.
-  if (rec.hidden <= 0 || rec.hidden > (int64_t(1) << 24))
+  // Bounded, so gates x hidden and the shapes below cannot overflow.
+  if (rec.hidden <= 0 || rec.hidden > kMaxAttributeSize)
     return n.error() << "hidden_size must be positive and at most 2^24, got " << rec.hidden;
   int64_t gh = rec.gates() * rec.hidden;
 

@@ -524,9 +524,9 @@ LogicalResult roiAlign(NodeImporter &n) {
   int64_t OH = n.intAttr("output_height", 1), OW = n.intAttr("output_width", 1);
   int64_t ratio = n.intAttr("sampling_ratio", 0);
   double scale = n.floatAttr("spatial_scale", 1.0);
-  // At most 2^24 each, as window attributes: the grid sizes below multiply them.
-  constexpr int64_t kMaxWindow = int64_t(1) << 24;
-  if (OH < 1 || OW < 1 || ratio < 0 || OH > kMaxWindow || OW > kMaxWindow || ratio > kMaxWindow)
+  // Bounded as every attribute size: the grid sizes below multiply them.
+  if (OH < 1 || OW < 1 || ratio < 0 || OH > kMaxAttributeSize || OW > kMaxAttributeSize ||
+      ratio > kMaxAttributeSize)
     return n.error() << "output_height and output_width must be positive and "
                         "sampling_ratio non-negative, each at most 2^24";
 
