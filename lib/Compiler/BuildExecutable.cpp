@@ -98,6 +98,21 @@ llvm::Error checkExecutableRequest(const ExecutableRequest &request) {
                      ? " times --gradient-accumulation " + std::to_string(accumulation)
                      : std::string()) +
                 " is more than 16777216 iterations per run");
+  const GraphPipelineOptions &g = request.compile.graph;
+  if (g.precision != "fp32" && g.precision != "fp16.32" && g.precision != "fp16.16")
+    return fail("--precision must be fp32, fp16.32 (fp16 storage, float partials) or fp16.16 "
+                "(fp16 storage and partials), got '" + g.precision + "'");
+  if (!g.partialsType.empty() && g.partialsType != "float" && g.partialsType != "half")
+    return fail("--partials-type must be float or half, got '" + g.partialsType + "'");
+  // The precision's second number is its partials type: another one is a
+  // contradiction, not an override.
+  if ((g.precision == "fp16.16" && g.partialsType == "float") ||
+      (g.precision == "fp16.32" && g.partialsType == "half"))
+    return fail("--precision " + g.precision + " has " +
+                (g.precision == "fp16.16" ? "half" : "float") + " partials, not " +
+                g.partialsType + ": use --precision " +
+                (g.precision == "fp16.16" ? "fp16.32" : "fp16.16") +
+                " for fp16 storage with " + g.partialsType + " partials");
   double amp = request.compile.ipu.availableMemoryProportion;
   if (!(amp > 0 && amp <= 1))
     return fail("--available-memory-proportion must be in (0, 1], got " +
@@ -152,7 +167,7 @@ std::string cacheKeyOptions(const ExecutableRequest &request) {
                        ",") +
             ";blocks=" + llvm::join(st.blocks, ",");
   text += std::string(";execution=") + (c.stages.pipelined ? "pipelined" : "sharded");
-  text += ";precision=" + c.graph.precision;
+  text += ";precision=" + c.graph.precision + ";partials-type=" + c.graph.partialsType;
   if (const TrainingPipelineOptions &t = c.training; t.enabled)
     text += ";train;loss=" + t.loss + ";label-smoothing=" + std::to_string(t.labelSmoothing) +
             ";ignore-index=" + std::to_string(t.ignoreIndex) + ";reduction=" + t.reduction +

@@ -397,8 +397,10 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options,
   GraphPipelineOptions graphOptions = options.graph;
   graphOptions.foldGlobalLayouts &= !options.training.enabled;
   // A training step takes its precision after the loss is built.
-  if (options.training.enabled)
+  if (options.training.enabled) {
     graphOptions.precision = "fp32";
+    graphOptions.partialsType.clear();
+  }
   if (failed(runPipeline([&](OpPassManager &pm) {
         buildGraphPipeline(pm, graphOptions);
       })))
@@ -452,6 +454,7 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options,
       failed(runPipeline([&](OpPassManager &pm) {
         TrainingPipelineOptions training = options.training;
         training.precision = options.graph.precision;
+        training.partialsType = options.graph.partialsType;
         training.targetName = options.target.name;
         training.tiles = options.target.totalTiles();
         training.replicas = options.replicas;

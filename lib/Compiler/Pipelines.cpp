@@ -77,8 +77,8 @@ void buildGraphPipeline(OpPassManager &pm,
   pm.addPass(createSymbolDCEPass());
   if (options.requireStaticShapes)
     pm.addNestedPass<func::FuncOp>(graph::createGraphRequireStaticShapes());
-  if (options.precision != "fp32")
-    pm.addPass(graph::createGraphPrecision({options.precision}));
+  if (options.precision != "fp32" || !options.partialsType.empty())
+    pm.addPass(graph::createGraphPrecision({options.precision, options.partialsType}));
 }
 
 void buildTrainingPipeline(OpPassManager &pm,
@@ -91,8 +91,8 @@ void buildTrainingPipeline(OpPassManager &pm,
   loss.reduction = options.reduction;
   pm.addPass(graph::createGraphBuildLoss(loss));
   // The loss's labels stay f32 at the signature, like the inputs.
-  if (options.precision != "fp32")
-    pm.addPass(graph::createGraphPrecision({options.precision}));
+  if (options.precision != "fp32" || !options.partialsType.empty())
+    pm.addPass(graph::createGraphPrecision({options.precision, options.partialsType}));
   if (!options.lossScaling.empty())
     pm.addPass(graph::createGraphLossScaling({options.lossScaling}));
   graph::GraphAutodiffOptions autodiff;

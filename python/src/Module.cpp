@@ -157,7 +157,7 @@ std::string compileModel(const std::string &model, const std::string &path,
       "cache_dir", "train", "loss", "optimizer", "micro_batch_size",
       "gradient_accumulation", "accumulation_reduction", "freeze", "blocks", "pipeline",
       "layers_per_ipu", "execution", "recompute", "stochastic_rounding", "loss_scaling",
-      "precision", "replicas"};
+      "precision", "partials_type", "replicas"};
   for (auto item : options) {
     std::string key = py::str(item.first);
     if (std::find_if(std::begin(known), std::end(known),
@@ -201,6 +201,7 @@ std::string compileModel(const std::string &model, const std::string &path,
   stages.microBatches =
       train ? get<int64_t>(options, "gradient_accumulation", 1) : request.deviceIterations;
   request.compile.graph.precision = get<std::string>(options, "precision", "fp32");
+  request.compile.graph.partialsType = get<std::string>(options, "partials_type", "");
   runtime::ExecutableMetadata mode;
   if (llvm::Error err = runtime::parseOutputMode(
           get<std::string>(options, "output_mode", train ? "final" : "all"), mode))

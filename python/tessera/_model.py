@@ -34,6 +34,39 @@ _INPUT_TYPES = {
 }
 
 
+_HALF = (torch.float16, torch.bfloat16)
+
+
+def _trace(model, example):
+    """torch.jit.trace of `model` at `example`, and the model's outputs.
+
+    PyTorch's CPU kernels mostly lack fp16 (a model.half() cannot run on the
+    host), so a model with 16-bit float weights or inputs is traced as an
+    fp32 copy; its 16-bit tensors then take their own types back in the
+    trace, and the importer, which types every op from its operands, builds
+    the 16-bit graph. Exact: fp16 values survive fp32 unchanged."""
+    tensors = dict(model.named_parameters())
+    tensors.update(model.named_buffers())
+    half = {n for n, t in tensors.items() if t.dtype in _HALF}
+    if not half and not any(e.dtype in _HALF for e in example):
+        outputs = model(*example)
+        return torch.jit.trace(model, example, check_trace=False, strict=False), outputs
+    import copy
+    widened = copy.deepcopy(model)
+    with torch.no_grad():
+        for name, t in list(widened.named_parameters()) + list(widened.named_buffers()):
+            if name in half:
+                t.data = t.data.float()
+    wide_example = tuple(e.float() if e.dtype in _HALF else e for e in example)
+    outputs = widened(*wide_example)
+    traced = torch.jit.trace(widened, wide_example, check_trace=False, strict=False)
+    with torch.no_grad():
+        for name, t in list(traced.named_parameters()) + list(traced.named_buffers()):
+            if name in half:
+                t.data = t.data.to(tensors[name].dtype)
+    return traced, outputs
+
+
 # The training executor of each module: an inference model of the same
 # module compiles (and, after more training, recompiles) with the weights
 # the device trained, as PopTorch's inference model of a trained model does.
@@ -363,9 +396,7 @@ class _Executor:
         try:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", torch.jit.TracerWarning)
-                outputs = traced_model(*example)
-                traced = torch.jit.trace(traced_model, example, check_trace=False,
-                                         strict=False)
+                traced, outputs = _trace(traced_model, example)
             torch_dir = os.path.dirname(torch.__file__)
             for w in caught:
                 # Warnings from inside torch are about its own checks, not the

@@ -11,6 +11,8 @@ import json
 import os
 import warnings
 
+import torch
+
 from ._errors import Error, not_available
 from .options import Options, OutputMode
 
@@ -211,6 +213,10 @@ class IPUConfig:
         if isinstance(proportion, list):
             proportion = proportion[0]
         opts.setAvailableMemoryProportion({"IPU0": proportion})
+        # As optimum-graphcore: fp16 partials for the matmuls and convolutions
+        # of a half model (an fp32 one is unaffected).
+        opts.Precision.setPartialsType(torch.float16 if self.enable_half_partials
+                                       else torch.float32)
         if compile_only:
             opts.useOfflineIpuTarget()
         return opts

@@ -94,12 +94,13 @@ class _PrecisionOptions:
         return self
 
     def setPartialsType(self, dtype):
-        if dtype == torch.float16:
-            not_available("Precision.setPartialsType(torch.float16)", "fp16 partials")
-        if dtype != torch.float32:
+        """The type matmuls and convolutions of a half model (model.half())
+        add their partial sums in: torch.float32 (the default; each result
+        rounded once to fp16) or torch.float16."""
+        if dtype not in (torch.float32, torch.float16):
             raise Error(f"Precision.setPartialsType takes torch.float32 or torch.float16, "
                         f"got {dtype!r}")
-        self._options._values["partials_type"] = "float"
+        self._options._values["partials_type"] = "half" if dtype == torch.float16 else "float"
         return self
 
 
@@ -325,6 +326,7 @@ class Options:
             "device_iterations": self.device_iterations,
             "output_mode": self._output_mode_text(training),
             "replicas": self.replication_factor,
+            "partials_type": self._values["partials_type"],
         }
         if self._values["available_memory_proportion"] is not None:
             options["available_memory_proportion"] = self._values["available_memory_proportion"]

@@ -379,6 +379,49 @@ def test_options_round_trip_and_poptorch_files(tmp_path):
     assert tessera.Options().loadFromFile(lines).toDict() == opts.toDict()
 
 
+def test_half_models_take_float_partials_unless_set():
+    # model.half(): matmuls and convolutions add in f32 and round once
+    # (PopTorch's default partials type), or in fp16 with
+    # Precision.setPartialsType(torch.float16). Long sums of positive values
+    # show which: the reference is each op exact (float64) on fp16 values,
+    # rounded once to fp16.
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(128, 8, 3), torch.nn.Flatten(),
+                                torch.nn.Linear(8 * 4 * 4, 4))
+    with torch.no_grad():
+        for p in model.parameters():
+            p.uniform_(0, 1)
+    model = model.half()
+    x = torch.rand(1, 128, 6, 6).half()
+    f16 = lambda a: np.asarray(a, np.float64).astype(np.float16).astype(np.float64)  # noqa: E731
+    conv, _, linear = model
+    w, b = conv.weight.detach().double().numpy(), conv.bias.detach().double().numpy()
+    z = np.zeros((1, 8, 4, 4))
+    for i in range(4):
+        for j in range(4):
+            z[:, :, i, j] = np.einsum("ncrs,fcrs->nf", x.double().numpy()[:, :, i:i + 3, j:j + 3], w)
+    z = f16(f16(z) + b[None, :, None, None])
+    y = f16(f16(z.reshape(1, -1) @ linear.weight.detach().double().numpy().T) +
+            linear.bias.detach().double().numpy())
+
+    def error(options):
+        got = tessera.inferenceModel(model, options)(x)
+        assert got.dtype == torch.float16
+        return float((np.abs(got.double().numpy() - y) / np.abs(y)).max())
+
+    float_partials = error(tessera.Options())
+    opts = tessera.Options()
+    opts.Precision.setPartialsType(torch.float16)
+    half_partials = error(opts)
+    # One fp16 step either way where f32 sums round differently, no more.
+    assert float_partials <= 2.0 ** -10, float_partials
+    assert half_partials > 2 * float_partials, (float_partials, half_partials)
+    # optimum-graphcore's enable_half_partials (True by default) is the same switch.
+    assert tessera.IPUConfig().to_options().toDict()["partials_type"] == "half"
+    assert tessera.IPUConfig(enable_half_partials=False).to_options().toDict()[
+        "partials_type"] == "float"
+
+
 @pytest.mark.parametrize("call,message", [
     (lambda: tessera.Options().deviceIterations(0), "deviceIterations must be a positive"),
     (lambda: tessera.Options().replicationFactor(65), r"replicationFactor\(65\): at most 64"),

@@ -161,14 +161,15 @@ cl::opt<std::string> executionMode(
     cl::value_desc("pipelined|sharded"), cl::init("pipelined"), cl::cat(stagesCategory));
 cl::opt<std::string> partialsType(
     "partials-type",
-    cl::desc("Type of matmul and convolution partial sums (PopTorch's setPartialsType): float "
-             "(the default) or half (not built yet)"),
-    cl::value_desc("float|half"), cl::init("float"), cl::cat(category));
+    cl::desc("Type matmuls and convolutions of fp16 values add their partial sums in "
+             "(PopTorch's setPartialsType): float (the default: rounded once to fp16) or "
+             "half; --precision's second number sets it too"),
+    cl::value_desc("float|half"), cl::cat(category));
 cl::opt<std::string> precisionMode(
     "precision",
-    cl::desc("fp32 (default) or fp16.16: weights stored and every op computed in fp16, as "
-             "PopTorch's model.half(), inputs and outputs still f32 (fp16.32, fp32 partials, "
-             "is not built yet)"),
+    cl::desc("fp32 (default), fp16.32 or fp16.16: weights stored and every op computed in "
+             "fp16, as PopTorch's model.half(), with matmul and convolution partial sums in "
+             "fp32 (fp16.32) or fp16 (fp16.16); inputs and outputs stay f32"),
     cl::value_desc("MODE"), cl::init("fp32"), cl::cat(category));
 cl::opt<double> availableMemoryProportion(
     "available-memory-proportion",
@@ -593,22 +594,8 @@ if (!train) {
   request.compile.stages.microBatches = train ? int64_t(gradientAccumulation) : int64_t(deviceIterations);
   request.compile.stages.layersPerIpu.assign(layersPerIpu.begin(), layersPerIpu.end());
   request.compile.stages.blocks.assign(beginBlocks.begin(), beginBlocks.end());
-  if (precisionMode != "fp32" && precisionMode != "fp16.16") {
-    llvm::errs() << "error: --precision " << precisionMode
-                 << (precisionMode == "fp16.32"
-                         ? ": fp16 with fp32 partials is not built yet; use fp16.16 or fp32"
-                         : ": use fp32 or fp16.16")
-                 << "\n";
-    return fail();
-  }
-  if (partialsType != "float") {
-    llvm::errs() << "error: --partials-type " << partialsType
-                 << (partialsType == "half" ? ": fp16 partial sums are not built yet; use float"
-                                            : ": use float (or half, not built yet)")
-                 << "\n";
-    return fail();
-  }
   request.compile.graph.precision = precisionMode;
+  request.compile.graph.partialsType = partialsType;
   request.compile.compileTo = *phase;
   request.compile.target = *target;
   request.compile.ipu.availableMemoryProportion = availableMemoryProportion;

@@ -47,9 +47,12 @@ struct GraphPipelineOptions {
   /// Move weights' transposes to compile time. Off when training: a trained
   /// weight changes every step and is saved in its original layout.
   bool foldGlobalLayouts = true;
-  /// graph-precision's: fp32 or fp16.16 (--precision). A training step
-  /// applies it after its loss is built, before the gradients.
+  /// graph-precision's: fp32, fp16.32 or fp16.16 (--precision), and the
+  /// partials type, float or half (--partials-type; empty: the precision's).
+  /// A training step applies them after its loss is built, before the
+  /// gradients.
   std::string precision = "fp32";
+  std::string partialsType;
 };
 
 /// What makes a training step (tessera-compile --train): PopTorch's
@@ -85,6 +88,7 @@ struct TrainingPipelineOptions {
   bool stochasticRounding = false;
   /// graph-precision's, applied between the loss and the gradients.
   std::string precision = "fp32";
+  std::string partialsType;
   /// graph-loss-scaling's scale: empty (none), a number, or auto.
   std::string lossScaling;
   /// The target and the tiles the step spreads over (recompute=auto's

@@ -483,6 +483,48 @@ void populateElementwise(RewritePatternSet &p) {
 // Contractions: matmul, convolution, pooling
 //===----------------------------------------------------------------------===//
 
+/// The type a matmul or convolution of `elem` values adds its partial sums
+/// in: f32 for 16-bit floats, unless the module asks for half partials
+/// (graph.partials_type); the result's own type otherwise.
+Type partialsType(Operation *op, Type elem) {
+  if (!elem.isF16() && !elem.isBF16())
+    return elem;
+  auto module = op->getParentOfType<ModuleOp>();
+  auto asked = module ? module->getAttrOfType<TypeAttr>(g::kPartialsTypeAttrName) : TypeAttr();
+  if (asked && asked.getValue().isF16())
+    return elem;
+  return Float32Type::get(op->getContext());
+}
+
+/// `out += a * b` into a tensor of `outType`'s shape in `partials`, the
+/// operands widened to it; rounded once (to nearest) to `outType`'s element
+/// type at the end. The multiply-accumulate is a single linalg.generic, as
+/// the tile planner and codegen recognise contractions.
+Value contraction(OpBuilder &b, Location l, RankedTensorType outType, Type partials,
+                  ValueRange operands, ArrayRef<AffineMap> maps,
+                  ArrayRef<IteratorType> iters) {
+  Type elem = outType.getElementType();
+  auto accType = outType.clone(partials);
+  Value init = filled(b, l, accType, scalar(b, l, partials, 0));
+  Value sum = linalg::GenericOp::create(
+                  b, l, TypeRange{accType}, operands, ValueRange{init}, maps, iters,
+                  [&](OpBuilder &nb, Location nl, ValueRange a) {
+                    Value x = a[0], y = a[1];
+                    if (partials != elem) {
+                      x = arith::ExtFOp::create(nb, nl, partials, x);
+                      y = arith::ExtFOp::create(nb, nl, partials, y);
+                    }
+                    linalg::YieldOp::create(nb, nl, addS(nb, nl, a[2], mulS(nb, nl, x, y)));
+                  })
+                  .getResult(0);
+  if (partials == elem)
+    return sum;
+  return elementwise(b, l, outType, ValueRange{sum},
+                     [&](OpBuilder &nb, Location nl, ValueRange a) {
+                       return arith::TruncFOp::create(nb, nl, elem, a[0]).getResult();
+                     });
+}
+
 struct MatmulPattern : OpConversionPattern<g::MatmulOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult
@@ -533,16 +575,8 @@ struct MatmulPattern : OpConversionPattern<g::MatmulOp> {
     outShape.push_back(ls[ls.size() - 2]);
     outShape.push_back(rs.back());
     auto outType = RankedTensorType::get(outShape, elem);
-    Value init = filled(rewriter, l, outType, scalar(rewriter, l, elem, 0));
-    Value result =
-        linalg::GenericOp::create(
-            rewriter, l, TypeRange{outType}, ValueRange{lhs, rhs}, ValueRange{init},
-            maps, iters,
-            [&](OpBuilder &b, Location nl, ValueRange a) {
-              Value r = addS(b, nl, a[2], mulS(b, nl, a[0], a[1]));
-              linalg::YieldOp::create(b, nl, r);
-            })
-            .getResult(0);
+    Value result = contraction(rewriter, l, outType, partialsType(op, elem),
+                               ValueRange{lhs, rhs}, maps, iters);
     rewriter.replaceOp(op, reshapeTo(rewriter, l, result, op.getType().getShape()));
     return success();
   }
@@ -622,16 +656,8 @@ struct ConvPattern : OpConversionPattern<g::ConvOp> {
     // that ipu-map-tiles runs in the convolution's compute set, or in the
     // combining step of a split reduction, whose accumulator then also
     // starts at zero.
-    Value init = filled(rewriter, l, outType, scalar(rewriter, l, elem, 0));
-    Value result =
-        linalg::GenericOp::create(
-            rewriter, l, TypeRange{outType}, ValueRange{x, wv}, ValueRange{init}, maps,
-            iters,
-            [&](OpBuilder &b, Location nl, ValueRange a) {
-              Value r = addS(b, nl, a[2], mulS(b, nl, a[0], a[1]));
-              linalg::YieldOp::create(b, nl, r);
-            })
-            .getResult(0);
+    Value result = contraction(rewriter, l, outType, partialsType(op, elem),
+                               ValueRange{x, wv}, maps, iters);
     result = reshapeTo(rewriter, l, result, out);
     if (Value bias = adaptor.getBias()) {
       // Read at the channel index (d1), not broadcast from C x 1 x 1: a map

@@ -1,11 +1,13 @@
 //===- GraphPrecision.cpp - run @main in fp16 -----------------------------===//
 //
-// fp16.16: weights, constants and every op's result in f16; the signature
-// stays f32 with casts at the boundary.
+// fp16.16 and fp16.32: weights, constants and every op's result in f16;
+// the signature stays f32 with casts at the boundary. The partials type
+// (fp16.32's f32) is recorded on the module for the contractions' lowering.
 //
 //===----------------------------------------------------------------------===//
 
 #include "tessera/Dialect/Graph/IR/Graph.h"
+#include "tessera/Dialect/Graph/IR/Placement.h"
 #include "tessera/Dialect/Graph/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -75,16 +77,21 @@ struct GraphPrecision : tessera::graph::impl::GraphPrecisionBase<GraphPrecision>
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (precision == "fp32")
-      return;
-    if (precision != "fp16.16") {
-      module.emitError("--precision ")
-          << precision
-          << (precision == "fp16.32"
-                  ? ": fp16 with fp32 partials is not built yet; use fp16.16 or fp32"
-                  : ": use fp32 or fp16.16");
+    if (precision != "fp32" && precision != "fp16.32" && precision != "fp16.16") {
+      module.emitError("--precision ") << precision << ": use fp32, fp16.32 or fp16.16";
       return signalPassFailure();
     }
+    if (!partialsType.empty() && partialsType != "float" && partialsType != "half") {
+      module.emitError("--partials-type ") << partialsType << ": use float or half";
+      return signalPassFailure();
+    }
+    bool halfPartials = partialsType.empty() ? precision == "fp16.16" : partialsType == "half";
+    Builder builder(module.getContext());
+    module->setAttr(kPartialsTypeAttrName,
+                    TypeAttr::get(halfPartials ? Type(builder.getF16Type())
+                                               : Type(builder.getF32Type())));
+    if (precision == "fp32")
+      return;
     auto main = module.lookupSymbol<func::FuncOp>("main");
     if (!main || main.getBody().getBlocks().size() != 1) {
       module.emitError("graph-precision needs a @main function of one block");

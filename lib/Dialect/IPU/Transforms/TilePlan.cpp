@@ -360,8 +360,13 @@ int64_t vertexCycles(const Plan &plan, const Box &loops, const target::CostModel
     work.rows *= loops.sizes[plan.outputLoops[k]];
   Type elem = getElementTypeOrSelf(plan.op->getResult(0).getType());
   work.elementBytes = elementBytes(elem);
-  work.halfPrecision = elem.isF16() || elem.isBF16();
   work.contraction = plan.macs > 0;
+  // A contraction runs at the rate of what it multiplies: fp16 operands
+  // adding into f32 partials (fp16.32) take the AMP's fp16 rate.
+  Type multiplied = elem;
+  if (work.contraction && plan.op.getNumDpsInputs() > 0)
+    multiplied = getElementTypeOrSelf(plan.op.getDpsInputOperand(0)->get().getType());
+  work.halfPrecision = multiplied.isF16() || multiplied.isBF16();
   if (!work.contraction)
     work.instructions = bodyInstructions(plan.op, cost);
   if (plan.epilogue) {

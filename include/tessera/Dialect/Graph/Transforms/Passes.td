@@ -305,23 +305,34 @@ def GraphRecompute : Pass<"graph-recompute", "::mlir::ModuleOp"> {
 }
 
 def GraphPrecision : Pass<"graph-precision", "::mlir::ModuleOp"> {
-  let summary = "Run @main in fp16 (PopTorch's model.half())";
+  let summary = "Run @main in fp16 (PopTorch's model.half()) and choose the partials type";
   let description = [{
-    `precision=fp16.16`: every f32 tensor of @main becomes f16 -- the
-    weights' storage (their values rounded to nearest), constants, every
-    op's result -- while @main's signature stays f32: inputs are cast to
-    f16 on entry and results back to f32 on return, so a user's data and
+    `precision=fp16.16` or `fp16.32`: every f32 tensor of @main becomes f16
+    -- the weights' storage (their values rounded to nearest), constants,
+    every op's result -- while @main's signature stays f32: inputs are cast
+    to f16 on entry and results back to f32 on return, so a user's data and
     the training labels stay f32. Run before graph-autodiff, the backward
     pass is fp16 too; graph-optimizer-update then updates each fp16 weight
     in fp32 and rounds it back (stochastically with its
-    `stochastic-rounding`). `fp32` changes nothing.
+    `stochastic-rounding`). `fp32` converts nothing.
 
-    Assumes: @main of one block. Guarantees: no f32 tensor in @main but its
-    arguments and the casts back to f32 before the return.
+    The second number is the partials type (PopTorch's setPartialsType):
+    the type matmuls and convolutions of 16-bit floats, forward and
+    backward, add their partial sums in. The pass records it on the module
+    as `graph.partials_type` (f32 or f16), which convert-graph-to-linalg
+    reads; `partials-type` (float or half) sets it for any precision, and
+    for a model already in fp16 (precision fp32). Without the attribute,
+    16-bit contractions add in f32, Poplar's default.
+
+    Assumes: @main of one block. Guarantees: with fp16.*, no f32 tensor in
+    @main but its arguments and the casts back to f32 before the return.
   }];
   let options = [
     Option<"precision", "precision", "std::string", "\"fp32\"",
-           "fp32 or fp16.16 (fp16 storage and arithmetic)">,
+           "fp32, fp16.32 (fp16 storage, f32 partials) or fp16.16 (fp16 storage "
+           "and partials)">,
+    Option<"partialsType", "partials-type", "std::string", "\"\"",
+           "float or half: the partials type, overriding the precision's">,
   ];
 }
 
