@@ -139,6 +139,9 @@ struct Operand {
 
 struct Input : Operand {
   Access access = Access::Broadcast;
+  /// Stored narrower than the accumulators (fp16 or bf16 summed in f32, an
+  /// fp16.32 contraction's `extf` in the body): loaded as such, then widened.
+  bool widened = false;
   /// Whether it varies with each of the tile's row loops.
   SmallVector<bool, 2> alongRows;
 };
@@ -257,6 +260,15 @@ std::optional<unsigned> inputArg(linalg::GenericOp op, Value v) {
       arg.getArgNumber() >= static_cast<unsigned>(op.getNumDpsInputs()))
     return std::nullopt;
   return arg.getArgNumber();
+}
+
+/// `v` itself, or the value `extf` widens when `v` is one in `body` used
+/// only there; and whether it was.
+std::pair<Value, bool> unwiden(Value v, Block *body) {
+  auto ext = v.getDefiningOp<arith::ExtFOp>();
+  if (!ext || ext->getBlock() != body || !ext->hasOneUse())
+    return {v, false};
+  return {ext.getIn(), true};
 }
 
 /// Recognizes `out += a * b` on static buffers of f32/f64 and plans its tile.
@@ -416,7 +428,8 @@ void splitPhases(Plan &p, Input &in, ArrayRef<utils::IteratorType> iterators,
 
 /// Recognizes `out = combine(out, a [* b])` reductions on static buffers of
 /// f32/f64 (matmuls, convolutions, partial-sum combines, max pooling) and
-/// plans their tiles.
+/// plans their tiles. The factors of a product may be narrower floats
+/// widened in the body (`extf`: fp16 operands, f32 partials).
 std::optional<Plan> planContraction(linalg::GenericOp op, int64_t stackLeft) {
   if (!op.hasPureBufferSemantics() || op.getNumDpsInits() != 1 ||
       op.getNumReductionLoops() == 0)
@@ -425,14 +438,20 @@ std::optional<Plan> planContraction(linalg::GenericOp op, int64_t stackLeft) {
   if (!acc)
     return std::nullopt;
   std::optional<unsigned> a, b;
+  bool widenA = false, widenB = false;
   Block *body = op.getBody();
   auto mul = acc->term.getDefiningOp<arith::MulFOp>();
   if (acc->combine == Combine::Add && mul && mul->getBlock() == body &&
-      mul.getResult().hasOneUse() && body->getOperations().size() == 3) {
+      mul.getResult().hasOneUse()) {
     acc->combine = Combine::MultiplyAdd;
-    a = inputArg(op, mul.getLhs());
-    b = inputArg(op, mul.getRhs());
-    if (!a || !b)
+    auto [lhsValue, lhsWidened] = unwiden(mul.getLhs(), body);
+    auto [rhsValue, rhsWidened] = unwiden(mul.getRhs(), body);
+    widenA = lhsWidened, widenB = rhsWidened;
+    a = inputArg(op, lhsValue);
+    b = inputArg(op, rhsValue);
+    // The multiply, the add, the yield and the widenings: nothing else.
+    if (!a || !b || body->getOperations().size() != 3u + widenA + widenB ||
+        (widenA && widenB && lhsValue == rhsValue))
       return std::nullopt;
   } else {
     a = inputArg(op, acc->term);
@@ -453,19 +472,21 @@ std::optional<Plan> planContraction(linalg::GenericOp op, int64_t stackLeft) {
       !addressLinearly(init->get(), op.getMatchingIndexingMap(init), numLoops,
                        p.out))
     return std::nullopt;
-  auto input = [&](unsigned i, Input &in) {
+  auto input = [&](unsigned i, bool widened, Input &in) {
     OpOperand *operand = op.getDpsInputOperand(i);
-    return getElementTypeOrSelf(operand->get().getType()) == element &&
+    Type stored = getElementTypeOrSelf(operand->get().getType());
+    in.widened = widened;
+    return (widened ? isa<Float16Type, BFloat16Type>(stored) : stored == element) &&
            addressLinearly(operand->get(), op.getMatchingIndexingMap(operand),
                            numLoops, in);
   };
-  if (!input(*a, p.lhs))
+  if (!input(*a, widenA, p.lhs))
     return std::nullopt;
   // A plain reduction has one input: `rhs` stands for it as well, so the
   // code below treats both operands alike.
   if (!b)
     p.rhs = p.lhs;
-  else if (!input(*b, p.rhs))
+  else if (!input(*b, widenB, p.rhs))
     return std::nullopt;
 
   auto iterators = op.getIteratorTypesArray();
@@ -623,7 +644,7 @@ private:
   Value splitCopy(const Operand &o) {
     const PhaseSplit &split = *o.phases;
     int64_t s = split.stride, width = split.width, h = split.phaseWidth;
-    Type element = p.vectorType.getElementType();
+    Type element = getElementTypeOrSelf(o.buffer.getType());
     Value source = flatten(o.buffer, split.rows * width);
     Value copy;
     {
@@ -805,34 +826,42 @@ private:
     return vector::ConstantMaskOp::create(b, loc, type,
                                           ArrayRef<int64_t>{lanes});
   }
-  Value zeros() {
-    return arith::ConstantOp::create(b, loc, p.vectorType,
-                                     DenseElementsAttr::get(p.vectorType, 0.0));
+  Value zeros(VectorType type) {
+    return arith::ConstantOp::create(b, loc, cast<TypedAttr>(b.getZeroAttr(type)));
+  }
+  Value zeros() { return zeros(p.vectorType); }
+
+  /// A vector of `in`'s lanes at the current loop values, in the
+  /// accumulators' type.
+  Value load(const Input &in, Value buffer, int64_t lanes) {
+    Value v = loadStored(in, buffer, lanes);
+    return in.widened ? Value(arith::ExtFOp::create(b, loc, p.vectorType, v)) : v;
   }
 
-  Value load(const Input &in, Value buffer, int64_t lanes) {
+  /// The same in the type `buffer` stores.
+  Value loadStored(const Input &in, Value buffer, int64_t lanes) {
     SmallVector<Value, 1> idx = address(in);
+    Type stored = getElementTypeOrSelf(buffer.getType());
+    auto type = VectorType::get({p.lanes}, stored);
     switch (in.access) {
     case Access::Broadcast:
       return vector::BroadcastOp::create(
-          b, loc, p.vectorType, memref::LoadOp::create(b, loc, buffer, idx));
+          b, loc, type, memref::LoadOp::create(b, loc, buffer, idx));
     case Access::Contiguous:
       if (lanes == p.lanes)
-        return vector::LoadOp::create(b, loc, p.vectorType, buffer, idx);
-      return vector::MaskedLoadOp::create(b, loc, p.vectorType, buffer, idx,
-                                          mask(lanes), zeros());
+        return vector::LoadOp::create(b, loc, type, buffer, idx);
+      return vector::MaskedLoadOp::create(b, loc, type, buffer, idx, mask(lanes),
+                                          zeros(type));
     case Access::Strided: {
       // Lanes i * s of a load of s x lanes elements, masked to end at the
       // last lane's element (the row may end the buffer).
       int64_t s = in.address.coeffs[p.colLoop];
-      auto wide = VectorType::get({s * p.lanes}, p.vectorType.getElementType());
+      auto wide = VectorType::get({s * p.lanes}, stored);
       auto wideMask = VectorType::get({s * p.lanes}, b.getI1Type());
       Value m = vector::ConstantMaskOp::create(
           b, loc, wideMask, ArrayRef<int64_t>{(lanes - 1) * s + 1});
-      Value zero = arith::ConstantOp::create(b, loc, wide,
-                                             DenseElementsAttr::get(wide, 0.0));
       Value row =
-          vector::MaskedLoadOp::create(b, loc, wide, buffer, idx, m, zero);
+          vector::MaskedLoadOp::create(b, loc, wide, buffer, idx, m, zeros(wide));
       SmallVector<int64_t> pick;
       for (int64_t i = 0; i < p.lanes; ++i)
         pick.push_back(i * s);
@@ -847,8 +876,8 @@ private:
       Value offsetVector = arith::ConstantOp::create(
           b, loc, offsetType,
           DenseElementsAttr::get(offsetType, ArrayRef(offsets)));
-      return vector::GatherOp::create(b, loc, p.vectorType, buffer, idx,
-                                      offsetVector, mask(lanes), zeros());
+      return vector::GatherOp::create(b, loc, type, buffer, idx, offsetVector,
+                                      mask(lanes), zeros(type));
     }
     }
     llvm_unreachable("access kind");

@@ -279,3 +279,56 @@ func.func @conv_two_row_loops(%x: memref<1x16x9x16xf32>, %w: memref<6x16x3x3xf32
     ins(%x, %w : memref<1x16x9x16xf32>, memref<6x16x3x3xf32>) outs(%y : memref<1x6x7x14xf32>)
   return
 }
+
+// -----
+
+// fp16 factors summed in f32 (fp16.32's partials): each factor is loaded as
+// fp16 lanes and widened; the accumulators, the FMAs and the store are f32.
+// CHECK-LABEL: func.func @matmul_fp16_f32_partials
+// CHECK-NOT: linalg.generic
+// CHECK: scf.for {{.*}} -> (vector<16xf32>
+// CHECK: vector.broadcast {{.*}} : f16 to vector<16xf16>
+// CHECK: arith.extf {{.*}} : vector<16xf16> to vector<16xf32>
+// CHECK: vector.load {{.*}} vector<16xf16>
+// CHECK: arith.extf {{.*}} : vector<16xf16> to vector<16xf32>
+// CHECK: vector.fma {{.*}} : vector<16xf32>
+// CHECK: vector.store {{.*}} vector<16xf32>
+func.func @matmul_fp16_f32_partials(%a: memref<2x8xf16>, %b: memref<8x16xf16>, %c: memref<2x16xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(i, j, k) -> (i, k)>, affine_map<(i, j, k) -> (k, j)>,
+                                   affine_map<(i, j, k) -> (i, j)>],
+                  iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%a, %b : memref<2x8xf16>, memref<8x16xf16>) outs(%c : memref<2x16xf32>) {
+  ^bb0(%x: f16, %y: f16, %o: f32):
+    %wx = arith.extf %x : f16 to f32
+    %wy = arith.extf %y : f16 to f32
+    %m = arith.mulf %wx, %wy : f32
+    %s = arith.addf %o, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// Not widenings the vectorizer knows: an fp16 accumulation (fp16.16), and a
+// body that does more than widen its factors.
+// CHECK-LABEL: func.func @fp16_left_alone
+// CHECK-COUNT-2: linalg.generic
+// CHECK-NOT: vector.
+func.func @fp16_left_alone(%a: memref<2x8xf16>, %b: memref<8x16xf16>, %c: memref<2x16xf16>,
+                           %d: memref<2x16xf32>) {
+  linalg.matmul ins(%a, %b : memref<2x8xf16>, memref<8x16xf16>) outs(%c : memref<2x16xf16>)
+  linalg.generic {indexing_maps = [affine_map<(i, j, k) -> (i, k)>, affine_map<(i, j, k) -> (k, j)>,
+                                   affine_map<(i, j, k) -> (i, j)>],
+                  iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%a, %b : memref<2x8xf16>, memref<8x16xf16>) outs(%d : memref<2x16xf32>) {
+  ^bb0(%x: f16, %y: f16, %o: f32):
+    %wx = arith.extf %x : f16 to f32
+    %wy = arith.extf %y : f16 to f32
+    %n = arith.negf %wy : f32
+    %m = arith.mulf %wx, %n : f32
+    %s = arith.addf %o, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}

@@ -364,8 +364,8 @@ int64_t vertexCycles(const Plan &plan, const Box &loops, const target::CostModel
   // A contraction runs at the rate of what it multiplies: fp16 operands
   // adding into f32 partials (fp16.32) take the AMP's fp16 rate.
   Type multiplied = elem;
-  if (work.contraction && plan.op.getNumDpsInputs() > 0)
-    multiplied = getElementTypeOrSelf(plan.op.getDpsInputOperand(0)->get().getType());
+  if (linalg::GenericOp op = plan.op; work.contraction && op.getNumDpsInputs() > 0)
+    multiplied = getElementTypeOrSelf(op.getDpsInputOperand(0)->get().getType());
   work.halfPrecision = multiplied.isF16() || multiplied.isBF16();
   if (!work.contraction)
     work.instructions = bodyInstructions(plan.op, cost);
