@@ -396,7 +396,8 @@ class _Executor:
         try:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", torch.jit.TracerWarning)
-                traced, outputs = _trace(traced_model, example)
+                with _blocks._Tracing(self._options._strategy) as placed:
+                    traced, outputs = _trace(traced_model, example)
             torch_dir = os.path.dirname(torch.__file__)
             for w in caught:
                 # Warnings from inside torch are about its own checks, not the
@@ -416,10 +417,12 @@ class _Executor:
         flat = _flatten(outputs)
         options = self._options._compile_options(self._training)
         rules = _blocks.block_rules(model, self._options._strategy)
-        if rules and "layers_per_ipu" in options:
-            raise Error("the model has BeginBlocks and the options an IPUConfig's "
-                        "layers_per_ipu: place its layers one way (remove the BeginBlocks, "
+        if (rules or placed.ipus) and "layers_per_ipu" in options:
+            raise Error("the model has BeginBlocks or Blocks and the options an IPUConfig's "
+                        "layers_per_ipu: place its layers one way (remove the blocks, "
                         "or build the options without layers_per_ipu)")
+        if placed.ipus:
+            options["num_ipus"] = max(options.get("num_ipus", 1), 1 + max(placed.ipus))
         if rules:
             # Op names are the traced module's paths: the keyword wrapper
             # adds its own prefix.

@@ -5,27 +5,23 @@ A BeginBlock on a submodule places it, and what runs after it, on its IPU:
 the model is compiled with one block rule per BeginBlock, by the
 submodule's path (tessera-compile's graph-assign-stages `blocks`), and
 runs pipelined over the IPUs (PipelinedExecution, the default) or in turn
-(ShardedExecution). Block and BlockFunction place operations inside a
-forward pass, which tracing does not record: only IPU 0 is available there
-(use BeginBlock on a submodule). A recomputation checkpoint returns its
-input; --recompute's modes choose checkpoints.
+(ShardedExecution). Block and BlockFunction place the operations of a
+forward pass: traced, each leaves a mark around its operations that the
+TorchScript importer reads. A recomputation checkpoint returns its input;
+--recompute's modes choose checkpoints.
 """
 import contextlib
 import functools
 
 import torch
 
-from ._errors import Error, not_available
+from ._errors import Error
 
 def _place(ipu_id, what):
     if ipu_id is None:
         return
     if isinstance(ipu_id, bool) or not isinstance(ipu_id, int) or ipu_id < 0:
         raise Error(f"{what}: ipu_id must be a non-negative integer, got {ipu_id!r}")
-    if ipu_id != 0 and what != "BeginBlock":
-        not_available(f"{what}(ipu_id={ipu_id})", "placing the operations of a forward "
-                      "pass (tracing does not record them; use tessera.BeginBlock on a "
-                      "submodule)")
 
 
 class BeginBlock(torch.nn.Module):
@@ -43,11 +39,40 @@ class BeginBlock(torch.nn.Module):
         return self.layer(*args, **kwargs)
 
 
+class _Tracing:
+    """What Blocks meet while a model is traced for compiling: the execution
+    strategy their stages come from, and the IPUs they name."""
+    current = None
+
+    def __init__(self, strategy):
+        self.strategy = strategy
+        self.ipus = set()
+
+    def __enter__(self):
+        _Tracing.current = self
+        return self
+
+    def __exit__(self, *exc):
+        _Tracing.current = None
+
+
 @contextlib.contextmanager
 def Block(user_id=None, ipu_id=None):
-    """`with tessera.Block(ipu_id=0):` — the operations inside run there."""
+    """`with tessera.Block(ipu_id=1):` -- the operations inside run on that
+    IPU (PopTorch's poptorch.Block), and the operations after it too, until
+    the next block starts. Traced, the block leaves a mark
+    (torch.autograd.profiler.record_function) the TorchScript importer
+    places the operations by."""
     _place(ipu_id, "Block")
-    yield
+    tracing = _Tracing.current
+    if ipu_id is None or tracing is None or not torch.jit.is_tracing():
+        yield
+        return
+    tracing.ipus.add(ipu_id)
+    stage = tracing.strategy.stage_of(user_id) if tracing.strategy is not None else None
+    mark = f"tessera.block ipu={ipu_id}" + (f" stage={stage}" if stage is not None else "")
+    with torch.autograd.profiler.record_function(mark):
+        yield
 
 
 def BlockFunction(user_id=None, ipu_id=None):

@@ -443,7 +443,7 @@ def test_half_models_take_float_partials_unless_set():
      "must be a torch.optim optimizer"),
     (lambda: tessera.BeginBlock(torch.nn.Linear(2, 2), ipu_id=-1),
      "ipu_id must be a non-negative integer"),
-    (lambda: tessera.Block(ipu_id=1).__enter__(), r"Block\(ipu_id=1\) is not available yet"),
+    (lambda: tessera.Block(ipu_id=-1).__enter__(), "Block: ipu_id must be a non-negative"),
     (lambda: tessera.Stage(), "Stage takes the user ids"),
     (lambda: tessera.Options().setExecutionStrategy("pipelined"),
      "setExecutionStrategy takes tessera.PipelinedExecution"),
@@ -519,6 +519,73 @@ def test_begin_block_places_layers_on_ipus():
         weights.append([p.detach().clone() for p in net.parameters()])
     for a, b in zip(*weights):
         close(b, a, "pipelined training")
+
+
+def test_block_and_block_function_place_operations_on_ipus():
+    # Blocks inside forward (PopTorch's poptorch.Block and BlockFunction):
+    # the operations traced inside one run on its IPU, and what follows
+    # with them until the next block. Pipelined and sharded, PyTorch's
+    # outputs; trained pipelined, the weights of training on one IPU.
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.first = torch.nn.Linear(8, 16)
+            self.second = torch.nn.Linear(16, 16)
+            self.third = torch.nn.Linear(16, 4)
+
+        def forward(self, x):
+            h = torch.tanh(self.first(x))
+            with tessera.Block("middle", ipu_id=1):
+                h = torch.tanh(self.second(h))
+            return self.head(h)
+
+        @tessera.BlockFunction("head", ipu_id=2)
+        def head(self, h):
+            return self.third(h) * 2
+
+    model = Net()
+    x = torch.randn(6, 8)
+    pipelined = tessera.inferenceModel(model, tessera.Options().deviceIterations(3))
+    close(pipelined(x), model(x), "pipelined over 3 IPUs")
+    info = pipelined._executable.info
+    assert info["num_ipus"] == 3 and info["pipeline_stages"] == 3, info
+    sharded = tessera.inferenceModel(
+        model, tessera.Options().setExecutionStrategy(tessera.ShardedExecution()))
+    close(sharded(x[:2]), model(x[:2]), "sharded over 3 IPUs")
+    # Stages from the execution strategy, by the blocks' user ids: the last
+    # two blocks as one stage is a stage on two IPUs, which is an error.
+    with pytest.raises(tessera.Error, match="a stage runs on one IPU"):
+        tessera.inferenceModel(model, tessera.Options().deviceIterations(3).setExecutionStrategy(
+            tessera.PipelinedExecution("middle", tessera.Stage("head", "middle"))))(x)
+
+    class WithLoss(torch.nn.Module):
+        def __init__(self, net):
+            super().__init__()
+            self.net = net
+
+        def forward(self, x, y):
+            out = self.net(x)
+            return out, torch.nn.functional.mse_loss(out, y)
+
+    data = [(torch.randn(6, 8), torch.randn(6, 4)) for _ in range(4)]
+    weights = []
+    for blocks in (False, True):
+        net = Net()
+        if not blocks:
+            net.forward = lambda x, net=net: net.third(torch.tanh(net.second(
+                torch.tanh(net.first(x))))) * 2
+        opts = tessera.Options()
+        opts.Training.gradientAccumulation(3)
+        trainer = tessera.trainingModel(
+            WithLoss(net), opts, tessera.optim.SGD(net.parameters(), lr=0.1))
+        for xb, yb in data:
+            trainer(xb, yb)
+        trainer.copyWeightsToHost()
+        assert trainer._executable.info["pipeline_stages"] == (3 if blocks else 1)
+        weights.append([p.detach().clone() for p in net.parameters()])
+    for a, b in zip(*weights):
+        close(b, a, "pipelined training with blocks")
 
 
 def test_bad_options_file_names_the_line(tmp_path):

@@ -396,3 +396,44 @@ def test_dense_and_video_families(name, tmp_path):
     with torch.no_grad():
         expected = model(x).numpy()
     compile_and_run(pt, "x", x, tmp_path, expected)
+
+
+class Marked(torch.nn.Module):
+    """Placement marks as tessera.Block traces them, a profiling scope, and
+    a malformed mark."""
+
+    def __init__(self, mark="tessera.block ipu=1"):
+        super().__init__()
+        self.mark = mark
+
+    def forward(self, x):
+        y = torch.tanh(x)
+        with torch.autograd.profiler.record_function("a profiling scope"):
+            y = y + 1
+        with torch.autograd.profiler.record_function(self.mark):
+            y = y * 3
+        return torch.relu(y)
+
+
+def test_block_marks_place_operations(tmp_path):
+    pt = tmp_path / "marked.pt"
+    save(Marked(), torch.randn(2, 4), pt)
+    result = run([tool("tessera-compile"), str(pt), "--input-shape", "x=2x4",
+                  "--compile-to=graph", "-o", "-"])
+    assert result.returncode == 0, result.stderr
+    # Only the op inside the mark is placed; a profiling scope places nothing.
+    placed = [line for line in result.stdout.splitlines() if "graph.ipu" in line]
+    assert len(placed) == 1 and "graph.mul" in placed[0], result.stdout
+    assert "graph.ipu = 1" in placed[0] and "graph.stage = 1" in placed[0]
+    # Compiled for 2 IPUs, sharded: what follows the mark stays on IPU 1.
+    x = torch.randn(2, 4)
+    compile_and_run(pt, "x", x, tmp_path, Marked()(x).numpy(),
+                    extra=["--num-ipus", "2", "--execution", "sharded"])
+    bad = tmp_path / "bad.pt"
+    save(Marked("tessera.block ipu=one"), torch.randn(2, 4), bad)
+    result = run([tool("tessera-compile"), str(bad), "--input-shape", "x=2x4", "-o",
+                  str(tmp_path / "bad.tess")])
+    assert result.returncode != 0
+    assert "placement mark 'tessera.block ipu=one' is not 'tessera.block ipu=N [stage=S]'" \
+        in result.stderr, result.stderr
+    assert not (tmp_path / "bad.tess").exists()

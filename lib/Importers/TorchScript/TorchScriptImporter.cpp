@@ -9,6 +9,7 @@
 
 #include "tessera/Importers/TorchScript/TorchScriptImporter.h"
 #include "OpContext.h"
+#include "tessera/Dialect/Graph/IR/Placement.h"
 
 #include "mlir/AsmParser/AsmParser.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -202,7 +203,19 @@ private:
   std::vector<std::pair<std::string, Location>> unsupported_;
   llvm::StringSet<> unsupportedKinds_;
   int64_t loopIterations_ = 0;
+  /// The placement of the innermost tessera.Block being traced (its IPU
+  /// and pipeline stage), given to every op imported inside it.
+  struct Placement {
+    int64_t ipu, stage;
+  };
+  std::vector<Placement> blocks_;
+  LogicalResult enterRecordFunction(jit::Node *n, Location loc);
 };
+
+/// The name of a placement mark the Python API's tessera.Block traces
+/// (torch.autograd.profiler.record_function, which tracing records):
+/// "tessera.block ipu=<N> stage=<S>".
+static constexpr llvm::StringLiteral kBlockMarkPrefix = "tessera.block ";
 
 std::string GraphEvaluator::modulePath(jit::Node *n) const {
   std::string path;
@@ -771,6 +784,18 @@ LogicalResult GraphEvaluator::evalNode(jit::Node *n) {
   }
   if (kind == "aten::warn" || kind == "prim::Print")
     return success();
+  // Profiling scopes, and the placement marks tessera.Block traces as such.
+  if (kind == "profiler::_record_function_enter" ||
+      kind == "profiler::_record_function_enter_new")
+    return enterRecordFunction(n, loc);
+  if (kind == "profiler::_record_function_exit" ||
+      kind == "profiler::_record_function_exit._RecordFunction") {
+    const ImportedValue &handle = lookup(n->input(0));
+    if (handle.kind == ImportedValue::Kind::Constant && handle.constant.isInt() &&
+        handle.constant.toInt() >= 0 && !blocks_.empty())
+      blocks_.pop_back();
+    return success();
+  }
 
   bool handled = false;
   if (failed(evalTensorQuery(n, loc, handled)))
@@ -811,11 +836,56 @@ LogicalResult GraphEvaluator::evalNode(jit::Node *n) {
                                      "use the out-of-place "
                           << kind.substr(0, kind.size() - 1) << " instead";
   OpContext context(*this, n, loc);
+  Block *body = builder_.getInsertionBlock();
+  Operation *before = body->empty() ? nullptr : &body->back();
   if (failed(converter->second(context)))
     return failure();
+  // Inside a tessera.Block: every op the node became is placed there
+  // (constants and weights are placed with their readers).
+  if (!blocks_.empty() && body == builder_.getInsertionBlock()) {
+    auto first = before ? std::next(before->getIterator()) : body->begin();
+    for (Operation &op : llvm::make_range(first, body->end())) {
+      if (op.getNumOperands() == 0)
+        continue;
+      op.setAttr(graph::kIpuAttrName, builder_.getI64IntegerAttr(blocks_.back().ipu));
+      op.setAttr(graph::kStageAttrName, builder_.getI64IntegerAttr(blocks_.back().stage));
+    }
+  }
   // An in-place op's input now holds the result.
   if (inPlace)
     bind(n->input(0), lookup(n->output(0)));
+  return success();
+}
+
+/// A record_function scope's start: a placement mark of tessera.Block
+/// ("tessera.block ipu=1 stage=1") opens a placement; any other name is a
+/// profiling scope of the model, which changes nothing. The handle it
+/// returns says which (the exit pops a placement for a non-negative one).
+LogicalResult GraphEvaluator::enterRecordFunction(jit::Node *n, Location loc) {
+  const ImportedValue &name = lookup(n->input(0));
+  if (name.kind != ImportedValue::Kind::Constant || !name.constant.isString())
+    return emitError(loc) << n->kind().toQualString() << " needs a constant name";
+  StringRef text = name.constant.toStringRef();
+  int64_t handle = -1;
+  if (text.consume_front(kBlockMarkPrefix)) {
+    std::optional<int64_t> ipu, stage;
+    SmallVector<StringRef> fields;
+    text.split(fields, ' ', -1, /*KeepEmpty=*/false);
+    for (StringRef field : fields) {
+      auto [key, value] = field.split('=');
+      int64_t number;
+      if ((key != "ipu" && key != "stage") || value.getAsInteger(10, number) || number < 0)
+        return emitError(loc) << "a tessera.Block placement mark '" << name.constant.toStringRef()
+                              << "' is not 'tessera.block ipu=N [stage=S]'";
+      (key == "ipu" ? ipu : stage) = number;
+    }
+    if (!ipu)
+      return emitError(loc) << "a tessera.Block placement mark '" << name.constant.toStringRef()
+                            << "' names no IPU";
+    handle = static_cast<int64_t>(blocks_.size());
+    blocks_.push_back({*ipu, stage.value_or(*ipu)});
+  }
+  bind(n->output(), ImportedValue::ofConstant(c10::IValue(handle)));
   return success();
 }
 

@@ -210,6 +210,15 @@ LogicalResult GraphAssignStages::placeByBlocks(ArrayRef<Operation *> ops,
   }
   int64_t currentStage = 0, currentIpu = 0;
   for (auto [i, op] : llvm::enumerate(ops)) {
+    // An op the model places itself (a tessera.Block, an annotation) starts
+    // its placement as a block does.
+    if (std::optional<int64_t> placed = placedIpu(op)) {
+      currentIpu = *placed;
+      currentStage = placedStage(op).value_or(*placed);
+      stage[i] = currentStage;
+      ipu[i] = currentIpu;
+      continue;
+    }
     SmallVector<std::string> name = pathOf(nameOf(op->getLoc()));
     // The block with the longest path the op lies under starts here.
     BlockRule *match = nullptr;

@@ -200,7 +200,9 @@ def GraphAssignStages : Pass<"graph-assign-stages", "::mlir::ModuleOp"> {
       them; TorchScript keeps module paths in op names). The first op whose
       name lies under a block's path starts that block: it and what follows
       run there until the next block starts (before the first, IPU 0). A
-      block without a stage is its own IPU's stage number.
+      block without a stage is its own IPU's stage number. An op the model
+      places itself (an annotation; the TorchScript importer's mark for the
+      ops traced inside a tessera.Block) starts its placement the same way.
     - `pipeline=manual` with `layers-per-ipu=0,4,4,4`: optimum-graphcore's
       meaning. The model's layers are its repeated blocks, found from the op
       names (ONNX node names or TorchScript module paths: the path up to an
