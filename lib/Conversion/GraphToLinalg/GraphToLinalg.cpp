@@ -497,12 +497,15 @@ Type partialsType(Operation *op, Type elem) {
 }
 
 /// `out += a * b` into a tensor of `outType`'s shape in `partials`, the
-/// operands widened to it; rounded once (to nearest) to `outType`'s element
-/// type at the end. The multiply-accumulate is a single linalg.generic, as
-/// the tile planner and codegen recognise contractions.
+/// operands widened to it, reshaped to `resultShape`; rounded once (to
+/// nearest) to `outType`'s element type at the end. The multiply-accumulate
+/// is a single linalg.generic, as the tile planner and codegen recognise
+/// contractions; the rounding comes after the reshape, where the elementwise
+/// ops that follow (a bias, an activation) join it, and with them it runs
+/// as the contraction's epilogue.
 Value contraction(OpBuilder &b, Location l, RankedTensorType outType, Type partials,
                   ValueRange operands, ArrayRef<AffineMap> maps,
-                  ArrayRef<IteratorType> iters) {
+                  ArrayRef<IteratorType> iters, ArrayRef<int64_t> resultShape) {
   Type elem = outType.getElementType();
   auto accType = outType.clone(partials);
   Value init = filled(b, l, accType, scalar(b, l, partials, 0));
@@ -517,9 +520,10 @@ Value contraction(OpBuilder &b, Location l, RankedTensorType outType, Type parti
                     linalg::YieldOp::create(nb, nl, addS(nb, nl, a[2], mulS(nb, nl, x, y)));
                   })
                   .getResult(0);
+  sum = reshapeTo(b, l, sum, resultShape);
   if (partials == elem)
     return sum;
-  return elementwise(b, l, outType, ValueRange{sum},
+  return elementwise(b, l, outType.clone(resultShape), ValueRange{sum},
                      [&](OpBuilder &nb, Location nl, ValueRange a) {
                        return arith::TruncFOp::create(nb, nl, elem, a[0]).getResult();
                      });
@@ -575,9 +579,9 @@ struct MatmulPattern : OpConversionPattern<g::MatmulOp> {
     outShape.push_back(ls[ls.size() - 2]);
     outShape.push_back(rs.back());
     auto outType = RankedTensorType::get(outShape, elem);
-    Value result = contraction(rewriter, l, outType, partialsType(op, elem),
-                               ValueRange{lhs, rhs}, maps, iters);
-    rewriter.replaceOp(op, reshapeTo(rewriter, l, result, op.getType().getShape()));
+    rewriter.replaceOp(op, contraction(rewriter, l, outType, partialsType(op, elem),
+                                       ValueRange{lhs, rhs}, maps, iters,
+                                       op.getType().getShape()));
     return success();
   }
 };
@@ -657,8 +661,7 @@ struct ConvPattern : OpConversionPattern<g::ConvOp> {
     // combining step of a split reduction, whose accumulator then also
     // starts at zero.
     Value result = contraction(rewriter, l, outType, partialsType(op, elem),
-                               ValueRange{x, wv}, maps, iters);
-    result = reshapeTo(rewriter, l, result, out);
+                               ValueRange{x, wv}, maps, iters, out);
     if (Value bias = adaptor.getBias()) {
       // Read at the channel index (d1), not broadcast from C x 1 x 1: a map
       // of dims only is what ipu-map-tiles fuses into the reduction.

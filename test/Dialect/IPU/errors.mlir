@@ -125,6 +125,18 @@ func.func @init_shared(%x: tensor<8x4xf32>) -> (tensor<8x4xf32>, tensor<8x4xf32>
 
 // -----
 
+// Inits update the leading results, in their types.
+func.func private @k(index, index, memref<2x4xf32>, memref<2x4xf16>) attributes {ipu.vertex}
+func.func @init_of_another_type(%x: tensor<8x4xf16>) -> tensor<8x4xf16> {
+  // expected-error @below {{needs an init of each leading result's type (as many as it has inits), or none}}
+  %s:2 = ipu.compute_set "cs0" inits(%x : tensor<8x4xf16>) loops [8, 4] outputs [0, 1]
+      maps [] full [] kernels [@k] cycles [1] macs 0
+      mapping <chunks = [2, 4], tile_strides = [1, 0], first_tile = 0> : tensor<8x4xf32>, tensor<8x4xf16>
+  return %s#1 : tensor<8x4xf16>
+}
+
+// -----
+
 func.func @copy_dest_shared(%x: tensor<4xf32>, %d: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
   // expected-error @below {{dest has other uses; the copy updates it in place}}
   %c = ipu.copy %x[0] [4] into %d[2] : tensor<4xf32> into tensor<8xf32>

@@ -155,3 +155,53 @@ module attributes {ipu.target = #ipu.target<"ipu2", ipus = 1, tiles_per_ipu = 4,
     return %r : tensor<8x8xf32>
   }
 }
+
+// -----
+
+// fp16.32: an fp16 matmul adding into f32 partial sums, rounded to fp16 with
+// its bias by the elementwise op after it (through the reshape a batched
+// matmul leaves). The epilogue's type differs, so it writes a result of its
+// own: one compute set with both results, the sums (dead after it) and the
+// fp16 result, seen through a view in the epilogue's shape.
+
+// CHECK-LABEL: func.func @main
+// CHECK: %[[CS:.*]]:2 = ipu.compute_set "cs0" ins(%{{.*}}, %{{.*}}, %{{.*}} : tensor<1x8x16xf16>, tensor<1x16x8xf16>, tensor<8xf16>) {{.*}} : tensor<1x8x8xf32>, tensor<1x8x8xf16>
+// CHECK-NOT: ipu.compute_set
+// CHECK: %[[Y:.*]] = ipu.view %[[CS]]#1 : tensor<1x8x8xf16> to tensor<8x8xf16>
+// CHECK: return %[[Y]]
+// The kernel: the sums into the first piece, the rounding into the second.
+// CHECK-LABEL: func.func @vertex_cs0_0
+// CHECK-SAME: memref<1x{{[0-9]+}}x8xf32>, %{{.*}}: memref<1x{{[0-9]+}}x8xf16>)
+// CHECK: %[[MM:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "parallel", "reduction"]
+// CHECK: arith.extf
+// CHECK: %[[ROUNDED:.*]] = linalg.generic {{.*}} ins(%[[MM]], %{{.*}} : tensor<1x{{[0-9]+}}x8xf32>, tensor<{{[0-9]+}}xf16>) outs(%{{.*}} : tensor<1x{{[0-9]+}}x8xf16>)
+// CHECK: arith.truncf
+// CHECK: bufferization.materialize_in_destination %[[MM]]
+// CHECK: bufferization.materialize_in_destination %[[ROUNDED]]
+module attributes {ipu.target = #ipu.target<"ipu2", ipus = 1, tiles_per_ipu = 4, bytes_per_tile = 638976>} {
+  func.func @main(%x: tensor<1x8x16xf16>, %w: tensor<1x16x8xf16>, %b: tensor<8xf16>) -> tensor<8x8xf16> {
+    %zero = arith.constant 0.0 : f32
+    %e = tensor.empty() : tensor<1x8x8xf32>
+    %init = linalg.fill ins(%zero : f32) outs(%e : tensor<1x8x8xf32>) -> tensor<1x8x8xf32>
+    %y = linalg.generic {indexing_maps = [affine_map<(n, i, j, k) -> (n, i, k)>, affine_map<(n, i, j, k) -> (n, k, j)>, affine_map<(n, i, j, k) -> (n, i, j)>],
+                         iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+        ins(%x, %w : tensor<1x8x16xf16>, tensor<1x16x8xf16>) outs(%init : tensor<1x8x8xf32>) {
+    ^bb0(%a: f16, %c: f16, %o: f32):
+      %wa = arith.extf %a : f16 to f32
+      %wc = arith.extf %c : f16 to f32
+      %m = arith.mulf %wa, %wc : f32
+      %s = arith.addf %o, %m : f32
+      linalg.yield %s : f32
+    } -> tensor<1x8x8xf32>
+    %flat = tensor.collapse_shape %y [[0, 1], [2]] : tensor<1x8x8xf32> into tensor<8x8xf32>
+    %e16 = tensor.empty() : tensor<8x8xf16>
+    %r = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]}
+        ins(%flat, %b : tensor<8x8xf32>, tensor<8xf16>) outs(%e16 : tensor<8x8xf16>) {
+    ^bb0(%a: f32, %c: f16, %o: f16):
+      %t = arith.truncf %a : f32 to f16
+      %s = arith.addf %t, %c : f16
+      linalg.yield %s : f16
+    } -> tensor<8x8xf16>
+    return %r : tensor<8x8xf16>
+  }
+}

@@ -231,8 +231,12 @@ LogicalResult ComputeSetOp::verify() {
   for (Value r : getResults())
     if (cast<RankedTensorType>(r.getType()).getShape() != out.getShape())
       return emitOpError("results must share one shape (they share a mapping)");
-  if (!getInits().empty() && getInits().getTypes() != getResultTypes())
-    return emitOpError("needs one init of each result's type, or none");
+  // Inits update the leading results; a result past them (an epilogue's
+  // own, see ipu-map-tiles) is new.
+  if (getInits().size() > getResults().size() ||
+      getInits().getTypes() != getResults().take_front(getInits().size()).getTypes())
+    return emitOpError("needs an init of each leading result's type (as many as it has "
+                       "inits), or none");
   if (static_cast<int64_t>(getOutputLoops().size()) != out.getRank())
     return emitOpError("output_loops needs one loop per result dimension");
   for (auto [j, l] : llvm::enumerate(getOutputLoops()))

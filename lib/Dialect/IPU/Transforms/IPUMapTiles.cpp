@@ -188,7 +188,11 @@ FailureOr<func::FuncOp> TileMapper::outlineKernel(Plan &plan,
   if (generic)
     outSizes.assign(pieceSizes.size(), ShapedType::kDynamic);
   SmallVector<RankedTensorType> outTypes;
-  for (Type r : op->getResultTypes()) {
+  SmallVector<Type> resultElements(op->getResultTypes());
+  // An epilogue of another type writes a piece of its own, after the op's.
+  if (plan.epilogueWritesOwnResult())
+    resultElements.push_back(plan.epilogue->getResult(0).getType());
+  for (Type r : resultElements) {
     auto t = RankedTensorType::get(outSizes, getElementTypeOrSelf(r));
     outTypes.push_back(t);
     argTypes.push_back(MemRefType::get(outSizes, t.getElementType()));
@@ -442,9 +446,14 @@ FailureOr<func::FuncOp> TileMapper::outlineKernel(Plan &plan,
   }
   SmallVector<Value> results(tiledOp->getResults());
   if (plan.epilogue) {
-    // The epilogue's body on the piece, in place: element for element.
+    // The epilogue's body on the piece, element for element: in place, or
+    // into its own piece (the last output argument).
     Value piece = results.front();
-    auto type = cast<RankedTensorType>(piece.getType());
+    bool own = plan.epilogueWritesOwnResult();
+    Value into = own ? argTensor(numLoops + plan.inputs.size() + results.size(),
+                                 outTypes.back(), /*writable=*/true)
+                     : piece;
+    auto type = cast<RankedTensorType>(into.getType());
     IRMapping constants;
     llvm::SetVector<Value> captured;
     getUsedValuesDefinedAbove(plan.epilogue.getRegion(), captured);
@@ -475,10 +484,13 @@ FailureOr<func::FuncOp> TileMapper::outlineKernel(Plan &plan,
     }
     maps.push_back(id);
     auto epilogue = linalg::GenericOp::create(
-        b, loc, TypeRange{type}, ins, ValueRange{piece}, maps,
+        b, loc, TypeRange{type}, ins, ValueRange{into}, maps,
         SmallVector<utils::IteratorType>(type.getRank(), utils::IteratorType::parallel));
     plan.epilogue.getRegion().cloneInto(&epilogue.getRegion(), constants);
-    results = {epilogue->getResult(0)};
+    if (own)
+      results.push_back(epilogue->getResult(0));
+    else
+      results = {epilogue->getResult(0)};
   }
   for (auto [k, result] : llvm::enumerate(results)) {
     auto store = bufferization::MaterializeInDestinationOp::create(
@@ -597,8 +609,13 @@ LogicalResult TileMapper::emitComputeSet(Plan &plan, OpBuilder &b) {
   if (plan.initProducer)
     inits.push_back(op.getDpsInitOperand(0)->get());
   b.setInsertionPoint(op);
+  SmallVector<Type> resultTypes(op->getResultTypes());
+  bool ownEpilogueResult = plan.epilogueWritesOwnResult();
+  if (ownEpilogueResult)
+    resultTypes.push_back(cast<RankedTensorType>(op->getResult(0).getType())
+                              .clone(getElementTypeOrSelf(plan.epilogue->getResult(0))));
   auto cs = ipu::ComputeSetOp::create(
-      b, op.getLoc(), op->getResultTypes(), inputs, inits, name,
+      b, op.getLoc(), resultTypes, inputs, inits, name,
       plan.loopRanges, plan.outputLoops, b.getArrayAttr(maps), full,
       hasExtents ? b.getArrayAttr(extents) : ArrayAttr(), b.getArrayAttr(kernels), cycles,
       plan.macs,
@@ -607,12 +624,12 @@ LogicalResult TileMapper::emitComputeSet(Plan &plan, OpBuilder &b) {
   for (StringRef mark : {graph::kStageAttrName, graph::kBackwardAttrName})
     if (Attribute a = op->getAttr(mark))
       cs->setAttr(mark, a);
-  replace(op, cs->getResults());
+  replace(op, cs->getResults().take_front(op->getNumResults()));
   if (plan.epilogue) {
-    ValueRange result = cs->getResults();
+    ValueRange result = cs->getResults().take_back(1);
     if (plan.epilogueReshape) {
       auto view = ipu::ViewOp::create(b, op.getLoc(), plan.epilogue->getResult(0).getType(),
-                                      cs->getResult(0));
+                                      result.front());
       result = view->getResults();
     }
     replace(plan.epilogue, result);

@@ -911,6 +911,8 @@ LogicalResult Planner::planGeneric(Plan &plan) {
                              outType.getShape().end());
   int64_t rank = shape.size();
   int64_t outBytes = elementBytes(outType);
+  if (plan.epilogueWritesOwnResult())
+    outBytes += elementBytes(plan.epilogue->getResult(0).getType());
   for (const Input &in : plan.inputs)
     if (!isUnplacedLeaf(in.value) && variableOf(in.value) < 0)
       return plan.op.emitError(
@@ -1388,19 +1390,27 @@ LogicalResult Planner::planOp(linalg::GenericOp generic, linalg::GenericOp resul
     if (resultOf)
       extendLife(variableOf(generic->getResult(0)), lastUseOf(resultOf->getResult(0)));
     // The epilogue updates the op's result in place: one variable (seen
-    // through the reshape, a view of it).
-    if (plan.epilogue) {
+    // through the reshape, a view of it); or it writes its own, with the
+    // same pieces.
+    if (plan.epilogueWritesOwnResult()) {
+      Value own = plan.epilogue->getResult(0);
+      const TileMapping &sums = prog_.variables[variableOf(generic->getResult(0))].mapping;
+      addVariable(own, mappingThroughUnitDims(
+                           sums, cast<RankedTensorType>(own.getType()).getShape()));
+      if (plan.epilogueReshape)
+        addView(plan.epilogueReshape->getResult(0), generic->getResult(0));
+    } else if (plan.epilogue) {
       if (plan.epilogueReshape) {
         addView(plan.epilogueReshape->getResult(0), generic->getResult(0));
         addView(plan.epilogue->getResult(0), generic->getResult(0));
       } else {
         bind(plan.epilogue->getResult(0), variableOf(generic->getResult(0)));
       }
-      if (!inTrial_) {
-        absorbed_.insert(plan.epilogue);
-        if (plan.epilogueReshape)
-          absorbed_.insert(plan.epilogueReshape);
-      }
+    }
+    if (plan.epilogue && !inTrial_) {
+      absorbed_.insert(plan.epilogue);
+      if (plan.epilogueReshape)
+        absorbed_.insert(plan.epilogueReshape);
     }
   }
   planOf_[generic] = plans_.size();

@@ -185,7 +185,7 @@ FailureOr<runtime::MachineProgram> exportMachineProgram(ModuleOp module) {
         set.inputs.push_back(std::move(operand));
       }
       for (auto [k, r] : llvm::enumerate(cs.getResults())) {
-        if (!cs.getInits().empty()) {
+        if (k < cs.getInits().size()) {
           FailureOr<int64_t> init = lookup(cs.getInits()[k]);
           if (failed(init))
             return failure();

@@ -203,7 +203,8 @@ tensor::InsertSliceOp paddingInsertOf(linalg::GenericOp fill) {
 /// The op `reduction`'s result's only reader, when it can run as an
 /// epilogue of the vertices computing that result: an all-parallel generic
 /// reading that result element for element (identity maps, the result's
-/// type and shape) and any other inputs at the same indices or broadcast
+/// shape, and its type or another: Plan::epilogueWritesOwnResult) and any
+/// other inputs at the same indices or broadcast
 /// along some (a residual Add and its Relu, a bias), into an output it does
 /// not read, with only constants from outside its body.
 /// Not for ops without reductions: ipu-fuse-elementwise fuses those chains
@@ -226,7 +227,8 @@ std::pair<linalg::GenericOp, Operation *> epilogueOf(linalg::GenericOp reduction
   if (!user || user->getBlock() != reduction->getBlock() || user.getNumDpsInits() != 1 ||
       user->getNumResults() != 1 || user.getNumLoops() != user.getNumParallelLoops() ||
       user.hasIndexSemantics() || user.payloadUsesValueFromOperand(user.getDpsInitOperand(0)) ||
-      user->getResult(0).getType() != result.getType() ||
+      cast<RankedTensorType>(user->getResult(0).getType()).getShape() !=
+          cast<RankedTensorType>(result.getType()).getShape() ||
       llvm::count(user.getDpsInputs(), result) != 1)
     return {};
   // The result and the output element for element; other operands at
@@ -246,6 +248,34 @@ std::pair<linalg::GenericOp, Operation *> epilogueOf(linalg::GenericOp reduction
   return {user, reshape};
 }
 
+
+bool Plan::epilogueWritesOwnResult() const {
+  linalg::GenericOp reduction = op, reader = epilogue;
+  return reader && getElementTypeOrSelf(reader->getResult(0).getType()) !=
+                       getElementTypeOrSelf(reduction->getResult(0).getType());
+}
+
+TileMapping mappingThroughUnitDims(const TileMapping &mapping, llvm::ArrayRef<int64_t> shape) {
+  TileMapping out;
+  out.shape.assign(shape.begin(), shape.end());
+  out.firstTile = mapping.firstTile;
+  size_t s = 0;
+  for (int64_t size : shape) {
+    if (size == 1) {
+      out.chunks.push_back(1);
+      out.tileStrides.push_back(0);
+      continue;
+    }
+    while (s < mapping.shape.size() && mapping.shape[s] == 1)
+      ++s;
+    assert(s < mapping.shape.size() && mapping.shape[s] == size &&
+           "a reshape by unit dimensions only");
+    out.chunks.push_back(mapping.chunks[s]);
+    out.tileStrides.push_back(mapping.tileStrides[s]);
+    ++s;
+  }
+  return out;
+}
 
 LogicalResult describe(linalg::GenericOp op, Plan &plan) {
   plan.op = op;

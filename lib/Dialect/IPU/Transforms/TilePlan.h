@@ -57,6 +57,9 @@ mlir::tensor::InsertSliceOp paddingInsertOf(linalg::GenericOp fill);
 /// The reader of `result` (a reduction's) that can run as an epilogue of
 /// the vertices computing it, and the unit-dimension reshape between them
 /// if any; null when there is none (see the definition).
+/// `mapping` seen through a reshape to `shape` that only adds or drops unit
+/// dimensions: the same pieces on the same tiles.
+TileMapping mappingThroughUnitDims(const TileMapping &mapping, llvm::ArrayRef<int64_t> shape);
 std::pair<linalg::GenericOp, Operation *> epilogueOf(linalg::GenericOp reduction,
                                                      Value result);
 
@@ -114,6 +117,12 @@ struct Plan {
   /// inputs of the compute set, `inputs[epilogueInputs[k]]` for the k-th.
   unsigned epilogueResultOperand = 0;
   std::vector<size_t> epilogueInputs;
+  /// Whether the epilogue writes a result of its own, its element type not
+  /// this op's (fp16.32: f32 partial sums rounded to fp16), instead of
+  /// updating this op's result in place. The compute set then has both
+  /// results, of this op's shape and mapping: the vertices' sums, dead after
+  /// the step, and the epilogue's.
+  bool epilogueWritesOwnResult() const;
 };
 
 /// `map`, whose results index a tensor of shape `from`, indexing instead

@@ -108,7 +108,9 @@ def IPU_ComputeSetOp : IPU_Op<"compute_set", [Pure, AttrSizedOperandSegments,
     so a vertex receives the columns it computes, not the whole table. With `inits`, result
     `k` is `inits[k]` updated in place (the vertex reads and writes the
     piece it holds; a contraction accumulating onto a value computed before it); an init must
-    have no other use. Each kernel names a `func.func` of the module marked
+    have no other use. Results past the inits are new: the result of an
+    epilogue of another type than the op it follows (fp16.32's rounding of
+    f32 sums), which the same vertices write after the op's. Each kernel names a `func.func` of the module marked
     `ipu.vertex`. `kernel_cycles` are the
     estimated cycles of each kernel on one tile; `macs` counts the
     multiply-accumulates of the whole op (0 when it is not a contraction).
