@@ -686,6 +686,58 @@ def test_ipu_config_files_load_and_round_trip(name, tmp_path):
     assert options["layers_per_ipu"] == [0, 4, 4, 4] and options["num_ipus"] == 4
 
 
+class TwelveLayerBert(torch.nn.Module):
+    """A BERT-shaped model small enough to train in a test: embeddings,
+    twelve encoder layers (module paths encoder.layer.0 ... 11, which
+    layers_per_ipu counts), a classifier reading the first token."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.embeddings = torch.nn.Embedding(50, 16)
+        self.encoder = torch.nn.Module()
+        self.encoder.layer = torch.nn.ModuleList(
+            torch.nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+            for _ in range(12))
+        self.classifier = torch.nn.Linear(16, 3)
+
+    def forward(self, ids, labels):
+        h = self.embeddings(ids)
+        for layer in self.encoder.layer:
+            h = layer(h)
+        logits = self.classifier(h[:, 0])
+        return logits, torch.nn.functional.cross_entropy(logits, labels)
+
+
+def test_bert_ipu_config_drives_pipelined_training(tmp_path):
+    # optimum-graphcore's bert-base config as published: layers_per_ipu
+    # [0, 4, 4, 4] over 4 IPUs (embeddings alone on IPU 0), recomputation
+    # of every layer, matmul_proportion 0.1. A smaller gradient accumulation
+    # than its 512 keeps the test short. Trained pipelined, the weights equal
+    # those of the same training on one IPU.
+    config = tessera.IPUConfig.from_json_file(os.path.join(CONFIGS, "bert-base-ipu.json"))
+    config.update_from_string(f"gradient_accumulation_steps=4,executable_cache_dir={tmp_path}")
+    g = torch.Generator().manual_seed(5)
+    data = [(torch.randint(0, 50, (8, 6), generator=g), torch.randint(0, 3, (8,), generator=g))
+            for _ in range(3)]
+    weights = []
+    for opts in (config.to_options(), tessera.Options()):
+        if not weights:
+            assert config.batch_size_factor() == 4
+        else:
+            opts.Training.gradientAccumulation(4)
+        net = TwelveLayerBert()
+        model = tessera.trainingModel(net, opts, torch.optim.SGD(net.parameters(), lr=0.05))
+        for ids, labels in data:
+            model(ids, labels)
+        info = model._executable.info
+        assert (info["num_ipus"], info["pipeline_stages"]) == ((4, 4) if not weights else (1, 1))
+        model.copyWeightsToHost()
+        weights.append({k: v.detach().clone() for k, v in net.named_parameters()})
+    for name, value in weights[1].items():
+        close(weights[0][name], value, name)
+
+
 def test_ipu_config_values_become_options():
     config = tessera.IPUConfig.from_json_file(os.path.join(CONFIGS, "vit-base-ipu.json"))
     # ViT's inference runs on one IPU: its options are real.

@@ -437,3 +437,32 @@ def test_block_marks_place_operations(tmp_path):
     assert "placement mark 'tessera.block ipu=one' is not 'tessera.block ipu=N [stage=S]'" \
         in result.stderr, result.stderr
     assert not (tmp_path / "bad.tess").exists()
+
+
+class Stacked(torch.nn.Module):
+    """Layers in a container reached through another module, called in a
+    loop: the inliner records only "0", "1"; the importer names the path."""
+
+    def __init__(self):
+        super().__init__()
+        self.encoder = torch.nn.Module()
+        self.encoder.layer = torch.nn.ModuleList(torch.nn.Linear(4, 4) for _ in range(3))
+        self.decoder = torch.nn.ModuleList(torch.nn.Linear(4, 4) for _ in range(2))
+
+    def forward(self, x):
+        for layer in self.encoder.layer:
+            x = torch.relu(layer(x))
+        for layer in self.decoder:
+            x = layer(x)
+        return x
+
+
+def test_module_paths_through_containers(tmp_path):
+    pt = tmp_path / "stacked.pt"
+    save(Stacked(), torch.randn(2, 4), pt)
+    ir = run([tool("tessera-compile"), str(pt), "--input-shape", "x=2x4",
+              "--compile-to=graph", "--mlir-print-debuginfo", "-o", "-"]).stdout
+    # "2" names one Linear: its path. "0" and "1" name a Linear in both
+    # containers: ambiguous, left as recorded.
+    assert 'loc("encoder.layer.2"' in ir, ir
+    assert 'loc("0"' in ir and 'loc("1"' in ir and "encoder.layer.0" not in ir, ir

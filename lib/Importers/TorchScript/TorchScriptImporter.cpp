@@ -28,6 +28,8 @@
 #include <torch/csrc/jit/passes/remove_mutation.h>
 #include <torch/csrc/jit/serialization/import.h>
 
+#include <map>
+#include <tuple>
 #include <sstream>
 #include <unordered_map>
 
@@ -210,7 +212,40 @@ private:
   };
   std::vector<Placement> blocks_;
   LogicalResult enterRecordFunction(jit::Node *n, Location loc);
+
+public:
+  /// The model's submodules: path, name in its parent, class.
+  struct Submodule {
+    std::string path, attribute, className;
+  };
+  void setSubmodules(std::vector<Submodule> submodules) { submodules_ = std::move(submodules); }
+
+private:
+  /// The path of the submodule a call made from the module at `parent`
+  /// reached as `name`: the inliner records only the name of the last
+  /// attribute read, "9" for self.encoder.layer[9], so the path is the one
+  /// submodule under `parent` of that name and class ("encoder.layer.9");
+  /// `parent.name` when there are none or several.
+  std::string submodulePath(const std::string &parent, const std::string &name,
+                            const std::string &className) const;
+  std::vector<Submodule> submodules_;
+  mutable std::map<std::tuple<std::string, std::string, std::string>, std::string>
+      resolvedPaths_;
 };
+
+/// A class's qualified name without the "___torch_mangle_N" components
+/// that cloning and scripting add.
+static std::string unmangledClassName(const c10::ClassTypePtr &type) {
+  if (!type || !type->name())
+    return {};
+  std::string out;
+  for (const std::string &atom : type->name()->atoms()) {
+    if (StringRef(atom).starts_with("___torch_mangle"))
+      continue;
+    out += (out.empty() ? "" : ".") + atom;
+  }
+  return out;
+}
 
 /// The name of a placement mark the Python API's tessera.Block traces
 /// (torch.autograd.profiler.record_function, which tracing records):
@@ -222,9 +257,8 @@ std::string GraphEvaluator::modulePath(jit::Node *n) const {
   if (auto cs = n->callstack())
     for (const auto &entry : (*cs)->vec())
       if (const auto &info = std::get<2>(entry)) {
-        if (!path.empty())
-          path += ".";
-        path += info->instance_name();
+        path = submodulePath(path, info->instance_name(),
+                             unmangledClassName(info->class_type()));
       }
   if (!path.empty() || !n->scope() || n->scope()->isBlank())
     return path;
@@ -235,6 +269,24 @@ std::string GraphEvaluator::modulePath(jit::Node *n) const {
     last = scope;
   last.consume_front("__module.");
   return last.str();
+}
+
+std::string GraphEvaluator::submodulePath(const std::string &parent, const std::string &name,
+                                          const std::string &className) const {
+  auto [it, added] = resolvedPaths_.try_emplace({parent, name, className});
+  if (!added)
+    return it->second;
+  std::string prefix = parent.empty() ? "" : parent + ".";
+  const Submodule *found = nullptr;
+  int matches = 0;
+  for (const Submodule &m : submodules_)
+    if (m.attribute == name && m.className == className &&
+        StringRef(m.path).starts_with(prefix)) {
+      found = &m;
+      ++matches;
+    }
+  it->second = matches == 1 ? found->path : prefix + name;
+  return it->second;
 }
 
 Location GraphEvaluator::locOf(jit::Node *n) {
@@ -1285,6 +1337,7 @@ static OwningOpRef<ModuleOp> importModule(StringRef bytes,
     return nullptr;
   }
   jit::Module frozen;
+  std::vector<GraphEvaluator::Submodule> submodules;
   try {
     std::istringstream stream(std::string(bytes.data(), bytes.size()));
     jit::Module module = jit::load(stream);
@@ -1292,6 +1345,14 @@ static OwningOpRef<ModuleOp> importModule(StringRef bytes,
     if (!module.find_method("forward")) {
       emitError(loc) << "the TorchScript module has no forward() method";
       return nullptr;
+    }
+    // Before freezing, which folds submodules away.
+    for (const jit::NameModule &sub : module.named_modules()) {
+      if (sub.name.empty())
+        continue;
+      std::string attribute = StringRef(sub.name).rsplit('.').second.str();
+      submodules.push_back({sub.name, attribute.empty() ? sub.name : attribute,
+                            unmangledClassName(sub.value.type())});
     }
     // jit::freeze adds inference rewrites (batch norm folded into the
     // convolution before it) that a training step must not see.
@@ -1319,7 +1380,9 @@ static OwningOpRef<ModuleOp> importModule(StringRef bytes,
     return nullptr;
   }
   try {
-    return GraphEvaluator(context, options).run(frozen);
+    GraphEvaluator evaluator(context, options);
+    evaluator.setSubmodules(std::move(submodules));
+    return evaluator.run(frozen);
   } catch (const std::exception &e) {
     // libtorch reports misuse by exception; none may escape the importer.
     std::string what = e.what();
