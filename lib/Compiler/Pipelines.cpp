@@ -160,6 +160,7 @@ void buildStagePipeline(OpPassManager &pm, const StageOptions &options,
     copies += training.gradientAccumulation > 1 ? 1 : 0;
   }
   stages.weightCopies = copies;
+  stages.recompute = training.recompute.empty() ? "none" : training.recompute;
   pm.addPass(graph::createGraphAssignStages(stages));
 }
 

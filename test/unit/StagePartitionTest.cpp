@@ -58,6 +58,7 @@ TEST(StagePartition, OptimalOnRandomChains) {
     StageLimits limits;
     limits.numStages = std::uniform_int_distribution<int64_t>(1, 5)(rng);
     limits.linkBytesPerCycle = std::uniform_int_distribution<int64_t>(1, 8)(rng);
+    limits.stashInputs = trial % 2 == 1;
     for (int64_t s = 0; s < limits.numStages; ++s)
       limits.stashDepth.push_back(2 * (limits.numStages - s) - 1);
     std::vector<StageItem> items(n);
@@ -65,6 +66,7 @@ TEST(StagePartition, OptimalOnRandomChains) {
       item.cycles = std::uniform_int_distribution<int64_t>(0, 1000)(rng);
       item.residentBytes = std::uniform_int_distribution<int64_t>(0, 500)(rng);
       item.stashBytes = std::uniform_int_distribution<int64_t>(0, 100)(rng);
+      item.recomputedBytes = std::uniform_int_distribution<int64_t>(0, 100)(rng);
       item.crossingBytes = std::uniform_int_distribution<int64_t>(0, 400)(rng);
     }
     // From roomy to tight: some chains have no cut that fits.

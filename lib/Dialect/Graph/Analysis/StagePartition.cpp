@@ -12,14 +12,15 @@ namespace {
 
 /// Prefix sums of the items' additive figures.
 struct Prefix {
-  std::vector<int64_t> cycles, resident, stash;
+  std::vector<int64_t> cycles, resident, stash, recomputed;
   explicit Prefix(const std::vector<StageItem> &items)
       : cycles(items.size() + 1, 0), resident(items.size() + 1, 0),
-        stash(items.size() + 1, 0) {
+        stash(items.size() + 1, 0), recomputed(items.size() + 1, 0) {
     for (size_t i = 0; i < items.size(); ++i) {
       cycles[i + 1] = cycles[i] + items[i].cycles;
       resident[i + 1] = resident[i] + items[i].residentBytes;
       stash[i + 1] = stash[i] + items[i].stashBytes;
+      recomputed[i + 1] = recomputed[i] + items[i].recomputedBytes;
     }
   }
 };
@@ -37,7 +38,8 @@ StageCost costFromPrefix(const std::vector<StageItem> &items, const Prefix &p,
   c.cycles = p.cycles[end] - p.cycles[begin] +
              static_cast<int64_t>(std::ceil(received / limits.linkBytesPerCycle));
   c.bytes = p.resident[end] - p.resident[begin] + depth * (p.stash[end] - p.stash[begin]) +
-            received;
+            p.recomputed[end] - p.recomputed[begin] +
+            (limits.stashInputs ? depth : 1) * received;
   c.fits = c.bytes <= limits.bytesPerStage;
   return c;
 }

@@ -63,6 +63,11 @@ private:
                               std::vector<int64_t> &ipu);
   LogicalResult placeByCost(ArrayRef<Operation *> ops, std::vector<int64_t> &stage,
                             std::vector<int64_t> &ipu);
+  /// Whether the training step recomputes activations (graph-recompute):
+  /// each stage then stashes its inputs rather than its ops' results. Every
+  /// mode is costed as recomputing the stage from its inputs, an upper bound
+  /// on compute and, for checkpoints within a stage, a lower one on memory.
+  bool recomputes() const { return training && !recompute.empty() && recompute != "none"; }
   /// The partition's view of the ops, and its limits.
   std::vector<StageItem> stageItems(ArrayRef<Operation *> ops) const;
   StageLimits stageLimits(int64_t numStages) const;
@@ -271,9 +276,13 @@ std::vector<StageItem> GraphAssignStages::stageItems(ArrayRef<Operation *> ops) 
     double flops = opFlops(op);
     bool contraction = isa<MatmulOp, ConvOp>(op);
     double macs = contraction ? flops / 2 : 0, vectorOps = contraction ? 0 : flops;
-    // Backward is about twice the forward (a gradient per operand).
-    item.cycles = cost.opRooflineCycles(macs, vectorOps, bytes, half) * (training ? 3 : 1);
-    item.stashBytes = training ? resultBytes : 0;
+    // Backward is about twice the forward (a gradient per operand);
+    // recomputation runs the forward once more.
+    item.cycles = cost.opRooflineCycles(macs, vectorOps, bytes, half) *
+                  (training ? (recomputes() ? 4 : 3) : 1);
+    // Stashed per micro-batch in flight, or (recomputed from the stage's
+    // stashed inputs) held for the micro-batch whose backward runs.
+    (recomputes() ? item.recomputedBytes : item.stashBytes) = training ? resultBytes : 0;
     for (Value r : op->getResults()) {
       int64_t last = -1;
       for (Operation *user : r.getUsers())
@@ -301,6 +310,7 @@ StageLimits GraphAssignStages::stageLimits(int64_t numStages) const {
   limits.linkBytesPerCycle = target_->ipuLinkBytesPerSecond / target_->clockHz;
   for (int64_t s = 0; s < numStages; ++s)
     limits.stashDepth.push_back(pipelined ? 2 * (numStages - s) - 1 : 1);
+  limits.stashInputs = recomputes();
   return limits;
 }
 
@@ -334,7 +344,10 @@ LogicalResult GraphAssignStages::placeByCost(ArrayRef<Operation *> ops,
           diag << "; the fastest cut's stage " << s << " (IPU " << s << ") would need "
                << c.bytes << " bytes";
     diag << "; use more IPUs (--num-ipus)"
-         << (training ? ", recomputation (--recompute) or an optimizer with less state" : "");
+         << (!training     ? ""
+             : recomputes() ? " or an optimizer with less state"
+                            : ", recomputation (--recompute stage-inputs: each stage "
+                              "stashes only its inputs) or an optimizer with less state");
     return diag;
   }
   for (auto [s, c] : llvm::enumerate(*cut))

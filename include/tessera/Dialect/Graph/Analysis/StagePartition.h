@@ -39,6 +39,9 @@ struct StageItem {
   /// Bytes of the values defined before this op and read by it or later:
   /// what a stage that starts here receives over the IPU-Links.
   int64_t crossingBytes = 0;
+  /// Bytes of its result that the backward pass computes again instead
+  /// (graph-recompute): held for one micro-batch at a time.
+  int64_t recomputedBytes = 0;
 };
 
 /// What a stage may cost.
@@ -52,6 +55,10 @@ struct StageLimits {
   /// holds (2 (P - s) - 1 in PopART's schedule; 1 without pipelining).
   /// Empty: one for every stage.
   std::vector<int64_t> stashDepth;
+  /// Whether a stage stashes the inputs it receives, once per micro-batch
+  /// in flight, to compute its forward pass again from them (recomputation:
+  /// PopART's pipeline mode).
+  bool stashInputs = false;
 };
 
 /// A stage's cost under a cut.

@@ -220,7 +220,10 @@ def GraphAssignStages : Pass<"graph-assign-stages", "::mlir::ModuleOp"> {
       (training, micro-batches in flight times the stage's results) and
       received inputs within `resident-share` of its memory (the rest is for
       code, temporaries and pieces spread unevenly, which only tile planning
-      knows). Found exactly by dynamic
+      knows). With `recompute` (the step's graph-recompute mode, any but
+      none) a stage stashes its inputs per micro-batch in flight and holds
+      one micro-batch's results, and its forward runs twice (four times the
+      roofline). Found exactly by dynamic
       programming (StagePartition.h).
 
     The chosen stages are recorded on the module as `graph.stages` (IPU, op
@@ -254,6 +257,9 @@ def GraphAssignStages : Pass<"graph-assign-stages", "::mlir::ModuleOp"> {
     Option<"residentShare", "resident-share", "double", "0.75",
            "share of an IPU's memory a stage's weights, stashes and inputs may "
            "take (the rest holds code, temporaries and uneven spreads)">,
+    Option<"recompute", "recompute", "std::string", "\"none\"",
+           "graph-recompute's mode the step will be built with: with one, a "
+           "stage stashes its inputs and computes its forward pass again">,
   ];
 }
 
