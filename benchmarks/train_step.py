@@ -20,6 +20,7 @@ prints per size:
     benchmarks/train_step.py [--models resnet50,bert_base_encoder]
                              [--micro-batch 1,2,4] [--replicas 1,16]
                              [--optimizer sgd:lr=0.01]
+                             [--compile-args '--precision fp16.32']
                              [--steps 2] [--out DIR]
 
 Run it on an idle machine: compile and host times are wall-clock figures.
@@ -116,6 +117,9 @@ def main():
     parser.add_argument("--optimizer", default="sgd:lr=0.01,momentum=0.9",
                         help="tessera-compile's --optimizer (PyTorch's step uses SGD with "
                              "momentum either way)")
+    parser.add_argument("--compile-args", default="",
+                        help="more tessera-compile flags, e.g. '--precision fp16.32 "
+                             "--recompute checkpoint-every-layer'")
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--out", default=None, help="keep the files here")
     args = parser.parse_args()
@@ -132,7 +136,8 @@ def main():
             seconds, peak, result = timed(
                 [os.path.join(BIN, "tessera-compile"), onnx_path, "--train",
                  "--optimizer", args.optimizer, "--micro-batch-size",
-                 str(batch), "--replicas", str(replicas), "--summary", "-o", tess])
+                 str(batch), "--replicas", str(replicas), *args.compile_args.split(),
+                 "--summary", "-o", tess])
             label = f"{batch}" if replicas == 1 else f"{batch}x{replicas}"
             if result.returncode != 0:
                 first = result.stderr.strip().splitlines()[0] if result.stderr else "?"

@@ -271,7 +271,6 @@ std::pair<Value, bool> unwiden(Value v, Block *body) {
   return {ext.getIn(), true};
 }
 
-/// Recognizes `out += a * b` on static buffers of f32/f64 and plans its tile.
 /// The accumulating op of `op`'s body and the term it adds to the output
 /// element: `yield combine(out, term)` (either operand order).
 struct Accumulation {
@@ -427,7 +426,7 @@ void splitPhases(Plan &p, Input &in, ArrayRef<utils::IteratorType> iterators,
 }
 
 /// Recognizes `out = combine(out, a [* b])` reductions on static buffers of
-/// f32/f64 (matmuls, convolutions, partial-sum combines, max pooling) and
+/// f32/f64/f16 (matmuls, convolutions, partial-sum combines, max pooling) and
 /// plans their tiles. The factors of a product may be narrower floats
 /// widened in the body (`extf`: fp16 operands, f32 partials).
 std::optional<Plan> planContraction(linalg::GenericOp op, int64_t stackLeft) {
@@ -468,7 +467,7 @@ std::optional<Plan> planContraction(linalg::GenericOp op, int64_t stackLeft) {
     return std::nullopt;
   OpOperand *init = op.getDpsInitOperand(0);
   Type element = getElementTypeOrSelf(init->get().getType());
-  if (!(element.isF32() || element.isF64()) ||
+  if (!(element.isF32() || element.isF64() || element.isF16()) ||
       !addressLinearly(init->get(), op.getMatchingIndexingMap(init), numLoops,
                        p.out))
     return std::nullopt;
@@ -981,8 +980,13 @@ private:
         Value term = pick(p.lhs, lhsValues, r, c);
         switch (p.combine) {
         case Combine::MultiplyAdd:
-          a = vector::FMAOp::create(b, loc, term, pick(p.rhs, rhsValues, r, c),
-                                    a);
+          // fp16 partial sums (fp16.16) round the product and then the sum,
+          // as the op's body does: an FMA would round once.
+          if (p.vectorType.getElementType().isF16())
+            a = arith::AddFOp::create(
+                b, loc, a, arith::MulFOp::create(b, loc, term, pick(p.rhs, rhsValues, r, c)));
+          else
+            a = vector::FMAOp::create(b, loc, term, pick(p.rhs, rhsValues, r, c), a);
           break;
         case Combine::Add:
           a = arith::AddFOp::create(b, loc, a, term);

@@ -151,13 +151,23 @@ void buildStagePipeline(OpPassManager &pm, const StageOptions &options,
       }
       return false;
     };
-    if (name == "sgd")
+    // Vector operations of the update per weight element, as
+    // graph-optimizer-update builds it: the step, then per slot of state
+    // about three (decay, add, store), Adam's and LAMB's normalisations more.
+    int64_t updateOps = 2;
+    if (name == "sgd") {
       copies += has("momentum") ? 1 : 0;
-    else if (name == "rmsprop")
+      updateOps += has("momentum") ? 3 : 0;
+    } else if (name == "rmsprop") {
       copies += 1 + (has("centered") ? 1 : 0) + (has("momentum") ? 1 : 0);
-    else // adam, adamw, lamb: two moments
+      updateOps += 3 * (copies - 1) + 2; // and a square root, a division
+    } else { // adam, adamw, lamb: two moments
       copies += 2 + (has("amsgrad") ? 1 : 0);
+      updateOps += 3 * (copies - 1) + 4 + (name == "lamb" ? 4 : 0);
+    }
     copies += training.gradientAccumulation > 1 ? 1 : 0;
+    stages.updateOpsPerElement = updateOps;
+    stages.microBatches = std::max<int64_t>(training.gradientAccumulation, 1);
   }
   stages.weightCopies = copies;
   stages.recompute = training.recompute.empty() ? "none" : training.recompute;

@@ -266,8 +266,16 @@ std::vector<StageItem> GraphAssignStages::stageItems(ArrayRef<Operation *> ops) 
       bytes += tensorBytes(v.getType());
       if (auto t = dyn_cast<RankedTensorType>(v.getType()))
         half |= t.getElementType().isF16() || t.getElementType().isBF16();
-      if (auto g = loadedGlobal(v); g && counted.insert(*g).second)
+      if (auto g = loadedGlobal(v); g && counted.insert(*g).second) {
         item.residentBytes += tensorBytes(v.getType()) * weightCopies;
+        // Its update, once per weight update: a share of every micro-batch.
+        if (training && updateOpsPerElement > 0)
+          if (auto t = dyn_cast<RankedTensorType>(v.getType()); t && t.hasStaticShape())
+            item.cycles += cost.opRooflineCycles(
+                               0, static_cast<double>(t.getNumElements()) * updateOpsPerElement,
+                               tensorBytes(t) * weightCopies, false) /
+                           std::max<int64_t>(microBatches, 1);
+      }
     }
     int64_t resultBytes = 0;
     for (Value r : op->getResults())
@@ -278,8 +286,8 @@ std::vector<StageItem> GraphAssignStages::stageItems(ArrayRef<Operation *> ops) 
     double macs = contraction ? flops / 2 : 0, vectorOps = contraction ? 0 : flops;
     // Backward is about twice the forward (a gradient per operand);
     // recomputation runs the forward once more.
-    item.cycles = cost.opRooflineCycles(macs, vectorOps, bytes, half) *
-                  (training ? (recomputes() ? 4 : 3) : 1);
+    item.cycles += cost.opRooflineCycles(macs, vectorOps, bytes, half) *
+                   (training ? (recomputes() ? 4 : 3) : 1);
     // Stashed per micro-batch in flight, or (recomputed from the stage's
     // stashed inputs) held for the micro-batch whose backward runs.
     (recomputes() ? item.recomputedBytes : item.stashBytes) = training ? resultBytes : 0;

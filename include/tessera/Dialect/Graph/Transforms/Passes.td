@@ -223,7 +223,9 @@ def GraphAssignStages : Pass<"graph-assign-stages", "::mlir::ModuleOp"> {
       knows). With `recompute` (the step's graph-recompute mode, any but
       none) a stage stashes its inputs per micro-batch in flight and holds
       one micro-batch's results, and its forward runs twice (four times the
-      roofline). Found exactly by dynamic
+      roofline). Training adds each weight's update (its elements times
+      `update-ops-per-element` vector operations, once per `micro-batches`)
+      to the first op that reads it. Found exactly by dynamic
       programming (StagePartition.h).
 
     The chosen stages are recorded on the module as `graph.stages` (IPU, op
@@ -257,6 +259,12 @@ def GraphAssignStages : Pass<"graph-assign-stages", "::mlir::ModuleOp"> {
     Option<"residentShare", "resident-share", "double", "0.75",
            "share of an IPU's memory a stage's weights, stashes and inputs may "
            "take (the rest holds code, temporaries and uneven spreads)">,
+    Option<"updateOpsPerElement", "update-ops-per-element", "int64_t", "0",
+           "vector operations the optimizer's update takes per weight element "
+           "(training): costed once per weight update">,
+    Option<"microBatches", "micro-batches", "int64_t", "1",
+           "micro-batches per weight update, over which an update's cost is "
+           "shared">,
     Option<"recompute", "recompute", "std::string", "\"none\"",
            "graph-recompute's mode the step will be built with: with one, a "
            "stage stashes its inputs and computes its forward pass again">,
