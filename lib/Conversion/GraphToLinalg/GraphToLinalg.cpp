@@ -483,9 +483,10 @@ void populateElementwise(RewritePatternSet &p) {
 // Contractions: matmul, convolution, pooling
 //===----------------------------------------------------------------------===//
 
-/// The type a matmul or convolution of `elem` values adds its partial sums
-/// in: f32 for 16-bit floats, unless the module asks for half partials
-/// (graph.partials_type); the result's own type otherwise.
+/// The type a matmul, a convolution or a sum (a reduction, a mean, a
+/// normalisation's statistics, a softmax's denominator) of `elem` values
+/// adds its partial sums in: f32 for 16-bit floats, unless the module asks
+/// for half partials (graph.partials_type); the result's own type otherwise.
 Type partialsType(Operation *op, Type elem) {
   if (!elem.isF16() && !elem.isBF16())
     return elem;
@@ -810,8 +811,10 @@ struct AvgPoolPattern : OpConversionPattern<g::AvgPoolOp> {
 // Reductions and normalisations
 //===----------------------------------------------------------------------===//
 
-/// linalg.reduce of `x` over `axes` into a tensor filled with `init`,
-/// reshaped to `resultShape` (which has size-1 dims with keepdims).
+/// linalg.reduce of `x` over `axes` into a tensor filled with `init` (of
+/// `init`'s type: a sum of fp16 values may accumulate in f32, each value
+/// widened), reshaped to `resultShape` (which has size-1 dims with
+/// keepdims).
 Value reduce(OpBuilder &b, Location l, Value x, ArrayRef<int64_t> axes,
              ArrayRef<int64_t> resultShape, Value init,
              function_ref<Value(OpBuilder &, Location, Value, Value)> combine) {
@@ -820,15 +823,38 @@ Value reduce(OpBuilder &b, Location l, Value x, ArrayRef<int64_t> axes,
   for (int64_t d = 0; d < type.getRank(); ++d)
     if (!llvm::is_contained(axes, d))
       kept.push_back(type.getDimSize(d));
-  auto keptType = type.clone(kept);
+  auto keptType = RankedTensorType::get(kept, init.getType());
   Value acc = filled(b, l, keptType, init);
   Value r = linalg::ReduceOp::create(
                 b, l, ValueRange{x}, ValueRange{acc}, axes,
                 [&](OpBuilder &nb, Location nl, ValueRange a) {
-                  linalg::YieldOp::create(nb, nl, combine(nb, nl, a[1], a[0]));
+                  Value v = a[0];
+                  if (v.getType() != a[1].getType())
+                    v = arith::ExtFOp::create(nb, nl, a[1].getType(), v);
+                  linalg::YieldOp::create(nb, nl, combine(nb, nl, a[1], v));
                 })
                 .getResult(0);
   return reshapeTo(b, l, r, resultShape);
+}
+
+/// The sum of `x` over `axes` in `partials` (partialsType), reshaped to
+/// `resultShape`: still in `partials`, for the caller to divide before it
+/// rounds (a mean of fp16 values whose sum passes fp16's range).
+Value sumIn(OpBuilder &b, Location l, Value x, ArrayRef<int64_t> axes,
+            ArrayRef<int64_t> resultShape, Type partials) {
+  return reduce(b, l, x, axes, resultShape, scalar(b, l, partials, 0),
+                [](OpBuilder &nb, Location nl, Value a, Value v) { return addS(nb, nl, a, v); });
+}
+
+/// `v` rounded (to nearest) to `elem` when it is of another float type.
+Value roundTo(OpBuilder &b, Location l, Value v, Type elem) {
+  auto type = tensorType(v);
+  if (type.getElementType() == elem)
+    return v;
+  return elementwise(b, l, type.clone(elem), ValueRange{v},
+                     [&](OpBuilder &nb, Location nl, ValueRange a) {
+                       return arith::TruncFOp::create(nb, nl, elem, a[0]).getResult();
+                     });
 }
 
 int64_t reducedCount(Value x, ArrayRef<int64_t> axes) {
@@ -866,18 +892,19 @@ struct ReducePattern : OpConversionPattern<OpTy> {
                    return mulS(b, nl, a, v);
                  });
     } else {
-      r = reduce(rewriter, l, x, op.getAxes(), shape, scalar(rewriter, l, elem, 0),
-                 [](OpBuilder &b, Location nl, Value a, Value v) {
-                   return addS(b, nl, a, v);
-                 });
+      // Sums of fp16 values add in the partials type (f32 unless half
+      // partials), a mean divides there too, and the result rounds once.
+      Type partials = partialsType(op, elem);
+      r = sumIn(rewriter, l, x, op.getAxes(), shape, partials);
       if constexpr (std::is_same_v<OpTy, g::ReduceMeanOp>) {
         double count = reducedCount(x, op.getAxes());
-        Value c = scalar(rewriter, l, elem, count);
-        r = elementwise(rewriter, l, op.getType(), ValueRange{r},
+        Value c = scalar(rewriter, l, partials, count);
+        r = elementwise(rewriter, l, op.getType().clone(partials), ValueRange{r},
                         [&](OpBuilder &b, Location nl, ValueRange a) {
                           return divS(b, nl, a[0], c, false);
                         });
       }
+      r = roundTo(rewriter, l, r, elem);
     }
     rewriter.replaceOp(op, r);
     return success();
@@ -971,10 +998,8 @@ struct SoftmaxPattern : OpConversionPattern<OpTy> {
                           [](OpBuilder &b, Location nl, ValueRange a) {
                             return math::ExpOp::create(b, nl, a[0]).getResult();
                           });
-    Value s = reduce(rewriter, l, e, {axis}, kept, scalar(rewriter, l, elem, 0),
-                     [](OpBuilder &b, Location nl, Value a, Value v) {
-                       return arith::AddFOp::create(b, nl, a, v).getResult();
-                     });
+    Value s = roundTo(rewriter, l,
+                      sumIn(rewriter, l, e, {axis}, kept, partialsType(op, elem)), elem);
     Value r;
     if constexpr (std::is_same_v<OpTy, g::LogSoftmaxOp>)
       r = elementwise(rewriter, l, type, ValueRange{shifted, s},
@@ -1003,12 +1028,41 @@ Value channelVector(OpBuilder &b, Location l, Value v, int64_t rank) {
 
 /// (x - mean) * rsqrt(var + eps), with mean and var over `axes` (kept dims).
 Value normalize(OpBuilder &b, Location l, Value x, ArrayRef<int64_t> axes,
-                double epsilon) {
+                double epsilon, Type partials) {
   auto type = tensorType(x);
   Type elem = type.getElementType();
   SmallVector<int64_t> kept(type.getShape());
   for (int64_t a : axes)
     kept[a] = 1;
+  Value eps = scalar(b, l, elem, epsilon);
+  if (partials != elem) {
+    // fp16 values: each statistic summed and divided in `partials`, then
+    // rounded once (a sum over a large extent passes fp16's range where
+    // the mean does not).
+    auto meanOf = [&](Value v) {
+      Value sum = sumIn(b, l, v, axes, kept, partials);
+      Value count = scalar(b, l, partials, reducedCount(x, axes));
+      Value mean = elementwise(b, l, tensorType(sum), ValueRange{sum},
+                               [&](OpBuilder &nb, Location nl, ValueRange a) {
+                                 return arith::DivFOp::create(nb, nl, a[0], count).getResult();
+                               });
+      return roundTo(b, l, mean, elem);
+    };
+    Value centered = elementwise(b, l, type, ValueRange{x, meanOf(x)},
+                                 [](OpBuilder &nb, Location nl, ValueRange a) {
+                                   return arith::SubFOp::create(nb, nl, a[0], a[1]).getResult();
+                                 });
+    Value sq = elementwise(b, l, type, ValueRange{centered},
+                           [](OpBuilder &nb, Location nl, ValueRange a) {
+                             return arith::MulFOp::create(nb, nl, a[0], a[0]).getResult();
+                           });
+    return elementwise(b, l, type, ValueRange{centered, meanOf(sq)},
+                       [&](OpBuilder &nb, Location nl, ValueRange a) {
+                         Value inv = math::RsqrtOp::create(
+                             nb, nl, arith::AddFOp::create(nb, nl, a[1], eps));
+                         return arith::MulFOp::create(nb, nl, a[0], inv).getResult();
+                       });
+  }
   Value count = scalar(b, l, elem, reducedCount(x, axes));
   auto add = [](OpBuilder &nb, Location nl, Value a, Value v) {
     return arith::AddFOp::create(nb, nl, a, v).getResult();
@@ -1024,7 +1078,6 @@ Value normalize(OpBuilder &b, Location l, Value x, ArrayRef<int64_t> axes,
                            return arith::MulFOp::create(nb, nl, a[0], a[0]).getResult();
                          });
   Value sqSum = reduce(b, l, sq, axes, kept, scalar(b, l, elem, 0), add);
-  Value eps = scalar(b, l, elem, epsilon);
   return elementwise(b, l, type, ValueRange{centered, sqSum},
                      [&](OpBuilder &nb, Location nl, ValueRange a) {
                        Value var = arith::DivFOp::create(nb, nl, a[1], count);
@@ -1080,7 +1133,8 @@ struct LayerNormPattern : OpConversionPattern<g::LayerNormOp> {
     SmallVector<int64_t> axes;
     for (int64_t d = op.getAxis(); d < op.getType().getRank(); ++d)
       axes.push_back(d);
-    Value y = normalize(rewriter, l, a.getInput(), axes, op.getEpsilon().convertToDouble());
+    Value y = normalize(rewriter, l, a.getInput(), axes, op.getEpsilon().convertToDouble(),
+                        partialsType(op, op.getType().getElementType()));
     rewriter.replaceOp(op, scaleShift(rewriter, l, y, a.getScale(), a.getBias()));
     return success();
   }
@@ -1102,7 +1156,8 @@ struct GroupNormPattern : OpConversionPattern<g::GroupNormOp> {
       axes.push_back(d);
     Value x = reshapeTo(rewriter, l, a.getInput(), grouped);
     Value y = reshapeTo(rewriter, l,
-                        normalize(rewriter, l, x, axes, op.getEpsilon().convertToDouble()),
+                        normalize(rewriter, l, x, axes, op.getEpsilon().convertToDouble(),
+                                  partialsType(op, op.getType().getElementType())),
                         shape);
     rewriter.replaceOp(op, scaleShift(rewriter, l, y,
                                       channelVector(rewriter, l, a.getScale(), rank),

@@ -61,3 +61,29 @@ module attributes {graph.partials_type = f16} {
     return %0 : tensor<3x2xf16>
   }
 }
+
+// -----
+
+// Sums of fp16 values add in f32 too: a mean divides there and rounds once
+// (a batch norm's statistics over N x H x W pass fp16's range as sums, not
+// as means).
+// CHECK-LABEL: func.func @mean_f16
+// CHECK: %[[SUM:.*]] = linalg.reduce ins(%arg0 : tensor<4x8xf16>) outs(%{{.*}} : tensor<4xf32>)
+// CHECK: arith.extf %{{.*}} : f16 to f32
+// CHECK: arith.addf %{{.*}} : f32
+// CHECK: arith.divf %{{.*}} : f32
+// CHECK: arith.truncf %{{.*}} : f32 to f16
+func.func @mean_f16(%x: tensor<4x8xf16>) -> tensor<4xf16> {
+  %0 = graph.reduce_mean %x {axes = array<i64: 1>, keepdims = false} : (tensor<4x8xf16>) -> tensor<4xf16>
+  return %0 : tensor<4xf16>
+}
+
+// A layer norm's mean and variance likewise, each rounded once.
+// CHECK-LABEL: func.func @layer_norm_f16
+// CHECK-COUNT-2: linalg.reduce ins(%{{.*}} : tensor<2x8xf16>) outs(%{{.*}} : tensor<2xf32>)
+// CHECK-NOT: linalg.reduce
+// CHECK: return
+func.func @layer_norm_f16(%x: tensor<2x8xf16>, %s: tensor<8xf16>, %b: tensor<8xf16>) -> tensor<2x8xf16> {
+  %0 = graph.layer_norm %x, %s, %b {axis = 1 : i64, epsilon = 1.0e-5 : f64} : (tensor<2x8xf16>, tensor<8xf16>, tensor<8xf16>) -> tensor<2x8xf16>
+  return %0 : tensor<2x8xf16>
+}
