@@ -44,7 +44,12 @@
 #include "llvm/Bitcode/BitcodeWriter.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/IR/IRBuilder.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/Threading.h"
+#include "llvm/Support/xxhash.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
 #include "llvm/MC/MCSubtargetInfo.h"
@@ -54,6 +59,7 @@
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/TargetParser/Host.h"
 
+#include <atomic>
 #include <cstring>
 #include <thread>
 
@@ -243,31 +249,107 @@ StringRef kernelOf(StringRef name) {
 /// One part of the LLVM-dialect module: the host reference code (@main and
 /// its C interface; `kernels` empty) or the vertex kernels in `kernels`.
 /// Each part is whole on its own: the IPU model links only the kernels'
-/// parts, the host reference runner only the reference code.
+/// parts, the host reference runner only the reference code. A kernels'
+/// part is built from the ops it needs (declarations, globals other than
+/// other kernels' signatures, its kernels), not cut from a copy of the whole
+/// module: the reference code is most of it.
 OwningOpRef<ModuleOp> partition(ModuleOp module, const llvm::StringSet<> &kernels) {
-  OwningOpRef<ModuleOp> part = module.clone();
-  SmallVector<Operation *> erase;
-  for (auto fn : part->getOps<LLVM::LLVMFuncOp>()) {
-    StringRef name = fn.getSymName();
-    if (fn.isExternal())
-      continue;
-    bool keep = kernels.empty() ? !isVertexFunction(name)
-                                : !isHostReferenceFunction(name) &&
-                                      (!isVertexFunction(name) ||
-                                       kernels.contains(kernelOf(name)));
-    if (!keep)
-      erase.push_back(fn);
-  }
-  // A kernel's signature goes with its kernel.
-  for (auto global : part->getOps<LLVM::GlobalOp>()) {
+  auto isOtherSignature = [&](Operation &op) {
+    auto global = dyn_cast<LLVM::GlobalOp>(op);
+    if (!global)
+      return false;
     StringRef name = global.getSymName();
-    if (isVertexFunction(name) && name.consume_back("_signature") &&
-        (kernels.empty() || !kernels.contains(name)))
-      erase.push_back(global);
+    return isVertexFunction(name) && name.consume_back("_signature") &&
+           (kernels.empty() || !kernels.contains(name));
+  };
+  if (kernels.empty()) {
+    OwningOpRef<ModuleOp> part = module.clone();
+    SmallVector<Operation *> erase;
+    for (Operation &op : part->getBody()->getOperations()) {
+      auto fn = dyn_cast<LLVM::LLVMFuncOp>(op);
+      if ((fn && !fn.isExternal() && isVertexFunction(fn.getSymName())) ||
+          isOtherSignature(op))
+        erase.push_back(&op);
+    }
+    for (Operation *op : erase)
+      op->erase();
+    return part;
   }
-  for (Operation *op : erase)
-    op->erase();
+  OpBuilder b(module.getContext());
+  OwningOpRef<ModuleOp> part = ModuleOp::create(module.getLoc());
+  (*part)->setAttrs(module->getAttrDictionary());
+  b.setInsertionPointToEnd(part->getBody());
+  for (Operation &op : module.getBody()->getOperations()) {
+    if (auto fn = dyn_cast<LLVM::LLVMFuncOp>(op); fn && !fn.isExternal()) {
+      StringRef name = fn.getSymName();
+      if (isHostReferenceFunction(name) || !isVertexFunction(name) ||
+          !kernels.contains(kernelOf(name)))
+        continue;
+    } else if (isOtherSignature(op)) {
+      continue;
+    }
+    b.clone(op);
+  }
   return part;
+}
+
+/// The vertex kernels of `module`, by name (`vertex_cs3_0`).
+std::vector<std::string> kernelNames(ModuleOp module) {
+  std::vector<std::string> names;
+  for (auto fn : module.getOps<LLVM::LLVMFuncOp>())
+    if (!fn.isExternal() && fn.getSymName().starts_with("vertex_"))
+      names.push_back(fn.getSymName().str());
+  return names;
+}
+
+/// Names each vertex kernel by its code: `vertex_<16 hex digits>` from a
+/// hash of its functions and signature as printed, its own name left out.
+/// Kernels with the same code (after lowering) become one. Returns the new
+/// name of each old one.
+std::map<std::string, std::string> nameKernelsByCode(ModuleOp module) {
+  std::map<std::string, std::string> renamed;
+  std::map<std::string, std::string> firstWithCode;
+  SymbolTable symbols(module);
+  for (const std::string &name : kernelNames(module)) {
+    std::string ciface = "_mlir_ciface_" + name;
+    std::string signature = runtime::KernelSignature::symbolFor(name + "_entry");
+    SmallVector<Operation *, 3> ops;
+    for (const std::string &symbol : {name, ciface, signature})
+      if (Operation *op = symbols.lookup(symbol))
+        ops.push_back(op);
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    // Local scope: the printer would otherwise number the whole module's
+    // values for each kernel.
+    for (Operation *op : ops)
+      op->print(os, OpPrintingFlags().useLocalScope().assumeVerified());
+    // Its own name out of the text: the code alone decides.
+    for (size_t at = text.find(name); at != std::string::npos; at = text.find(name, at + 1))
+      text.replace(at, name.size(), "K");
+    std::string code =
+        "vertex_" + llvm::utohexstr(llvm::xxh3_64bits(llvm::arrayRefFromStringRef(text)),
+                                    /*LowerCase=*/true, /*Width=*/16);
+    renamed[name] = code;
+    if (!firstWithCode.try_emplace(code, name).second) {
+      // The same code as a kernel named before: that one serves both.
+      for (Operation *op : ops)
+        op->erase();
+      continue;
+    }
+    auto rename = [&](Operation *op, StringRef to) {
+      SymbolTable::setSymbolName(op, StringAttr::get(module.getContext(), to));
+    };
+    if (Operation *wrapper = symbols.lookup(ciface)) {
+      (void)SymbolTable::replaceAllSymbolUses(StringAttr::get(module.getContext(), name),
+                                              StringAttr::get(module.getContext(), code),
+                                              wrapper);
+      rename(wrapper, "_mlir_ciface_" + code);
+    }
+    if (Operation *global = symbols.lookup(signature))
+      rename(global, runtime::KernelSignature::symbolFor(code + "_entry"));
+    rename(symbols.lookup(name), code);
+  }
+  return renamed;
 }
 
 /// The vertex kernels in `parts` groups of about equal size (operations
@@ -350,19 +432,99 @@ llvm::Expected<std::string> compileKernels(llvm::Module &llvmModule, const HostC
 
 } // namespace
 
+namespace {
+
+/// Compiles each of `parts` (an LLVM-dialect module each) to an object:
+/// translated in turn (they share one MLIRContext), each into an LLVM
+/// context of its own, then optimized and compiled on every hardware
+/// thread, each thread taking the next part. `objects[i]` gets part i's.
+LogicalResult compileParts(ModuleOp module, std::vector<OwningOpRef<ModuleOp>> &parts,
+                           const HostCPU &cpu, std::vector<std::string> &objects) {
+  std::vector<std::unique_ptr<llvm::LLVMContext>> contexts;
+  std::vector<std::unique_ptr<llvm::Module>> llvmModules;
+  for (OwningOpRef<ModuleOp> &part : parts) {
+    contexts.push_back(std::make_unique<llvm::LLVMContext>());
+    llvmModules.push_back(translateModuleToLLVMIR(*part, *contexts.back(), "tessera-kernels"));
+    if (!llvmModules.back())
+      return module.emitError("could not translate the module to LLVM IR");
+    addPackedEntries(*llvmModules.back());
+  }
+  std::vector<std::string> errors(parts.size());
+  objects.assign(parts.size(), std::string());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < llvmModules.size(); i = next++) {
+      llvm::Expected<std::string> object = compileKernels(*llvmModules[i], cpu);
+      if (object)
+        objects[i] = std::move(*object);
+      else
+        errors[i] = llvm::toString(object.takeError());
+    }
+  };
+  size_t threads = std::min<size_t>(
+      llvmModules.size(), llvm::hardware_concurrency().compute_thread_count());
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t)
+    pool.emplace_back(work);
+  work();
+  for (std::thread &t : pool)
+    t.join();
+  for (const std::string &error : errors)
+    if (!error.empty())
+      return module.emitError(error);
+  return success();
+}
+
+/// The cache entry of kernel `name` (named by its code) under `cache`.
+std::string cacheEntryPath(const KernelCache &cache, StringRef name) {
+  llvm::SmallString<256> path(cache.directory);
+  std::string key = cache.identity + "\n" + name.str();
+  llvm::sys::path::append(
+      path, llvm::utohexstr(llvm::xxh3_64bits(llvm::arrayRefFromStringRef(key)),
+                            /*LowerCase=*/true, /*Width=*/16) +
+                ".o");
+  return std::string(path);
+}
+
+/// `object` written to `path` atomically (a temporary file renamed).
+llvm::Error storeAtomically(StringRef path, StringRef object) {
+  llvm::SmallString<256> temporary;
+  int fd;
+  if (std::error_code ec = llvm::sys::fs::createUniqueFile(path + ".%%%%%%.tmp", fd, temporary))
+    return llvm::createStringError(ec, "cannot create a file beside " + path);
+  {
+    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
+    os << object;
+    os.close();
+    if (os.has_error()) {
+      llvm::sys::fs::remove(temporary);
+      return llvm::createStringError(os.error(), "cannot write " + temporary);
+    }
+  }
+  if (std::error_code ec = llvm::sys::fs::rename(temporary, path)) {
+    llvm::sys::fs::remove(temporary);
+    return llvm::createStringError(ec, "cannot rename " + temporary + " to " + path);
+  }
+  return llvm::Error::success();
+}
+
+} // namespace
+
 FailureOr<HostCode> emitHostObjects(ModuleOp module, const HostCPU &cpu,
-                                    TimingScope *timing) {
+                                    TimingScope *timing, KernelCache *cache) {
   TimingScope none;
   TimingScope &parent = timing ? *timing : none;
   if (!module.lookupSymbol<LLVM::LLVMFuncOp>("_mlir_ciface_main"))
     return module.emitError("no C interface for @main was generated");
+  HostCode code;
+  for (auto &[from, to] : nameKernelsByCode(module))
+    code.entryNames[from + "_entry"] = to + "_entry";
   // The host reference code is only translated: stored as bitcode, it is
   // optimized and compiled when a run asks for it (tessera-run --reference),
   // not by every compile. It is most of the native code -- one function of
   // every op at full size, 91 of maxvit_t's 113 s of compile -- and the IPU
   // model never runs it.
-  HostCode code;
-  TimingScope translateTimer = parent.nest("translate to LLVM IR");
+  TimingScope translateTimer = parent.nest("translate the host reference to LLVM IR");
   llvm::LLVMContext referenceContext;
   OwningOpRef<ModuleOp> reference = partition(module, llvm::StringSet<>());
   std::unique_ptr<llvm::Module> referenceModule =
@@ -373,36 +535,56 @@ FailureOr<HostCode> emitHostObjects(ModuleOp module, const HostCPU &cpu,
   referenceModule->setTargetTriple(llvm::Triple(llvm::sys::getProcessTriple()));
   llvm::raw_string_ostream bitcode(code.referenceBitcode);
   llvm::WriteBitcodeToFile(*referenceModule, bitcode);
-  // The kernels in one group per hardware thread, each its own module and
-  // LLVM context, so that they compile in parallel.
-  std::vector<llvm::StringSet<>> groups =
-      groupKernels(module, llvm::hardware_concurrency().compute_thread_count());
-  std::vector<std::unique_ptr<llvm::LLVMContext>> contexts;
-  std::vector<std::unique_ptr<llvm::Module>> kernelModules;
-  for (const llvm::StringSet<> &group : groups) {
-    OwningOpRef<ModuleOp> part = partition(module, group);
-    contexts.push_back(std::make_unique<llvm::LLVMContext>());
-    kernelModules.push_back(translateModuleToLLVMIR(*part, *contexts.back(), "tessera-kernels"));
-    if (!kernelModules.back())
-      return module.emitError("could not translate the module to LLVM IR");
-    addPackedEntries(*kernelModules.back());
-  }
   translateTimer.stop();
-  TimingScope kernelTimer = parent.nest("O2 and instruction selection: vertex kernels");
-  std::vector<llvm::Expected<std::string>> objects;
-  for (size_t i = 0; i < kernelModules.size(); ++i)
-    objects.emplace_back(std::string());
-  std::vector<std::thread> threads;
-  for (size_t i = 1; i < kernelModules.size(); ++i)
-    threads.emplace_back([&, i] { objects[i] = compileKernels(*kernelModules[i], cpu); });
-  if (!kernelModules.empty())
-    objects[0] = compileKernels(*kernelModules[0], cpu);
-  for (std::thread &t : threads)
-    t.join();
-  for (llvm::Expected<std::string> &object : objects) {
-    if (!object)
-      return module.emitError(llvm::toString(object.takeError()));
-    code.objects.push_back(std::move(*object));
+
+  TimingScope kernelTimer = parent.nest("vertex kernels: translate, O2 and instruction selection");
+  if (!cache) {
+    // The kernels in one group per hardware thread, so that they compile in
+    // parallel in about equal times.
+    std::vector<OwningOpRef<ModuleOp>> parts;
+    for (const llvm::StringSet<> &group :
+         groupKernels(module, llvm::hardware_concurrency().compute_thread_count()))
+      parts.push_back(partition(module, group));
+    if (failed(compileParts(module, parts, cpu, code.objects)))
+      return failure();
+    return code;
+  }
+  // With the cache: an object per kernel, found or compiled and stored.
+  std::vector<std::string> missing;
+  for (const std::string &name : kernelNames(module)) {
+    std::string path = cacheEntryPath(*cache, name);
+    auto entry = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                             /*RequiresNullTerminator=*/false);
+    // An entry defines its kernel's entry: anything else (a damaged file)
+    // is compiled again and replaced.
+    if (entry && (*entry)->getBuffer().contains(name + "_entry")) {
+      code.objects.push_back((*entry)->getBuffer().str());
+      ++cache->hits;
+    } else {
+      missing.push_back(name);
+    }
+  }
+  std::vector<OwningOpRef<ModuleOp>> parts;
+  for (const std::string &name : missing) {
+    llvm::StringSet<> one;
+    one.insert(name);
+    parts.push_back(partition(module, one));
+  }
+  std::vector<std::string> compiled;
+  if (failed(compileParts(module, parts, cpu, compiled)))
+    return failure();
+  if (!missing.empty()) {
+    std::error_code ec = llvm::sys::fs::create_directories(cache->directory);
+    if (ec || !llvm::sys::fs::is_directory(cache->directory))
+      cache->warning = "cannot create the kernel cache " + cache->directory + ": " +
+                       (ec ? ec.message() : std::string("a file of that name is in the way"));
+  }
+  for (auto [name, object] : llvm::zip(missing, compiled)) {
+    if (cache->warning.empty())
+      if (llvm::Error err = storeAtomically(cacheEntryPath(*cache, name), object))
+        cache->warning = "could not store a kernel in the cache: " + llvm::toString(std::move(err));
+    code.objects.push_back(std::move(object));
+    ++cache->misses;
   }
   return code;
 }

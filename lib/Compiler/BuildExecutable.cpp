@@ -10,7 +10,10 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/xxhash.h"
+
+#include <optional>
 
 #include <dlfcn.h>
 
@@ -261,14 +264,39 @@ buildExecutable(MLIRContext &context, const ExecutableRequest &request,
   metadata.outputMode = request.outputMode;
   metadata.outputEvery = request.outputEvery;
   metadata.cacheKey = cacheKey;
+  // The kernel cache: the compiler build (its libraries, this code's file)
+  // and the target CPU are part of every key.
+  std::optional<KernelCache> kernelCache;
+  if (!request.cacheDir.empty()) {
+    kernelCache.emplace();
+    llvm::SmallString<256> directory(request.cacheDir);
+    llvm::sys::path::append(directory, "kernels");
+    kernelCache->directory = std::string(directory);
+    std::string self = fileOf(reinterpret_cast<void *>(&cacheKeyOptions));
+    auto bytes = llvm::MemoryBuffer::getFile(self, /*IsText=*/false,
+                                             /*RequiresNullTerminator=*/false);
+    kernelCache->identity =
+        compilerIdentity() + ";code " + self + "=" +
+        (bytes ? llvm::utohexstr(llvm::xxh3_64bits(
+                     llvm::arrayRefFromStringRef((*bytes)->getBuffer())))
+               : std::string("unreadable")) +
+        ";cpu " + request.cpu.name + " +" + llvm::join(request.cpu.features, ",+") + " -" +
+        llvm::join(request.cpu.disabled, ",-");
+  }
   if (failed(writeExecutableFile(*module, compiled, request.cpu, std::move(metadata), path,
-                                 &codegenTimer)))
+                                 &codegenTimer, kernelCache ? &*kernelCache : nullptr)))
     return compileFailed();
   BuildResult result;
+  if (kernelCache) {
+    result.kernelsReused = kernelCache->hits;
+    result.kernelsCompiled = kernelCache->misses;
+    result.cacheWarning = kernelCache->warning;
+  }
   if (!cacheKey.empty())
     if (llvm::Error err = storeExecutable(request.cacheDir, cacheKey, path))
-      result.cacheWarning = "could not store the executable in the cache: " +
-                            llvm::toString(std::move(err));
+      result.cacheWarning += (result.cacheWarning.empty() ? "" : "; ") +
+                             std::string("could not store the executable in the cache: ") +
+                             llvm::toString(std::move(err));
   return result;
 }
 

@@ -581,7 +581,8 @@ void enablePipelineTiming(PassManager &pm, TimingScope &parent,
 
 LogicalResult writeExecutableFile(ModuleOp llvmModule, const CompiledModel &model,
                                   const HostCPU &cpu, runtime::ExecutableMetadata metadata,
-                                  StringRef path, TimingScope *timing) {
+                                  StringRef path, TimingScope *timing,
+                                  KernelCache *kernelCache) {
   if (runtime::iterationsPerRun(metadata) > 1)
     for (const runtime::TensorInfo &in : model.inputs)
       if (in.shape.empty())
@@ -606,9 +607,16 @@ LogicalResult writeExecutableFile(ModuleOp llvmModule, const CompiledModel &mode
            << "--output-mode every-" << metadata.outputEvery << " must divide the "
            << runtime::iterationsPerRun(metadata)
            << " iterations of a run (device iterations x gradient accumulation)";
-  FailureOr<HostCode> native = emitHostObjects(llvmModule, cpu, timing);
+  FailureOr<HostCode> native = emitHostObjects(llvmModule, cpu, timing, kernelCache);
   if (failed(native))
     return failure();
+  // The program calls each kernel by the name its code gives it.
+  std::optional<runtime::MachineProgram> program = model.program;
+  if (program)
+    for (runtime::ComputeSet &cs : program->computeSets)
+      for (runtime::Kernel &kernel : cs.kernels)
+        if (auto it = native->entryNames.find(kernel.symbol); it != native->entryNames.end())
+          kernel.symbol = it->second;
   // The code section: the objects, then the reference code's bitcode.
   std::string code;
   for (const std::string &object : native->objects) {
@@ -623,7 +631,7 @@ LogicalResult writeExecutableFile(ModuleOp llvmModule, const CompiledModel &mode
   metadata.state = model.state;
   metadata.loss = model.loss;
   metadata.optimizer = model.optimizer;
-  metadata.program = model.program;
+  metadata.program = std::move(program);
   if (metadata.program) {
     // The estimate the IPU model will count, carried by the executable.
     llvm::Expected<target::IPUTarget> target =

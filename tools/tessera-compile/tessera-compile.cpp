@@ -673,6 +673,11 @@ if (!train) {
     }
     if (!built->cacheWarning.empty())
       llvm::WithColor::warning(llvm::errs(), "tessera-compile") << built->cacheWarning << "\n";
+    if (built->outcome == tessera::CacheOutcome::Miss && !request.cacheDir.empty())
+      llvm::errs() << "tessera-compile: kernel cache: " << built->kernelsReused << " of "
+                   << built->kernelsReused + built->kernelsCompiled
+                   << " vertex kernels reused, " << built->kernelsCompiled
+                   << " compiled and stored\n";
     if (built->outcome == tessera::CacheOutcome::Miss && (showProgress || summary))
       llvm::outs() << "wrote " << path << "\n";
     if (summary && failed(printEstimate(path, *target)))

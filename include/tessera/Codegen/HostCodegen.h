@@ -20,6 +20,7 @@
 #include "mlir/Support/Timing.h"
 #include "llvm/Support/Error.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -62,14 +63,36 @@ struct HostCode {
   /// The host reference code as LLVM bitcode, not yet optimized: compiled
   /// for the running machine when a run asks for it.
   std::string referenceBitcode;
+  /// Each vertex kernel's packed entry as the machine program names it
+  /// ("vertex_cs3_0_entry") -> as the code defines it: named by the
+  /// kernel's code ("vertex_<16 hex digits>_entry"), so that the same
+  /// kernel has the same name, and one cached object, in any program.
+  std::map<std::string, std::string> entryNames;
+};
+
+/// The persistent kernel cache (tessera-compile's --cache-dir, its
+/// kernels/ folder): one native object per vertex kernel, keyed by the
+/// kernel's code, the target CPU and the compiler build, written
+/// atomically. A compile that finds a kernel there links the object
+/// instead of compiling the kernel again.
+struct KernelCache {
+  std::string directory;
+  /// The compiler build and the target CPU: part of every entry's key, so
+  /// that another build's or another CPU's objects are never used.
+  std::string identity;
+  /// Filled by emitHostObjects: kernels found, and compiled and stored.
+  int64_t hits = 0, misses = 0;
+  /// Why an object could not be stored (the executable is still written).
+  std::string warning;
 };
 
 /// Translates an LLVM-dialect module to LLVM IR: the vertex kernels are
-/// optimized (O2) and compiled for `cpu`, the host reference code (@main)
-/// is kept as bitcode. Errors are diagnostics on the module. `timing`, when
-/// given, gets a scope per phase (--mlir-timing).
+/// optimized (O2) and compiled for `cpu` (or taken from `cache`), the host
+/// reference code (@main) is kept as bitcode. Errors are diagnostics on the
+/// module. `timing`, when given, gets a scope per phase (--mlir-timing).
 mlir::FailureOr<HostCode> emitHostObjects(mlir::ModuleOp module, const HostCPU &cpu,
-                                          mlir::TimingScope *timing = nullptr);
+                                          mlir::TimingScope *timing = nullptr,
+                                          KernelCache *cache = nullptr);
 
 } // namespace tessera
 

@@ -55,6 +55,9 @@ struct BuildResult {
   /// Why a compiled executable could not be stored in the cache (it was
   /// still written).
   std::string cacheWarning;
+  /// With a cache, compiled: vertex kernels found in its kernels/ folder,
+  /// and compiled (then stored there).
+  int64_t kernelsReused = 0, kernelsCompiled = 0;
 };
 
 /// Compiles `request.modelPath` into the executable `path` (written

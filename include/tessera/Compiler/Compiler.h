@@ -29,6 +29,7 @@ class PassManager;
 namespace tessera {
 
 struct HostCPU;
+struct KernelCache;
 
 enum class InputFormat { ONNX, TorchScript, MLIR };
 
@@ -109,12 +110,14 @@ mlir::LogicalResult compileModule(mlir::ModuleOp module,
                                   CompiledModel *model = nullptr);
 
 /// Emits the native code of an llvm-phase module for `cpu` (resolveHostCPU's
-/// answer) and writes the .tess, which records the CPU and its features.
+/// answer), its kernels from `kernelCache` where found there, and writes
+/// the .tess, which records the CPU and its features.
 mlir::LogicalResult writeExecutableFile(mlir::ModuleOp llvmModule,
                                         const CompiledModel &model, const HostCPU &cpu,
                                         runtime::ExecutableMetadata metadata,
                                         llvm::StringRef path,
-                                        mlir::TimingScope *timing = nullptr);
+                                        mlir::TimingScope *timing = nullptr,
+                                        KernelCache *kernelCache = nullptr);
 
 } // namespace tessera
 
