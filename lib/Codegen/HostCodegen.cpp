@@ -250,9 +250,9 @@ StringRef kernelOf(StringRef name) {
 /// its C interface; `kernels` empty) or the vertex kernels in `kernels`.
 /// Each part is whole on its own: the IPU model links only the kernels'
 /// parts, the host reference runner only the reference code. A kernels'
-/// part is built from the ops it needs (declarations, globals other than
-/// other kernels' signatures, its kernels), not cut from a copy of the whole
-/// module: the reference code is most of it.
+/// part is built from the ops it needs (declarations, helper functions,
+/// globals other than other kernels' signatures, its kernels), not cut from
+/// a copy of the whole module: the reference code is most of it.
 OwningOpRef<ModuleOp> partition(ModuleOp module, const llvm::StringSet<> &kernels) {
   auto isOtherSignature = [&](Operation &op) {
     auto global = dyn_cast<LLVM::GlobalOp>(op);
@@ -281,9 +281,11 @@ OwningOpRef<ModuleOp> partition(ModuleOp module, const llvm::StringSet<> &kernel
   b.setInsertionPointToEnd(part->getBody());
   for (Operation &op : module.getBody()->getOperations()) {
     if (auto fn = dyn_cast<LLVM::LLVMFuncOp>(op); fn && !fn.isExternal()) {
+      // Its kernels, and the helpers kernels may call (math.ipowi's loops,
+      // generated private to each object); not the reference code.
       StringRef name = fn.getSymName();
-      if (isHostReferenceFunction(name) || !isVertexFunction(name) ||
-          !kernels.contains(kernelOf(name)))
+      if (isHostReferenceFunction(name) ||
+          (isVertexFunction(name) && !kernels.contains(kernelOf(name))))
         continue;
     } else if (isOtherSignature(op)) {
       continue;

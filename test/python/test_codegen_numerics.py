@@ -77,6 +77,7 @@ def test_perf_map_names_the_vertex_kernels(tmp_path):
     """TESSERA_PERF_MAP=1: the runtime writes perf's /tmp/perf-<pid>.map,
     one "address size name" line per function of the linked code."""
     import os
+    import re
     import subprocess
     module, inputs = CASES["conv_stride3_phase_split"]
     onnx_path, tess = tmp_path / "m.onnx", tmp_path / "m.tess"
@@ -105,7 +106,8 @@ def test_perf_map_names_the_vertex_kernels(tmp_path):
     # links the reference code it compiles from the executable's bitcode.
     lines = perf_map()
     names = {name for _, _, name in lines}
-    assert any(n.startswith("vertex_cs") for n in names), names
+    # Kernels are named by their code (vertex_ and 16 hex digits).
+    assert any(re.fullmatch(r"vertex_[0-9a-f]{16}(_entry)?", n) for n in names), names
     assert "main" not in names
     reference = perf_map("--reference")
     assert "main" in {name for _, _, name in reference}
