@@ -47,6 +47,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Signals.h"
 #include "llvm/Support/Threading.h"
 #include "llvm/Support/xxhash.h"
 #include "llvm/ADT/StringExtras.h"
@@ -60,6 +61,7 @@
 #include "llvm/TargetParser/Host.h"
 
 #include <atomic>
+#include <set>
 #include <cstring>
 #include <thread>
 
@@ -304,13 +306,15 @@ std::vector<std::string> kernelNames(ModuleOp module) {
   return names;
 }
 
-/// Names each vertex kernel by its code: `vertex_<16 hex digits>` from a
-/// hash of its functions and signature as printed, its own name left out.
-/// Kernels with the same code (after lowering) become one. Returns the new
+/// Names each vertex kernel by its code: `vertex_<32 hex digits>` from a
+/// 128-bit hash of its functions and signature as printed, its own name
+/// left out. Kernels with the same code (after lowering) become one; two
+/// different kernels that hash alike keep apart (a suffix). Returns the new
 /// name of each old one.
 std::map<std::string, std::string> nameKernelsByCode(ModuleOp module) {
   std::map<std::string, std::string> renamed;
-  std::map<std::string, std::string> firstWithCode;
+  std::map<std::string, std::string> textOfName;
+  std::set<std::string> named;
   SymbolTable symbols(module);
   for (const std::string &name : kernelNames(module)) {
     std::string ciface = "_mlir_ciface_" + name;
@@ -328,11 +332,18 @@ std::map<std::string, std::string> nameKernelsByCode(ModuleOp module) {
     // Its own name out of the text: the code alone decides.
     for (size_t at = text.find(name); at != std::string::npos; at = text.find(name, at + 1))
       text.replace(at, name.size(), "K");
-    std::string code =
-        "vertex_" + llvm::utohexstr(llvm::xxh3_64bits(llvm::arrayRefFromStringRef(text)),
-                                    /*LowerCase=*/true, /*Width=*/16);
+    llvm::XXH128_hash_t hash = llvm::xxh3_128bits(llvm::arrayRefFromStringRef(text));
+    std::string code = "vertex_" + llvm::utohexstr(hash.high64, true, 16) +
+                       llvm::utohexstr(hash.low64, true, 16);
+    for (int suffix = 1;; ++suffix) {
+      auto [it, added] = textOfName.try_emplace(code, text);
+      if (added || it->second == text)
+        break;
+      code = "vertex_" + llvm::utohexstr(hash.high64, true, 16) +
+             llvm::utohexstr(hash.low64, true, 16) + "_" + std::to_string(suffix);
+    }
     renamed[name] = code;
-    if (!firstWithCode.try_emplace(code, name).second) {
+    if (!named.insert(code).second) {
       // The same code as a kernel named before: that one serves both.
       for (Operation *op : ops)
         op->erase();
@@ -494,6 +505,7 @@ llvm::Error storeAtomically(StringRef path, StringRef object) {
   int fd;
   if (std::error_code ec = llvm::sys::fs::createUniqueFile(path + ".%%%%%%.tmp", fd, temporary))
     return llvm::createStringError(ec, "cannot create a file beside " + path);
+  llvm::sys::RemoveFileOnSignal(temporary);
   {
     llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
     os << object;
@@ -503,7 +515,9 @@ llvm::Error storeAtomically(StringRef path, StringRef object) {
       return llvm::createStringError(os.error(), "cannot write " + temporary);
     }
   }
-  if (std::error_code ec = llvm::sys::fs::rename(temporary, path)) {
+  std::error_code ec = llvm::sys::fs::rename(temporary, path);
+  llvm::sys::DontRemoveFileOnSignal(temporary);
+  if (ec) {
     llvm::sys::fs::remove(temporary);
     return llvm::createStringError(ec, "cannot rename " + temporary + " to " + path);
   }

@@ -659,7 +659,7 @@ private:
                                       llvm::PowerOf2Ceil(h));
     auto narrow = VectorType::get({lanes}, element);
     auto wide = VectorType::get({s * lanes}, element);
-    Value zero = arith::ConstantOp::create(b, loc, wide, DenseElementsAttr::get(wide, 0.0));
+    Value zero = zeros(wide);
     auto at = [&](Value row, int64_t rowLength, int64_t k) {
       AffineExpr q = b.getAffineDimExpr(0);
       return getValueOrCreateConstantIndexOp(

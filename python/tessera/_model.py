@@ -60,10 +60,13 @@ def _trace(model, example):
     wide_example = tuple(e.float() if e.dtype in _HALF else e for e in example)
     outputs = widened(*wide_example)
     traced = torch.jit.trace(widened, wide_example, check_trace=False, strict=False)
+    # The trace holds the copy's tensors, which its two runs (in training
+    # mode) updated: batch norms' running statistics and step counts. It
+    # takes the model's own values, in their own types.
     with torch.no_grad():
         for name, t in list(traced.named_parameters()) + list(traced.named_buffers()):
-            if name in half:
-                t.data = t.data.to(tensors[name].dtype)
+            if name in tensors:
+                t.data = tensors[name].detach().clone()
     return traced, outputs
 
 

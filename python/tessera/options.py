@@ -326,8 +326,11 @@ class Options:
             "device_iterations": self.device_iterations,
             "output_mode": self._output_mode_text(training),
             "replicas": self.replication_factor,
-            "partials_type": self._values["partials_type"],
         }
+        # Only when set: the compiler's default is float, and an unset type
+        # leaves the compile (and its cache key) as tessera-compile's.
+        if self._values["partials_type"] != "float":
+            options["partials_type"] = self._values["partials_type"]
         if self._values["available_memory_proportion"] is not None:
             options["available_memory_proportion"] = self._values["available_memory_proportion"]
         if self._values["cache_dir"]:

@@ -106,8 +106,8 @@ def test_perf_map_names_the_vertex_kernels(tmp_path):
     # links the reference code it compiles from the executable's bitcode.
     lines = perf_map()
     names = {name for _, _, name in lines}
-    # Kernels are named by their code (vertex_ and 16 hex digits).
-    assert any(re.fullmatch(r"vertex_[0-9a-f]{16}(_entry)?", n) for n in names), names
+    # Kernels are named by their code (vertex_ and 32 hex digits).
+    assert any(re.fullmatch(r"vertex_[0-9a-f]{32}(_[0-9]+)?(_entry)?", n) for n in names), names
     assert "main" not in names
     reference = perf_map("--reference")
     assert "main" in {name for _, _, name in reference}

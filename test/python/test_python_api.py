@@ -553,8 +553,9 @@ def test_block_and_block_function_place_operations_on_ipus():
     sharded = tessera.inferenceModel(
         model, tessera.Options().setExecutionStrategy(tessera.ShardedExecution()))
     close(sharded(x[:2]), model(x[:2]), "sharded over 3 IPUs")
-    # Stages from the execution strategy, by the blocks' user ids: the last
-    # two blocks as one stage is a stage on two IPUs, which is an error.
+    # Stages from the execution strategy, by the blocks' user ids: "middle"
+    # (IPU 1) as stage 0, where the ops before any block run (IPU 0), is a
+    # stage on two IPUs, which is an error.
     with pytest.raises(tessera.Error, match="a stage runs on one IPU"):
         tessera.inferenceModel(model, tessera.Options().deviceIterations(3).setExecutionStrategy(
             tessera.PipelinedExecution("middle", tessera.Stage("head", "middle"))))(x)

@@ -65,7 +65,7 @@ struct HostCode {
   std::string referenceBitcode;
   /// Each vertex kernel's packed entry as the machine program names it
   /// ("vertex_cs3_0_entry") -> as the code defines it: named by the
-  /// kernel's code ("vertex_<16 hex digits>_entry"), so that the same
+  /// kernel's code ("vertex_<32 hex digits>_entry"), so that the same
   /// kernel has the same name, and one cached object, in any program.
   std::map<std::string, std::string> entryNames;
 };

@@ -998,20 +998,28 @@ struct SoftmaxPattern : OpConversionPattern<OpTy> {
                           [](OpBuilder &b, Location nl, ValueRange a) {
                             return math::ExpOp::create(b, nl, a[0]).getResult();
                           });
-    Value s = roundTo(rewriter, l,
-                      sumIn(rewriter, l, e, {axis}, kept, partialsType(op, elem)), elem);
+    // The denominator summed in the partials type and used there: rounded
+    // only with the result (a sum over a vocabulary passes fp16's range).
+    Type partials = partialsType(op, elem);
+    Value s = sumIn(rewriter, l, e, {axis}, kept, partials);
+    auto wide = [&](OpBuilder &b, Location nl, Value v) {
+      return v.getType() == partials ? v : arith::ExtFOp::create(b, nl, partials, v).getResult();
+    };
+    auto narrow = [&](OpBuilder &b, Location nl, Value v) {
+      return partials == elem ? v : arith::TruncFOp::create(b, nl, elem, v).getResult();
+    };
     Value r;
     if constexpr (std::is_same_v<OpTy, g::LogSoftmaxOp>)
       r = elementwise(rewriter, l, type, ValueRange{shifted, s},
-                      [](OpBuilder &b, Location nl, ValueRange a) {
-                        return arith::SubFOp::create(b, nl, a[0],
-                                                     math::LogOp::create(b, nl, a[1]))
-                            .getResult();
+                      [&](OpBuilder &b, Location nl, ValueRange a) {
+                        Value d = arith::SubFOp::create(b, nl, wide(b, nl, a[0]),
+                                                        math::LogOp::create(b, nl, a[1]));
+                        return narrow(b, nl, d);
                       });
     else
       r = elementwise(rewriter, l, type, ValueRange{e, s},
-                      [](OpBuilder &b, Location nl, ValueRange a) {
-                        return arith::DivFOp::create(b, nl, a[0], a[1]).getResult();
+                      [&](OpBuilder &b, Location nl, ValueRange a) {
+                        return narrow(b, nl, arith::DivFOp::create(b, nl, wide(b, nl, a[0]), a[1]));
                       });
     rewriter.replaceOp(op, r);
     return success();
@@ -1034,35 +1042,41 @@ Value normalize(OpBuilder &b, Location l, Value x, ArrayRef<int64_t> axes,
   SmallVector<int64_t> kept(type.getShape());
   for (int64_t a : axes)
     kept[a] = 1;
-  Value eps = scalar(b, l, elem, epsilon);
   if (partials != elem) {
-    // fp16 values: each statistic summed and divided in `partials`, then
-    // rounded once (a sum over a large extent passes fp16's range where
-    // the mean does not).
+    // fp16 values: the statistics in `partials` -- the mean summed and
+    // divided there and rounded once (the model subtracts it in fp16), the
+    // squares, their mean, epsilon and the reciprocal square root never
+    // rounded (a square passes fp16's range past 256, and BERT's epsilon of
+    // 1e-12 is 0 in fp16) -- and the result rounded once.
+    auto wide = type.clone(partials);
+    Value count = scalar(b, l, partials, reducedCount(x, axes));
     auto meanOf = [&](Value v) {
       Value sum = sumIn(b, l, v, axes, kept, partials);
-      Value count = scalar(b, l, partials, reducedCount(x, axes));
-      Value mean = elementwise(b, l, tensorType(sum), ValueRange{sum},
-                               [&](OpBuilder &nb, Location nl, ValueRange a) {
-                                 return arith::DivFOp::create(nb, nl, a[0], count).getResult();
-                               });
-      return roundTo(b, l, mean, elem);
+      return elementwise(b, l, tensorType(sum), ValueRange{sum},
+                         [&](OpBuilder &nb, Location nl, ValueRange a) {
+                           return arith::DivFOp::create(nb, nl, a[0], count).getResult();
+                         });
     };
-    Value centered = elementwise(b, l, type, ValueRange{x, meanOf(x)},
+    Value centered = elementwise(b, l, type, ValueRange{x, roundTo(b, l, meanOf(x), elem)},
                                  [](OpBuilder &nb, Location nl, ValueRange a) {
                                    return arith::SubFOp::create(nb, nl, a[0], a[1]).getResult();
                                  });
-    Value sq = elementwise(b, l, type, ValueRange{centered},
-                           [](OpBuilder &nb, Location nl, ValueRange a) {
-                             return arith::MulFOp::create(nb, nl, a[0], a[0]).getResult();
+    Value sq = elementwise(b, l, wide, ValueRange{centered},
+                           [&](OpBuilder &nb, Location nl, ValueRange a) {
+                             Value c = arith::ExtFOp::create(nb, nl, partials, a[0]);
+                             return arith::MulFOp::create(nb, nl, c, c).getResult();
                            });
+    Value wideEps = scalar(b, l, partials, epsilon);
     return elementwise(b, l, type, ValueRange{centered, meanOf(sq)},
                        [&](OpBuilder &nb, Location nl, ValueRange a) {
                          Value inv = math::RsqrtOp::create(
-                             nb, nl, arith::AddFOp::create(nb, nl, a[1], eps));
-                         return arith::MulFOp::create(nb, nl, a[0], inv).getResult();
+                             nb, nl, arith::AddFOp::create(nb, nl, a[1], wideEps));
+                         Value c = arith::ExtFOp::create(nb, nl, partials, a[0]);
+                         Value y = arith::MulFOp::create(nb, nl, c, inv);
+                         return arith::TruncFOp::create(nb, nl, elem, y).getResult();
                        });
   }
+  Value eps = scalar(b, l, elem, epsilon);
   Value count = scalar(b, l, elem, reducedCount(x, axes));
   auto add = [](OpBuilder &nb, Location nl, Value a, Value v) {
     return arith::AddFOp::create(nb, nl, a, v).getResult();

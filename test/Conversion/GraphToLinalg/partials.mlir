@@ -78,12 +78,34 @@ func.func @mean_f16(%x: tensor<4x8xf16>) -> tensor<4xf16> {
   return %0 : tensor<4xf16>
 }
 
-// A layer norm's mean and variance likewise, each rounded once.
+// A layer norm: the mean summed in f32 and rounded (the model subtracts it
+// in fp16); the squares, their mean, epsilon and the reciprocal square
+// root in f32 (a square passes fp16's range past 256, and an epsilon of
+// 1e-12 is 0 in fp16); the result rounded once.
 // CHECK-LABEL: func.func @layer_norm_f16
-// CHECK-COUNT-2: linalg.reduce ins(%{{.*}} : tensor<2x8xf16>) outs(%{{.*}} : tensor<2xf32>)
+// CHECK: linalg.reduce ins(%{{.*}} : tensor<2x8xf16>) outs(%{{.*}} : tensor<2xf32>)
+// CHECK: arith.truncf %{{.*}} : f32 to f16
+// CHECK: arith.subf %{{.*}} : f16
+// CHECK: arith.mulf %{{.*}} : f32
+// CHECK: arith.constant 9.99{{[0-9]+}}E-13 : f32
+// CHECK: linalg.reduce {{.*}}ins(%{{.*}} : tensor<2x8xf32>) outs(%{{.*}} : tensor<2xf32>)
+// CHECK: math.rsqrt %{{.*}} : f32
+// CHECK: arith.truncf %{{.*}} : f32 to f16
 // CHECK-NOT: linalg.reduce
 // CHECK: return
 func.func @layer_norm_f16(%x: tensor<2x8xf16>, %s: tensor<8xf16>, %b: tensor<8xf16>) -> tensor<2x8xf16> {
-  %0 = graph.layer_norm %x, %s, %b {axis = 1 : i64, epsilon = 1.0e-5 : f64} : (tensor<2x8xf16>, tensor<8xf16>, tensor<8xf16>) -> tensor<2x8xf16>
+  %0 = graph.layer_norm %x, %s, %b {axis = 1 : i64, epsilon = 1.0e-12 : f64} : (tensor<2x8xf16>, tensor<8xf16>, tensor<8xf16>) -> tensor<2x8xf16>
+  return %0 : tensor<2x8xf16>
+}
+
+// A softmax's denominator is summed and divided by in f32; each
+// probability is rounded once.
+// CHECK-LABEL: func.func @softmax_f16
+// CHECK: linalg.reduce ins(%{{.*}} : tensor<2x8xf16>) outs(%{{.*}} : tensor<2xf32>)
+// CHECK: arith.extf %{{.*}} : f16 to f32
+// CHECK: arith.divf %{{.*}} : f32
+// CHECK: arith.truncf %{{.*}} : f32 to f16
+func.func @softmax_f16(%x: tensor<2x8xf16>) -> tensor<2x8xf16> {
+  %0 = graph.softmax %x {axis = 1 : i64} : tensor<2x8xf16>
   return %0 : tensor<2x8xf16>
 }

@@ -1,7 +1,7 @@
 // RUN: tessera-opt %s --graph-precision="precision=fp16.16" | FileCheck %s
 // RUN: tessera-opt %s --graph-precision | FileCheck %s --check-prefix=FP32
 // RUN: tessera-opt %s --graph-precision="precision=fp16.32" | FileCheck %s --check-prefix=FP1632
-// RUN: tessera-opt %s --graph-precision="precision=fp16.16 partials-type=float" | FileCheck %s --check-prefix=FP1632
+// RUN: tessera-opt %s --graph-precision="precision=fp16.32 partials-type=float" | FileCheck %s --check-prefix=FP1632
 // RUN: tessera-opt %s --graph-precision="partials-type=half" | FileCheck %s --check-prefix=HALF
 //
 // fp16.16: weights stored in f16 (rounded to nearest), constants and every

@@ -63,11 +63,13 @@ private:
                               std::vector<int64_t> &ipu);
   LogicalResult placeByCost(ArrayRef<Operation *> ops, std::vector<int64_t> &stage,
                             std::vector<int64_t> &ipu);
-  /// Whether the training step recomputes activations (graph-recompute):
-  /// each stage then stashes its inputs rather than its ops' results. Every
-  /// mode is costed as recomputing the stage from its inputs, an upper bound
-  /// on compute and, for checkpoints within a stage, a lower one on memory.
-  bool recomputes() const { return training && !recompute.empty() && recompute != "none"; }
+  /// Whether the training step recomputes each stage from its stashed
+  /// inputs (graph-recompute's stage-inputs): the stage then stashes its
+  /// inputs rather than its ops' results, and runs its forward twice. The
+  /// other modes are costed as none: checkpoint-every-layer stashes each
+  /// layer's checkpoints per micro-batch in flight, and auto may keep
+  /// everything, so counting every result is the bound that holds.
+  bool recomputes() const { return training && recompute == "stage-inputs"; }
   /// The partition's view of the ops, and its limits.
   std::vector<StageItem> stageItems(ArrayRef<Operation *> ops) const;
   StageLimits stageLimits(int64_t numStages) const;
@@ -215,15 +217,6 @@ LogicalResult GraphAssignStages::placeByBlocks(ArrayRef<Operation *> ops,
   }
   int64_t currentStage = 0, currentIpu = 0;
   for (auto [i, op] : llvm::enumerate(ops)) {
-    // An op the model places itself (a tessera.Block, an annotation) starts
-    // its placement as a block does.
-    if (std::optional<int64_t> placed = placedIpu(op)) {
-      currentIpu = *placed;
-      currentStage = placedStage(op).value_or(*placed);
-      stage[i] = currentStage;
-      ipu[i] = currentIpu;
-      continue;
-    }
     SmallVector<std::string> name = pathOf(nameOf(op->getLoc()));
     // The block with the longest path the op lies under starts here.
     BlockRule *match = nullptr;
@@ -236,6 +229,12 @@ LogicalResult GraphAssignStages::placeByBlocks(ArrayRef<Operation *> ops,
       match->started = true;
       currentStage = match->stage;
       currentIpu = match->ipu;
+    }
+    // An op the model places itself (a tessera.Block, an annotation) starts
+    // its placement as a block does, and takes precedence over a rule.
+    if (std::optional<int64_t> placed = placedIpu(op)) {
+      currentIpu = *placed;
+      currentStage = placedStage(op).value_or(*placed);
     }
     stage[i] = currentStage;
     ipu[i] = currentIpu;
@@ -351,11 +350,13 @@ LogicalResult GraphAssignStages::placeByCost(ArrayRef<Operation *> ops,
         if (c.bytes > limits.bytesPerStage)
           diag << "; the fastest cut's stage " << s << " (IPU " << s << ") would need "
                << c.bytes << " bytes";
+    // Recomputation shrinks a pipeline's stashes; sharded, a stage holds one
+    // micro-batch either way.
     diag << "; use more IPUs (--num-ipus)"
-         << (!training     ? ""
-             : recomputes() ? " or an optimizer with less state"
-                            : ", recomputation (--recompute stage-inputs: each stage "
-                              "stashes only its inputs) or an optimizer with less state");
+         << (!training || recomputes() || !pipelined
+                 ? (training ? " or an optimizer with less state" : "")
+                 : ", recomputation (--recompute stage-inputs: each stage stashes only its "
+                   "inputs) or an optimizer with less state");
     return diag;
   }
   for (auto [s, c] : llvm::enumerate(*cut))

@@ -85,6 +85,16 @@ struct GraphPrecision : tessera::graph::impl::GraphPrecisionBase<GraphPrecision>
       module.emitError("--partials-type ") << partialsType << ": use float or half";
       return signalPassFailure();
     }
+    // The precision's second number is its partials type: another one is a
+    // contradiction, as tessera-compile says too.
+    if ((precision == "fp16.16" && partialsType == "float") ||
+        (precision == "fp16.32" && partialsType == "half")) {
+      module.emitError("--precision ")
+          << precision << " has " << (precision == "fp16.16" ? "half" : "float")
+          << " partials, not " << partialsType << ": use --precision "
+          << (precision == "fp16.16" ? "fp16.32" : "fp16.16");
+      return signalPassFailure();
+    }
     bool halfPartials = partialsType.empty() ? precision == "fp16.16" : partialsType == "half";
     Builder builder(module.getContext());
     module->setAttr(kPartialsTypeAttrName,

@@ -57,11 +57,11 @@ mlir::tensor::InsertSliceOp paddingInsertOf(linalg::GenericOp fill);
 /// The reader of `result` (a reduction's) that can run as an epilogue of
 /// the vertices computing it, and the unit-dimension reshape between them
 /// if any; null when there is none (see the definition).
+std::pair<linalg::GenericOp, Operation *> epilogueOf(linalg::GenericOp reduction,
+                                                     Value result);
 /// `mapping` seen through a reshape to `shape` that only adds or drops unit
 /// dimensions: the same pieces on the same tiles.
 TileMapping mappingThroughUnitDims(const TileMapping &mapping, llvm::ArrayRef<int64_t> shape);
-std::pair<linalg::GenericOp, Operation *> epilogueOf(linalg::GenericOp reduction,
-                                                     Value result);
 
 /// An input of a compute set: an operand, or a tensor the body reads.
 struct Input {

@@ -220,10 +220,11 @@ def GraphAssignStages : Pass<"graph-assign-stages", "::mlir::ModuleOp"> {
       (training, micro-batches in flight times the stage's results) and
       received inputs within `resident-share` of its memory (the rest is for
       code, temporaries and pieces spread unevenly, which only tile planning
-      knows). With `recompute` (the step's graph-recompute mode, any but
-      none) a stage stashes its inputs per micro-batch in flight and holds
+      knows). With `recompute=stage-inputs` (the step's graph-recompute
+      mode) a stage stashes its inputs per micro-batch in flight and holds
       one micro-batch's results, and its forward runs twice (four times the
-      roofline). Training adds each weight's update (its elements times
+      roofline); other modes are costed as none, the bound that holds for
+      them. Training adds each weight's update (its elements times
       `update-ops-per-element` vector operations, once per `micro-batches`)
       to the first op that reads it. Found exactly by dynamic
       programming (StagePartition.h).
@@ -266,7 +267,8 @@ def GraphAssignStages : Pass<"graph-assign-stages", "::mlir::ModuleOp"> {
            "micro-batches per weight update, over which an update's cost is "
            "shared">,
     Option<"recompute", "recompute", "std::string", "\"none\"",
-           "graph-recompute's mode the step will be built with: with one, a "
+           "graph-recompute's mode the step will be built with: with "
+           "stage-inputs, a "
            "stage stashes its inputs and computes its forward pass again">,
   ];
 }
