@@ -467,6 +467,31 @@ def test_blocks_on_ipu0_compile_as_the_whole_model():
     assert torch.equal(double(x), x * 2)
 
 
+class WithMseLoss(torch.nn.Module):
+    """`net`'s output and its mse loss: a trainingModel's model."""
+
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+
+    def forward(self, x, y):
+        out = self.net(x)
+        return out, torch.nn.functional.mse_loss(out, y)
+
+
+def train_with_sgd(net, data, accumulation):
+    """`net` trained on `data` (pairs of batches) with SGD (lr 0.1) and a
+    gradient accumulation; returns the executor and the trained weights."""
+    opts = tessera.Options()
+    opts.Training.gradientAccumulation(accumulation)
+    trainer = tessera.trainingModel(WithMseLoss(net), opts,
+                                    tessera.optim.SGD(net.parameters(), lr=0.1))
+    for xb, yb in data:
+        trainer(xb, yb)
+    trainer.copyWeightsToHost()
+    return trainer, [p.detach().clone() for p in net.parameters()]
+
+
 def test_begin_block_places_layers_on_ipus():
     # A BeginBlock on IPU 1: pipelined (the default; two device iterations
     # for two stages) and sharded, both PyTorch's outputs; trained
@@ -494,29 +519,13 @@ def test_begin_block_places_layers_on_ipus():
     with pytest.raises(tessera.Error, match="needs at least 2 micro-batches"):
         tessera.inferenceModel(model)(x[:4])
 
-    class WithLoss(torch.nn.Module):
-        def __init__(self, net):
-            super().__init__()
-            self.net = net
-
-        def forward(self, x, y):
-            out = self.net(x)
-            return out, torch.nn.functional.mse_loss(out, y)
-
     data = [(torch.randn(8, 8), torch.randn(8, 4)) for _ in range(5)]
     weights = []
     for blocks in (False, True):
         net = build()
         if not blocks:
             net[2] = net[2].layer
-        opts = tessera.Options()
-        opts.Training.gradientAccumulation(2)
-        trainer = tessera.trainingModel(
-            WithLoss(net), opts, tessera.optim.SGD(net.parameters(), lr=0.1))
-        for xb, yb in data:
-            trainer(xb, yb)
-        trainer.copyWeightsToHost()
-        weights.append([p.detach().clone() for p in net.parameters()])
+        weights.append(train_with_sgd(net, data, 2)[1])
     for a, b in zip(*weights):
         close(b, a, "pipelined training")
 
@@ -560,15 +569,6 @@ def test_block_and_block_function_place_operations_on_ipus():
         tessera.inferenceModel(model, tessera.Options().deviceIterations(3).setExecutionStrategy(
             tessera.PipelinedExecution("middle", tessera.Stage("head", "middle"))))(x)
 
-    class WithLoss(torch.nn.Module):
-        def __init__(self, net):
-            super().__init__()
-            self.net = net
-
-        def forward(self, x, y):
-            out = self.net(x)
-            return out, torch.nn.functional.mse_loss(out, y)
-
     data = [(torch.randn(6, 8), torch.randn(6, 4)) for _ in range(4)]
     weights = []
     for blocks in (False, True):
@@ -576,15 +576,9 @@ def test_block_and_block_function_place_operations_on_ipus():
         if not blocks:
             net.forward = lambda x, net=net: net.third(torch.tanh(net.second(
                 torch.tanh(net.first(x))))) * 2
-        opts = tessera.Options()
-        opts.Training.gradientAccumulation(3)
-        trainer = tessera.trainingModel(
-            WithLoss(net), opts, tessera.optim.SGD(net.parameters(), lr=0.1))
-        for xb, yb in data:
-            trainer(xb, yb)
-        trainer.copyWeightsToHost()
+        trainer, trained = train_with_sgd(net, data, 3)
         assert trainer._executable.info["pipeline_stages"] == (3 if blocks else 1)
-        weights.append([p.detach().clone() for p in net.parameters()])
+        weights.append(trained)
     for a, b in zip(*weights):
         close(b, a, "pipelined training with blocks")
 
