@@ -422,6 +422,38 @@ def test_half_models_take_float_partials_unless_set():
         "partials_type"] == "float"
 
 
+def test_half_model_trains_from_its_own_running_statistics():
+    # A model.half() with batch norm, trained: it is traced through an fp32
+    # copy, whose two runs update the copy's statistics; the trained step
+    # must start from the model's own (one update counted after one step,
+    # the running mean one momentum step from zero, kept in fp16).
+    torch.manual_seed(0)
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(1, 4, 3, padding=1)
+            self.bn = torch.nn.BatchNorm2d(4)
+            self.fc = torch.nn.Linear(4 * 8 * 8, 10)
+
+        def forward(self, x, labels):
+            logits = self.fc(torch.relu(self.bn(self.conv(x))).flatten(1))
+            return logits, torch.nn.functional.cross_entropy(logits.float(), labels)
+
+    net = Net().half()
+    x, labels = torch.randn(8, 1, 8, 8).half(), torch.randint(0, 10, (8,))
+    with torch.no_grad():
+        batch_mean = torch.nn.functional.conv2d(
+            x.float(), net.conv.weight.float(), net.conv.bias.float(), padding=1).mean((0, 2, 3))
+    model = tessera.trainingModel(net, optimizer=torch.optim.SGD(net.parameters(), lr=0.01))
+    model(x, labels)
+    model.copyWeightsToHost()
+    assert int(net.bn.num_batches_tracked) == 1
+    assert net.bn.running_mean.dtype == torch.float16
+    np.testing.assert_allclose(net.bn.running_mean.float().numpy(), 0.1 * batch_mean.numpy(),
+                               atol=2e-3)
+
+
 @pytest.mark.parametrize("call,message", [
     (lambda: tessera.Options().deviceIterations(0), "deviceIterations must be a positive"),
     (lambda: tessera.Options().replicationFactor(65), r"replicationFactor\(65\): at most 64"),
