@@ -3,6 +3,7 @@
 #include "tessera/Compiler/BuildExecutable.h"
 
 #include "tessera/Dialect/Graph/IR/OpBuilding.h"
+#include "tessera/Dialect/Graph/Transforms/Passes.h"
 #include "tessera/Importers/TorchScript/TorchScriptImporter.h"
 
 #include "mlir/IR/Verifier.h"
@@ -45,16 +46,20 @@ std::string fileOf(void *address) {
 /// Debian's packages, and hashing 200 MB per compile would cost more than
 /// it protects). A rebuilt compiler never takes an older one's
 /// executables.
+/// ";code <path>=<hash of its bytes>" ("unreadable" for the hash when it
+/// cannot be read).
+std::string codeIdentity(const std::string &path) {
+  auto bytes = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                           /*RequiresNullTerminator=*/false);
+  return ";code " + path + "=" +
+         (bytes ? llvm::utohexstr(llvm::xxh3_64bits(
+                      llvm::arrayRefFromStringRef((*bytes)->getBuffer())))
+                : std::string("unreadable"));
+}
+
 std::string compilerIdentity() {
   std::string text;
-  auto byContent = [&](const std::string &path) {
-    auto bytes = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                             /*RequiresNullTerminator=*/false);
-    text += ";code " + path + "=" +
-            (bytes ? llvm::utohexstr(llvm::xxh3_64bits(llvm::arrayRefFromStringRef(
-                         (*bytes)->getBuffer())))
-                   : std::string("unreadable"));
-  };
+  auto byContent = [&](const std::string &path) { text += codeIdentity(path); };
   FailureOr<Value> (*graphLibrary)(OpBuilder &, Operation *) = &graph::finishCreatedOp;
   byContent(fileOf(reinterpret_cast<void *>(graphLibrary)));
   if (std::string plugin = torchscript_importer::pluginPath(); !plugin.empty())
@@ -101,21 +106,10 @@ llvm::Error checkExecutableRequest(const ExecutableRequest &request) {
                      ? " times --gradient-accumulation " + std::to_string(accumulation)
                      : std::string()) +
                 " is more than 16777216 iterations per run");
-  const GraphPipelineOptions &g = request.compile.graph;
-  if (g.precision != "fp32" && g.precision != "fp16.32" && g.precision != "fp16.16")
-    return fail("--precision must be fp32, fp16.32 (fp16 storage, float partials) or fp16.16 "
-                "(fp16 storage and partials), got '" + g.precision + "'");
-  if (!g.partialsType.empty() && g.partialsType != "float" && g.partialsType != "half")
-    return fail("--partials-type must be float or half, got '" + g.partialsType + "'");
-  // The precision's second number is its partials type: another one is a
-  // contradiction, not an override.
-  if ((g.precision == "fp16.16" && g.partialsType == "float") ||
-      (g.precision == "fp16.32" && g.partialsType == "half"))
-    return fail("--precision " + g.precision + " has " +
-                (g.precision == "fp16.16" ? "half" : "float") + " partials, not " +
-                g.partialsType + ": use --precision " +
-                (g.precision == "fp16.16" ? "fp16.32" : "fp16.16") +
-                " for fp16 storage with " + g.partialsType + " partials");
+  if (std::string wrong = graph::checkPrecisionOptions(request.compile.graph.precision,
+                                                      request.compile.graph.partialsType);
+      !wrong.empty())
+    return fail(wrong);
   double amp = request.compile.ipu.availableMemoryProportion;
   if (!(amp > 0 && amp <= 1))
     return fail("--available-memory-proportion must be in (0, 1], got " +
@@ -272,14 +266,8 @@ buildExecutable(MLIRContext &context, const ExecutableRequest &request,
     llvm::SmallString<256> directory(request.cacheDir);
     llvm::sys::path::append(directory, "kernels");
     kernelCache->directory = std::string(directory);
-    std::string self = fileOf(reinterpret_cast<void *>(&cacheKeyOptions));
-    auto bytes = llvm::MemoryBuffer::getFile(self, /*IsText=*/false,
-                                             /*RequiresNullTerminator=*/false);
     kernelCache->identity =
-        compilerIdentity() + ";code " + self + "=" +
-        (bytes ? llvm::utohexstr(llvm::xxh3_64bits(
-                     llvm::arrayRefFromStringRef((*bytes)->getBuffer())))
-               : std::string("unreadable")) +
+        compilerIdentity() + codeIdentity(fileOf(reinterpret_cast<void *>(&cacheKeyOptions))) +
         ";cpu " + request.cpu.name + " +" + llvm::join(request.cpu.features, ",+") + " -" +
         llvm::join(request.cpu.disabled, ",-");
   }

@@ -428,19 +428,7 @@ def test_half_model_trains_from_its_own_running_statistics():
     # must start from the model's own (one update counted after one step,
     # the running mean one momentum step from zero, kept in fp16).
     torch.manual_seed(0)
-
-    class Net(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.conv = torch.nn.Conv2d(1, 4, 3, padding=1)
-            self.bn = torch.nn.BatchNorm2d(4)
-            self.fc = torch.nn.Linear(4 * 8 * 8, 10)
-
-        def forward(self, x, labels):
-            logits = self.fc(torch.relu(self.bn(self.conv(x))).flatten(1))
-            return logits, torch.nn.functional.cross_entropy(logits.float(), labels)
-
-    net = Net().half()
+    net = SmallCNN().half()
     x, labels = torch.randn(8, 1, 8, 8).half(), torch.randint(0, 10, (8,))
     with torch.no_grad():
         batch_mean = torch.nn.functional.conv2d(

@@ -72,27 +72,36 @@ Attribute halfValue(Attribute value, RankedTensorType type) {
       toF16(type), (resource.getRawHandle().getKey() + ".f16").str(), std::move(blob));
 }
 
+} // namespace
+
+std::string tessera::graph::checkPrecisionOptions(llvm::StringRef precision,
+                                                  llvm::StringRef partialsType) {
+  if (precision != "fp32" && precision != "fp16.32" && precision != "fp16.16")
+    return ("--precision must be fp32, fp16.32 (fp16 storage, float partials) or fp16.16 "
+            "(fp16 storage and partials), got '" + precision + "'").str();
+  if (!partialsType.empty() && partialsType != "float" && partialsType != "half")
+    return ("--partials-type must be float or half, got '" + partialsType + "'").str();
+  // The precision's second number is its partials type: another one is a
+  // contradiction, not an override.
+  if ((precision == "fp16.16" && partialsType == "float") ||
+      (precision == "fp16.32" && partialsType == "half"))
+    return ("--precision " + precision + " has " +
+            (precision == "fp16.16" ? "half" : "float") + " partials, not " + partialsType +
+            ": use --precision " + (precision == "fp16.16" ? "fp16.32" : "fp16.16") +
+            " for fp16 storage with " + partialsType + " partials")
+        .str();
+  return {};
+}
+
+namespace {
+
 struct GraphPrecision : tessera::graph::impl::GraphPrecisionBase<GraphPrecision> {
   using GraphPrecisionBase::GraphPrecisionBase;
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (precision != "fp32" && precision != "fp16.32" && precision != "fp16.16") {
-      module.emitError("--precision ") << precision << ": use fp32, fp16.32 or fp16.16";
-      return signalPassFailure();
-    }
-    if (!partialsType.empty() && partialsType != "float" && partialsType != "half") {
-      module.emitError("--partials-type ") << partialsType << ": use float or half";
-      return signalPassFailure();
-    }
-    // The precision's second number is its partials type: another one is a
-    // contradiction, as tessera-compile says too.
-    if ((precision == "fp16.16" && partialsType == "float") ||
-        (precision == "fp16.32" && partialsType == "half")) {
-      module.emitError("--precision ")
-          << precision << " has " << (precision == "fp16.16" ? "half" : "float")
-          << " partials, not " << partialsType << ": use --precision "
-          << (precision == "fp16.16" ? "fp16.32" : "fp16.16");
+    if (std::string wrong = checkPrecisionOptions(precision, partialsType); !wrong.empty()) {
+      module.emitError(wrong);
       return signalPassFailure();
     }
     bool halfPartials = partialsType.empty() ? precision == "fp16.16" : partialsType == "half";
