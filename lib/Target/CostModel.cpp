@@ -18,7 +18,9 @@ int64_t CostModel::vertexCycles(const VertexWork &work) const {
     int64_t rate = work.halfPrecision ? target_.f16MacsPerCycle : target_.f32MacsPerCycle;
     body = ceilDiv(work.iterations, rate);
   } else {
-    body = ceilDiv(work.iterations * work.instructions, lanes);
+    body = ceilDiv(work.iterations * work.instructions, lanes) +
+           std::min(work.rows * work.rowInstructions,
+                    ceilDiv(work.iterations * work.rowInstructions, lanes));
   }
   return fixed + body + epilogue + fillCycles(work.fillBytes);
 }

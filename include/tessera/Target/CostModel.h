@@ -37,6 +37,11 @@ struct VertexWork {
   /// rate. Otherwise `instructions` per iteration on the vector unit.
   bool contraction = false;
   int64_t instructions = 1;
+  /// Instructions of a non-contraction body whose operands do not change
+  /// along a row (a gather's index arithmetic, a broadcast operand's
+  /// function): computed once per row, outside the inner loop, in scalar
+  /// registers, unless that costs more than running them per element.
+  int64_t rowInstructions = 0;
   /// An elementwise epilogue the same vertex applies to its output piece
   /// (the Relu after a convolution): elements and instructions per element.
   int64_t epilogueElements = 0;

@@ -3,10 +3,11 @@
 // RUN: tessera-opt %s --ipu-prepare-for-mapping --ipu-plan-tiles --ipu-map-tiles | FileCheck %s --check-prefix=MAPPED
 
 // An embedding lookup whose table column (1,024 rows, 4,096 bytes) is over
-// the memory budget (0.6 x 4,096 bytes per tile): the lookup is split by
-// the table's rows. Block p of 512 rows is read as p * 512 + (the row's
-// offset in the block, clamped), and lanes whose row is in another block
-// yield zero; the blocks' partial outputs are ORed bit for bit.
+// the memory budget (0.6 x 4,096 bytes per tile) and leaves no room on a
+// tile for the indices and the output: the lookup is split by the table's
+// rows. Block p of 512 rows is read as p * 512 + (the row's offset in the
+// block, clamped), and lanes whose row is in another block (one unsigned
+// compare) yield zero; the blocks' partial outputs are ORed bit for bit.
 
 // EXPLAIN: remark: gather split into 2 blocks of 512 rows of its table (one column is 4096 bytes, over the memory budget of 2457)
 // CHECK-LABEL: func.func @main
@@ -16,7 +17,7 @@
 // CHECK: %[[P:.*]] = linalg.index 2 : index
 // CHECK: %[[BASE:.*]] = arith.muli %[[P]], %c512
 // CHECK: %[[LOCAL:.*]] = arith.subi %{{.*}}, %[[BASE]]
-// CHECK: %[[IN:.*]] = arith.andi
+// CHECK: %[[IN:.*]] = arith.cmpi ult, %[[LOCAL]], %c512
 // CHECK: %[[SAFE:.*]] = arith.select %[[IN]], %[[LOCAL]], %c0
 // CHECK: %[[ROW:.*]] = arith.addi %[[BASE]], %[[SAFE]]
 // CHECK: tensor.extract %{{.*}}[%[[ROW]], %{{.*}}] : tensor<1024x8xf32>

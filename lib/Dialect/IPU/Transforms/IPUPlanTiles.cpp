@@ -312,10 +312,8 @@ std::optional<SplitOps> splitGatherByRows(linalg::GenericOp op, Value table, uns
     Value row = extract.getIndices()[dim];
     Value local = arith::SubIOp::create(eb, loc, row, base);
     Value zeroIndex = arith::ConstantIndexOp::create(eb, loc, 0);
-    Value inBlock = arith::AndIOp::create(
-        eb, loc,
-        arith::CmpIOp::create(eb, loc, arith::CmpIPredicate::sge, local, zeroIndex),
-        arith::CmpIOp::create(eb, loc, arith::CmpIPredicate::slt, local, size));
+    // One unsigned compare: a row before the block is a huge unsigned.
+    Value inBlock = arith::CmpIOp::create(eb, loc, arith::CmpIPredicate::ult, local, size);
     Value safe = arith::SelectOp::create(eb, loc, inBlock, local, zeroIndex);
     extract.getIndicesMutable()[dim].set(arith::AddIOp::create(eb, loc, base, safe));
     // Zero what the block does not hold, at the yield (the body may go on
@@ -1452,6 +1450,21 @@ std::optional<LogicalResult> Planner::planGatherByRows(linalg::GenericOp op) {
   int64_t rows = cast<RankedTensorType>(table.getType()).getDimSize(dim);
   Snapshot before = snapshot();
   inTrial_ = true;
+  // The table is a variable, not a temporary: a column over the budget
+  // but within a tile stays whole where the plan placing it there fits
+  // (no partials to combine).
+  if (columnBytes <= target_.bytesPerTile) {
+    bool fits;
+    {
+      ScopedDiagnosticHandler quiet(op.getContext(), [](Diagnostic &) { return success(); });
+      fits = succeeded(planOp(op)) && plans_.back().fits;
+    }
+    restore(before);
+    if (fits) {
+      inTrial_ = false;
+      return std::nullopt;
+    }
+  }
   // The fewest blocks of rows that fit (each block is an output-sized
   // partial to combine).
   int64_t bestBlocks = 0;

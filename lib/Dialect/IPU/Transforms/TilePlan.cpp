@@ -365,19 +365,44 @@ LogicalResult describe(linalg::GenericOp op, Plan &plan) {
   return success();
 }
 
-/// Vector instructions per element of an elementwise body, as the cost
-/// model weighs each operation (transcendentals and divisions take several).
-static int64_t bodyInstructions(linalg::GenericOp op, const target::CostModel &cost) {
+/// Instructions of a body, as the cost model weighs each operation
+/// (transcendentals and divisions take several; constants, indices and
+/// bitcasts, which reinterpret a register, none): those run per element,
+/// and those whose operands do not change along loop `inner` (when not -1,
+/// the loop along the output's last dimension) and so run once per row.
+struct BodyInstructions {
+  int64_t perElement = 0, perRow = 0;
+};
+static BodyInstructions bodyInstructions(linalg::GenericOp op, const target::CostModel &cost,
+                                         int64_t inner = -1) {
   using Instruction = target::CostModel::Instruction;
-  int64_t instructions = 0;
+  // Values that change along `inner`: its index, the operands whose maps
+  // read it, and what is computed from them.
+  llvm::DenseSet<Value> varying;
+  Block &body = op.getRegion().front();
+  if (inner >= 0)
+    for (OpOperand &operand : op->getOpOperands())
+      if (op.getMatchingIndexingMap(&operand).isFunctionOfDim(inner))
+        varying.insert(body.getArgument(operand.getOperandNumber()));
+  BodyInstructions count;
   op.getRegion().walk([&](Operation *o) {
-    if (isa<linalg::YieldOp, linalg::IndexOp, arith::ConstantOp>(o))
+    if (isa<linalg::YieldOp>(o))
+      return;
+    bool changes = inner < 0 || o->getNumRegions() != 0 ||
+                   (isa<linalg::IndexOp>(o) && cast<linalg::IndexOp>(o).getDim() == inner) ||
+                   llvm::any_of(o->getOperands(), [&](Value v) { return varying.contains(v); });
+    if (changes)
+      for (Value r : o->getResults())
+        varying.insert(r);
+    if (isa<linalg::IndexOp, arith::ConstantOp, arith::BitcastOp>(o))
       return;
     bool transcendental = isa<math::MathDialect>(o->getDialect()) || isa<arith::DivFOp>(o);
-    instructions += cost.instructionCycles(transcendental ? Instruction::Transcendental
-                                                          : Instruction::Simple);
+    (changes ? count.perElement : count.perRow) += cost.instructionCycles(
+        transcendental ? Instruction::Transcendental : Instruction::Simple);
   });
-  return std::max<int64_t>(instructions, 1);
+  // At least the store of each element.
+  count.perElement = std::max<int64_t>(count.perElement, 1);
+  return count;
 }
 
 int64_t vertexCycles(const Plan &plan, const Box &loops, const target::CostModel &cost,
@@ -397,13 +422,22 @@ int64_t vertexCycles(const Plan &plan, const Box &loops, const target::CostModel
   if (linalg::GenericOp op = plan.op; work.contraction && op.getNumDpsInputs() > 0)
     multiplied = getElementTypeOrSelf(op.getDpsInputOperand(0)->get().getType());
   work.halfPrecision = multiplied.isF16() || multiplied.isBF16();
-  if (!work.contraction)
-    work.instructions = bodyInstructions(plan.op, cost);
+  if (!work.contraction) {
+    // Without reductions the vertex's innermost loop runs along the
+    // output's last dimension.
+    linalg::GenericOp op = plan.op;
+    BodyInstructions body = bodyInstructions(
+        op, cost,
+        op.getNumReductionLoops() == 0 && !plan.outputLoops.empty() ? plan.outputLoops.back()
+                                                                          : -1);
+    work.instructions = body.perElement;
+    work.rowInstructions = body.perRow;
+  }
   if (plan.epilogue) {
     work.epilogueElements = 1;
     for (int64_t l : plan.outputLoops)
       work.epilogueElements *= loops.sizes[l];
-    work.epilogueInstructions = bodyInstructions(plan.epilogue, cost);
+    work.epilogueInstructions = bodyInstructions(plan.epilogue, cost).perElement;
   }
   work.fillBytes = fillBytes;
   if (plan.scatterAxis >= 0) {
@@ -417,7 +451,7 @@ int64_t vertexCycles(const Plan &plan, const Box &loops, const target::CostModel
       if (l != plan.scatterAxis)
         row *= loops.sizes[l];
     work.rows = indices;
-    work.iterations = indices * (row + bodyInstructions(plan.op, cost));
+    work.iterations = indices * (row + bodyInstructions(plan.op, cost).perElement);
     work.instructions = 1;
   }
   return cost.vertexCycles(work);
