@@ -90,6 +90,28 @@ TEST(CostModel, NoEstimateBeatsTheMachine) {
   EXPECT_GE(cost.exchangePhaseCycles(1, linkBytes), 99000);
 }
 
+// Instructions whose operands do not change along a row (a gather's index
+// arithmetic) run once per row, but never cost more than per element: a
+// row of one element is no cheaper per row than the vector unit.
+TEST(CostModel, RowInvariantInstructionsRunOncePerRow) {
+  auto t = makeTarget("ipu2");
+  ASSERT_TRUE(static_cast<bool>(t));
+  CostModel cost(*t);
+  VertexWork perElement;
+  perElement.iterations = 128 * 64;
+  perElement.rows = 128;
+  perElement.instructions = 2 + 10;
+  VertexWork perRow = perElement;
+  perRow.instructions = 2;
+  perRow.rowInstructions = 10;
+  int64_t lanes = t->vectorBytesPerCycle / 4;
+  EXPECT_EQ(cost.vertexCycles(perElement) - cost.vertexCycles(perRow),
+            128 * 64 * 10 / lanes - 128 * 10);
+  // One element per row: the vector unit's rate, as if per element.
+  perElement.iterations = perRow.iterations = 128;
+  EXPECT_EQ(cost.vertexCycles(perRow), cost.vertexCycles(perElement));
+}
+
 TEST(CostModel, TheSyncBetweenStepsSpansEveryIPU) {
   auto one = makeTarget("ipu2"), four = makeTarget("ipu2", 4);
   ASSERT_TRUE(one && four);

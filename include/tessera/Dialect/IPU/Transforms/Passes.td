@@ -93,12 +93,17 @@ def IPUPlanTiles : Pass<"ipu-plan-tiles", "::mlir::ModuleOp"> {
 
     A gather (a body reading a captured table at data-dependent rows) is
     planned with the table split by the columns the output reads, each
-    tile holding all rows of its columns; when one column is over the
-    memory budget, the table's rows are split into 2, 4, 8, ... blocks
+    tile holding all rows of its columns. The table is a variable, not a
+    temporary: a column over the memory budget stays whole while the plan
+    placing it fits the tile (150,000 x 768 fp32 rows, 461 MB, on one
+    ipu2). Beyond, the table's rows are split into 2, 4, 8, ... blocks
     too: a partial lookup per block (its body reads `p * B + clamp(row -
     p * B)` and yields zero for rows of other blocks) and a combining step
     that ORs the partials' bits, exact for every value. The fewest blocks
     that fit are taken (250,000 x 768 fp32 rows, 768 MB, fit one ipu2).
+    The combining step is what a lookup costs beyond sending its indices:
+    the exchange is fixed when compiling, so every block's partial is
+    sent (as Poplar's multiSlice reduces over its dictionary split).
 
     A reduction's result read only by an elementwise op, element for
     element (the Relu after a convolution, a residual Add and Relu, a bias
