@@ -129,6 +129,7 @@ TileMapping TileMapping::linear(llvm::ArrayRef<int64_t> shape, int64_t elementBy
 
 std::vector<int64_t> TileMapping::piecesPerDim() const {
   std::vector<int64_t> n;
+  n.reserve(shape.size());
   for (size_t d = 0; d < shape.size(); ++d)
     n.push_back(std::max<int64_t>(1, ceilDiv(shape[d], chunks[d])));
   return n;
@@ -168,16 +169,21 @@ void TileMapping::forEachPiece(
 }
 
 std::optional<Box> TileMapping::pieceOnTile(int64_t tile) const {
-  std::vector<int64_t> n = piecesPerDim();
+  // The planner asks this for every operand of every candidate it costs:
+  // no heap allocation on the way.
+  llvm::SmallVector<int64_t, 8> n;
+  for (size_t d = 0; d < shape.size(); ++d)
+    n.push_back(std::max<int64_t>(1, ceilDiv(shape[d], chunks[d])));
   // Decode the tile greedily, largest stride first: exact for the mixed-radix
   // strides every mapping the compiler builds has. Re-encoding checks it; a
   // mapping with unusual strides falls back to a scan of its pieces.
-  std::vector<int64_t> order(n.size());
+  llvm::SmallVector<int64_t, 8> order(n.size());
   std::iota(order.begin(), order.end(), 0);
-  llvm::stable_sort(order, [&](int64_t a, int64_t b) {
-    return tileStrides[a] > tileStrides[b];
-  });
-  std::vector<int64_t> p(n.size(), 0);
+  // A stable insertion sort by decreasing stride (ranks are small).
+  for (size_t i = 1; i < order.size(); ++i)
+    for (size_t j = i; j > 0 && tileStrides[order[j]] > tileStrides[order[j - 1]]; --j)
+      std::swap(order[j], order[j - 1]);
+  llvm::SmallVector<int64_t, 8> p(n.size(), 0);
   int64_t rest = tile - firstTile;
   for (int64_t d : order) {
     if (tileStrides[d] <= 0 || n[d] == 1)
@@ -1013,13 +1019,19 @@ void markPerUpdateSteps(MachineProgram &program, llvm::ArrayRef<size_t> perUpdat
   }
 }
 
-bool isLocalPiece(const MachineProgram &program, int64_t var, const Box &region,
-                  int64_t tile) {
+namespace {
+/// The piece of `var`'s storage on `tile`, if any: computed once by
+/// remoteRead for the questions below.
+std::optional<Box> storagePieceOnTile(const MachineProgram &program, int64_t var,
+                                      int64_t tile) {
+  return program.storage(var).mapping.pieceOnTile(tile);
+}
+
+bool isLocalPieceGiven(const MachineProgram &program, int64_t var, const Box &region,
+                       int64_t tile, const std::optional<Box> &piece) {
   if (region.numElements() == 0)
     return true;
   const Variable &v = program.variables[var];
-  const Variable &base = program.storage(var);
-  std::optional<Box> piece = base.mapping.pieceOnTile(tile);
   if (!piece || piece->numElements() != region.numElements())
     return false;
   if (v.isPadded()) {
@@ -1041,8 +1053,8 @@ bool isLocalPiece(const MachineProgram &program, int64_t var, const Box &region,
   return local;
 }
 
-int64_t remoteBytes(const MachineProgram &program, int64_t var, const Box &region,
-                    int64_t tile) {
+int64_t remoteBytesGiven(const MachineProgram &program, int64_t var, const Box &region,
+                         int64_t tile, const std::optional<Box> &piece) {
   const Variable &v = program.variables[var];
   // A padded view's padding is no one's data: only its interior moves.
   std::optional<Box> inBase =
@@ -1054,7 +1066,7 @@ int64_t remoteBytes(const MachineProgram &program, int64_t var, const Box &regio
     // intersection with that piece: O(rank), where the planner asks this
     // for every candidate it costs.
     int64_t local = 0;
-    if (std::optional<Box> piece = program.storage(var).mapping.pieceOnTile(tile)) {
+    if (piece) {
       local = 1;
       for (size_t d = 0; d < inBase->sizes.size() && local; ++d) {
         int64_t lo = std::max(inBase->offsets[d], piece->offsets[d]);
@@ -1073,16 +1085,38 @@ int64_t remoteBytes(const MachineProgram &program, int64_t var, const Box &regio
   return elements * program.variables[var].elementBytes();
 }
 
+int64_t remoteRegionsGiven(const MachineProgram &program, int64_t var, const Box &region,
+                           int64_t tile, const std::optional<Box> &piece);
+} // namespace
+
+bool isLocalPiece(const MachineProgram &program, int64_t var, const Box &region,
+                  int64_t tile) {
+  return isLocalPieceGiven(program, var, region, tile,
+                           storagePieceOnTile(program, var, tile));
+}
+
+int64_t remoteBytes(const MachineProgram &program, int64_t var, const Box &region,
+                    int64_t tile) {
+  return remoteBytesGiven(program, var, region, tile, storagePieceOnTile(program, var, tile));
+}
+
+int64_t remoteRegions(const MachineProgram &program, int64_t var, const Box &region,
+                      int64_t tile) {
+  return remoteRegionsGiven(program, var, region, tile,
+                            storagePieceOnTile(program, var, tile));
+}
+
 RemoteRead remoteRead(const MachineProgram &program, int64_t var, const Box &region,
                       int64_t tile) {
   RemoteRead read;
   const Variable &v = program.variables[var];
   if (v.base < 0 || v.isPadded() || baseRegionOfUnitDimView(program, var, region)) {
-    // Each answer in O(rank).
-    read.local = isLocalPiece(program, var, region, tile);
+    // Each answer in O(rank), from one look for the tile's piece.
+    std::optional<Box> piece = storagePieceOnTile(program, var, tile);
+    read.local = isLocalPieceGiven(program, var, region, tile, piece);
     if (!read.local) {
-      read.bytes = remoteBytes(program, var, region, tile);
-      read.regions = remoteRegions(program, var, region, tile);
+      read.bytes = remoteBytesGiven(program, var, region, tile, piece);
+      read.regions = remoteRegionsGiven(program, var, region, tile, piece);
       read.paddingBytes = paddingBytes(program, var, region);
     }
     return read;
@@ -1144,8 +1178,9 @@ int64_t paddingBytes(const MachineProgram &program, int64_t var, const Box &regi
   return (region.numElements() - interior) * v.elementBytes();
 }
 
-int64_t remoteRegions(const MachineProgram &program, int64_t var, const Box &region,
-                      int64_t tile) {
+namespace {
+int64_t remoteRegionsGiven(const MachineProgram &program, int64_t var, const Box &region,
+                           int64_t tile, const std::optional<Box> &piece) {
   if (region.numElements() == 0)
     return 0;
   const Variable &v = program.variables[var];
@@ -1170,7 +1205,7 @@ int64_t remoteRegions(const MachineProgram &program, int64_t var, const Box &reg
   const TileMapping &m = program.storage(var).mapping;
   int64_t rank = r.sizes.size();
   if (rank == 0)
-    return m.pieceOnTile(tile) ? 0 : 1;
+    return piece ? 0 : 1;
   auto wholePiece = [&](int64_t d) {
     int64_t lo = r.offsets[d] / m.chunks[d] * m.chunks[d];
     return r.offsets[d] == lo &&
@@ -1186,7 +1221,7 @@ int64_t remoteRegions(const MachineProgram &program, int64_t var, const Box &reg
           local = 0;
   for (int64_t d = 0; d < inner; ++d)
     all *= r.sizes[d];
-  if (std::optional<Box> piece = m.pieceOnTile(tile)) {
+  if (piece) {
     local = 1;
     for (int64_t d = 0; d < rank && local; ++d) {
       int64_t lo = std::max(r.offsets[d], piece->offsets[d]);
@@ -1196,6 +1231,7 @@ int64_t remoteRegions(const MachineProgram &program, int64_t var, const Box &reg
   }
   return all - local;
 }
+} // namespace
 
 //===----------------------------------------------------------------------===//
 // Verification

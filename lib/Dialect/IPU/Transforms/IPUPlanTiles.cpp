@@ -963,9 +963,13 @@ LogicalResult Planner::planGeneric(Plan &plan) {
     return it->second;
   };
   // Costs the candidate `chunks` (of `pieces` pieces), keeping the best.
+  // Its scratch vectors live across candidates: the planner costs
+  // thousands per model, and allocating them each time was a third of its
+  // time.
+  TileMapping m;
+  m.shape = shape;
+  std::vector<int64_t> inVars, perDim, first(rank, 0), central(rank), last(rank);
   auto evaluate = [&](int64_t pieces) {
-    TileMapping m;
-    m.shape = shape;
     m.chunks = chunks;
     m.firstTile = windowFirst_;
     m.tileStrides.assign(rank, 0);
@@ -977,7 +981,7 @@ LogicalResult Planner::planGeneric(Plan &plan) {
     }
     // Unplaced leaves take the mapping they would get with this plan.
     size_t tentative = prog_.variables.size();
-    std::vector<int64_t> inVars;
+    inVars.clear();
     int64_t tentativePieceBytes = 0, tentativeBytes = 0;
     for (const Input &in : plan.inputs) {
       int64_t var = variableOf(in.value);
@@ -1004,16 +1008,15 @@ LogicalResult Planner::planGeneric(Plan &plan) {
     // block, on the first of the tiles sharing it) is local to the first
     // piece, and to the middle one in row-major order, but remote for
     // most vertices.
-    std::vector<int64_t> perDim = m.piecesPerDim();
-    std::vector<int64_t> first(rank, 0), central(rank), last(rank);
+    perDim = m.piecesPerDim();
     for (int64_t j = 0; j < rank; ++j) {
       central[j] = perDim[j] / 2;
       last[j] = perDim[j] - 1;
     }
     int64_t worstCycles = 0, worstMemory = 0, worstTotal = 0;
-    for (const std::vector<int64_t> &idx : {first, central, last}) {
-      Box piece = m.pieceBox(idx);
-      int64_t tile = m.tileOf(idx);
+    for (const std::vector<int64_t> *idx : {&first, &central, &last}) {
+      Box piece = m.pieceBox(*idx);
+      int64_t tile = m.tileOf(*idx);
       // What the tile holds already, and (at most a piece of each) the
       // operands this plan would place.
       int64_t resident =

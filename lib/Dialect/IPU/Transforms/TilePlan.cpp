@@ -277,6 +277,53 @@ TileMapping mappingThroughUnitDims(const TileMapping &mapping, llvm::ArrayRef<in
   return out;
 }
 
+/// Counts `op`'s body operations (see BodyOperations); with `inner` -1,
+/// every one runs per element.
+static BodyOperations countBodyOperations(linalg::GenericOp op, int64_t inner) {
+  // Values that change along `inner`: its index, the operands whose maps
+  // read it, and what is computed from them.
+  llvm::DenseSet<Value> varying;
+  Block &body = op.getRegion().front();
+  if (inner >= 0)
+    for (OpOperand &operand : op->getOpOperands())
+      if (op.getMatchingIndexingMap(&operand).isFunctionOfDim(inner))
+        varying.insert(body.getArgument(operand.getOperandNumber()));
+  BodyOperations count;
+  op.getRegion().walk([&](Operation *o) {
+    if (isa<linalg::YieldOp>(o))
+      return;
+    bool changes = inner < 0 || o->getNumRegions() != 0 ||
+                   (isa<linalg::IndexOp>(o) && cast<linalg::IndexOp>(o).getDim() == inner) ||
+                   llvm::any_of(o->getOperands(), [&](Value v) { return varying.contains(v); });
+    if (changes)
+      for (Value r : o->getResults())
+        varying.insert(r);
+    if (isa<linalg::IndexOp, arith::ConstantOp, arith::BitcastOp>(o))
+      return;
+    bool transcendental = isa<math::MathDialect>(o->getDialect()) || isa<arith::DivFOp>(o);
+    ++(changes ? (transcendental ? count.elementTranscendental : count.elementSimple)
+               : (transcendental ? count.rowTranscendental : count.rowSimple));
+  });
+  return count;
+}
+
+/// Vector instructions of `simple` and `transcendental` operations
+/// (transcendentals and divisions take several).
+static int64_t instructions(const target::CostModel &cost, int64_t simple,
+                            int64_t transcendental) {
+  using Instruction = target::CostModel::Instruction;
+  return simple * cost.instructionCycles(Instruction::Simple) +
+         transcendental * cost.instructionCycles(Instruction::Transcendental);
+}
+
+/// Instructions per element of a body that runs every operation per
+/// element (at least the store of each).
+static int64_t elementInstructions(const BodyOperations &body, const target::CostModel &cost) {
+  return std::max<int64_t>(
+      1, instructions(cost, body.elementSimple + body.rowSimple,
+                      body.elementTranscendental + body.rowTranscendental));
+}
+
 LogicalResult describe(linalg::GenericOp op, Plan &plan) {
   plan.op = op;
   if (std::optional<codegen::ScatterAddForm> scatter = codegen::matchScatterAdd(op)) {
@@ -362,47 +409,11 @@ LogicalResult describe(linalg::GenericOp op, Plan &plan) {
       macs *= r;
     plan.macs = macs;
   }
+  // Without reductions the vertex's innermost loop runs along the output's
+  // last dimension.
+  plan.body = countBodyOperations(
+      op, !hasReduction && !plan.outputLoops.empty() ? plan.outputLoops.back() : -1);
   return success();
-}
-
-/// Instructions of a body, as the cost model weighs each operation
-/// (transcendentals and divisions take several; constants, indices and
-/// bitcasts, which reinterpret a register, none): those run per element,
-/// and those whose operands do not change along loop `inner` (when not -1,
-/// the loop along the output's last dimension) and so run once per row.
-struct BodyInstructions {
-  int64_t perElement = 0, perRow = 0;
-};
-static BodyInstructions bodyInstructions(linalg::GenericOp op, const target::CostModel &cost,
-                                         int64_t inner = -1) {
-  using Instruction = target::CostModel::Instruction;
-  // Values that change along `inner`: its index, the operands whose maps
-  // read it, and what is computed from them.
-  llvm::DenseSet<Value> varying;
-  Block &body = op.getRegion().front();
-  if (inner >= 0)
-    for (OpOperand &operand : op->getOpOperands())
-      if (op.getMatchingIndexingMap(&operand).isFunctionOfDim(inner))
-        varying.insert(body.getArgument(operand.getOperandNumber()));
-  BodyInstructions count;
-  op.getRegion().walk([&](Operation *o) {
-    if (isa<linalg::YieldOp>(o))
-      return;
-    bool changes = inner < 0 || o->getNumRegions() != 0 ||
-                   (isa<linalg::IndexOp>(o) && cast<linalg::IndexOp>(o).getDim() == inner) ||
-                   llvm::any_of(o->getOperands(), [&](Value v) { return varying.contains(v); });
-    if (changes)
-      for (Value r : o->getResults())
-        varying.insert(r);
-    if (isa<linalg::IndexOp, arith::ConstantOp, arith::BitcastOp>(o))
-      return;
-    bool transcendental = isa<math::MathDialect>(o->getDialect()) || isa<arith::DivFOp>(o);
-    (changes ? count.perElement : count.perRow) += cost.instructionCycles(
-        transcendental ? Instruction::Transcendental : Instruction::Simple);
-  });
-  // At least the store of each element.
-  count.perElement = std::max<int64_t>(count.perElement, 1);
-  return count;
 }
 
 int64_t vertexCycles(const Plan &plan, const Box &loops, const target::CostModel &cost,
@@ -423,21 +434,16 @@ int64_t vertexCycles(const Plan &plan, const Box &loops, const target::CostModel
     multiplied = getElementTypeOrSelf(op.getDpsInputOperand(0)->get().getType());
   work.halfPrecision = multiplied.isF16() || multiplied.isBF16();
   if (!work.contraction) {
-    // Without reductions the vertex's innermost loop runs along the
-    // output's last dimension.
-    linalg::GenericOp op = plan.op;
-    BodyInstructions body = bodyInstructions(
-        op, cost,
-        op.getNumReductionLoops() == 0 && !plan.outputLoops.empty() ? plan.outputLoops.back()
-                                                                          : -1);
-    work.instructions = body.perElement;
-    work.rowInstructions = body.perRow;
+    // At least the store of each element.
+    work.instructions = std::max<int64_t>(
+        1, instructions(cost, plan.body.elementSimple, plan.body.elementTranscendental));
+    work.rowInstructions = instructions(cost, plan.body.rowSimple, plan.body.rowTranscendental);
   }
   if (plan.epilogue) {
     work.epilogueElements = 1;
     for (int64_t l : plan.outputLoops)
       work.epilogueElements *= loops.sizes[l];
-    work.epilogueInstructions = bodyInstructions(plan.epilogue, cost).perElement;
+    work.epilogueInstructions = elementInstructions(countBodyOperations(plan.epilogue, -1), cost);
   }
   work.fillBytes = fillBytes;
   if (plan.scatterAxis >= 0) {
@@ -451,7 +457,7 @@ int64_t vertexCycles(const Plan &plan, const Box &loops, const target::CostModel
       if (l != plan.scatterAxis)
         row *= loops.sizes[l];
     work.rows = indices;
-    work.iterations = indices * (row + bodyInstructions(plan.op, cost).perElement);
+    work.iterations = indices * (row + elementInstructions(plan.body, cost));
     work.instructions = 1;
   }
   return cost.vertexCycles(work);

@@ -71,6 +71,16 @@ struct Input {
   bool captured = false; ///< read inside the body, not an operand
 };
 
+/// The operations of a generic's body, as the cost model weighs them:
+/// those run per element, and those whose operands do not change along
+/// the vertex's innermost loop (the output's last dimension, for ops
+/// without reductions) and so run once per row. Constants, indices and
+/// bitcasts (a register reinterpreted) count as none.
+struct BodyOperations {
+  int64_t elementSimple = 0, elementTranscendental = 0;
+  int64_t rowSimple = 0, rowTranscendental = 0;
+};
+
 /// One linalg.generic as a compute set: what it reads and how (from the
 /// op's structure), and the decisions of its plan (mapping, epilogue,
 /// in-place init). The planner fills it while it decides; ipu-map-tiles
@@ -91,6 +101,9 @@ struct Plan {
   bool isInitProducer = false;
   bool readsInit = false; ///< the body reads the outs block arguments
   int64_t macs = 0;
+  /// The body's operations (describe counts them once; the planner costs
+  /// thousands of candidates with them).
+  BodyOperations body;
   /// The loop a scatter-add's indices select (codegen::matchScatterAdd),
   /// and its result's rank: its vertices loop over the indices (sparse),
   /// not over the table's rows times the indices. -1 otherwise.
