@@ -533,8 +533,10 @@ FailureOr<HostCode> emitHostObjects(ModuleOp module, const HostCPU &cpu,
   if (!module.lookupSymbol<LLVM::LLVMFuncOp>("_mlir_ciface_main"))
     return module.emitError("no C interface for @main was generated");
   HostCode code;
+  TimingScope namingTimer = parent.nest("name the vertex kernels by their code");
   for (auto &[from, to] : nameKernelsByCode(module))
     code.entryNames[from + "_entry"] = to + "_entry";
+  namingTimer.stop();
   // The host reference code is only translated: stored as bitcode, it is
   // optimized and compiled when a run asks for it (tessera-run --reference),
   // not by every compile. It is most of the native code -- one function of

@@ -632,7 +632,10 @@ LogicalResult writeExecutableFile(ModuleOp llvmModule, const CompiledModel &mode
   metadata.loss = model.loss;
   metadata.optimizer = model.optimizer;
   metadata.program = std::move(program);
+  TimingScope none;
+  TimingScope &parent = timing ? *timing : none;
   if (metadata.program) {
+    TimingScope estimateTimer = parent.nest("estimate the program's cycles");
     // The estimate the IPU model will count, carried by the executable.
     llvm::Expected<target::IPUTarget> target =
         target::makeTarget(metadata.target, metadata.numIPUs, metadata.tilesPerIPU);
@@ -647,6 +650,7 @@ LogicalResult writeExecutableFile(ModuleOp llvmModule, const CompiledModel &mode
   metadata.hostTriple = llvm::sys::getProcessTriple();
   metadata.hostCPU = cpu.name;
   metadata.hostFeatures = cpu.features;
+  TimingScope writeTimer = parent.nest("write the executable");
   if (llvm::Error err = runtime::writeExecutable(path, std::move(metadata), code,
                                                  model.weightData))
     return emitError(llvmModule.getLoc()) << llvm::toString(std::move(err));
