@@ -1,0 +1,146 @@
+#!/usr/bin/python3
+"""What the machine allows a model's convolutions and matmuls, next to the plan.
+
+For each Conv, Gemm and MatMul of an ONNX model (fp32) it prints, on one
+ipu2 (the numbers of include/tessera/Target/IPUTarget.h, repeated below):
+
+- the roofline: multiply-accumulates at 16 per tile per cycle on every tile;
+- a lower bound on any plan's cycles under the machine's rules: a tile
+  computes the outputs it holds from operands it holds or receives at 4
+  bytes per cycle, and a step's exchange and compute phases do not overlap
+  (bulk-synchronous), each step ending in a sync;
+- the planned estimate (`tessera-compile --summary`, every step of the op);
+- bound / roofline and estimate / bound.
+
+The bound, per op: outputs O (each a sum of K products), operands I (input)
+and W (weights) elements, T tiles. Split the reduction r ways (r partial
+sums per output, combined in a second step). A tile with m outputs-partials
+computes m * K / r / 16 cycles and needs, for a block of S output positions
+by C output channels (S * C = m), S * K_in / r input and C * K / r weight
+elements, at least 2 * sqrt(m * K_in * K) / r (a GEMM's square block); at
+most I + W elements are anywhere locally, one tile each. The busiest tile
+takes at least max(m * K / (16 r), the mean of compute plus received), the
+mean receive at least (O * r * 2 sqrt(K_in K) / (r sqrt(m)) - I - W) / T, so
+the bound is the least over m of that maximum, plus the combining step's
+(r - 1) * O / T received elements and its sync, over the best r. Halos,
+strides, uneven pieces, fills and vertex overheads only add to a real plan.
+
+    benchmarks/exchange_bounds.py MODEL.onnx [--top 12]
+"""
+import argparse
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+from onnx import shape_inference
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+BIN = os.environ.get("TESSERA_TOOLS_DIR", os.path.join(ROOT, "build", "bin"))
+
+# ipu2 (include/tessera/Target/IPUTarget.h): tiles, fp32 multiply-accumulates
+# per tile per cycle, exchange bytes per tile per cycle, a step's sync.
+TILES = 1472
+MACS_PER_CYCLE = 16
+EXCHANGE_BYTES_PER_CYCLE = 4
+SYNC_CYCLES = 120
+ELEMENT_BYTES = 4
+
+
+def contractions(model):
+    """(name, outputs O, reduction K, input reduction K_in, I, W) per op."""
+    model = shape_inference.infer_shapes(model)
+    shapes = {}
+    for vi in list(model.graph.value_info) + list(model.graph.input) + list(model.graph.output):
+        shapes[vi.name] = [d.dim_value for d in vi.type.tensor_type.shape.dim]
+    for init in model.graph.initializer:
+        shapes[init.name] = list(init.dims)
+    for node in model.graph.node:
+        if node.op_type == "Conv":
+            x, w, y = shapes[node.input[0]], shapes[node.input[1]], shapes[node.output[0]]
+            window = int(np.prod(w[2:]))
+            # Per output: K = (input channels / group) x window products; the
+            # input it reads is K_in = those channels (one position of each
+            # window, the least a block of outputs shares).
+            yield (node.name, int(np.prod(y)), w[1] * window, w[1],
+                   int(np.prod(x)), int(np.prod(w)))
+        elif node.op_type in ("Gemm", "MatMul"):
+            a, b, y = shapes[node.input[0]], shapes[node.input[1]], shapes[node.output[0]]
+            trans_b = any(at.name == "transB" and at.i for at in node.attribute)
+            k = b[-1] if trans_b else b[-2]
+            yield node.name, int(np.prod(y)), k, k, int(np.prod(a)), int(np.prod(b))
+
+
+def lower_bound(outputs, k, k_in, inputs, weights):
+    best = math.inf
+    local = (inputs + weights) * ELEMENT_BYTES / EXCHANGE_BYTES_PER_CYCLE
+    r = 1
+    while r <= k:
+        partials = outputs * r
+        per_partial = k / r / MACS_PER_CYCLE
+        received = 2 * math.sqrt(k_in * k) / r * ELEMENT_BYTES / EXCHANGE_BYTES_PER_CYCLE
+        # The busiest tile's outputs-partials m: at least the mean; more
+        # computes longer but may receive less.
+        m, step = partials / TILES, 1.02
+        layer = math.inf
+        while True:
+            mean = (partials * per_partial + max(partials * received / math.sqrt(m) - local, 0)) / TILES
+            cycles = max(m * per_partial, mean)
+            layer = min(layer, cycles)
+            if m * per_partial >= mean or m > partials:
+                break
+            m *= step
+        combine = (r - 1) * outputs / TILES * ELEMENT_BYTES / EXCHANGE_BYTES_PER_CYCLE
+        total = layer + SYNC_CYCLES + (combine + SYNC_CYCLES if r > 1 else 0)
+        best = min(best, total)
+        r *= 2
+    return best
+
+
+def planned_cycles(path):
+    """Each op's estimated cycles, summed over its steps (compute sets)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        result = subprocess.run([os.path.join(BIN, "tessera-compile"), path, "-o",
+                                 os.path.join(tmp, "m.tess"), "--summary", "--summary-steps=0"],
+                                capture_output=True, text=True)
+    if result.returncode != 0:
+        sys.exit(result.stderr.strip().splitlines()[-1] if result.stderr else "compile failed")
+    cycles = {}
+    for line in result.stdout.splitlines():
+        fields = line.split()
+        if len(fields) >= 8 and fields[6].startswith("cs"):
+            cycles[fields[7]] = cycles.get(fields[7], 0) + int(fields[0].replace(",", ""))
+    return cycles
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("model")
+    parser.add_argument("--top", type=int, default=12,
+                        help="list this many ops, furthest from the bound first")
+    args = parser.parse_args()
+    planned = planned_cycles(args.model)
+    rows = []
+    for name, outputs, k, k_in, inputs, weights in contractions(onnx.load(args.model)):
+        roofline = outputs * k / (TILES * MACS_PER_CYCLE)
+        bound = lower_bound(outputs, k, k_in, inputs, weights)
+        rows.append((name, roofline, bound, planned.get(name)))
+    print(f"{'op':48s} {'roofline':>9s} {'bound':>9s} {'planned':>9s} "
+          f"{'bound/roof':>10s} {'plan/bound':>10s}")
+    shown = sorted(rows, key=lambda r: -(r[3] or 0) / r[2])[:args.top]
+    for name, roofline, bound, plan in shown:
+        print(f"{name[-48:]:48s} {roofline:9,.0f} {bound:9,.0f} {plan or 0:9,d} "
+              f"{bound / roofline:10.2f} {(plan or 0) / bound:10.2f}")
+    roof = sum(r[1] for r in rows)
+    bound = sum(r[2] for r in rows)
+    plan = sum(r[3] or 0 for r in rows)
+    print(f"{'all ' + str(len(rows)) + ' ops':48s} {roof:9,.0f} {bound:9,.0f} {plan:9,d} "
+          f"{bound / roof:10.2f} {plan / bound:10.2f}")
+    print(f"share of the fp32 peak at best: {roof / bound:.1%}; planned: {roof / plan:.1%}")
+
+
+if __name__ == "__main__":
+    main()
