@@ -181,6 +181,15 @@ FailureOr<func::FuncOp> TileMapper::outlineKernel(Plan &plan,
       for (auto [k, row] : llvm::enumerate(in.access.coeffs))
         if (llvm::any_of(plan.outputLoops, [&](int64_t l) { return row[l] != 0; }))
           sizes[k] = ShapedType::kDynamic;
+    // A captured tensor read in blocks (a gather split by its table's
+    // rows) whose last block is shorter: pieces of one output shape read
+    // regions of two shapes, so that size comes from the descriptor (the
+    // body reads it at data-dependent places, never as a loop bound).
+    if (in.captured && !in.access.full)
+      for (auto [k, row] : llvm::enumerate(in.access.coeffs))
+        if (llvm::any_of(row, [](int64_t c) { return c != 0; }) &&
+            t.getDimSize(k) % in.access.extent(k) != 0)
+          sizes[k] = ShapedType::kDynamic;
     inTypes.push_back(RankedTensorType::get(sizes, t.getElementType()));
     argTypes.push_back(MemRefType::get(sizes, t.getElementType()));
   }
