@@ -6,7 +6,7 @@
 // the placeholder that stood for the operand while tiling.
 
 // CHECK-LABEL: func.func @vertex_cs0_0
-// CHECK-SAME: %{{[^:]*}}: memref<3x8xf32>, %[[WHOLE:[^:]*]]: memref<16x8xf32>
+// CHECK-SAME: %{{[^:]*}}: memref<{{[0-9]+}}x8xf32>, %[[WHOLE:[^:]*]]: memref<16x8xf32>
 // CHECK: %[[T:.*]] = bufferization.to_tensor %[[WHOLE]] restrict : memref<16x8xf32> to tensor<16x8xf32>
 // CHECK-NOT: tensor.empty() : tensor<16x8xf32>
 // CHECK: tensor.extract %[[T]]

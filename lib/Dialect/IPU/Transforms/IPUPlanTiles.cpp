@@ -1013,7 +1013,11 @@ LogicalResult Planner::planGeneric(Plan &plan) {
       central[j] = perDim[j] / 2;
       last[j] = perDim[j] - 1;
     }
-    int64_t worstCycles = 0, worstMemory = 0, worstTotal = 0;
+    // A step's exchange phase ends when its busiest tile is done, and so
+    // does its compute phase: the step takes the slowest exchange plus the
+    // slowest vertex, wherever each is (an edge piece may receive most,
+    // a whole one compute longest).
+    int64_t worstExchange = 0, worstCompute = 0, worstMemory = 0, worstTotal = 0;
     for (const std::vector<int64_t> *idx : {&first, &central, &last}) {
       Box piece = m.pieceBox(*idx);
       int64_t tile = m.tileOf(*idx);
@@ -1045,11 +1049,12 @@ LogicalResult Planner::planGeneric(Plan &plan) {
       int64_t exchange =
           cost_.exchangePhaseCycles(cost_.tileExchangeCycles(received, regions));
       // The vertex writes the padding it reads itself.
-      worstCycles =
-          std::max(worstCycles, exchange + vertexCycles(plan, loops, cost_, padding));
+      worstExchange = std::max(worstExchange, exchange);
+      worstCompute = std::max(worstCompute, vertexCycles(plan, loops, cost_, padding));
       worstMemory = std::max(worstMemory, memory);
       worstTotal = std::max(worstTotal, resident + memory);
     }
+    int64_t worstCycles = worstExchange + worstCompute;
     prog_.variables.resize(tentative);
     // Temporaries within the budget (Poplar's availableMemoryProportion),
     // and everything within the tile.
