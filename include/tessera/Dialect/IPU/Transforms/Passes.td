@@ -96,11 +96,14 @@ def IPUPlanTiles : Pass<"ipu-plan-tiles", "::mlir::ModuleOp"> {
     tile holding all rows of its columns. The table is a variable, not a
     temporary: a column over the memory budget stays whole while the plan
     placing it fits the tile (150,000 x 768 fp32 rows, 461 MB, on one
-    ipu2). Beyond, the table's rows are split into 2, 4, 8, ... blocks
-    too: a partial lookup per block (its body reads `p * B + clamp(row -
-    p * B)` and yields zero for rows of other blocks) and a combining step
-    that ORs the partials' bits, exact for every value. The fewest blocks
-    that fit are taken (250,000 x 768 fp32 rows, 768 MB, fit one ipu2).
+    ipu2). Beyond, the table's rows are split into blocks too (2, 3, ...
+    8, then a quarter more each time): a partial lookup per block (its body
+    reads `p * B + clamp(row - p * B)` and yields zero for rows of other
+    blocks; a shorter last block is read through a dynamic size) and a
+    combining step that ORs the partials' bits, exact for every value. The
+    fewest blocks that fit and the next two are costed and the cheapest
+    taken (250,000 x 768 fp32 rows, 768 MB, in 5 blocks; up to 290,000
+    rows, 891 MB, fit one ipu2).
     The combining step is what a lookup costs beyond sending its indices:
     the exchange is fixed when compiling, so every block's partial is
     sent (as Poplar's multiSlice reduces over its dictionary split).
