@@ -21,8 +21,9 @@ elements, at least 2 * sqrt(m * K_in * K) / r (a GEMM's square block); at
 most I + W elements are anywhere locally, one tile each. The busiest tile
 takes at least max(m * K / (16 r), the mean of compute plus received), the
 mean receive at least (O * r * 2 sqrt(K_in K) / (r sqrt(m)) - I - W) / T, so
-the bound is the least over m of that maximum, plus the combining step's
-(r - 1) * O / T received elements and its sync, over the best r. Halos,
+the bound is the least over m of that maximum (on a grid, each interval
+taken at its ends' worst), plus the combining step's (r - 1) * O / T
+received elements and its sync, over every r. Halos,
 strides, uneven pieces, fills and vertex overheads only add to a real plan.
 
     benchmarks/exchange_bounds.py MODEL.onnx [--top 12]
@@ -51,14 +52,28 @@ ELEMENT_BYTES = 4
 
 
 def contractions(model):
-    """(name, outputs O, reduction K, input reduction K_in, I, W) per op."""
+    """(name, outputs O, reduction K, input reduction K_in, I, W) per op with
+    static shapes; the names of others, skipped."""
     model = shape_inference.infer_shapes(model)
     shapes = {}
     for vi in list(model.graph.value_info) + list(model.graph.input) + list(model.graph.output):
-        shapes[vi.name] = [d.dim_value for d in vi.type.tensor_type.shape.dim]
+        dims = vi.type.tensor_type.shape.dim
+        # A symbolic dimension has no size to bound (give the model fixed shapes).
+        if all(d.HasField("dim_value") and d.dim_value > 0 for d in dims):
+            shapes[vi.name] = [d.dim_value for d in dims]
     for init in model.graph.initializer:
         shapes[init.name] = list(init.dims)
-    for node in model.graph.node:
+    for index, node in enumerate(model.graph.node):
+        # Unnamed nodes as the importer names them (their op type and index).
+        node.name = node.name or f"{node.op_type}_{index}"
+        if node.op_type in ("Conv", "Gemm", "MatMul") and not all(
+                name in shapes for name in (node.input[0], node.input[1], node.output[0])):
+            yield node.name, None, None, None, None, None
+            continue
+        if node.op_type == "MatMul" and min(len(shapes[node.input[0]]),
+                                            len(shapes[node.input[1]])) < 2:
+            yield node.name, None, None, None, None, None
+            continue
         if node.op_type == "Conv":
             x, w, y = shapes[node.input[0]], shapes[node.input[1]], shapes[node.output[0]]
             window = int(np.prod(w[2:]))
@@ -75,28 +90,28 @@ def contractions(model):
 
 
 def lower_bound(outputs, k, k_in, inputs, weights):
-    best = math.inf
     local = (inputs + weights) * ELEMENT_BYTES / EXCHANGE_BYTES_PER_CYCLE
-    r = 1
-    while r <= k:
+    best = math.inf
+    # Every split of the reduction r = 1 ... K.
+    for r in range(1, k + 1):
         partials = outputs * r
         per_partial = k / r / MACS_PER_CYCLE
         received = 2 * math.sqrt(k_in * k) / r * ELEMENT_BYTES / EXCHANGE_BYTES_PER_CYCLE
-        # The busiest tile's outputs-partials m: at least the mean; more
-        # computes longer but may receive less.
-        m, step = partials / TILES, 1.02
-        layer = math.inf
-        while True:
-            mean = (partials * per_partial + max(partials * received / math.sqrt(m) - local, 0)) / TILES
-            cycles = max(m * per_partial, mean)
-            layer = min(layer, cycles)
-            if m * per_partial >= mean or m > partials:
-                break
-            m *= step
+        # The busiest tile's outputs-partials m lies in [partials / T,
+        # partials]. Its compute c(m) grows with m, the tiles' mean g(m)
+        # falls, so over [m_i, m_{i+1}] the maximum is at least
+        # max(c(m_i), g(m_{i+1})): the least of those over a grid is a bound.
+        grid = np.geomspace(partials / TILES, partials, 400)
+        compute = grid * per_partial
+        mean = (partials * per_partial +
+                np.maximum(partials * received / np.sqrt(grid) - local, 0)) / TILES
+        layer = min(np.maximum(compute[:-1], mean[1:]).min(), max(compute[-1], mean[-1]))
         combine = (r - 1) * outputs / TILES * ELEMENT_BYTES / EXCHANGE_BYTES_PER_CYCLE
         total = layer + SYNC_CYCLES + (combine + SYNC_CYCLES if r > 1 else 0)
         best = min(best, total)
-        r *= 2
+        # The combining step alone grows past the best: no larger r is better.
+        if combine > best:
+            break
     return best
 
 
@@ -112,7 +127,8 @@ def planned_cycles(path):
     for line in result.stdout.splitlines():
         fields = line.split()
         if len(fields) >= 8 and fields[6].startswith("cs"):
-            cycles[fields[7]] = cycles.get(fields[7], 0) + int(fields[0].replace(",", ""))
+            op = " ".join(fields[7:])
+            cycles[op] = cycles.get(op, 0) + int(fields[0].replace(",", ""))
     return cycles
 
 
@@ -123,8 +139,11 @@ def main():
                         help="list this many ops, furthest from the bound first")
     args = parser.parse_args()
     planned = planned_cycles(args.model)
-    rows = []
+    rows, skipped = [], []
     for name, outputs, k, k_in, inputs, weights in contractions(onnx.load(args.model)):
+        if outputs is None:
+            skipped.append(name)
+            continue
         roofline = outputs * k / (TILES * MACS_PER_CYCLE)
         bound = lower_bound(outputs, k, k_in, inputs, weights)
         rows.append((name, roofline, bound, planned.get(name)))
@@ -134,12 +153,17 @@ def main():
     for name, roofline, bound, plan in shown:
         print(f"{name[-48:]:48s} {roofline:9,.0f} {bound:9,.0f} {plan or 0:9,d} "
               f"{bound / roofline:10.2f} {(plan or 0) / bound:10.2f}")
+    if skipped:
+        print(f"skipped (shapes not static, or a 1-D matmul): {', '.join(skipped)}")
+    if not rows:
+        sys.exit("no convolution or matmul with static shapes")
     roof = sum(r[1] for r in rows)
     bound = sum(r[2] for r in rows)
     plan = sum(r[3] or 0 for r in rows)
     print(f"{'all ' + str(len(rows)) + ' ops':48s} {roof:9,.0f} {bound:9,.0f} {plan:9,d} "
           f"{bound / roof:10.2f} {plan / bound:10.2f}")
-    print(f"share of the fp32 peak at best: {roof / bound:.1%}; planned: {roof / plan:.1%}")
+    planned = f"{roof / plan:.1%}" if plan else "not found in the summary"
+    print(f"share of the fp32 peak at best: {roof / bound:.1%}; planned: {planned}")
 
 
 if __name__ == "__main__":

@@ -241,9 +241,10 @@ SmallVector<linalg::GenericOp> splitReductionSerially(linalg::GenericOp op, unsi
 /// Splits a gather by the rows of its table: `op`'s body reads `table`
 /// (captured) with one tensor.extract whose index along dimension `dim`
 /// is data-dependent. Each of `blocks` slices of that dimension (B rows,
-/// the last possibly fewer) becomes a slice of a new parallel loop p of a
-/// partial generic, [blocks x output], whose body reads block p only,
-/// `p * B + clamp(row - p * B)`, and yields zero for a row outside it; a
+/// the last possibly fewer but never none: the planner only asks for
+/// counts that leave every block rows) becomes a slice of a new parallel
+/// loop p of a partial generic, [blocks x output], whose body reads block p
+/// only, `p * B + clamp(row - p * B)`, and yields zero for a row outside it; a
 /// combining generic ORs the partials' bits into the output (one partial
 /// holds each element, the others zero bits: bit-exact, -0.0 and NaNs
 /// included). So every tile holds a block of rows of the table's columns
@@ -468,9 +469,11 @@ private:
     position_.erase(op);
     op->erase();
   }
-  /// A gather whose table's one column is over the memory budget, split by
-  /// the table's rows (splitGatherByRows) into the fewest blocks that fit;
-  /// nullopt when `op` is no such gather or no split could be planned.
+  /// A gather whose table's one column is over the memory budget and whose
+  /// unsplit plan does not fit, split by the table's rows
+  /// (splitGatherByRows): the cheapest of the fewest blocks that fit and
+  /// the next two counts; nullopt when `op` is no such gather, its columns
+  /// fit whole, or no split could be planned.
   std::optional<LogicalResult> planGatherByRows(linalg::GenericOp op);
 
   /// The planner's state, to try a plan and take it back. Plans are only
@@ -968,7 +971,7 @@ LogicalResult Planner::planGeneric(Plan &plan) {
   // time.
   TileMapping m;
   m.shape = shape;
-  std::vector<int64_t> inVars, perDim, first(rank, 0), central(rank), last(rank);
+  std::vector<int64_t> inVars, perDim(rank), first(rank, 0), central(rank), last(rank);
   auto evaluate = [&](int64_t pieces) {
     m.chunks = chunks;
     m.firstTile = windowFirst_;
@@ -1008,8 +1011,8 @@ LogicalResult Planner::planGeneric(Plan &plan) {
     // block, on the first of the tiles sharing it) is local to the first
     // piece, and to the middle one in row-major order, but remote for
     // most vertices.
-    perDim = m.piecesPerDim();
     for (int64_t j = 0; j < rank; ++j) {
+      perDim[j] = std::max<int64_t>(1, (shape[j] + chunks[j] - 1) / chunks[j]);
       central[j] = perDim[j] / 2;
       last[j] = perDim[j] - 1;
     }
@@ -1465,7 +1468,9 @@ std::optional<LogicalResult> Planner::planGatherByRows(linalg::GenericOp op) {
     bool fits;
     {
       ScopedDiagnosticHandler quiet(op.getContext(), [](Diagnostic &) { return success(); });
-      fits = succeeded(planOp(op)) && plans_.back().fits;
+      // An init producer is planned with its user, not here: nothing to
+      // check, so no shortcut.
+      fits = succeeded(planOp(op)) && !plans_.back().isInitProducer && plans_.back().fits;
     }
     restore(before);
     if (fits) {
@@ -1475,14 +1480,19 @@ std::optional<LogicalResult> Planner::planGatherByRows(linalg::GenericOp op) {
   }
   // Few blocks of rows (each block is an output-sized partial to
   // combine): counts up to 8, then a quarter more each time (2, 3, ... 8,
-  // 10, 13, 17, ...), not only powers of two -- 250,000 rows of 768 fit one
-  // ipu2 in 6 blocks, which doubling passed by for 8. The fewest that fit
+  // 10, 13, 17, ...), not only powers of two -- 250,000 rows of 768 take 5
+  // blocks on an ipu2, where doubling went to 8. The fewest that fit
   // and the next two are costed (a block count that divides the columns
   // over the tiles better may be cheaper); the cheapest is taken.
   int64_t bestBlocks = 0, bestCycles = 0;
   int64_t triesLeft = -1; // after the first that fits
   for (int64_t blocks = 2; blocks <= std::min(rows, windowTiles_) && triesLeft != 0;
        blocks = blocks < 8 ? blocks + 1 : blocks + (blocks + 3) / 4) {
+    // Every block holds rows: ceil(rows / B) blocks of B (10 rows in 6
+    // blocks of 2 would leave the sixth empty).
+    int64_t block = (rows + blocks - 1) / blocks;
+    if ((rows + block - 1) / block != blocks)
+      continue;
     std::optional<SplitOps> split = splitGatherByRows(op, table, dim, blocks);
     if (!split)
       break;

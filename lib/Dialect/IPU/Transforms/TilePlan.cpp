@@ -292,9 +292,13 @@ static BodyOperations countBodyOperations(linalg::GenericOp op, int64_t inner) {
   op.getRegion().walk([&](Operation *o) {
     if (isa<linalg::YieldOp>(o))
       return;
-    bool changes = inner < 0 || o->getNumRegions() != 0 ||
-                   (isa<linalg::IndexOp>(o) && cast<linalg::IndexOp>(o).getDim() == inner) ||
-                   llvm::any_of(o->getOperands(), [&](Value v) { return varying.contains(v); });
+    // Operations in nested regions (a loop's, a branch's) count as
+    // varying: their block arguments are not tracked.
+    auto index = dyn_cast<linalg::IndexOp>(o);
+    bool changes =
+        inner < 0 || o->getNumRegions() != 0 || o->getParentOp() != op.getOperation() ||
+        (index && static_cast<int64_t>(index.getDim()) == inner) ||
+        llvm::any_of(o->getOperands(), [&](Value v) { return varying.contains(v); });
     if (changes)
       for (Value r : o->getResults())
         varying.insert(r);

@@ -102,14 +102,16 @@ struct Plan {
   bool readsInit = false; ///< the body reads the outs block arguments
   int64_t macs = 0;
   /// The body's operations (describe counts them once; the planner costs
-  /// thousands of candidates with them).
+  /// thousands of candidates with them). An epilogue's are counted when
+  /// costed: it joins the plan later.
   BodyOperations body;
   /// The loop a scatter-add's indices select (codegen::matchScatterAdd),
   /// and its result's rank: its vertices loop over the indices (sparse),
   /// not over the table's rows times the indices. -1 otherwise.
   int64_t scatterAxis = -1, scatterRank = 0;
-  /// The chosen mapping's cost: worst vertex's exchange + compute cycles,
-  /// and whether its buffers fit the memory budget.
+  /// The chosen mapping's cost: the slowest exchange plus the slowest
+  /// vertex among the sampled pieces (a bulk-synchronous step), and
+  /// whether its buffers fit the memory budget.
   int64_t cycles = 0;
   bool fits = true;
   /// Bytes the costliest-in-memory vertex's tile needs for the step: its
