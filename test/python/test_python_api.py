@@ -499,6 +499,21 @@ class WithMseLoss(torch.nn.Module):
         return out, torch.nn.functional.mse_loss(out, y)
 
 
+def check_pipelined_and_sharded(model, x, ipus):
+    """Inference of `model` placed on `ipus` IPUs equals PyTorch's, pipelined
+    (one stage per IPU, `ipus` device iterations of x's batch split evenly)
+    and sharded (one micro-batch walking the IPUs in turn)."""
+    pipelined = tessera.inferenceModel(model, tessera.Options().deviceIterations(ipus))
+    close(pipelined(x), model(x), f"pipelined over {ipus} IPUs")
+    info = pipelined._executable.info
+    assert info["num_ipus"] == ipus and info["pipeline_stages"] == ipus, info
+    micro = x[:len(x) // ipus]
+    sharded = tessera.inferenceModel(
+        model, tessera.Options().setExecutionStrategy(tessera.ShardedExecution()))
+    close(sharded(micro), model(micro), f"sharded over {ipus} IPUs")
+    assert sharded._executable.info["pipeline_stages"] == 1
+
+
 def train_with_sgd(net, data, accumulation):
     """`net` trained on `data` (pairs of batches) with SGD (lr 0.1) and a
     gradient accumulation; returns the executor and the trained weights."""
@@ -528,14 +543,7 @@ def test_begin_block_places_layers_on_ipus():
 
     model = build()
     x = torch.randn(8, 8)
-    pipelined = tessera.inferenceModel(model, tessera.Options().deviceIterations(2))
-    close(pipelined(x), model(x), "pipelined over 2 IPUs")
-    info = pipelined._executable.info
-    assert info["num_ipus"] == 2 and info["pipeline_stages"] == 2, info
-    sharded = tessera.inferenceModel(
-        model, tessera.Options().setExecutionStrategy(tessera.ShardedExecution()))
-    close(sharded(x[:4]), model(x[:4]), "sharded over 2 IPUs")
-    assert sharded._executable.info["pipeline_stages"] == 1
+    check_pipelined_and_sharded(model, x, 2)
     with pytest.raises(tessera.Error, match="needs at least 2 micro-batches"):
         tessera.inferenceModel(model)(x[:4])
 
@@ -575,13 +583,7 @@ def test_block_and_block_function_place_operations_on_ipus():
 
     model = Net()
     x = torch.randn(6, 8)
-    pipelined = tessera.inferenceModel(model, tessera.Options().deviceIterations(3))
-    close(pipelined(x), model(x), "pipelined over 3 IPUs")
-    info = pipelined._executable.info
-    assert info["num_ipus"] == 3 and info["pipeline_stages"] == 3, info
-    sharded = tessera.inferenceModel(
-        model, tessera.Options().setExecutionStrategy(tessera.ShardedExecution()))
-    close(sharded(x[:2]), model(x[:2]), "sharded over 3 IPUs")
+    check_pipelined_and_sharded(model, x, 3)
     # Stages from the execution strategy, by the blocks' user ids: "middle"
     # (IPU 1) as stage 0, where the ops before any block run (IPU 0), is a
     # stage on two IPUs, which is an error.
