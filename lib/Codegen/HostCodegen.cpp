@@ -1,6 +1,7 @@
 //===- HostCodegen.cpp - native code for the host reference path ---------===//
 
 #include "tessera/Codegen/HostCodegen.h"
+#include "tessera/Runtime/FileUtils.h"
 #include "tessera/Codegen/Passes.h"
 
 #include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
@@ -499,31 +500,6 @@ std::string cacheEntryPath(const KernelCache &cache, StringRef name) {
   return std::string(path);
 }
 
-/// `object` written to `path` atomically (a temporary file renamed).
-llvm::Error storeAtomically(StringRef path, StringRef object) {
-  llvm::SmallString<256> temporary;
-  int fd;
-  if (std::error_code ec = llvm::sys::fs::createUniqueFile(path + ".%%%%%%.tmp", fd, temporary))
-    return llvm::createStringError(ec, "cannot create a file beside " + path);
-  llvm::sys::RemoveFileOnSignal(temporary);
-  {
-    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
-    os << object;
-    os.close();
-    if (os.has_error()) {
-      llvm::sys::fs::remove(temporary);
-      return llvm::createStringError(os.error(), "cannot write " + temporary);
-    }
-  }
-  std::error_code ec = llvm::sys::fs::rename(temporary, path);
-  llvm::sys::DontRemoveFileOnSignal(temporary);
-  if (ec) {
-    llvm::sys::fs::remove(temporary);
-    return llvm::createStringError(ec, "cannot rename " + temporary + " to " + path);
-  }
-  return llvm::Error::success();
-}
-
 } // namespace
 
 FailureOr<HostCode> emitHostObjects(ModuleOp module, const HostCPU &cpu,
@@ -599,7 +575,7 @@ FailureOr<HostCode> emitHostObjects(ModuleOp module, const HostCPU &cpu,
   }
   for (auto [name, object] : llvm::zip(missing, compiled)) {
     if (cache->warning.empty())
-      if (llvm::Error err = storeAtomically(cacheEntryPath(*cache, name), object))
+      if (llvm::Error err = runtime::writeFileAtomically(cacheEntryPath(*cache, name), object))
         cache->warning = "could not store a kernel in the cache: " + llvm::toString(std::move(err));
     code.objects.push_back(std::move(object));
     ++cache->misses;

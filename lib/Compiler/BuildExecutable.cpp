@@ -39,13 +39,6 @@ std::string fileOf(void *address) {
   return "/proc/self/exe";
 }
 
-/// Every file of code that shapes an executable besides the one holding
-/// this code (which computeCacheKey hashes): the graph dialect's shared
-/// library (its folds), the TorchScript importer plugin, by content; the
-/// MLIR and LLVM libraries by path, size and time (they change only with
-/// Debian's packages, and hashing 200 MB per compile would cost more than
-/// it protects). A rebuilt compiler never takes an older one's
-/// executables.
 /// ";code <path>=<hash of its bytes>" ("unreadable" for the hash when it
 /// cannot be read).
 std::string codeIdentity(const std::string &path) {
@@ -57,6 +50,13 @@ std::string codeIdentity(const std::string &path) {
                 : std::string("unreadable"));
 }
 
+/// Every file of code that shapes an executable besides the one holding
+/// this code (which computeCacheKey hashes): the graph dialect's shared
+/// library (its folds), the TorchScript importer plugin, by content; the
+/// MLIR and LLVM libraries by path, size and time (they change only with
+/// Debian's packages, and hashing 200 MB per compile would cost more than
+/// it protects). A rebuilt compiler never takes an older one's
+/// executables.
 std::string compilerIdentity() {
   std::string text;
   auto byContent = [&](const std::string &path) { text += codeIdentity(path); };
@@ -196,8 +196,10 @@ buildExecutable(MLIRContext &context, const ExecutableRequest &request,
     return std::move(err);
   const TrainingPipelineOptions &training = request.compile.training;
   std::string cacheKey;
+  // The compiler build's libraries, read once for both caches' keys.
+  const std::string compiler = request.cacheDir.empty() ? "" : compilerIdentity();
   if (!request.cacheDir.empty()) {
-    auto key = computeCacheKey(request.modelPath, cacheKeyOptions(request) + compilerIdentity(),
+    auto key = computeCacheKey(request.modelPath, cacheKeyOptions(request) + compiler,
                                fileOf(reinterpret_cast<void *>(&cacheKeyOptions)));
     if (!key)
       return key.takeError();
@@ -267,7 +269,7 @@ buildExecutable(MLIRContext &context, const ExecutableRequest &request,
     llvm::sys::path::append(directory, "kernels");
     kernelCache->directory = std::string(directory);
     kernelCache->identity =
-        compilerIdentity() + codeIdentity(fileOf(reinterpret_cast<void *>(&cacheKeyOptions))) +
+        compiler + codeIdentity(fileOf(reinterpret_cast<void *>(&cacheKeyOptions))) +
         ";cpu " + request.cpu.name + " +" + llvm::join(request.cpu.features, ",+") + " -" +
         llvm::join(request.cpu.disabled, ",-");
   }

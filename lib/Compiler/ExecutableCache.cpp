@@ -171,6 +171,10 @@ llvm::Error storeExecutable(StringRef dir, StringRef key, StringRef path) {
   if (llvm::Error err = atomicCopy(path, entry))
     return err;
   removeStaleTemporaries(dir);
+  // The kernel cache's objects are written the same way, beside them.
+  llvm::SmallString<256> kernels(dir);
+  llvm::sys::path::append(kernels, "kernels");
+  removeStaleTemporaries(kernels);
   return llvm::Error::success();
 }
 

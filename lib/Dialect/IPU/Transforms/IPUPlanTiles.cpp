@@ -718,19 +718,8 @@ void Planner::placeDeferredView(Value view, const std::optional<TileMapping> &ma
     } else {
       // The view's pieces are the weight's: the same non-unit dimensions
       // with the same chunks and tile strides.
-      TileMapping m;
-      m.firstTile = mapping->firstTile;
-      SmallVector<std::pair<int64_t, int64_t>> nonUnit;
-      for (int64_t j = 0; j < mapping->rank(); ++j)
-        if (mapping->shape[j] != 1)
-          nonUnit.push_back({mapping->chunks[j], mapping->tileStrides[j]});
-      auto it = nonUnit.begin();
-      for (int64_t d : cast<RankedTensorType>(source.getType()).getShape()) {
-        auto [chunk, stride] = d != 1 ? *it++ : std::make_pair(int64_t(1), int64_t(0));
-        m.chunks.push_back(chunk);
-        m.tileStrides.push_back(stride);
-      }
-      addVariable(source, m);
+      addVariable(source, mappingThroughUnitDims(
+                              *mapping, cast<RankedTensorType>(source.getType()).getShape()));
     }
   }
   addView(view, source);
