@@ -62,6 +62,7 @@
 #include "llvm/TargetParser/Host.h"
 
 #include <atomic>
+#include <optional>
 #include <set>
 #include <cstring>
 #include <thread>
@@ -500,7 +501,69 @@ std::string cacheEntryPath(const KernelCache &cache, StringRef name) {
   return std::string(path);
 }
 
+/// A kernel's code before lowering: its function as printed, its own name
+/// left out. Lowering is a function of it and of the compiler build (part
+/// of the cache's identity), so it decides the object.
+std::string codeBeforeLowering(func::FuncOp kernel) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  kernel->print(os, OpPrintingFlags().useLocalScope().assumeVerified());
+  StringRef name = kernel.getSymName();
+  for (size_t at = text.find(name); at != std::string::npos; at = text.find(name, at + 1))
+    text.replace(at, name.size(), "K");
+  return text;
+}
+
+/// The index entry that maps the kernel whose code before lowering is
+/// `code` to its object's name.
+std::string indexEntryPath(const KernelCache &cache, StringRef code) {
+  std::string key = cache.identity + "\nbefore lowering\n" + code.str();
+  llvm::XXH128_hash_t hash = llvm::xxh3_128bits(llvm::arrayRefFromStringRef(key));
+  llvm::SmallString<256> path(cache.directory);
+  llvm::sys::path::append(path, llvm::utohexstr(hash.high64, true, 16) +
+                                    llvm::utohexstr(hash.low64, true, 16) + ".name");
+  return std::string(path);
+}
+
+/// The object of the kernel named `name` by its code, if the cache holds an
+/// entry that defines its entry point (anything else, a damaged file, is
+/// compiled again and replaced).
+std::optional<std::string> cachedObject(const KernelCache &cache, StringRef name) {
+  auto entry = llvm::MemoryBuffer::getFile(cacheEntryPath(cache, name), /*IsText=*/false,
+                                           /*RequiresNullTerminator=*/false);
+  if (!entry || !(*entry)->getBuffer().contains((name + "_entry").str()))
+    return std::nullopt;
+  return (*entry)->getBuffer().str();
+}
+
 } // namespace
+
+void takeCachedKernels(ModuleOp module, KernelCache &cache) {
+  for (auto kernel : llvm::make_early_inc_range(module.getOps<func::FuncOp>())) {
+    if (!kernel->hasAttr("ipu.vertex"))
+      continue;
+    std::string name = kernel.getSymName().str();
+    std::string key = indexEntryPath(cache, codeBeforeLowering(kernel));
+    // An index entry holds one name by code: vertex_ and 32 hex digits (a
+    // suffix when two codes hashed alike).
+    auto entry = llvm::MemoryBuffer::getFile(key, /*IsText=*/true);
+    StringRef code = entry ? (*entry)->getBuffer().trim() : StringRef();
+    bool named = code.consume_front("vertex_") && code.size() >= 32 &&
+                 llvm::all_of(code, [](char c) { return llvm::isHexDigit(c) || c == '_'; });
+    std::optional<std::string> object =
+        named ? cachedObject(cache, ("vertex_" + code).str()) : std::nullopt;
+    if (!object) {
+      cache.keysBeforeLowering[name] = key;
+      continue;
+    }
+    std::string codeName = ("vertex_" + code).str();
+    cache.foundNames[name] = codeName;
+    cache.foundObjects[codeName] = std::move(*object);
+    ++cache.hits;
+    ++cache.hitsBeforeLowering;
+    kernel->erase();
+  }
+}
 
 FailureOr<HostCode> emitHostObjects(ModuleOp module, const HostCPU &cpu,
                                     TimingScope *timing, KernelCache *cache) {
@@ -510,8 +573,12 @@ FailureOr<HostCode> emitHostObjects(ModuleOp module, const HostCPU &cpu,
     return module.emitError("no C interface for @main was generated");
   HostCode code;
   TimingScope namingTimer = parent.nest("name the vertex kernels by their code");
-  for (auto &[from, to] : nameKernelsByCode(module))
+  std::map<std::string, std::string> renamed = nameKernelsByCode(module);
+  for (auto &[from, to] : renamed)
     code.entryNames[from + "_entry"] = to + "_entry";
+  if (cache)
+    for (auto &[from, to] : cache->foundNames)
+      code.entryNames[from + "_entry"] = to + "_entry";
   namingTimer.stop();
   // The host reference code is only translated: stored as bitcode, it is
   // optimized and compiled when a run asks for it (tessera-run --reference),
@@ -543,16 +610,16 @@ FailureOr<HostCode> emitHostObjects(ModuleOp module, const HostCPU &cpu,
       return failure();
     return code;
   }
-  // With the cache: an object per kernel, found or compiled and stored.
+  // With the cache: an object per kernel, found (before lowering, or now
+  // by its code) or compiled and stored.
+  std::map<std::string, std::string> objects = std::move(cache->foundObjects);
+  cache->foundObjects.clear();
   std::vector<std::string> missing;
   for (const std::string &name : kernelNames(module)) {
-    std::string path = cacheEntryPath(*cache, name);
-    auto entry = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                             /*RequiresNullTerminator=*/false);
-    // An entry defines its kernel's entry: anything else (a damaged file)
-    // is compiled again and replaced.
-    if (entry && (*entry)->getBuffer().contains(name + "_entry")) {
-      code.objects.push_back((*entry)->getBuffer().str());
+    if (objects.count(name))
+      continue; // lowered to the code of a kernel found before lowering
+    if (std::optional<std::string> object = cachedObject(*cache, name)) {
+      objects[name] = std::move(*object);
       ++cache->hits;
     } else {
       missing.push_back(name);
@@ -567,7 +634,8 @@ FailureOr<HostCode> emitHostObjects(ModuleOp module, const HostCPU &cpu,
   std::vector<std::string> compiled;
   if (failed(compileParts(module, parts, cpu, compiled)))
     return failure();
-  if (!missing.empty()) {
+  bool storing = !missing.empty() || !cache->keysBeforeLowering.empty();
+  if (storing) {
     std::error_code ec = llvm::sys::fs::create_directories(cache->directory);
     if (ec || !llvm::sys::fs::is_directory(cache->directory))
       cache->warning = "cannot create the kernel cache " + cache->directory + ": " +
@@ -577,9 +645,23 @@ FailureOr<HostCode> emitHostObjects(ModuleOp module, const HostCPU &cpu,
     if (cache->warning.empty())
       if (llvm::Error err = runtime::writeFileAtomically(cacheEntryPath(*cache, name), object))
         cache->warning = "could not store a kernel in the cache: " + llvm::toString(std::move(err));
-    code.objects.push_back(std::move(object));
+    objects[name] = std::move(object);
     ++cache->misses;
   }
+  // The index: each kernel lowered here, by its code before lowering, to
+  // its object's name (written after the object, so an entry names an
+  // object that is there).
+  for (auto &[from, key] : cache->keysBeforeLowering) {
+    auto to = renamed.find(from);
+    if (to == renamed.end() || !objects.count(to->second) || !cache->warning.empty())
+      continue;
+    if (llvm::Error err = runtime::writeFileAtomically(key, to->second + "\n"))
+      cache->warning = "could not store a kernel in the cache: " + llvm::toString(std::move(err));
+  }
+  cache->keysBeforeLowering.clear();
+  // By name: the executable does not depend on which kernels were cached.
+  for (auto &entry : objects)
+    code.objects.push_back(std::move(entry.second));
   return code;
 }
 

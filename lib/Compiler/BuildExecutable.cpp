@@ -228,8 +228,22 @@ buildExecutable(MLIRContext &context, const ExecutableRequest &request,
       failed(setInputBatch(*module, request.microBatchSize)))
     return compileFailed();
 
+  // The kernel cache: the compiler build (its libraries, this code's file)
+  // and the target CPU are part of every key.
+  std::optional<KernelCache> kernelCache;
+  if (!request.cacheDir.empty()) {
+    kernelCache.emplace();
+    llvm::SmallString<256> directory(request.cacheDir);
+    llvm::sys::path::append(directory, "kernels");
+    kernelCache->directory = std::string(directory);
+    kernelCache->identity =
+        compiler + codeIdentity(fileOf(reinterpret_cast<void *>(&cacheKeyOptions))) +
+        ";cpu " + request.cpu.name + " +" + llvm::join(request.cpu.features, ",+") + " -" +
+        llvm::join(request.cpu.disabled, ",-");
+  }
   CompileOptions options = request.compile;
   options.compileTo = Phase::Executable;
+  options.kernelCache = kernelCache ? &*kernelCache : nullptr;
   TimingScope passTimer = timing.nest("passes");
   auto configure = request.compile.configure;
   std::deque<TimingScope> pipelineTimers;
@@ -260,25 +274,13 @@ buildExecutable(MLIRContext &context, const ExecutableRequest &request,
   metadata.outputMode = request.outputMode;
   metadata.outputEvery = request.outputEvery;
   metadata.cacheKey = cacheKey;
-  // The kernel cache: the compiler build (its libraries, this code's file)
-  // and the target CPU are part of every key.
-  std::optional<KernelCache> kernelCache;
-  if (!request.cacheDir.empty()) {
-    kernelCache.emplace();
-    llvm::SmallString<256> directory(request.cacheDir);
-    llvm::sys::path::append(directory, "kernels");
-    kernelCache->directory = std::string(directory);
-    kernelCache->identity =
-        compiler + codeIdentity(fileOf(reinterpret_cast<void *>(&cacheKeyOptions))) +
-        ";cpu " + request.cpu.name + " +" + llvm::join(request.cpu.features, ",+") + " -" +
-        llvm::join(request.cpu.disabled, ",-");
-  }
   if (failed(writeExecutableFile(*module, compiled, request.cpu, std::move(metadata), path,
                                  &codegenTimer, kernelCache ? &*kernelCache : nullptr)))
     return compileFailed();
   BuildResult result;
   if (kernelCache) {
     result.kernelsReused = kernelCache->hits;
+    result.kernelsFoundBeforeLowering = kernelCache->hitsBeforeLowering;
     result.kernelsCompiled = kernelCache->misses;
     result.cacheWarning = kernelCache->warning;
   }

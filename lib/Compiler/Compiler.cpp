@@ -531,6 +531,8 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options,
   for (auto kernel : mapped->getOps<func::FuncOp>())
     if (kernel->hasAttr(ipu::kVertexAttrName))
       b.clone(*kernel);
+  if (options.kernelCache)
+    takeCachedKernels(module, *options.kernelCache);
   return runPipeline(buildHostLoweringPipeline);
 }
 

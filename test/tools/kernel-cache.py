@@ -1,9 +1,11 @@
 # The persistent kernel cache (--cache-dir's kernels/): a compile that
 # misses the executable cache takes every vertex kernel it has compiled
-# before from there; kernels are named by their code, so the outputs and
-# estimates are those of a compile without the cache. Entries of another
-# target CPU or another compiler build are never used; a damaged one is
-# compiled again; a cache that cannot be written only warns.
+# before from there, found by its code before lowering (not lowered again)
+# or after; kernels are named by their code, so the outputs and estimates
+# are those of a compile without the cache, and the executable is the one a
+# cold cache gives. Entries of another target CPU or another compiler build
+# are never used; a damaged one is compiled again; a cache that cannot be
+# written only warns.
 # RUN: rm -rf %t && %python %s %t
 # RUN: tessera-compile %t/mlp.onnx --cache-dir %t/cache -o %t/a.tess 2>&1 | FileCheck %s --check-prefix=COLD
 # Another output mode: another executable, the same kernels.
@@ -13,6 +15,8 @@
 # RUN: tessera-run %t/b.tess --input=x=%t/x.npy --output=%t/b.npz > %t/b.txt
 # RUN: tessera-run %t/plain.tess --input=x=%t/x.npy --output=%t/plain.npz > %t/plain.txt
 # RUN: %python %s same %t a.npz b.npz plain.npz
+# RUN: tessera-compile %t/mlp.onnx --cache-dir %t/cold --output-mode sum -o %t/b-cold.tess
+# RUN: cmp %t/b.tess %t/b-cold.tess
 # Another target CPU: none of these entries.
 # RUN: tessera-compile %t/mlp.onnx --cache-dir %t/cache --host-cpu=x86-64 -o %t/c.tess 2>&1 | FileCheck %s --check-prefix=COLD
 # Another compiler build (a library of different bytes): none either.
@@ -22,14 +26,21 @@
 # RUN: %python %s damage %t/cache/kernels
 # RUN: tessera-compile %t/mlp.onnx --cache-dir %t/cache --device-iterations 2 -o %t/e.tess 2>&1 | FileCheck %s --check-prefix=COLD
 # RUN: tessera-compile %t/mlp.onnx --cache-dir %t/cache --device-iterations 3 -o %t/f.tess 2>&1 | FileCheck %s --check-prefix=WARM
+# Damaged index entries (code before lowering -> object): the kernels are
+# lowered again and found by their code after.
+# RUN: %python %s damage-index %t/cache/kernels
+# RUN: tessera-compile %t/mlp.onnx --cache-dir %t/cache --output-mode final -o %t/h.tess 2>&1 | FileCheck %s --check-prefix=LOWERED
+# RUN: tessera-run %t/h.tess --input=x=%t/x.npy --output=%t/h.npz
+# RUN: %python %s same %t a.npz h.npz
 # A cache whose kernels/ cannot be made: a warning, the executable written.
 # RUN: mkdir -p %t/blocked && touch %t/blocked/kernels
 # RUN: tessera-compile %t/mlp.onnx --cache-dir %t/blocked -o %t/g.tess 2>&1 | FileCheck %s --check-prefix=BLOCKED
 # RUN: tessera-run %t/g.tess --input=x=%t/x.npy --output=%t/g.npz
 # RUN: %python %s same %t a.npz g.npz
 
-# COLD: kernel cache: 0 of [[N:[0-9]+]] vertex kernels reused, [[N]] compiled and stored
-# WARM: kernel cache: [[N:[0-9]+]] of [[N]] vertex kernels reused, 0 compiled and stored
+# COLD: kernel cache: 0 of [[N:[0-9]+]] vertex kernels reused (0 before lowering), [[N]] compiled and stored
+# WARM: kernel cache: [[N:[0-9]+]] of [[N]] vertex kernels reused ([[N]] before lowering), 0 compiled and stored
+# LOWERED: kernel cache: [[N:[0-9]+]] of [[N]] vertex kernels reused (0 before lowering), 0 compiled and stored
 # BLOCKED: warning: cannot create the kernel cache {{.*}}kernels
 import glob
 import os
@@ -66,6 +77,14 @@ if sys.argv[1] == "damage":
     for entry in glob.glob(os.path.join(sys.argv[2], "*.o")):
         with open(entry, "r+b") as f:
             f.truncate(64)
+    sys.exit(0)
+if sys.argv[1] == "damage-index":
+    entries = glob.glob(os.path.join(sys.argv[2], "*.name"))
+    assert entries, "no index entries"
+    for i, entry in enumerate(entries):
+        with open(entry, "w") as f:
+            # Not a name; a name of no object.
+            f.write("\x00garbage" if i % 2 else "vertex_" + "0" * 32 + "\n")
     sys.exit(0)
 
 from onnx_gen import tanh_mlp

@@ -676,7 +676,8 @@ if (!train) {
     if (built->outcome == tessera::CacheOutcome::Miss && !request.cacheDir.empty())
       llvm::errs() << "tessera-compile: kernel cache: " << built->kernelsReused << " of "
                    << built->kernelsReused + built->kernelsCompiled
-                   << " vertex kernels reused, " << built->kernelsCompiled
+                   << " vertex kernels reused (" << built->kernelsFoundBeforeLowering
+                   << " before lowering), " << built->kernelsCompiled
                    << " compiled and stored\n";
     if (built->outcome == tessera::CacheOutcome::Miss && (showProgress || summary))
       llvm::outs() << "wrote " << path << "\n";

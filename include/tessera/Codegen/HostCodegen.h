@@ -74,17 +74,34 @@ struct HostCode {
 /// kernels/ folder): one native object per vertex kernel, keyed by the
 /// kernel's code, the target CPU and the compiler build, written
 /// atomically. A compile that finds a kernel there links the object
-/// instead of compiling the kernel again.
+/// instead of compiling the kernel again. Beside each object, an index
+/// entry maps the kernel's code before lowering to the name of its object,
+/// so that a kernel found there is not even lowered (takeCachedKernels).
 struct KernelCache {
   std::string directory;
   /// The compiler build and the target CPU: part of every entry's key, so
   /// that another build's or another CPU's objects are never used.
   std::string identity;
-  /// Filled by emitHostObjects: kernels found, and compiled and stored.
-  int64_t hits = 0, misses = 0;
+  /// Filled by takeCachedKernels and emitHostObjects: kernels found (of
+  /// which before lowering), and compiled and stored.
+  int64_t hits = 0, hitsBeforeLowering = 0, misses = 0;
   /// Why an object could not be stored (the executable is still written).
   std::string warning;
+  /// Kernels found before lowering and taken out of the module: each
+  /// kernel's name in the program -> its code's name, and each code's
+  /// object.
+  std::map<std::string, std::string> foundNames, foundObjects;
+  /// Kernels left to lower: each one's key before lowering, by its name in
+  /// the program (emitHostObjects stores the index entry once it is named).
+  std::map<std::string, std::string> keysBeforeLowering;
 };
+
+/// Takes out of `module` (llvm phase, before buildHostLoweringPipeline)
+/// each vertex kernel that `cache` holds compiled, as found by its code
+/// before lowering, into `cache.foundNames` and `cache.foundObjects`: it is
+/// then neither lowered nor compiled. The others' keys go to
+/// `cache.keysBeforeLowering`. A damaged or missing entry is a miss.
+void takeCachedKernels(mlir::ModuleOp module, KernelCache &cache);
 
 /// Translates an LLVM-dialect module to LLVM IR: the vertex kernels are
 /// optimized (O2) and compiled for `cpu` (or taken from `cache`), the host

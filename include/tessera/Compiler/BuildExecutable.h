@@ -55,9 +55,10 @@ struct BuildResult {
   /// Why a compiled executable could not be stored in the cache (it was
   /// still written).
   std::string cacheWarning;
-  /// With a cache, compiled: vertex kernels found in its kernels/ folder,
+  /// With a cache, compiled: vertex kernels found in its kernels/ folder
+  /// (of which found by their code before lowering, so not lowered again),
   /// and compiled (then stored there).
-  int64_t kernelsReused = 0, kernelsCompiled = 0;
+  int64_t kernelsReused = 0, kernelsFoundBeforeLowering = 0, kernelsCompiled = 0;
 };
 
 /// Compiles `request.modelPath` into the executable `path` (written

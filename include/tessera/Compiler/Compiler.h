@@ -73,6 +73,9 @@ struct CompileOptions {
   /// Called with the module once it reaches the graph phase (model
   /// statistics are taken there, before lowering).
   std::function<void(mlir::ModuleOp)> afterGraph;
+  /// The executable phase's kernel cache: kernels it holds compiled are
+  /// taken out before lowering (takeCachedKernels), not lowered again.
+  KernelCache *kernelCache = nullptr;
 };
 
 /// What the executable phase needs besides the lowered module: the
