@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tessera/Codegen/Passes.h"
+#include "tessera/Codegen/VectorizeContractions.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -181,17 +182,27 @@ struct Plan {
 };
 
 /// Fills `o` for the buffer `v` read through `map`: needs static strides
-/// (the offset may be dynamic) and an affine-linear map.
+/// (the offset may be dynamic) and an affine-linear map. A tensor of static
+/// shape (registerTilesReduction's question) is taken as the dense buffer
+/// it bufferizes to: a slice's strides differ, but stay static.
 bool addressLinearly(Value v, AffineMap map, unsigned numLoops, Operand &o) {
-  auto type = dyn_cast<MemRefType>(v.getType());
+  auto type = dyn_cast<ShapedType>(v.getType());
   if (!type || !type.hasStaticShape())
     return false;
   SmallVector<int64_t> strides;
-  int64_t offset;
-  if (failed(type.getStridesAndOffset(strides, offset)) ||
-      llvm::any_of(strides,
-                   [](int64_t s) { return ShapedType::isDynamic(s) || s < 0; }))
+  if (auto memref = dyn_cast<MemRefType>(type)) {
+    int64_t offset;
+    if (failed(memref.getStridesAndOffset(strides, offset)) ||
+        llvm::any_of(strides,
+                     [](int64_t s) { return ShapedType::isDynamic(s) || s < 0; }))
+      return false;
+  } else if (isa<RankedTensorType>(type)) {
+    strides.assign(type.getRank(), 1);
+    for (int64_t d = type.getRank() - 2; d >= 0; --d)
+      strides[d] = strides[d + 1] * type.getDimSize(d + 1);
+  } else {
     return false;
+  }
   o.buffer = v;
   o.address.coeffs.assign(numLoops, 0);
   o.span = 1;
@@ -307,7 +318,7 @@ std::optional<Accumulation> accumulation(linalg::GenericOp op) {
 bool coversOutput(linalg::GenericOp op, ArrayRef<int64_t> ranges) {
   OpOperand *init = op.getDpsInitOperand(0);
   AffineMap map = op.getMatchingIndexingMap(init);
-  auto type = cast<MemRefType>(init->get().getType());
+  auto type = cast<ShapedType>(init->get().getType());
   if (!map.isProjectedPermutation() ||
       map.getNumResults() != static_cast<unsigned>(type.getRank()))
     return false;
@@ -386,7 +397,7 @@ void splitPhases(Plan &p, Input &in, ArrayRef<utils::IteratorType> iterators,
   if ((in.access != Access::Strided && in.access != Access::Gather) || !in.rowMajor ||
       s > kMaxPhaseSplitStride || in.last.coeffs[p.colLoop] != s)
     return;
-  auto type = cast<MemRefType>(in.buffer.getType());
+  auto type = cast<ShapedType>(in.buffer.getType());
   int64_t width = type.getShape().back();
   unsigned numLoops = p.ranges.size();
   int64_t iterations = 1;
@@ -430,7 +441,7 @@ void splitPhases(Plan &p, Input &in, ArrayRef<utils::IteratorType> iterators,
 /// plans their tiles. The factors of a product may be narrower floats
 /// widened in the body (`extf`: fp16 operands, f32 partials).
 std::optional<Plan> planContraction(linalg::GenericOp op, int64_t stackLeft) {
-  if (!op.hasPureBufferSemantics() || op.getNumDpsInits() != 1 ||
+  if (!(op.hasPureBufferSemantics() || op.hasPureTensorSemantics()) || op.getNumDpsInits() != 1 ||
       op.getNumReductionLoops() == 0)
     return std::nullopt;
   std::optional<Accumulation> acc = accumulation(op);
@@ -1011,6 +1022,8 @@ struct VectorizeContractions
     OpBuilder b(&getContext());
     llvm::DenseMap<Operation *, int64_t> stackUsed; // per function
     for (linalg::GenericOp op : ops) {
+      if (!op.hasPureBufferSemantics())
+        continue;
       // No stack for copies outside a function.
       Operation *function = op->getParentOfType<FunctionOpInterface>();
       int64_t stackLeft =
@@ -1030,3 +1043,7 @@ struct VectorizeContractions
 };
 
 } // namespace
+
+bool tessera::codegen::registerTilesReduction(linalg::GenericOp op) {
+  return planContraction(op, /*stackLeft=*/0).has_value();
+}

@@ -8,12 +8,13 @@
 
 // The matmul by rows over the 4 tiles, its Relu an epilogue, its zero fill
 // done by its vertices: one compute set, updating an allocation in place.
-// Cycles: 60 + 2 rows x 4 + 2x8x16 MACs / 16 + 16 Relus / 2 lanes + 64
-// bytes of zeros / 8 = 100.
+// The fill is the first value of the register-tiled accumulators
+// (codegen-vectorize-contractions), no pass of its own. Cycles: 60 + 2 rows
+// x 4 + 2x8x16 MACs / 16 + 16 Relus / 2 lanes = 92.
 // CHECK-LABEL: func.func @main
 // CHECK: %[[A:.*]] = ipu.alloc <chunks = [2, 8], tile_strides = [1, 0], first_tile = 0>
 // CHECK: %[[Y:.*]] = ipu.compute_set "cs0" ins(%arg0, %arg1 : tensor<8x16xf32>, tensor<16x8xf32>) inits(%[[A]] : tensor<8x8xf32>)
-// CHECK-SAME: kernels [@vertex_cs0_0] cycles [100] macs 1024 mapping <chunks = [2, 8], tile_strides = [1, 0], first_tile = 0>
+// CHECK-SAME: kernels [@vertex_cs0_0] cycles [92] macs 1024 mapping <chunks = [2, 8], tile_strides = [1, 0], first_tile = 0>
 // CHECK-NOT: ipu.compute_set
 // CHECK: return %[[Y]]
 // CHECK-LABEL: func.func @vertex_cs0_0
@@ -92,5 +93,39 @@ module attributes {ipu.target = #ipu.target<"ipu2", ipus = 1, tiles_per_ipu = 4,
       linalg.yield %m : f32
     } -> tensor<8x8xf32>
     return %y, %r : tensor<8x8xf32>, tensor<8x8xf32>
+  }
+}
+
+// -----
+
+// An integer matmul is not register-tiled: its vertices write the zeros
+// first. Cycles: 60 + 2 rows x 4 + 2x8x16 MACs / 16 + 64 bytes of zeros / 8
+// = 92.
+// CHECK-LABEL: func.func @main
+// CHECK: ipu.compute_set "cs0"
+// CHECK-SAME: kernels [@vertex_cs0_0] cycles [92] macs 1024
+// CHECK-LABEL: func.func @vertex_cs0_0
+// CHECK: linalg.fill
+// CHECK: arith.muli
+module attributes {ipu.target = #ipu.target<"ipu2", ipus = 1, tiles_per_ipu = 4, bytes_per_tile = 638976>} {
+  func.func @main(%x: tensor<8x16xi32> {ipu.mapping = #ipu.mapping<chunks = [2, 16], tile_strides = [1, 0], first_tile = 0>},
+                  %w: tensor<16x8xi32> {ipu.mapping = #ipu.mapping<chunks = [16, 8], tile_strides = [0, 0], first_tile = 3>}) -> tensor<8x8xi32> {
+    %zero = arith.constant 0 : i32
+    %e = tensor.empty() : tensor<8x8xi32>
+    %init = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> ()>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]}
+        ins(%zero : i32) outs(%e : tensor<8x8xi32>)
+        attrs = {ipu.plan = #ipu.plan<mapping = #ipu.mapping<chunks = [2, 8], tile_strides = [1, 0], first_tile = 0>>} {
+    ^bb0(%in: i32, %out: i32):
+      linalg.yield %in : i32
+    } -> tensor<8x8xi32>
+    %y = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d2, d1)>, affine_map<(d0, d1, d2) -> (d0, d1)>], iterator_types = ["parallel", "parallel", "reduction"]}
+        ins(%x, %w : tensor<8x16xi32>, tensor<16x8xi32>) outs(%init : tensor<8x8xi32>)
+        attrs = {ipu.plan = #ipu.plan<mapping = #ipu.mapping<chunks = [2, 8], tile_strides = [1, 0], first_tile = 0>, in_place>} {
+    ^bb0(%a: i32, %b: i32, %o: i32):
+      %m = arith.muli %a, %b : i32
+      %s = arith.addi %o, %m : i32
+      linalg.yield %s : i32
+    } -> tensor<8x8xi32>
+    return %y : tensor<8x8xi32>
   }
 }

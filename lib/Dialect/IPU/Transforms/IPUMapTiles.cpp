@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "TilePlan.h"
+#include "tessera/Codegen/VectorizeContractions.h"
 #include "tessera/Dialect/Graph/IR/Placement.h"
 
 #include "mlir/IR/IRMapping.h"
@@ -152,6 +153,21 @@ LogicalResult TileMapper::readPlans() {
       return failure();
   }
   return success();
+}
+
+/// Whether `kernel`'s init fill becomes its accumulators' first value (the
+/// reduction it feeds is register-tiled, codegen::registerTilesReduction):
+/// then no vertex pass writes it, and the vertex's estimate charges none.
+static bool fillIsFolded(func::FuncOp kernel) {
+  bool folded = false;
+  kernel.walk([&](linalg::FillOp fill) {
+    for (Operation *user : fill->getResult(0).getUsers())
+      if (auto reduction = dyn_cast<linalg::GenericOp>(user))
+        folded |= reduction.getNumDpsInits() == 1 &&
+                  reduction.getDpsInitOperand(0)->get() == fill->getResult(0) &&
+                  codegen::registerTilesReduction(reduction);
+  });
+  return folded;
 }
 
 FailureOr<func::FuncOp> TileMapper::outlineKernel(Plan &plan,
@@ -568,6 +584,7 @@ LogicalResult TileMapper::emitComputeSet(Plan &plan, OpBuilder &b) {
   SmallVector<Attribute> kernels;
   SmallVector<int64_t> cycles;
   bool generic = runsShapeGeneric(plan);
+  bool foldsFill = false; // the current kernel's
   for (auto [k, shape] : llvm::enumerate(shapes)) {
     if (generic && !kernels.empty()) {
       // The same function runs every piece shape.
@@ -588,6 +605,7 @@ LogicalResult TileMapper::emitComputeSet(Plan &plan, OpBuilder &b) {
         (*kernel)->erase();
       ++(isNew ? numKernels : numSharedKernels);
       kernels.push_back(FlatSymbolRefAttr::get(shared.getSymNameAttr()));
+      foldsFill = plan.fillsInit() && fillIsFolded(shared);
     }
     Box loops;
     loops.offsets.assign(plan.loopRanges.size(), 0);
@@ -595,7 +613,7 @@ LogicalResult TileMapper::emitComputeSet(Plan &plan, OpBuilder &b) {
     for (auto [j, l] : llvm::enumerate(plan.outputLoops))
       loops.sizes[l] = shape[j];
     int64_t fillBytes = 0;
-    if (plan.fillsInit()) {
+    if (plan.fillsInit() && !foldsFill) {
       fillBytes = elementBytes(op->getResult(0).getType());
       for (int64_t n : shape)
         fillBytes *= n;
