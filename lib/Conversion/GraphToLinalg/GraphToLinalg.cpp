@@ -483,18 +483,27 @@ void populateElementwise(RewritePatternSet &p) {
 // Contractions: matmul, convolution, pooling
 //===----------------------------------------------------------------------===//
 
-/// The type a matmul, a convolution or a sum (a reduction, a mean, a
-/// normalisation's statistics, a softmax's denominator) of `elem` values
-/// adds its partial sums in: f32 for 16-bit floats, unless the module asks
-/// for half partials (graph.partials_type); the result's own type otherwise.
-Type partialsType(Operation *op, Type elem) {
+/// The type a sum (a reduction, a mean, a normalisation's statistics, a
+/// softmax's denominator) of `elem` values adds in: f32 for 16-bit floats,
+/// whatever the partials type (as Poplar's reductions of fp16 do: such sums
+/// pass fp16's range -- a batch norm's over N x H x W, a softmax's over a
+/// vocabulary); the result's own type otherwise.
+Type sumType(Operation *op, Type elem) {
   if (!elem.isF16() && !elem.isBF16())
     return elem;
+  return Float32Type::get(op->getContext());
+}
+
+/// The type a matmul or a convolution of `elem` values adds its partial
+/// sums in (PopTorch's setPartialsType, which covers only those): the sum
+/// type, unless the module asks for half partials (graph.partials_type),
+/// then the result's own type.
+Type partialsType(Operation *op, Type elem) {
   auto module = op->getParentOfType<ModuleOp>();
   auto asked = module ? module->getAttrOfType<TypeAttr>(g::kPartialsTypeAttrName) : TypeAttr();
   if (asked && asked.getValue().isF16())
     return elem;
-  return Float32Type::get(op->getContext());
+  return sumType(op, elem);
 }
 
 /// `out += a * b` into a tensor of `outType`'s shape in `partials`, the
@@ -894,7 +903,7 @@ struct ReducePattern : OpConversionPattern<OpTy> {
     } else {
       // Sums of fp16 values add in the partials type (f32 unless half
       // partials), a mean divides there too, and the result rounds once.
-      Type partials = partialsType(op, elem);
+      Type partials = sumType(op, elem);
       r = sumIn(rewriter, l, x, op.getAxes(), shape, partials);
       if constexpr (std::is_same_v<OpTy, g::ReduceMeanOp>) {
         double count = reducedCount(x, op.getAxes());
@@ -1000,7 +1009,7 @@ struct SoftmaxPattern : OpConversionPattern<OpTy> {
                           });
     // The denominator summed in the partials type and used there: rounded
     // only with the result (a sum over a vocabulary passes fp16's range).
-    Type partials = partialsType(op, elem);
+    Type partials = sumType(op, elem);
     Value s = sumIn(rewriter, l, e, {axis}, kept, partials);
     auto wide = [&](OpBuilder &b, Location nl, Value v) {
       return v.getType() == partials ? v : arith::ExtFOp::create(b, nl, partials, v).getResult();
@@ -1148,7 +1157,7 @@ struct LayerNormPattern : OpConversionPattern<g::LayerNormOp> {
     for (int64_t d = op.getAxis(); d < op.getType().getRank(); ++d)
       axes.push_back(d);
     Value y = normalize(rewriter, l, a.getInput(), axes, op.getEpsilon().convertToDouble(),
-                        partialsType(op, op.getType().getElementType()));
+                        sumType(op, op.getType().getElementType()));
     rewriter.replaceOp(op, scaleShift(rewriter, l, y, a.getScale(), a.getBias()));
     return success();
   }
@@ -1171,7 +1180,7 @@ struct GroupNormPattern : OpConversionPattern<g::GroupNormOp> {
     Value x = reshapeTo(rewriter, l, a.getInput(), grouped);
     Value y = reshapeTo(rewriter, l,
                         normalize(rewriter, l, x, axes, op.getEpsilon().convertToDouble(),
-                                  partialsType(op, op.getType().getElementType())),
+                                  sumType(op, op.getType().getElementType())),
                         shape);
     rewriter.replaceOp(op, scaleShift(rewriter, l, y,
                                       channelVector(rewriter, l, a.getScale(), rank),

@@ -3,7 +3,8 @@
 // Matmuls and convolutions of 16-bit floats add their partial sums in f32
 // (Poplar's and PopTorch's default partials type) and round each result
 // once to the result's type; with `graph.partials_type = f16` on the module
-// (--precision fp16.16, --partials-type half) they add in fp16.
+// (--precision fp16.16, --partials-type half) they add in fp16. Sums of
+// 16-bit floats add in f32 whatever the partials type.
 
 // CHECK-LABEL: func.func @matmul_f16
 // CHECK: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
@@ -47,6 +48,9 @@ func.func @matmul_f32(%x: tensor<3x4xf32>, %w: tensor<4x2xf32>) -> tensor<3x2xf3
 
 // -----
 
+// Half partials (PopTorch's setPartialsType(torch.float16)) are the
+// matmuls' and convolutions' only: sums still add in f32 (a batch norm's
+// statistics in fp16 pass its range, and training diverges).
 // CHECK-LABEL: func.func @half_partials
 // CHECK: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f16
 // CHECK: linalg.fill ins(%[[ZERO]] : f16) outs(%{{.*}} : tensor<3x2xf16>)
@@ -55,10 +59,25 @@ func.func @matmul_f32(%x: tensor<3x4xf32>, %w: tensor<4x2xf32>) -> tensor<3x2xf3
 // CHECK-NEXT: %[[S:.*]] = arith.addf %[[OUT]], %[[P]] : f16
 // CHECK-NOT: arith.truncf
 // CHECK: return
+// CHECK-LABEL: func.func @half_partials_sum
+// CHECK: linalg.reduce ins(%arg0 : tensor<4x8xf16>) outs(%{{.*}} : tensor<4xf32>)
+// CHECK: arith.extf %{{.*}} : f16 to f32
+// CHECK: arith.addf %{{.*}} : f32
+// CHECK: arith.truncf %{{.*}} : f32 to f16
+// CHECK-LABEL: func.func @half_partials_softmax
+// CHECK: linalg.reduce ins(%{{.*}} : tensor<2x8xf16>) outs(%{{.*}} : tensor<2xf32>)
 module attributes {graph.partials_type = f16} {
   func.func @half_partials(%x: tensor<3x4xf16>, %w: tensor<4x2xf16>) -> tensor<3x2xf16> {
     %0 = graph.matmul %x, %w : (tensor<3x4xf16>, tensor<4x2xf16>) -> tensor<3x2xf16>
     return %0 : tensor<3x2xf16>
+  }
+  func.func @half_partials_sum(%x: tensor<4x8xf16>) -> tensor<4xf16> {
+    %0 = graph.reduce_sum %x {axes = array<i64: 1>, keepdims = false} : (tensor<4x8xf16>) -> tensor<4xf16>
+    return %0 : tensor<4xf16>
+  }
+  func.func @half_partials_softmax(%x: tensor<2x8xf16>) -> tensor<2x8xf16> {
+    %0 = graph.softmax %x {axis = 1 : i64} : tensor<2x8xf16>
+    return %0 : tensor<2x8xf16>
   }
 }
 

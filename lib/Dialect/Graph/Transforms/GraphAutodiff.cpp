@@ -171,7 +171,7 @@ struct GraphAutodiff : impl::GraphAutodiffBase<GraphAutodiff> {
       }
       // The gradient runs where the op runs (its stage and IPU).
       Operation *lastBefore = ret->getPrevNode();
-      auto placeGradient = llvm::make_scope_exit([&] {
+      llvm::scope_exit placeGradient([&] {
         Block &body = main.front();
         placeLike(op, lastBefore ? std::next(lastBefore->getIterator()) : body.begin(),
                   ret->getIterator());

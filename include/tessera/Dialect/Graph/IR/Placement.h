@@ -49,12 +49,11 @@ inline constexpr llvm::StringLiteral kSkippedUpdatesGlobal = "optimizer.skipped_
 /// backward pass. Never merged with the op it repeats (CSE compares
 /// attributes), kept through lowering.
 inline constexpr llvm::StringLiteral kRecomputedAttrName = "graph.recomputed";
-/// On the module: the type matmuls, convolutions and sums (reductions,
-/// means, normalisations' statistics) of 16-bit floats add their partial
-/// sums in (PopTorch's setPartialsType; Poplar's reductions of fp16). Absent,
-/// or f32: f32, rounded once to the result's type, Poplar's default; f16
-/// (graph-precision with fp16.16 or --partials-type half): the result's own
-/// type.
+/// On the module: the type matmuls and convolutions of 16-bit floats add
+/// their partial sums in (PopTorch's setPartialsType). Absent, or f32: f32,
+/// rounded once to the result's type, Poplar's default; f16 (graph-precision
+/// with fp16.16 or --partials-type half): the result's own type. Sums
+/// (reductions, means, normalisations' statistics) add in f32 either way.
 inline constexpr llvm::StringLiteral kPartialsTypeAttrName = "graph.partials_type";
 
 /// The IPU `op` is placed on, when it is placed.

@@ -335,9 +335,10 @@ def GraphPrecision : Pass<"graph-precision", "::mlir::ModuleOp"> {
     `stochastic-rounding`). `fp32` converts nothing.
 
     The second number is the partials type (PopTorch's setPartialsType):
-    the type matmuls, convolutions and sums (reductions, means, a
-    normalisation's statistics, a softmax's denominator) of 16-bit floats,
-    forward and backward, add their partial sums in. The pass records it on the module
+    the type matmuls and convolutions of 16-bit floats, forward and
+    backward, add their partial sums in. Sums (reductions, means, a
+    normalisation's statistics, a softmax's denominator) add in f32
+    whatever it is, as Poplar's reductions of fp16 do. The pass records it on the module
     as `graph.partials_type` (f32 or f16), which convert-graph-to-linalg
     reads; `partials-type` (float or half) sets it for any precision, and
     for a model already in fp16 (precision fp32). Without the attribute,
