@@ -473,8 +473,14 @@ private:
   /// unsplit plan does not fit, split by the table's rows
   /// (splitGatherByRows): the cheapest of the fewest blocks that fit and
   /// the next two counts; nullopt when `op` is no such gather, its columns
-  /// fit whole, or no split could be planned.
+  /// fit whole, or no split could be planned. A table the step updates
+  /// (trainable state) is split whatever its columns: into as many blocks
+  /// as spread it over the window, as a weight is.
   std::optional<LogicalResult> planGatherByRows(linalg::GenericOp op);
+  /// Whether `v` is state the step writes back: an argument of @main whose
+  /// `graph.state` a result's `graph.state_update` names (a trainable
+  /// weight, its optimizer state).
+  bool isUpdatedState(Value v);
 
   /// The planner's state, to try a plan and take it back. Plans are only
   /// appended, but for the mapping an init producer takes from its user,
@@ -1416,6 +1422,19 @@ LogicalResult Planner::planOp(linalg::GenericOp generic, linalg::GenericOp resul
   return success();
 }
 
+bool Planner::isUpdatedState(Value v) {
+  auto arg = dyn_cast<BlockArgument>(v);
+  if (!arg || arg.getOwner() != &main_.front())
+    return false;
+  auto state = main_.getArgAttrOfType<FlatSymbolRefAttr>(arg.getArgNumber(), "graph.state");
+  if (!state)
+    return false;
+  for (unsigned i = 0; i < main_.getNumResults(); ++i)
+    if (main_.getResultAttrOfType<FlatSymbolRefAttr>(i, "graph.state_update") == state)
+      return true;
+  return false;
+}
+
 std::optional<LogicalResult> Planner::planGatherByRows(linalg::GenericOp op) {
   // The table: a captured input read whole along one dimension (its rows,
   // at data-dependent places), the largest such.
@@ -1444,16 +1463,24 @@ std::optional<LogicalResult> Planner::planGatherByRows(linalg::GenericOp op) {
       columnBytes = bytes;
     }
   }
-  // A column that fits the budget is read whole: no split to weigh.
-  if (!table || columnBytes <= budget_)
+  // A table the step updates is read whole (the optimizer's update, the
+  // gradient's scatter-add) every step: held in whole columns, on as many
+  // tiles as it has columns (BERT's 128-wide tokens on 128 tiles, each
+  // 122 KB), the update's exchange and memory pile up there. Spread it
+  // over the window in row blocks instead, as a weight is.
+  if (!table)
     return std::nullopt;
   int64_t rows = cast<RankedTensorType>(table.getType()).getDimSize(dim);
+  bool spread = rows >= 2 && isUpdatedState(table);
+  // A column that fits the budget is read whole: no split to weigh.
+  if (!spread && columnBytes <= budget_)
+    return std::nullopt;
   Snapshot before = snapshot();
   inTrial_ = true;
   // The table is a variable, not a temporary: a column over the budget
   // but within a tile stays whole where the plan placing it there fits
   // (no partials to combine).
-  if (columnBytes <= target_.bytesPerTile) {
+  if (!spread && columnBytes <= target_.bytesPerTile) {
     bool fits;
     {
       ScopedDiagnosticHandler quiet(op.getContext(), [](Diagnostic &) { return success(); });
@@ -1473,10 +1500,35 @@ std::optional<LogicalResult> Planner::planGatherByRows(linalg::GenericOp op) {
   // blocks on an ipu2, where doubling went to 8. The fewest that fit
   // and the next two are costed (a block count that divides the columns
   // over the tiles better may be cheaper); the cheapest is taken.
-  int64_t bestBlocks = 0, bestCycles = 0;
+  //
+  // A table spread for its update also tries the counts that fill the
+  // window with blocks of 1, 2, ... 16 columns (BERT's 128 columns: 11
+  // blocks of one column on 1,408 tiles), and takes, of the counts leaving
+  // no tile more than a quarter over its even share of the table (the
+  // update's time and memory follow the largest piece), the cheapest
+  // lookup; else the smallest largest piece. (The smallest piece is not
+  // the aim: 137 blocks of BERT-base's tokens make every lookup combine
+  // 137 partials.)
+  auto tableType = cast<RankedTensorType>(table.getType());
+  int64_t columns = tableType.getNumElements() / rows;
+  int64_t evenShare = (tableType.getNumElements() + windowTiles_ - 1) / windowTiles_;
+  auto balanced = [&](int64_t piece) { return 4 * piece <= 5 * evenShare; };
+  std::vector<int64_t> counts;
+  for (int64_t blocks = 2; blocks <= std::min(rows, windowTiles_);
+       blocks = blocks < 8 ? blocks + 1 : blocks + (blocks + 3) / 4)
+    counts.push_back(blocks);
+  if (spread)
+    for (int64_t width = 1; width <= std::min<int64_t>(columns, 16); ++width)
+      if (int64_t blocks = windowTiles_ / ((columns + width - 1) / width);
+          blocks >= 2 && blocks <= rows)
+        counts.push_back(blocks);
+  llvm::sort(counts);
+  counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
+  int64_t bestBlocks = 0, bestCycles = 0, bestPiece = 0;
   int64_t triesLeft = -1; // after the first that fits
-  for (int64_t blocks = 2; blocks <= std::min(rows, windowTiles_) && triesLeft != 0;
-       blocks = blocks < 8 ? blocks + 1 : blocks + (blocks + 3) / 4) {
+  for (int64_t blocks : counts) {
+    if (triesLeft == 0)
+      break;
     // Every block holds rows: ceil(rows / B) blocks of B (10 rows in 6
     // blocks of 2 would leave the sixth empty).
     int64_t block = (rows + blocks - 1) / blocks;
@@ -1486,30 +1538,48 @@ std::optional<LogicalResult> Planner::planGatherByRows(linalg::GenericOp op) {
     if (!split)
       break;
     std::optional<SplitCost> cost;
+    int64_t piece = 0; // the table's largest piece, as this split places it
     {
       ScopedDiagnosticHandler quiet(op.getContext(), [](Diagnostic &) { return success(); });
-      if (succeeded(planSplit(*split, op)))
+      if (succeeded(planSplit(*split, op))) {
         cost = splitCost(*split);
+        if (int64_t var = storageOf(variableOf(table)); var >= 0)
+          piece = prog_.variables[var].mapping.maxPieceElements();
+      }
     }
     undoTrial(before, split->created);
     if (triesLeft > 0)
       --triesLeft;
     if (!cost || !cost->fits)
       continue;
-    if (triesLeft < 0)
+    if (triesLeft < 0 && !spread)
       triesLeft = 2;
-    if (!bestBlocks || cost->cycles < bestCycles) {
+    bool better = !bestBlocks;
+    if (!better && spread && balanced(piece) != balanced(bestPiece))
+      better = balanced(piece);
+    else if (!better && spread && !balanced(piece))
+      better = piece < bestPiece || (piece == bestPiece && cost->cycles < bestCycles);
+    else if (!better)
+      better = cost->cycles < bestCycles;
+    if (better) {
       bestBlocks = blocks;
       bestCycles = cost->cycles;
+      bestPiece = piece;
     }
   }
   inTrial_ = false;
   if (bestBlocks == 0)
     return std::nullopt; // planned as it is: it fits, or says why it cannot
-  if (explain_)
-    op.emitRemark() << "gather split into " << bestBlocks << " blocks of "
-                    << (rows + bestBlocks - 1) / bestBlocks << " rows of its table (one column is "
-                    << columnBytes << " bytes, over the memory budget of " << budget_ << ")";
+  if (explain_) {
+    InFlightDiagnostic remark = op.emitRemark();
+    remark << "gather split into " << bestBlocks << " blocks of "
+           << (rows + bestBlocks - 1) / bestBlocks << " rows of its table (";
+    if (spread)
+      remark << "a table the step updates, spread over the tiles)";
+    else
+      remark << "one column is " << columnBytes << " bytes, over the memory budget of "
+             << budget_ << ")";
+  }
   ++counts_.split;
   std::optional<SplitOps> split = splitGatherByRows(op, table, dim, bestBlocks);
   if (failed(planSplit(*split, op)))
