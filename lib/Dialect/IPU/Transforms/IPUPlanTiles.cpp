@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "TilePlan.h"
+#include "tessera/Codegen/VectorizeContractions.h"
 #include "tessera/Dialect/Graph/IR/Placement.h"
 
 #include "mlir/IR/IRMapping.h"
@@ -1046,9 +1047,11 @@ LogicalResult Planner::planGeneric(Plan &plan) {
       }
       int64_t exchange =
           cost_.exchangePhaseCycles(cost_.tileExchangeCycles(received, regions));
-      // The vertex writes the padding it reads itself.
+      // The vertex writes the padding it reads itself, and its init's
+      // constant unless that starts its accumulators.
+      int64_t fill = plan.fillsInit() && !plan.fillFolded ? piece.numElements() * outBytes : 0;
       worstExchange = std::max(worstExchange, exchange);
-      worstCompute = std::max(worstCompute, vertexCycles(plan, loops, cost_, padding));
+      worstCompute = std::max(worstCompute, vertexCycles(plan, loops, cost_, padding + fill));
       worstMemory = std::max(worstMemory, memory);
       worstTotal = std::max(worstTotal, resident + memory);
     }
@@ -1342,8 +1345,10 @@ LogicalResult Planner::planOp(linalg::GenericOp generic, linalg::GenericOp resul
         producer && planOf_.count(producer) &&
         plans_[planOf_[producer]].isInitProducer) {
       plan.initProducer = producer;
-      if (std::optional<arith::ConstantOp> cst = constantFillValue(producer))
+      if (std::optional<arith::ConstantOp> cst = constantFillValue(producer)) {
         plan.initFill = cst->getValue();
+        plan.fillFolded = codegen::registerTilesReduction(generic);
+      }
     }
   }
   if (!plan.isInitProducer) {

@@ -98,6 +98,10 @@ struct Plan {
   linalg::GenericOp initProducer;
   TypedAttr initFill; ///< the constant, when this op's vertices fill
   bool fillsInit() const { return static_cast<bool>(initFill); }
+  /// The fill becomes the first value of register-tiled accumulators
+  /// (codegen::registerTilesReduction, asked of the whole op): no pass of
+  /// its own. ipu-map-tiles asks again of each kernel, exactly.
+  bool fillFolded = false;
   bool isInitProducer = false;
   bool readsInit = false; ///< the body reads the outs block arguments
   int64_t macs = 0;
