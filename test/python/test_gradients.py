@@ -51,6 +51,9 @@ def binaries(a, b):
 
 TOKENS = torch.tensor([[1, 3, 3], [0, 9, 1]])
 COLUMNS = torch.tensor([5, 0, 5, 2])
+# BERT's segment ids: many indices into a 2-row table, whose gradient the
+# planner splits over slices of the indices (partial gradients, combined).
+SEGMENTS = torch.randint(0, 2, (4, 256), generator=torch.Generator().manual_seed(7))
 
 CASES = {
     "unary": (unaries, [(22, 8)]),
@@ -85,6 +88,7 @@ CASES = {
     # Repeated indices add their gradients into one row.
     "gather_embedding": (lambda t, u: torch.cat([
         F.embedding(TOKENS, t).flatten(), u[:, COLUMNS].flatten()]), [(10, 4), (3, 6)]),
+    "gather_segments": (lambda t: F.embedding(SEGMENTS, t).flatten(), [(2, 4)]),
 }
 
 

@@ -48,8 +48,19 @@ struct Accumulation {
 };
 
 std::optional<Accumulation> accumulationOf(linalg::GenericOp op) {
-  if (op.getNumDpsInits() != 1 || op.getNumReductionLoops() == 0 ||
-      op.hasIndexSemantics())
+  if (op.getNumDpsInits() != 1 || op.getNumReductionLoops() == 0)
+    return std::nullopt;
+  // A split keeps every loop but the one it slices: a body reading a
+  // parallel loop's index (a scatter-add compares its rows with the
+  // indices) reads the same, one reading a reduction loop's would not.
+  auto iterators = op.getIteratorTypesArray();
+  if (op.getRegion()
+          .walk([&](linalg::IndexOp index) {
+            return iterators[index.getDim()] == utils::IteratorType::reduction
+                       ? WalkResult::interrupt()
+                       : WalkResult::advance();
+          })
+          .wasInterrupted())
     return std::nullopt;
   Block &body = op.getRegion().front();
   BlockArgument out = body.getArguments().back();
