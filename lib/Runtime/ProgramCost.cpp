@@ -229,26 +229,50 @@ CostSummary estimateProgramCost(const ExecutableMetadata &meta, const MachinePro
   for (StepCost &s : steps)
     summary.steps.push_back(std::move(s));
   summary.steps.push_back(stream("stream-out", meta.outputs));
-  // State stays on the device: its updates are copied into place, costed
-  // as an exchange of each state's largest piece (an upper bound: most
-  // pieces are already on their tile). What a committed weight update
-  // stores is copied once per update.
+  // State stays on the device: its updates are copied into place, one
+  // exchange of every state's: each tile receives the parts of its state
+  // pieces that the update's result holds on other tiles (the IPU model's
+  // gather and scatter of each state, tile to tile). An update computed in
+  // place, or where its state lives, moves nothing. What a committed
+  // weight update stores is copied once per update.
   for (bool perUpdate : {false, true}) {
     StepCost update;
     update.name = perUpdate ? "state-update-committed" : "state-update";
     update.perUpdate = perUpdate;
-    int64_t updateTileCycles = 0;
+    ExchangeCounter exchange(cost);
     for (size_t i = 0; i < meta.state.size(); ++i) {
       const StateInfo &s = meta.state[i];
       if (s.update < 0 || s.perUpdate != perUpdate)
         continue;
-      const Variable &v = program.variables[program.inputs[meta.inputs.size() + i]];
-      int64_t pieceBytes = v.mapping.maxPieceElements() * v.elementBytes();
-      update.exchangeBytes += s.numElements() * dtypeSize(s.dtype);
-      updateTileCycles += cost.tileExchangeCycles(pieceBytes, 0);
+      int64_t state = program.inputs[meta.inputs.size() + i];
+      int64_t result = program.outputs[s.update];
+      if (program.storageIndex(state) == program.storageIndex(result))
+        continue;
+      int64_t eb = program.storage(result).elementBytes();
+      const Variable &home = program.variables[state];
+      if (home.base >= 0) {
+        // A view (no program makes one of an input): its largest piece,
+        // all of it received, as an upper bound.
+        const Variable &storage = program.storage(state);
+        int64_t tile = storage.mapping.firstTile;
+        exchange.move(tile == 0 ? 1 : 0, tile, storage.mapping.maxPieceElements() * eb, 1);
+        continue;
+      }
+      home.mapping.forEachPiece([&](int64_t tile, const Box &piece) {
+        Box inStorage;
+        if (!forEachOverlap(program, result, piece, inStorage, [&](const Overlap &o) {
+              exchange.move(o.tile, tile, o.part.numElements() * eb,
+                            rowCount(o.piece, inStorage, o.part));
+            }))
+          forEachRun(program, result, piece, [&](const Run &r) {
+            if (r.tile != kPaddingTile)
+              exchange.move(r.tile, tile, r.count * eb, 1);
+          });
+      });
     }
-    if (update.exchangeBytes > 0) {
-      update.exchangeCycles = cost.exchangePhaseCycles(updateTileCycles);
+    if (exchange.total > 0) {
+      update.exchangeBytes = exchange.total;
+      update.exchangeCycles = exchange.cycles();
       update.syncCycles = cost.chipSyncCycles();
       update.ipus = target.numIPUs >= 64 ? ~uint64_t(0) : (uint64_t(1) << target.numIPUs) - 1;
       summary.steps.push_back(std::move(update));

@@ -770,3 +770,54 @@ TEST(HostRunner, CompilesTheReferenceBitcodeAndRefusesDamage) {
   }
 }
 } // namespace
+
+TEST(ProgramCost, StateUpdatesMoveOnlyWhatIsNotInPlace) {
+  // Two states of 16 f32 in pieces of 4 on tiles 0-3. s0's update is
+  // computed in pieces of 8 on tiles 2 and 3: tile 2 sends elements 0-7
+  // to tiles 0 and 1 (16 bytes, one region each), tile 3 sends 8-11 to
+  // tile 2; 12-15 are already home. s1 is updated in place.
+  MachineProgram p;
+  auto add = [&](const char *name, VarKind kind, int64_t tiles, int64_t grainBytes,
+                 int64_t firstTile) {
+    Variable v;
+    v.name = name;
+    v.shape = {16};
+    v.kind = kind;
+    v.mapping = TileMapping::linear({16}, 4, tiles, grainBytes);
+    v.mapping.firstTile = firstTile;
+    p.variables.push_back(v);
+    return static_cast<int64_t>(p.variables.size() - 1);
+  };
+  int64_t s0 = add("s0", VarKind::Input, 4, 16, 0);
+  int64_t s1 = add("s1", VarKind::Input, 4, 16, 0);
+  int64_t r0 = add("s0.update", VarKind::Activation, 2, 32, 2);
+  p.inputs = {s0, s1};
+  p.outputs = {r0, s1};
+  ExecutableMetadata meta;
+  for (int64_t i = 0; i < 2; ++i) {
+    StateInfo s;
+    s.name = i == 0 ? "s0" : "s1";
+    s.shape = {16};
+    s.dtype = DType::F32;
+    s.update = i;
+    meta.state.push_back(s);
+  }
+  auto target = tessera::target::makeTarget("ipu2", 1, 4);
+  ASSERT_TRUE(static_cast<bool>(target)) << llvm::toString(target.takeError());
+  auto updateStep = [&](const CostSummary &cost) -> const StepCost * {
+    for (const StepCost &s : cost.steps)
+      if (s.name == "state-update")
+        return &s;
+    return nullptr;
+  };
+  CostSummary cost = estimateProgramCost(meta, p, *target);
+  const StepCost *update = updateStep(cost);
+  ASSERT_NE(update, nullptr);
+  EXPECT_EQ(update->exchangeBytes, 48);
+  // The busiest tile is tile 2, sending 32 bytes in two regions.
+  tessera::target::CostModel model(*target);
+  EXPECT_EQ(update->exchangeCycles, model.exchangePhaseCycles(model.tileExchangeCycles(32, 2)));
+  // Every update in place: no step at all.
+  p.outputs = {s0, s1};
+  EXPECT_EQ(updateStep(estimateProgramCost(meta, p, *target)), nullptr);
+}
