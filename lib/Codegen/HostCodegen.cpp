@@ -277,6 +277,30 @@ OwningOpRef<ModuleOp> partition(ModuleOp module, const llvm::StringSet<> &kernel
     }
     for (Operation *op : erase)
       op->erase();
+    // Then what only the kernels used (declarations, private helpers and
+    // constants): the reference code is the same whether the kernel cache
+    // took kernels out before lowering or not.
+    for (bool erased = true; erased;) {
+      erased = false;
+      llvm::StringSet<> used;
+      if (auto uses = SymbolTable::getSymbolUses(&part->getBodyRegion()))
+        for (const SymbolTable::SymbolUse &use : *uses)
+          used.insert(use.getSymbolRef().getRootReference().getValue());
+      for (Operation &op : llvm::make_early_inc_range(part->getBody()->getOperations())) {
+        bool unusedPrivate = false;
+        if (auto fn = dyn_cast<LLVM::LLVMFuncOp>(op))
+          unusedPrivate = fn.isExternal() || fn.getLinkage() == LLVM::Linkage::Private ||
+                          fn.getLinkage() == LLVM::Linkage::Internal;
+        else if (auto global = dyn_cast<LLVM::GlobalOp>(op))
+          unusedPrivate = global.getLinkage() == LLVM::Linkage::Private ||
+                          global.getLinkage() == LLVM::Linkage::Internal;
+        auto symbol = dyn_cast<SymbolOpInterface>(op);
+        if (unusedPrivate && symbol && !used.contains(symbol.getName())) {
+          op.erase();
+          erased = true;
+        }
+      }
+    }
     return part;
   }
   OpBuilder b(module.getContext());
@@ -558,9 +582,12 @@ void takeCachedKernels(ModuleOp module, KernelCache &cache) {
     }
     std::string codeName = ("vertex_" + code).str();
     cache.foundNames[name] = codeName;
-    cache.foundObjects[codeName] = std::move(*object);
-    ++cache.hits;
-    ++cache.hitsBeforeLowering;
+    // Counted per distinct code, as emitHostObjects counts what it finds
+    // and compiles.
+    if (cache.foundObjects.try_emplace(codeName, std::move(*object)).second) {
+      ++cache.hits;
+      ++cache.hitsBeforeLowering;
+    }
     kernel->erase();
   }
 }

@@ -183,7 +183,7 @@ struct Plan {
 
 /// Fills `o` for the buffer `v` read through `map`: needs static strides
 /// (the offset may be dynamic) and an affine-linear map. A tensor of static
-/// shape (registerTilesReduction's question) is taken as the dense buffer
+/// shape (foldsFillIntoAccumulators' question) is taken as the dense buffer
 /// it bufferizes to: a slice's strides differ, but stay static.
 bool addressLinearly(Value v, AffineMap map, unsigned numLoops, Operand &o) {
   auto type = dyn_cast<ShapedType>(v.getType());
@@ -1044,6 +1044,11 @@ struct VectorizeContractions
 
 } // namespace
 
-bool tessera::codegen::registerTilesReduction(linalg::GenericOp op) {
-  return planContraction(op, /*stackLeft=*/0).has_value();
+bool tessera::codegen::foldsFillIntoAccumulators(linalg::GenericOp op) {
+  // What findInitializer asks of the op besides the fill being just before
+  // it: the op writes its whole output once per reduction pass and does not
+  // read it as an input.
+  return planContraction(op, /*stackLeft=*/0).has_value() &&
+         coversOutput(op, op.getStaticLoopRanges()) &&
+         !llvm::is_contained(op.getDpsInputs(), op.getDpsInitOperand(0)->get());
 }

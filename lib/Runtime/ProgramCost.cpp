@@ -252,10 +252,13 @@ CostSummary estimateProgramCost(const ExecutableMetadata &meta, const MachinePro
       const Variable &home = program.variables[state];
       if (home.base >= 0) {
         // A view (no program makes one of an input): its largest piece,
-        // all of it received, as an upper bound.
+        // all of it received by one tile, as an upper bound.
         const Variable &storage = program.storage(state);
-        int64_t tile = storage.mapping.firstTile;
-        exchange.move(tile == 0 ? 1 : 0, tile, storage.mapping.maxPieceElements() * eb, 1);
+        int64_t tile = storage.mapping.firstTile, bytes = storage.mapping.maxPieceElements() * eb;
+        exchange.received[tile] += bytes;
+        exchange.receivedRegions[tile] += 1;
+        exchange.total += bytes;
+        exchange.touched[tile / cost.target().tilesPerIPU] = true;
         continue;
       }
       home.mapping.forEachPiece([&](int64_t tile, const Box &piece) {

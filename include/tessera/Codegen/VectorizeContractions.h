@@ -16,10 +16,10 @@
 
 namespace tessera::codegen {
 
-/// Whether codegen-vectorize-contractions register-tiles `op`, on buffers,
-/// or on tensors once bufferized (static shapes keep static strides): a
-/// fill of its output just before it is then folded into its accumulators.
-bool registerTilesReduction(mlir::linalg::GenericOp op);
+/// Whether codegen-vectorize-contractions register-tiles `op` (on buffers,
+/// or on tensors once bufferized: static shapes keep static strides) and
+/// folds a fill of its output just before it into its accumulators.
+bool foldsFillIntoAccumulators(mlir::linalg::GenericOp op);
 
 } // namespace tessera::codegen
 

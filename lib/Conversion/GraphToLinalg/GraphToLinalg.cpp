@@ -846,7 +846,7 @@ Value reduce(OpBuilder &b, Location l, Value x, ArrayRef<int64_t> axes,
   return reshapeTo(b, l, r, resultShape);
 }
 
-/// The sum of `x` over `axes` in `partials` (partialsType), reshaped to
+/// The sum of `x` over `axes` in `partials` (sumType), reshaped to
 /// `resultShape`: still in `partials`, for the caller to divide before it
 /// rounds (a mean of fp16 values whose sum passes fp16's range).
 Value sumIn(OpBuilder &b, Location l, Value x, ArrayRef<int64_t> axes,
@@ -901,8 +901,8 @@ struct ReducePattern : OpConversionPattern<OpTy> {
                    return mulS(b, nl, a, v);
                  });
     } else {
-      // Sums of fp16 values add in the partials type (f32 unless half
-      // partials), a mean divides there too, and the result rounds once.
+      // Sums of fp16 values add in f32 (sumType), a mean divides there
+      // too, and the result rounds once.
       Type partials = sumType(op, elem);
       r = sumIn(rewriter, l, x, op.getAxes(), shape, partials);
       if constexpr (std::is_same_v<OpTy, g::ReduceMeanOp>) {
@@ -1007,7 +1007,7 @@ struct SoftmaxPattern : OpConversionPattern<OpTy> {
                           [](OpBuilder &b, Location nl, ValueRange a) {
                             return math::ExpOp::create(b, nl, a[0]).getResult();
                           });
-    // The denominator summed in the partials type and used there: rounded
+    // The denominator summed in f32 (sumType) and used there: rounded
     // only with the result (a sum over a vocabulary passes fp16's range).
     Type partials = sumType(op, elem);
     Value s = sumIn(rewriter, l, e, {axis}, kept, partials);

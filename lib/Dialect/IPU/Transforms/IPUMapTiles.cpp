@@ -156,7 +156,7 @@ LogicalResult TileMapper::readPlans() {
 }
 
 /// Whether `kernel`'s init fill becomes its accumulators' first value (the
-/// reduction it feeds is register-tiled, codegen::registerTilesReduction):
+/// reduction it feeds is register-tiled, codegen::foldsFillIntoAccumulators):
 /// then no vertex pass writes it, and the vertex's estimate charges none.
 static bool fillIsFolded(func::FuncOp kernel) {
   bool folded = false;
@@ -165,7 +165,7 @@ static bool fillIsFolded(func::FuncOp kernel) {
       if (auto reduction = dyn_cast<linalg::GenericOp>(user))
         folded |= reduction.getNumDpsInits() == 1 &&
                   reduction.getDpsInitOperand(0)->get() == fill->getResult(0) &&
-                  codegen::registerTilesReduction(reduction);
+                  codegen::foldsFillIntoAccumulators(reduction);
   });
   return folded;
 }

@@ -1060,7 +1060,9 @@ LogicalResult Planner::planGeneric(Plan &plan) {
           cost_.exchangePhaseCycles(cost_.tileExchangeCycles(received, regions));
       // The vertex writes the padding it reads itself, and its init's
       // constant unless that starts its accumulators.
-      int64_t fill = plan.fillsInit() && !plan.fillFolded ? piece.numElements() * outBytes : 0;
+      int64_t fill = plan.fillsInit() && !plan.fillFolded
+                         ? piece.numElements() * elementBytes(outType)
+                         : 0;
       worstExchange = std::max(worstExchange, exchange);
       worstCompute = std::max(worstCompute, vertexCycles(plan, loops, cost_, padding + fill));
       worstMemory = std::max(worstMemory, memory);
@@ -1358,7 +1360,7 @@ LogicalResult Planner::planOp(linalg::GenericOp generic, linalg::GenericOp resul
       plan.initProducer = producer;
       if (std::optional<arith::ConstantOp> cst = constantFillValue(producer)) {
         plan.initFill = cst->getValue();
-        plan.fillFolded = codegen::registerTilesReduction(generic);
+        plan.fillFolded = codegen::foldsFillIntoAccumulators(generic);
       }
     }
   }
@@ -1487,7 +1489,11 @@ std::optional<LogicalResult> Planner::planGatherByRows(linalg::GenericOp op) {
   if (!table)
     return std::nullopt;
   int64_t rows = cast<RankedTensorType>(table.getType()).getDimSize(dim);
-  bool spread = rows >= 2 && isUpdatedState(table);
+  // A column of a kilobyte or less updates in a few hundred cycles, less
+  // than the combining step a split adds to every lookup (BERT's 2-row
+  // segment table stays whole).
+  constexpr int64_t kMinSpreadColumnBytes = 1024;
+  bool spread = rows >= 2 && columnBytes > kMinSpreadColumnBytes && isUpdatedState(table);
   // A column that fits the budget is read whole: no split to weigh.
   if (!spread && columnBytes <= budget_)
     return std::nullopt;
@@ -1528,7 +1534,8 @@ std::optional<LogicalResult> Planner::planGatherByRows(linalg::GenericOp op) {
   auto tableType = cast<RankedTensorType>(table.getType());
   int64_t columns = tableType.getNumElements() / rows;
   int64_t evenShare = (tableType.getNumElements() + windowTiles_ - 1) / windowTiles_;
-  auto balanced = [&](int64_t piece) { return 4 * piece <= 5 * evenShare; };
+  // (A piece of 0: the table was not placed, nothing known.)
+  auto balanced = [&](int64_t piece) { return piece > 0 && 4 * piece <= 5 * evenShare; };
   std::vector<int64_t> counts;
   for (int64_t blocks = 2; blocks <= std::min(rows, windowTiles_);
        blocks = blocks < 8 ? blocks + 1 : blocks + (blocks + 3) / 4)

@@ -99,7 +99,7 @@ struct Plan {
   TypedAttr initFill; ///< the constant, when this op's vertices fill
   bool fillsInit() const { return static_cast<bool>(initFill); }
   /// The fill becomes the first value of register-tiled accumulators
-  /// (codegen::registerTilesReduction, asked of the whole op): no pass of
+  /// (codegen::foldsFillIntoAccumulators, asked of the whole op): no pass of
   /// its own. ipu-map-tiles asks again of each kernel, exactly.
   bool fillFolded = false;
   bool isInitProducer = false;
