@@ -566,6 +566,12 @@ void takeCachedKernels(ModuleOp module, KernelCache &cache) {
   for (auto kernel : llvm::make_early_inc_range(module.getOps<func::FuncOp>())) {
     if (!kernel->hasAttr("ipu.vertex"))
       continue;
+    // Its text must be all of its code: a kernel naming another symbol
+    // (whose definition the text leaves out) is lowered and found by its
+    // code after.
+    if (std::optional<SymbolTable::UseRange> uses = SymbolTable::getSymbolUses(kernel);
+        !uses || !uses->empty())
+      continue;
     std::string name = kernel.getSymName().str();
     std::string key = indexEntryPath(cache, codeBeforeLowering(kernel));
     // An index entry holds one name by code: vertex_ and 32 hex digits (a
