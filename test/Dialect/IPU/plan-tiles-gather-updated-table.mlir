@@ -7,18 +7,18 @@
 // would leave 8 of the 64 tiles holding it all (8x their even share), and
 // the update and its write-back on those 8. It is split into row blocks
 // instead, each looked up apart and the partials combined: of the block
-// counts that leave no tile more than a quarter over its even share (80
-// elements), the cheapest lookup, 7 blocks of 92 rows. The same lookup of
-// a table the step does not update keeps whole columns
-// (plan-tiles-gather-whole-column.mlir).
+// counts that leave no tile more than a tenth over its even share (80
+// elements; 7 blocks of 92 rows would be cheaper), the cheapest lookup, 8
+// blocks of 80 rows. The same lookup of a table the step does not update
+// keeps whole columns (plan-tiles-gather-whole-column.mlir).
 
-// EXPLAIN: remark: gather split into 7 blocks of 92 rows of its table (a table the step updates, spread over the tiles)
+// EXPLAIN: remark: gather split into 8 blocks of 80 rows of its table (a table the step updates, spread over the tiles)
 // CHECK-LABEL: func.func @main
-// CHECK-SAME: %arg1: tensor<640x8xf32> {graph.state = @table, ipu.mapping = #ipu.mapping<chunks = [92, 1]
+// CHECK-SAME: %arg1: tensor<640x8xf32> {graph.state = @table, ipu.mapping = #ipu.mapping<chunks = [80, 1]
 // The partial lookups, then their combination.
-// CHECK: linalg.generic {{.*}} outs(%{{.*}} : tensor<7x16x8xf32>)
+// CHECK: linalg.generic {{.*}} outs(%{{.*}} : tensor<8x16x8xf32>)
 // CHECK: arith.cmpi ult
-// CHECK: linalg.generic {{.*}} ins(%{{.*}} : tensor<7x16x8xf32>)
+// CHECK: linalg.generic {{.*}} ins(%{{.*}} : tensor<8x16x8xf32>)
 // CHECK: arith.ori
 #ids = affine_map<(d0, d1) -> (d0)>
 #out = affine_map<(d0, d1) -> (d0, d1)>
