@@ -493,6 +493,10 @@ private:
   /// `graph.state` a result's `graph.state_update` names (a trainable
   /// weight, its optimizer state).
   bool isUpdatedState(Value v);
+  /// The mapping of the state whose update `op` computes (its result is
+  /// @main's result marked graph.state_update of a placed argument of the
+  /// same shape, within the window), or null.
+  std::optional<TileMapping> stateHomeOf(linalg::GenericOp op, ArrayRef<int64_t> shape);
 
   /// The planner's state, to try a plan and take it back. Plans are only
   /// appended, but for the mapping an init producer takes from its user,
@@ -979,15 +983,26 @@ LogicalResult Planner::planGeneric(Plan &plan) {
   TileMapping m;
   m.shape = shape;
   std::vector<int64_t> inVars, perDim(rank), first(rank, 0), central(rank), last(rank);
-  auto evaluate = [&](int64_t pieces) {
-    m.chunks = chunks;
-    m.firstTile = windowFirst_;
-    m.tileStrides.assign(rank, 0);
-    int64_t stride = 1;
-    for (int64_t j = rank - 1; j >= 0; --j) {
-      int64_t n = (shape[j] + chunks[j] - 1) / chunks[j];
-      m.tileStrides[j] = n > 1 ? stride : 0;
-      stride *= n;
+  // A state's update computed off its state's tiles is copied there after
+  // the step (ProgramCost's state update): that copy counts against every
+  // mapping but the state's own, which is a candidate too.
+  std::optional<TileMapping> home = stateHomeOf(plan.op, shape);
+  int64_t copyBack =
+      home ? cost_.tileExchangeCycles(home->maxPieceElements() * elementBytes(outType), 1) : 0;
+  auto evaluate = [&](int64_t pieces, const TileMapping *given = nullptr) {
+    if (given) {
+      m = *given;
+      chunks = given->chunks; // the odometer sets them afresh
+    } else {
+      m.chunks = chunks;
+      m.firstTile = windowFirst_;
+      m.tileStrides.assign(rank, 0);
+      int64_t stride = 1;
+      for (int64_t j = rank - 1; j >= 0; --j) {
+        int64_t n = (shape[j] + chunks[j] - 1) / chunks[j];
+        m.tileStrides[j] = n > 1 ? stride : 0;
+        stride *= n;
+      }
     }
     // Unplaced leaves take the mapping they would get with this plan.
     size_t tentative = prog_.variables.size();
@@ -1069,6 +1084,9 @@ LogicalResult Planner::planGeneric(Plan &plan) {
       worstTotal = std::max(worstTotal, resident + memory);
     }
     int64_t worstCycles = worstExchange + worstCompute;
+    if (home && !(m.chunks == home->chunks && m.tileStrides == home->tileStrides &&
+                  m.firstTile == home->firstTile))
+      worstCycles += copyBack;
     prog_.variables.resize(tentative);
     // Temporaries within the budget (Poplar's availableMemoryProportion),
     // and everything within the tile.
@@ -1093,6 +1111,8 @@ LogicalResult Planner::planGeneric(Plan &plan) {
       best.mapping = m;
     }
   };
+  if (home)
+    evaluate(home->numPieces(), &*home);
   // Odometer over the candidate lists, pruned by the tile count.
   std::vector<size_t> at(rank, 0);
   int64_t evaluated = 0;
@@ -1451,6 +1471,38 @@ bool Planner::isUpdatedState(Value v) {
     if (main_.getResultAttrOfType<FlatSymbolRefAttr>(i, "graph.state_update") == state)
       return true;
   return false;
+}
+
+std::optional<TileMapping> Planner::stateHomeOf(linalg::GenericOp op,
+                                               ArrayRef<int64_t> shape) {
+  if (op->getNumResults() != 1)
+    return std::nullopt;
+  Operation *ret = main_.front().getTerminator();
+  for (OpOperand &use : op->getResult(0).getUses()) {
+    if (use.getOwner() != ret)
+      continue;
+    auto state = main_.getResultAttrOfType<FlatSymbolRefAttr>(use.getOperandNumber(),
+                                                              "graph.state_update");
+    if (!state)
+      continue;
+    for (BlockArgument arg : main_.getArguments()) {
+      if (main_.getArgAttrOfType<FlatSymbolRefAttr>(arg.getArgNumber(), "graph.state") != state)
+        continue;
+      int64_t var = variableOf(arg);
+      if (var < 0 || prog_.variables[var].base >= 0)
+        return std::nullopt;
+      // A copy: costing candidates adds variables (and may move them).
+      TileMapping m = prog_.variables[var].mapping;
+      bool inWindow = m.numPieces() <= windowTiles_;
+      m.forEachPiece([&](int64_t tile, const Box &) {
+        inWindow &= tile >= windowFirst_ && tile < windowFirst_ + windowTiles_;
+      });
+      if (!inWindow || m.shape != std::vector<int64_t>(shape.begin(), shape.end()))
+        return std::nullopt;
+      return m;
+    }
+  }
+  return std::nullopt;
 }
 
 std::optional<LogicalResult> Planner::planGatherByRows(linalg::GenericOp op) {
