@@ -32,10 +32,13 @@ least their mean over the tiles. Combining the partials moves at least
 
 least over M in [O r / T, O r] (convex in M: its minimum is at an end, at
 the stationary point, or where the max(0, .) turns zero) and over every r.
-The whole program's bound sums its ops': each op's compute is a phase of
-its own (an op's inputs are the op before's outputs), while exchange may
+The whole program's bound sums its ops', assuming each op's compute is a
+phase of its own, as Tessera plans them (independent branches -- a
+ResNet's downsample beside its first convolution, attention's Q, K and V
+-- could share one, paying the larger compute, not the sum); exchange may
 move between steps (the sum of every step's busiest receive is at least
-the total received over T). Halos, strides, uneven pieces, fills, vertex
+the total received over T). The combining receive assumes one split r per
+op, each output's partials on distinct tiles. Halos, strides, uneven pieces, fills, vertex
 overheads and the other ops only add to a real plan; a second copy of an
 operand (a weight replicated, an output recomputed) is outside these rules.
 
