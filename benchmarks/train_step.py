@@ -17,6 +17,13 @@ prints per size:
   steps are estimated, not run: the IPU model would hold every replica's
   tile memory).
 
+Models: any torchvision classification model by name; bert_base_encoder
+(BERT-base's 12 encoder layers from hidden states); tiny_bert (token,
+position and segment embeddings of BERT's 30,522-token vocabulary, d 128,
+2 layers, 2 heads, a 2-class head on the pooler) and bert_base_layer (one
+layer of BERT-base's width, d 768, with the same embeddings), whose inputs
+are token and segment ids of sequence 128.
+
     benchmarks/train_step.py [--models resnet50,bert_base_encoder]
                              [--micro-batch 1,2,4] [--replicas 1,16]
                              [--optimizer sgd:lr=0.01]
@@ -59,21 +66,56 @@ class BertBaseEncoder(torch.nn.Module):
         return self.head(self.encoder(x)[:, 0])
 
 
+class BertClassifier(torch.nn.Module):
+    """scripts/transformer_models.py's BERT (embeddings, encoder, pooler)
+    with a 2-class head on the pooled output."""
+
+    def __init__(self, **sizes):
+        super().__init__()
+        sys.path.insert(0, os.path.join(ROOT, "scripts"))
+        from transformer_models import Bert
+        self.bert = Bert(**sizes)
+        self.head = torch.nn.Linear(sizes["d"], 2)
+
+    def forward(self, ids, segments):
+        return self.head(self.bert(ids, segments)[1])
+
+
+# One sample's inputs: (name, shape, integer ids below this, or None for
+# normal floats).
+IMAGE = [("x", (3, 224, 224), None)]
+BERT_IDS = [("ids", (128,), 30522), ("segments", (128,), 2)]
+
+
 def build(name):
-    """(model, one sample's input shape, classes)."""
+    """(model, one sample's inputs, classes)."""
     torch.manual_seed(0)
     if name == "bert_base_encoder":
-        return BertBaseEncoder(), (128, 768), 2
+        return BertBaseEncoder(), [("x", (128, 768), None)], 2
+    if name == "tiny_bert":
+        return BertClassifier(d=128, heads=2, ff=512, layers=2), BERT_IDS, 2
+    if name == "bert_base_layer":
+        return BertClassifier(d=768, heads=12, ff=3072, layers=1), BERT_IDS, 2
     model = getattr(torchvision.models, name)(num_classes=1000)
-    return model, (3, 224, 224), 1000
+    return model, IMAGE, 1000
 
 
-def export(model, sample, path):
-    example = torch.randn(2, *sample)
-    torch.onnx.export(model.train(), example, path, input_names=["x"],
+def sample_inputs(inputs, batch, seed=0):
+    """Random inputs of `batch` samples, as numpy arrays by name."""
+    rng = np.random.default_rng(seed)
+    return {name: rng.integers(0, high, (batch, *shape)) if high else
+            rng.standard_normal((batch, *shape), dtype=np.float32)
+            for name, shape, high in inputs}
+
+
+def export(model, inputs, path):
+    example = tuple(torch.from_numpy(v) for v in sample_inputs(inputs, 2).values())
+    names = [name for name, _, _ in inputs]
+    torch.onnx.export(model.train(), example, path, input_names=names,
                       output_names=["logits"], opset_version=17,
                       training=torch.onnx.TrainingMode.TRAINING,
-                      do_constant_folding=False, dynamic_axes={"x": {0: "batch"}})
+                      do_constant_folding=False,
+                      dynamic_axes={name: {0: "batch"} for name in names})
 
 
 def timed(cmd):
@@ -92,17 +134,17 @@ def timed(cmd):
     return seconds, peak, result
 
 
-def torch_step_ms(model, sample, classes, batch, steps):
+def torch_step_ms(model, inputs, classes, batch, steps):
     torch.set_num_threads(os.cpu_count() or 1)
     model.train()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    x = torch.randn(batch, *sample)
+    x = [torch.from_numpy(v) for v in sample_inputs(inputs, batch).values()]
     y = torch.randint(0, classes, (batch,))
     times = []
     for _ in range(steps + 1):
         start = time.perf_counter()
         opt.zero_grad()
-        torch.nn.functional.cross_entropy(model(x), y).backward()
+        torch.nn.functional.cross_entropy(model(*x), y).backward()
         opt.step()
         times.append(time.perf_counter() - start)
     return 1e3 * min(times[1:])  # the first step allocates
@@ -127,9 +169,9 @@ def main():
     os.makedirs(out, exist_ok=True)
     print(f"{'model':<20} {'batch':>5} {'compile s':>9} {'peak MiB':>8}  result")
     for name in args.models.split(","):
-        model, sample, classes = build(name)
+        model, inputs, classes = build(name)
         onnx_path = os.path.join(out, f"{name}_train.onnx")
-        export(model, sample, onnx_path)
+        export(model, inputs, onnx_path)
         for batch, replicas in [(b, r) for b in map(int, args.micro_batch.split(","))
                                 for r in map(int, args.replicas.split(","))]:
             tess = os.path.join(out, f"{name}_b{batch}_r{replicas}.tess")
@@ -155,9 +197,8 @@ def main():
                 continue
             data = os.path.join(out, f"{name}_b{batch}_r{replicas}.npz")
             n = batch * args.steps
-            np.savez(data, x=np.random.default_rng(0).standard_normal(
-                (n, *sample), dtype=np.float32),
-                labels=np.random.default_rng(1).integers(0, classes, n))
+            np.savez(data, **sample_inputs(inputs, n),
+                     labels=np.random.default_rng(1).integers(0, classes, n))
             run = subprocess.run([os.path.join(BIN, "tessera-run"), tess, "--train-data",
                                   data, "--steps", str(args.steps)],
                                  capture_output=True, text=True)
@@ -168,7 +209,7 @@ def main():
             host = re.search(r"IPU model on the host: ([\d.]+) ms", run.stdout)
             est = re.search(r"estimated on (\S+): ([\d,]+) cycles per weight update, "
                             r"([\d,]+) samples/s", run.stdout)
-            ref_ms = torch_step_ms(model, sample, classes, batch, args.steps)
+            ref_ms = torch_step_ms(model, inputs, classes, batch, args.steps)
             print(f"{name:<20} {label:>5} {seconds:>9.1f} {peak:>8.0f}  "
                   f"{est.group(2)} cycles/update on {est.group(1)} "
                   f"({est.group(3)} samples/s); IPU model on the host "
