@@ -1,6 +1,7 @@
 //===- ExternalizeWeights.cpp - weights become arguments of @main --------===//
 
 #include "tessera/Codegen/Passes.h"
+#include "tessera/Dialect/Graph/IR/Placement.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
@@ -55,9 +56,9 @@ struct ExternalizeWeights
     // State arguments and updates (training) name the globals that held
     // their initial values; the executable has those now.
     for (unsigned i = 0; i < main.getNumArguments(); ++i)
-      main.removeArgAttr(i, "graph.state");
+      main.removeArgAttr(i, tessera::graph::kStateAttrName);
     for (unsigned i = 0; i < main.getNumResults(); ++i)
-      main.removeResultAttr(i, StringAttr::get(&getContext(), "graph.state_update"));
+      main.removeResultAttr(i, StringAttr::get(&getContext(), tessera::graph::kStateUpdateAttrName));
     // Every global's users in one walk of the module (asking per global
     // walked the module once for each).
     SymbolTableCollection symbolTables;

@@ -175,7 +175,7 @@ LogicalResult describeModel(ModuleOp module, CompiledModel &model) {
                        "input", i);
     if (failed(info))
       return failure();
-    auto stateRef = main.getArgAttrOfType<FlatSymbolRefAttr>(i, "graph.state");
+    auto stateRef = main.getArgAttrOfType<FlatSymbolRefAttr>(i, graph::kStateAttrName);
     if (!stateRef) {
       if (!model.state.empty())
         return main.emitError("input ") << info->name << " follows the state arguments";
@@ -217,7 +217,7 @@ LogicalResult describeModel(ModuleOp module, CompiledModel &model) {
       return failure();
     if (main.getResultAttr(i, "graph.loss"))
       model.loss = info->name;
-    auto updateRef = main.getResultAttrOfType<FlatSymbolRefAttr>(i, "graph.state_update");
+    auto updateRef = main.getResultAttrOfType<FlatSymbolRefAttr>(i, graph::kStateUpdateAttrName);
     if (!updateRef) {
       if (model.outputs.size() != i)
         return main.emitError("output ") << info->name << " follows the state updates";

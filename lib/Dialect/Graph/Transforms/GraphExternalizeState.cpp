@@ -48,7 +48,7 @@ struct GraphExternalizeState
       unsigned index = main.getNumArguments();
       auto attrs = b.getDictionaryAttr(
           {b.getNamedAttr("graph.name", name),
-           b.getNamedAttr("graph.state", FlatSymbolRefAttr::get(name))});
+           b.getNamedAttr(kStateAttrName, FlatSymbolRefAttr::get(name))});
       if (failed(main.insertArgument(index, type, attrs, loc)))
         return BlockArgument();
       it->second = main.getArgument(index);
@@ -93,7 +93,7 @@ struct GraphExternalizeState
       results.push_back(value);
       SmallVector<NamedAttribute> dict{
           b.getNamedAttr("graph.name", b.getStringAttr(name.str() + ".update")),
-          b.getNamedAttr("graph.state_update", FlatSymbolRefAttr::get(name))};
+          b.getNamedAttr(kStateUpdateAttrName, FlatSymbolRefAttr::get(name))};
       if (perUpdate.contains(name))
         dict.push_back(b.getNamedAttr(kPerUpdateAttrName, b.getUnitAttr()));
       attrs.push_back(b.getDictionaryAttr(dict));

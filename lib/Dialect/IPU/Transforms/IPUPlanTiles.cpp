@@ -495,7 +495,7 @@ private:
   bool isUpdatedState(Value v);
   /// The mapping of the state whose update `op` computes (its result is
   /// @main's result marked graph.state_update of a placed argument of the
-  /// same shape, within the window), or null.
+  /// same shape, within the window), or nothing.
   std::optional<TileMapping> stateHomeOf(linalg::GenericOp op, ArrayRef<int64_t> shape);
 
   /// The planner's state, to try a plan and take it back. Plans are only
@@ -1464,11 +1464,11 @@ bool Planner::isUpdatedState(Value v) {
   auto arg = dyn_cast<BlockArgument>(v);
   if (!arg || arg.getOwner() != &main_.front())
     return false;
-  auto state = main_.getArgAttrOfType<FlatSymbolRefAttr>(arg.getArgNumber(), "graph.state");
+  auto state = main_.getArgAttrOfType<FlatSymbolRefAttr>(arg.getArgNumber(), graph::kStateAttrName);
   if (!state)
     return false;
   for (unsigned i = 0; i < main_.getNumResults(); ++i)
-    if (main_.getResultAttrOfType<FlatSymbolRefAttr>(i, "graph.state_update") == state)
+    if (main_.getResultAttrOfType<FlatSymbolRefAttr>(i, graph::kStateUpdateAttrName) == state)
       return true;
   return false;
 }
@@ -1482,11 +1482,11 @@ std::optional<TileMapping> Planner::stateHomeOf(linalg::GenericOp op,
     if (use.getOwner() != ret)
       continue;
     auto state = main_.getResultAttrOfType<FlatSymbolRefAttr>(use.getOperandNumber(),
-                                                              "graph.state_update");
+                                                              graph::kStateUpdateAttrName);
     if (!state)
       continue;
     for (BlockArgument arg : main_.getArguments()) {
-      if (main_.getArgAttrOfType<FlatSymbolRefAttr>(arg.getArgNumber(), "graph.state") != state)
+      if (main_.getArgAttrOfType<FlatSymbolRefAttr>(arg.getArgNumber(), graph::kStateAttrName) != state)
         continue;
       int64_t var = variableOf(arg);
       if (var < 0 || prog_.variables[var].base >= 0)

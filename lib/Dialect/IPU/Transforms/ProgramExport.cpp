@@ -1,5 +1,6 @@
 //===- ProgramExport.cpp - a mapped module as the runtime's program ------===//
 
+#include "tessera/Dialect/Graph/IR/Placement.h"
 #include "tessera/Dialect/IPU/Transforms/Passes.h"
 
 #include "llvm/ADT/StringMap.h"
@@ -83,7 +84,7 @@ FailureOr<runtime::MachineProgram> exportMachineProgram(ModuleOp module) {
     if (it == vars.end())
       return main.emitError("input ") << arg.getArgNumber() << " has no tile mapping";
     program.inputs.push_back(it->second);
-    if (main.getArgAttr(arg.getArgNumber(), "graph.state"))
+    if (main.getArgAttr(arg.getArgNumber(), graph::kStateAttrName))
       ++program.residentInputs;
   }
   for (Operation &op : main.getBody().front()) {

@@ -55,6 +55,11 @@ inline constexpr llvm::StringLiteral kRecomputedAttrName = "graph.recomputed";
 /// with fp16.16 or --partials-type half): the result's own type. Sums
 /// (reductions, means, normalisations' statistics) add in f32 either way.
 inline constexpr llvm::StringLiteral kPartialsTypeAttrName = "graph.partials_type";
+/// On @main's arguments and results (graph-externalize-state): the state an
+/// argument holds (a weight, optimizer state, a buffer) and the result
+/// that replaces it after the step, both naming the state's global.
+inline constexpr llvm::StringLiteral kStateAttrName = "graph.state";
+inline constexpr llvm::StringLiteral kStateUpdateAttrName = "graph.state_update";
 
 /// The IPU `op` is placed on, when it is placed.
 inline std::optional<int64_t> placedIpu(mlir::Operation *op) {
