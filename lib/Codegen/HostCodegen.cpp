@@ -332,6 +332,20 @@ std::vector<std::string> kernelNames(ModuleOp module) {
   return names;
 }
 
+/// `ops` as printed, every occurrence of `name` (their own) replaced: the
+/// code alone, whatever the kernel is called.
+std::string codeWithoutName(ArrayRef<Operation *> ops, StringRef name) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  // Local scope: the printer would otherwise number the whole module's
+  // values for each kernel.
+  for (Operation *op : ops)
+    op->print(os, OpPrintingFlags().useLocalScope().assumeVerified());
+  for (size_t at = text.find(name); at != std::string::npos; at = text.find(name, at + 1))
+    text.replace(at, name.size(), "K");
+  return text;
+}
+
 /// Names each vertex kernel by its code: `vertex_<32 hex digits>` from a
 /// 128-bit hash of its functions and signature as printed, its own name
 /// left out. Kernels with the same code (after lowering) become one; two
@@ -349,15 +363,7 @@ std::map<std::string, std::string> nameKernelsByCode(ModuleOp module) {
     for (const std::string &symbol : {name, ciface, signature})
       if (Operation *op = symbols.lookup(symbol))
         ops.push_back(op);
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    // Local scope: the printer would otherwise number the whole module's
-    // values for each kernel.
-    for (Operation *op : ops)
-      op->print(os, OpPrintingFlags().useLocalScope().assumeVerified());
-    // Its own name out of the text: the code alone decides.
-    for (size_t at = text.find(name); at != std::string::npos; at = text.find(name, at + 1))
-      text.replace(at, name.size(), "K");
+    std::string text = codeWithoutName(ops, name);
     llvm::XXH128_hash_t hash = llvm::xxh3_128bits(llvm::arrayRefFromStringRef(text));
     std::string code = "vertex_" + llvm::utohexstr(hash.high64, true, 16) +
                        llvm::utohexstr(hash.low64, true, 16);
@@ -529,13 +535,7 @@ std::string cacheEntryPath(const KernelCache &cache, StringRef name) {
 /// left out. Lowering is a function of it and of the compiler build (part
 /// of the cache's identity), so it decides the object.
 std::string codeBeforeLowering(func::FuncOp kernel) {
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  kernel->print(os, OpPrintingFlags().useLocalScope().assumeVerified());
-  StringRef name = kernel.getSymName();
-  for (size_t at = text.find(name); at != std::string::npos; at = text.find(name, at + 1))
-    text.replace(at, name.size(), "K");
-  return text;
+  return codeWithoutName({kernel.getOperation()}, kernel.getSymName());
 }
 
 /// The index entry that maps the kernel whose code before lowering is

@@ -1095,17 +1095,6 @@ bool isLocalPiece(const MachineProgram &program, int64_t var, const Box &region,
                            storagePieceOnTile(program, var, tile));
 }
 
-int64_t remoteBytes(const MachineProgram &program, int64_t var, const Box &region,
-                    int64_t tile) {
-  return remoteBytesGiven(program, var, region, tile, storagePieceOnTile(program, var, tile));
-}
-
-int64_t remoteRegions(const MachineProgram &program, int64_t var, const Box &region,
-                      int64_t tile) {
-  return remoteRegionsGiven(program, var, region, tile,
-                            storagePieceOnTile(program, var, tile));
-}
-
 RemoteRead remoteRead(const MachineProgram &program, int64_t var, const Box &region,
                       int64_t tile) {
   RemoteRead read;

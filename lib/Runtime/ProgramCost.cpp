@@ -72,6 +72,22 @@ struct ExchangeCounter {
   }
 };
 
+/// `region` of `var` moves to tile `to` from the tiles holding it, each
+/// storage piece it overlaps in its rows (a general view: in its runs).
+void moveRegion(ExchangeCounter &exchange, const MachineProgram &program, int64_t var,
+                const Box &region, int64_t to, bool send = true, bool link = true) {
+  int64_t eb = program.variables[var].elementBytes();
+  Box inStorage;
+  if (!forEachOverlap(program, var, region, inStorage, [&](const Overlap &o) {
+        exchange.move(o.tile, to, o.part.numElements() * eb,
+                      rowCount(o.piece, inStorage, o.part), send, link);
+      }))
+    forEachRun(program, var, region, [&](const Run &r) {
+      if (r.tile != kPaddingTile) // padding is the vertex's, not sent
+        exchange.move(r.tile, to, r.count * eb, 1, send, link);
+    });
+}
+
 /// An all-reduce over `replicas` replicas: each IPU reduces the bytes it
 /// holds over its own IPU-Links, all at once; the busiest IPU sets the time.
 StepCost allReduceCost(const MachineProgram &program, const target::CostModel &cost,
@@ -137,16 +153,7 @@ StepCost stepCost(const MachineProgram &program, const target::CostModel &cost, 
         bool send = sentRegions[i].insert(key).second;
         key.push_back(tile / tilesPerIPU);
         bool link = linkedRegions[i].insert(std::move(key)).second;
-        int64_t eb = program.variables[in.var].elementBytes();
-        Box inStorage;
-        if (!forEachOverlap(program, in.var, region, inStorage, [&](const Overlap &o) {
-              exchange.move(o.tile, tile, o.part.numElements() * eb,
-                            rowCount(o.piece, inStorage, o.part), send, link);
-            }))
-          forEachRun(program, in.var, region, [&](const Run &r) {
-            if (r.tile != kPaddingTile) // padding is the vertex's, not sent
-              exchange.move(r.tile, tile, r.count * eb, 1, send, link);
-          });
+        moveRegion(exchange, program, in.var, region, tile, send, link);
       }
       // The kernel's cycles are the planner's (from the same cost model);
       // the padding it writes depends on where the vertex sits.
@@ -262,15 +269,7 @@ CostSummary estimateProgramCost(const ExecutableMetadata &meta, const MachinePro
         continue;
       }
       home.mapping.forEachPiece([&](int64_t tile, const Box &piece) {
-        Box inStorage;
-        if (!forEachOverlap(program, result, piece, inStorage, [&](const Overlap &o) {
-              exchange.move(o.tile, tile, o.part.numElements() * eb,
-                            rowCount(o.piece, inStorage, o.part));
-            }))
-          forEachRun(program, result, piece, [&](const Run &r) {
-            if (r.tile != kPaddingTile)
-              exchange.move(r.tile, tile, r.count * eb, 1);
-          });
+        moveRegion(exchange, program, result, piece, tile);
       });
     }
     if (exchange.total > 0) {

@@ -316,7 +316,7 @@ TEST(MachineProgram, RunsMatchABruteForceWalkOverRandomGridsRegionsAndViews) {
             << "trial " << trial << " element " << i;
     }
 
-    // rowCount counts the rows forEachRowCopy copies; remoteRegions sums
+    // rowCount counts the rows forEachRowCopy copies; remoteRead's regions sum
     // it over the pieces other tiles hold (runs where not boxed).
     std::vector<std::pair<int64_t, int64_t>> rowsPerTile; // tile, rows
     if (boxed) {
@@ -334,7 +334,7 @@ TEST(MachineProgram, RunsMatchABruteForceWalkOverRandomGridsRegionsAndViews) {
       int64_t remote = 0;
       for (auto [t, rows] : rowsPerTile)
         remote += t != tile ? rows : 0;
-      ASSERT_EQ(remoteRegions(p, var, region, tile), remote)
+      ASSERT_EQ(remoteRead(p, var, region, tile).regions, remote)
           << "trial " << trial << " tile " << tile;
     }
 
@@ -365,7 +365,7 @@ TEST(MachineProgram, RunsMatchABruteForceWalkOverRandomGridsRegionsAndViews) {
       int64_t remote = 0;
       for (auto [t, off] : want)
         remote += t != tile;
-      EXPECT_EQ(remoteBytes(p, var, region, tile), remote * 4);
+      EXPECT_EQ(remoteRead(p, var, region, tile).bytes, remote * 4);
     }
   }
 }
@@ -394,7 +394,7 @@ TEST(MachineProgram, ViewRegionsEqualToAPieceAreLocal) {
   EXPECT_TRUE(isLocalPiece(p, 2, Box{{1, 0}, {1, 6}}, 2));
   EXPECT_FALSE(isLocalPiece(p, 2, Box{{1, 0}, {1, 12}}, 2));
   EXPECT_TRUE(isLocalPiece(p, 0, Box{{3, 0}, {1, 6}}, 3));
-  EXPECT_EQ(remoteBytes(p, 2, Box{{1, 0}, {1, 12}}, 2), 24);
+  EXPECT_EQ(remoteRead(p, 2, Box{{1, 0}, {1, 12}}, 2).bytes, 24);
 }
 
 /// A small program with every feature: views, full and affine operands,
@@ -768,9 +768,9 @@ TEST(MachineProgram, PaddedViewRunsAreTheInteriorsAndPaddingOverRandomGridsAndRe
         int64_t remote = 0;
         for (auto [t, off] : want)
           remote += t != tile && t != kPaddingTile;
-        EXPECT_EQ(remoteBytes(p, v, region, tile), remote * 4) << "trial " << trial;
-        EXPECT_LE(remoteRegions(p, v, region, tile), remote) << "trial " << trial;
-        EXPECT_EQ(remoteRegions(p, v, region, tile) > 0, remote > 0) << "trial " << trial;
+        EXPECT_EQ(remoteRead(p, v, region, tile).bytes, remote * 4) << "trial " << trial;
+        EXPECT_LE(remoteRead(p, v, region, tile).regions, remote) << "trial " << trial;
+        EXPECT_EQ(remoteRead(p, v, region, tile).regions > 0, remote > 0) << "trial " << trial;
         auto piece = base.mapping.pieceOnTile(tile);
         bool local = piece && piece->numElements() == region.numElements();
         for (size_t i = 0; local && i < want.size(); ++i)

@@ -438,27 +438,19 @@ struct PiecePart {
 std::optional<PiecePart> denseRegionOnOneTile(const MachineProgram &program, int64_t var,
                                               const Box &region);
 
-/// Bytes of `region` of `var` held by tiles other than `tile`.
-int64_t remoteBytes(const MachineProgram &program, int64_t var, const Box &region,
-                    int64_t tile);
-
 /// Bytes of `region` of `var` in a padded view's padding: no tile holds
 /// them, so no exchange brings them; the vertex reading the region writes
 /// them into its receive buffer itself (0 for any other variable).
 int64_t paddingBytes(const MachineProgram &program, int64_t var, const Box &region);
 
-/// The contiguous regions (of the source's storage and of the row-major
-/// buffer receiving `region`) in which `tile` receives the part of `region`
-/// of `var` that other tiles hold: the exchange's per-region cost.
-int64_t remoteRegions(const MachineProgram &program, int64_t var, const Box &region,
-                      int64_t tile);
-
 /// What a vertex on `tile` reading `region` of `var` gets: whether it reads
-/// in place (isLocalPiece), and otherwise the bytes and regions other tiles
-/// send it (remoteBytes, remoteRegions) and the padding it writes itself
-/// (paddingBytes). The same answers as those four, with one walk of the
-/// region's runs where `var` is a general view (a transpose's reshape): the
-/// planner asks this for every input of every candidate it costs.
+/// in place (isLocalPiece), and otherwise the bytes of the region other
+/// tiles hold and send it, the contiguous regions they come in (of the
+/// source's storage and of the row-major receive buffer: the exchange's
+/// per-region cost), and the padding it writes itself (paddingBytes). One
+/// look for the tile's piece, or one walk of the region's runs where `var`
+/// is a general view (a transpose's reshape): the planner asks this for
+/// every input of every candidate it costs.
 struct RemoteRead {
   bool local = true;
   int64_t bytes = 0, regions = 0, paddingBytes = 0;

@@ -1540,7 +1540,8 @@ std::optional<LogicalResult> Planner::planGatherByRows(linalg::GenericOp op) {
   // over the window in row blocks instead, as a weight is.
   if (!table)
     return std::nullopt;
-  int64_t rows = cast<RankedTensorType>(table.getType()).getDimSize(dim);
+  auto tableType = cast<RankedTensorType>(table.getType());
+  int64_t rows = tableType.getDimSize(dim);
   // A column of a kilobyte or less updates in a few hundred cycles, less
   // than the combining step a split adds to every lookup (BERT's 2-row
   // segment table stays whole).
@@ -1584,7 +1585,6 @@ std::optional<LogicalResult> Planner::planGatherByRows(linalg::GenericOp op) {
   // at a quarter over), the cheapest lookup; else the smallest largest
   // piece. (The smallest piece is not the aim: 137 blocks of BERT-base's
   // tokens make every lookup combine 137 partials.)
-  auto tableType = cast<RankedTensorType>(table.getType());
   int64_t columns = tableType.getNumElements() / rows;
   int64_t evenShare = (tableType.getNumElements() + windowTiles_ - 1) / windowTiles_;
   // (A piece of 0: the table was not placed, nothing known.)
