@@ -120,6 +120,13 @@ std::string OutOfMemory::message() const {
          "' " + withCommas(live[i].bytes) + " B";
   if (live.size() > 5)
     s += ", and " + std::to_string(live.size() - 5) + " more";
+  // What the tile holds may fit while the allocation's offset does not:
+  // one offset on every tile it spans, above what any of them holds there.
+  if (int64_t holds = byCategory.total(); holds <= available && !placing.empty())
+    s += "; those " + withCommas(holds) + " B would fit, but '" + placing +
+         "' takes one offset on all " + withCommas(spanTiles) +
+         " of its tiles, and the lowest free on every one is " + withCommas(offset) +
+         ", which leaves too little below the weights and code";
   s += "; by category: weights " + withCommas(byCategory.weights) + ", activations " +
        withCommas(byCategory.activations) + ", temporaries " +
        withCommas(byCategory.temporaries) + ", code " + withCommas(byCategory.code) +
@@ -407,16 +414,28 @@ Expected<MemoryPlan> planMemory(const MachineProgram &program, int64_t numTiles,
         if (w.category == Weights)
           for (auto [tile, bytes] : w.perTile)
             inUse[tile] += bytes;
+      // A tile needs what it holds, or the top of the new allocation plus
+      // the weights and code above it, whichever is more: the allocation
+      // takes one offset on all its tiles, so data on some pushes it up on
+      // the others. Report the tile that needs most (the one that
+      // overflowed, or one fuller); needing more than the tile has is then
+      // true of it, whichever term decides.
       int64_t tile = worst, most = -1;
-      for (auto [t, bytes] : a.perTile)
-        if (inUse[t] + bytes + code[t] > most) {
-          most = inUse[t] + bytes + code[t];
+      for (auto [t, bytes] : a.perTile) {
+        int64_t needs =
+            std::max(inUse[t] + bytes + code[t], offset + a.size + bytesPerTile - ceiling[t]);
+        if (needs > most) {
+          most = needs;
           tile = t;
         }
+      }
       OutOfMemory oom;
       oom.tile = tile;
-      oom.needed = std::max(most, offset + a.size + bytesPerTile - ceiling[tile]);
+      oom.needed = most;
       oom.available = bytesPerTile;
+      oom.offset = offset;
+      oom.spanTiles = static_cast<int64_t>(a.perTile.size());
+      oom.placing = a.name;
       oom.step = stepDescription(program, a.order == 0 ? -1 : a.birth);
       liveOn(tile, a.birth, &a, oom);
       return overflow(std::move(oom));

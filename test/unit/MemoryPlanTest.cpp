@@ -257,4 +257,37 @@ TEST(MemoryPlan, OverflowNamesTheTileAndTheLargestVariable) {
   EXPECT_NE(llvm::toString(tiny.takeError()).find("at program start"), std::string::npos);
 }
 
+TEST(MemoryPlan, OverflowFromOneOffsetOnSeveralTilesNamesATileThatOverflows) {
+  // An allocation takes one offset on every tile it spans. Here 'p' fills
+  // tile 0's bottom 3,000 bytes, so 'z' (1,000 B on tiles 0 and 1) goes at
+  // 3,000 on both, and on tile 1 that runs into the 2,000 B weight 'w' at
+  // the top. Tile 0 would hold 4,000 of its 4,096 bytes, tile 1 needs 6,000:
+  // the report names tile 1 (it named tile 0, "needs 4,000 bytes, has
+  // 4,096"), and says why 3,000 B of data do not fit there.
+  Builder b;
+  int64_t w = b.onTile("w", 500, VarKind::Weight, /*tile=*/1);
+  int64_t p = b.onTile("p", 750, VarKind::Input, /*tile=*/0);
+  TileMapping two;
+  two.shape = {2, 250};
+  two.chunks = {1, 250};
+  two.tileStrides = {1, 0};
+  int64_t z = b.var("z", {2, 250}, VarKind::Activation, two);
+  b.compute({}, z);
+  b.p.inputs = {p};
+  b.p.outputs = {z, p};
+  (void)w;
+  OutOfMemory report;
+  auto plan = planMemory(b.p, 2, 4096, &report);
+  ASSERT_FALSE(static_cast<bool>(plan));
+  std::string message = llvm::toString(plan.takeError());
+  EXPECT_EQ(report.tile, 1) << message;
+  EXPECT_EQ(report.needed, 3000 + 1000 + 2000) << message;
+  EXPECT_GT(report.needed, report.available);
+  EXPECT_EQ(report.byCategory.total(), 3000) << message;
+  EXPECT_NE(message.find("those 3,000 B would fit, but 'z' takes one offset on all 2 of its "
+                         "tiles, and the lowest free on every one is 3,000"),
+            std::string::npos)
+      << message;
+}
+
 } // namespace

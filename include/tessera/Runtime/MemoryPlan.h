@@ -62,6 +62,10 @@ struct OutOfMemory {
   /// message shows the first few).
   std::vector<Item> live;
   MemoryByCategory byCategory;
+  /// For an allocation during the program: its name, how many tiles it
+  /// spans and the offset it would take (the same on all of them).
+  std::string placing;
+  int64_t spanTiles = 0, offset = 0;
   std::string message() const;
   llvm::json::Value toJSON() const;
 };
