@@ -22,6 +22,7 @@
 #include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Utils/IndexingUtils.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/PatternMatch.h"
@@ -197,9 +198,7 @@ bool addressLinearly(Value v, AffineMap map, unsigned numLoops, Operand &o) {
                      [](int64_t s) { return ShapedType::isDynamic(s) || s < 0; }))
       return false;
   } else if (isa<RankedTensorType>(type)) {
-    strides.assign(type.getRank(), 1);
-    for (int64_t d = type.getRank() - 2; d >= 0; --d)
-      strides[d] = strides[d + 1] * type.getDimSize(d + 1);
+    strides = computeSuffixProduct(type.getShape());
   } else {
     return false;
   }
@@ -335,14 +334,21 @@ bool coversOutput(linalg::GenericOp op, ArrayRef<int64_t> ranges) {
   return parallel == map.getNumResults();
 }
 
+/// Whether `op` may take its output's initial value from an op before it:
+/// it writes its whole output once per reduction pass and does not read it
+/// as an input.
+bool initializesOwnOutput(linalg::GenericOp op, ArrayRef<int64_t> ranges) {
+  return coversOutput(op, ranges) &&
+         !llvm::is_contained(op.getDpsInputs(), op.getDpsInitOperand(0)->get());
+}
+
 /// Finds the fill or copy right before `p.op` that only initializes its
 /// output (same buffer, nothing in between), to fold into the accumulators.
 /// A copy's source must be laid out like the output.
 void findInitializer(Plan &p) {
   Operation *prev = p.op->getPrevNode();
   Value out = p.op.getDpsInitOperand(0)->get();
-  if (!prev || !coversOutput(p.op, p.ranges) ||
-      llvm::is_contained(p.op.getDpsInputs(), out))
+  if (!prev || !initializesOwnOutput(p.op, p.ranges))
     return;
   if (auto fill = dyn_cast<linalg::FillOp>(prev)) {
     if (fill.hasPureBufferSemantics() && fill.getDpsInitOperand(0)->get() == out &&
@@ -1045,10 +1051,7 @@ struct VectorizeContractions
 } // namespace
 
 bool tessera::codegen::foldsFillIntoAccumulators(linalg::GenericOp op) {
-  // What findInitializer asks of the op besides the fill being just before
-  // it: the op writes its whole output once per reduction pass and does not
-  // read it as an input.
+  // What findInitializer asks of the op besides the fill being just before it.
   return planContraction(op, /*stackLeft=*/0).has_value() &&
-         coversOutput(op, op.getStaticLoopRanges()) &&
-         !llvm::is_contained(op.getDpsInputs(), op.getDpsInitOperand(0)->get());
+         initializesOwnOutput(op, op.getStaticLoopRanges());
 }

@@ -255,9 +255,9 @@ CostSummary estimateProgramCost(const ExecutableMetadata &meta, const MachinePro
       int64_t result = program.outputs[s.update];
       if (program.storageIndex(state) == program.storageIndex(result))
         continue;
-      int64_t eb = program.storage(result).elementBytes();
       const Variable &home = program.variables[state];
       if (home.base >= 0) {
+        int64_t eb = program.storage(result).elementBytes();
         // A view (no program makes one of an input): its largest piece,
         // all of it received by one tile, as an upper bound.
         const Variable &storage = program.storage(state);

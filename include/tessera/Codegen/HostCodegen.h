@@ -100,7 +100,9 @@ struct KernelCache {
 /// each vertex kernel that `cache` holds compiled, as found by its code
 /// before lowering, into `cache.foundNames` and `cache.foundObjects`: it is
 /// then neither lowered nor compiled. The others' keys go to
-/// `cache.keysBeforeLowering`. A damaged or missing entry is a miss.
+/// `cache.keysBeforeLowering`, but for kernels naming another symbol (their
+/// text leaves its definition out): those are lowered and looked for by
+/// their code only. A damaged or missing entry is a miss.
 void takeCachedKernels(mlir::ModuleOp module, KernelCache &cache);
 
 /// Translates an LLVM-dialect module to LLVM IR: the vertex kernels are

@@ -159,15 +159,16 @@ LogicalResult TileMapper::readPlans() {
 /// reduction it feeds is register-tiled, codegen::foldsFillIntoAccumulators):
 /// then no vertex pass writes it, and the vertex's estimate charges none.
 static bool fillIsFolded(func::FuncOp kernel) {
-  bool folded = false;
-  kernel.walk([&](linalg::FillOp fill) {
+  WalkResult found = kernel.walk([&](linalg::FillOp fill) {
     for (Operation *user : fill->getResult(0).getUsers())
       if (auto reduction = dyn_cast<linalg::GenericOp>(user))
-        folded |= reduction.getNumDpsInits() == 1 &&
-                  reduction.getDpsInitOperand(0)->get() == fill->getResult(0) &&
-                  codegen::foldsFillIntoAccumulators(reduction);
+        if (reduction.getNumDpsInits() == 1 &&
+            reduction.getDpsInitOperand(0)->get() == fill->getResult(0) &&
+            codegen::foldsFillIntoAccumulators(reduction))
+          return WalkResult::interrupt();
+    return WalkResult::advance();
   });
-  return folded;
+  return found.wasInterrupted();
 }
 
 FailureOr<func::FuncOp> TileMapper::outlineKernel(Plan &plan,
