@@ -248,7 +248,7 @@ struct IPUModel::Impl {
     int64_t bytes = pieceOffset * program.variables[var].elementBytes();
     if (const Staged &st = staged[s]; st.at >= 0)
       return memory + st.at + st.slot[tile - st.firstTile] * st.pieceStride + bytes;
-    return address(tile, plan.variableOffset[s]) + bytes;
+    return address(tile, plan.variableOffset(s, tile)) + bytes;
   }
   /// Host buffer (region row-major) -> tiles.
   void scatter(int64_t var, const Box &region, const char *from) {
@@ -502,17 +502,12 @@ StepTable IPUModel::Impl::computeTable(int64_t c) {
   // lifetime), so no later step can tell; the plan still reserves them, and
   // the scratch, reused by every vertex the thread runs, stays in the host's
   // cache instead of being fetched and written back for each tile. The
-  // buffers keep their offsets in the tile less the lowest of them.
+  // scratch holds each received input's largest region, one after another.
   vt.fused = llvm::none_of(cs.inputs, [&](const auto &in) {
     return llvm::any_of(cs.outputs, [&](int64_t out) {
       return program.storageIndex(out) == program.storageIndex(in.var);
     });
   });
-  int64_t scratchBase = std::numeric_limits<int64_t>::max();
-  for (int64_t offset : plan.exchangeOffset[c])
-    if (offset >= 0)
-      scratchBase = std::min(scratchBase, offset);
-
   // Each vertex's operand regions, and for a fused step which distinct
   // region of its input each vertex receives (-1: none, it reads in place).
   //
@@ -591,11 +586,13 @@ StepTable IPUModel::Impl::computeTable(int64_t c) {
       };
       return key(a) < key(b);
     });
-  // g's extra slots follow the receive buffers in the scratch.
+  // Each received input's first slot in the scratch, then g's extra slots.
+  std::vector<int64_t> scratchAt(numInputs, 0);
   int64_t slotBase = 0;
-  for (size_t i = 0; i < numInputs; ++i)
-    if (plan.exchangeOffset[c][i] >= 0)
-      slotBase = std::max(slotBase, roundUp(plan.exchangeOffset[c][i] - scratchBase + maxBytes[i]));
+  for (size_t i = 0; i < numInputs; ++i) {
+    scratchAt[i] = slotBase;
+    slotBase += roundUp(maxBytes[i]);
+  }
   auto slotOf = [&](int64_t i, int32_t id) -> int64_t {
     return i == g ? id % slots : 0;
   };
@@ -623,14 +620,13 @@ StepTable IPUModel::Impl::computeTable(int64_t c) {
                                       : address(vx.tile, 0) - memory;
       } else if (vt.fused) {
         int64_t slot = slotOf(i, id);
-        int64_t at = slot == 0 ? plan.exchangeOffset[c][i] - scratchBase
-                               : slotBase + (slot - 1) * roundUp(maxBytes[i]);
+        int64_t at = slot == 0 ? scratchAt[i] : slotBase + (slot - 1) * roundUp(maxBytes[i]);
         gatherRows(in.var, region, at, t.exchange, t.exchange.size());
         vt.scratchBytes = std::max(
             vt.scratchBytes, at + region.numElements() * program.variables[in.var].elementBytes());
         offset = ~at; // negative: an offset into the scratch buffer
       } else {
-        offset = address(vx.tile, plan.exchangeOffset[c][i]) - memory;
+        offset = address(vx.tile, plan.receiveOffset(c, i, vx.tile)) - memory;
         gatherRows(in.var, region, offset, t.exchange, 0);
       }
       vt.data.push_back(offset);

@@ -9,11 +9,12 @@
 // tile's memory for the whole program, and weights and constants are stacked
 // below it.
 //
-// Every allocation takes one offset, valid on all tiles of its tile set, so
-// the first-fit search (from the bottom, for everything but weights) only
-// looks at allocations that are live at the same time on an intersecting set
-// of tiles. Items are placed in program order, which keeps the plan
-// deterministic: the compiler and the runtime compute the same one.
+// Each tile's memory is laid out on its own (as Poplar does): a piece takes
+// the lowest offset free on its tile among what is live there (first fit),
+// so a buffer over many tiles never has to start above the highest of their
+// data, and a tile's bytes fill up to its ceiling. Items are placed in
+// program order, which keeps the plan deterministic: the compiler and the
+// runtime compute the same one.
 //
 //===----------------------------------------------------------------------===//
 
@@ -54,25 +55,60 @@ struct Allocation {
   int category = Activations;
   int order = 0; ///< placement order among items born at the same step
   int64_t birth = 0, death = 0; ///< steps, inclusive
-  int64_t size = 0;             ///< the largest piece, 8-aligned
   std::vector<std::pair<int64_t, int64_t>> perTile; ///< (tile, bytes)
-  llvm::BitVector tiles;
+  std::vector<int64_t> offsets;                     ///< per perTile entry
   int64_t minTile = 0, maxTile = -1;
-  int64_t offset = -1;
-  int64_t var = -1, computeSet = -1, input = -1;
+  bool placed = false;
 
   void add(int64_t tile, int64_t bytes) {
     perTile.emplace_back(tile, bytes);
-    tiles.set(tile);
     minTile = perTile.size() == 1 ? tile : std::min(minTile, tile);
     maxTile = std::max(maxTile, tile);
-    size = std::max(size, alignUp(bytes));
   }
-  bool conflictsWith(const Allocation &o) const {
-    return birth <= o.death && o.birth <= death && minTile <= o.maxTile &&
-           o.minTile <= maxTile && tiles.anyCommon(o.tiles);
+  int64_t bytesOn(int64_t tile) const {
+    if (tile < minTile || tile > maxTile)
+      return 0;
+    for (auto [t, bytes] : perTile)
+      if (t == tile)
+        return bytes;
+    return 0;
+  }
+  TileOffsets tileOffsets() const {
+    TileOffsets to;
+    to.firstTile = minTile;
+    if (llvm::all_equal(offsets)) {
+      to.offsets.push_back(offsets.front());
+      return to;
+    }
+    to.offsets.assign(maxTile - minTile + 1, -1);
+    for (size_t k = 0; k < perTile.size(); ++k)
+      to.offsets[perTile[k].first - minTile] = offsets[k];
+    return to;
   }
 };
+
+/// Free bytes [begin, end) on a tile.
+struct FreeRun {
+  int64_t begin, end;
+};
+
+/// Returns [begin, end) to `runs` (by offset, none touching another).
+void release(std::vector<FreeRun> &runs, int64_t begin, int64_t end) {
+  auto next = llvm::lower_bound(runs, begin,
+                                [](const FreeRun &r, int64_t at) { return r.begin < at; });
+  bool joinsPrevious = next != runs.begin() && std::prev(next)->end == begin;
+  bool joinsNext = next != runs.end() && next->begin == end;
+  if (joinsPrevious && joinsNext) {
+    std::prev(next)->end = next->end;
+    runs.erase(next);
+  } else if (joinsPrevious) {
+    std::prev(next)->end = end;
+  } else if (joinsNext) {
+    next->begin = begin;
+  } else {
+    runs.insert(next, FreeRun{begin, end});
+  }
+}
 
 MemoryByCategory &addTo(MemoryByCategory &m, int category, int64_t bytes) {
   switch (category) {
@@ -120,13 +156,12 @@ std::string OutOfMemory::message() const {
          "' " + withCommas(live[i].bytes) + " B";
   if (live.size() > 5)
     s += ", and " + std::to_string(live.size() - 5) + " more";
-  // What the tile holds may fit while the allocation's offset does not:
-  // one offset on every tile it spans, above what any of them holds there.
+  // What the tile holds may fit while no free run is long enough: the free
+  // bytes below the weights and code are in pieces between live data.
   if (int64_t holds = byCategory.total(); holds <= available && !placing.empty())
-    s += "; those " + withCommas(holds) + " B would fit, but '" + placing +
-         "' takes one offset on all " + withCommas(spanTiles) +
-         " of its tiles, and the lowest free on every one is " + withCommas(offset) +
-         ", which leaves too little below the weights and code";
+    s += "; those " + withCommas(holds) + " B would fit, but the free bytes are in pieces, "
+         "the largest " + withCommas(largestFree) + " B, and '" + placing + "' needs " +
+         withCommas(placingBytes) + " B in one";
   s += "; by category: weights " + withCommas(byCategory.weights) + ", activations " +
        withCommas(byCategory.activations) + ", temporaries " +
        withCommas(byCategory.temporaries) + ", code " + withCommas(byCategory.code) +
@@ -194,8 +229,6 @@ Expected<MemoryPlan> planMemory(const MachineProgram &program, int64_t numTiles,
       continue;
     Allocation a;
     a.name = var.name.empty() ? "variable " + std::to_string(v) : var.name;
-    a.var = v;
-    a.tiles.resize(numTiles);
     bool constant = var.kind == VarKind::Weight || var.kind == VarKind::Constant;
     a.category = constant ? Weights : Activations;
     bool fromHost = constant || var.kind == VarKind::Input || isInput[v];
@@ -234,10 +267,7 @@ Expected<MemoryPlan> planMemory(const MachineProgram &program, int64_t numTiles,
       a.order = 1;
       a.birth = firstRun[c];
       a.death = lastRun[c];
-      a.computeSet = c;
-      a.input = i;
-      a.tiles.resize(numTiles);
-      outMap.forEachPiece([&](int64_t tile, const Box &piece) {
+        outMap.forEachPiece([&](int64_t tile, const Box &piece) {
         if (piece.numElements() == 0)
           return;
         Box region = in.map.region(cs.loopBox(piece), var.shape);
@@ -278,21 +308,13 @@ Expected<MemoryPlan> planMemory(const MachineProgram &program, int64_t numTiles,
   // Everything live at step `t` on `tile`, largest first, for reports.
   auto liveOn = [&](int64_t tile, int64_t t, const Allocation *extra,
                     OutOfMemory &oom) {
-    auto bytesOn = [&](const Allocation &a) -> int64_t {
-      if (a.tiles.size() <= static_cast<size_t>(tile) || !a.tiles[tile])
-        return 0;
-      for (auto [tl, b] : a.perTile)
-        if (tl == tile)
-          return b;
-      return 0;
-    };
     for (const Allocation &a : allocs)
-      if (&a != extra && (a.offset >= 0) && a.birth <= t && t <= a.death)
-        if (int64_t b = bytesOn(a))
+      if (&a != extra && a.placed && a.birth <= t && t <= a.death)
+        if (int64_t b = a.bytesOn(tile))
           oom.live.push_back({a.name, categoryName(a.category), b}),
               addTo(oom.byCategory, a.category, b);
     if (extra)
-      if (int64_t b = bytesOn(*extra))
+      if (int64_t b = extra->bytesOn(tile))
         oom.live.push_back({extra->name, categoryName(extra->category), b}),
             addTo(oom.byCategory, extra->category, b);
     if (code[tile])
@@ -322,140 +344,102 @@ Expected<MemoryPlan> planMemory(const MachineProgram &program, int64_t numTiles,
 
   // Weights and constants live for the whole program: they are stacked down
   // from the top of each tile (below its code), so that they never sit
-  // between the short-lived allocations below them. (Placed among those, a
-  // weight on a few tiles raises the offset every later activation
-  // spanning those tiles must start above, on all of its tiles.) Each
-  // weight takes the highest offset free on all of its tiles (first fit from
-  // the top); each tile then has a ceiling the other allocations stay under.
+  // between the short-lived allocations below them. What they leave is each
+  // tile's ceiling, which the other allocations stay under.
   std::vector<int64_t> ceiling(numTiles);
   for (int64_t tile = 0; tile < numTiles; ++tile)
-    ceiling[tile] = bytesPerTile - code[tile];
-  std::vector<size_t> weights;
-  for (size_t i = 0; i < allocs.size(); ++i) {
-    Allocation &a = allocs[i];
+    ceiling[tile] = alignDown(bytesPerTile - code[tile]);
+  for (Allocation &a : allocs) {
     if (a.category != Weights)
       continue;
-    int64_t mostCode = a.perTile.front().first;
-    for (auto [tile, bytes] : a.perTile)
-      if (code[tile] > code[mostCode])
-        mostCode = tile;
-    std::vector<std::pair<int64_t, int64_t>> busy; // [offset, end)
-    for (size_t w : weights)
-      if (a.conflictsWith(allocs[w]))
-        busy.emplace_back(allocs[w].offset, allocs[w].offset + allocs[w].size);
-    // From the top down: below each placed weight the new one overlaps.
-    llvm::sort(busy, [](auto x, auto y) { return x.second > y.second; });
-    int64_t offset = alignDown(bytesPerTile - code[mostCode] - a.size);
-    for (auto [lo, hi] : busy)
-      if (lo < offset + a.size && offset < hi)
-        offset = alignDown(lo - a.size);
-    if (offset < 0) {
-      // Report the tile of the set with the most weights and code.
-      std::vector<int64_t> inUse(numTiles, 0);
-      for (size_t w : weights)
-        for (auto [tile, bytes] : allocs[w].perTile)
-          inUse[tile] += bytes;
-      int64_t tile = mostCode;
-      for (auto [t, bytes] : a.perTile)
-        if (inUse[t] + code[t] > inUse[tile] + code[tile])
-          tile = t;
-      OutOfMemory oom;
-      oom.tile = tile;
-      oom.needed = std::max(inUse[tile] + code[tile] + a.size, bytesPerTile - offset);
-      oom.available = bytesPerTile;
-      oom.step = stepDescription(program, -1);
-      liveOn(tile, 0, &a, oom);
-      return overflow(std::move(oom));
+    for (auto [tile, bytes] : a.perTile) {
+      int64_t offset = ceiling[tile] - alignUp(bytes);
+      if (offset < 0) {
+        OutOfMemory oom;
+        oom.tile = tile;
+        oom.needed = bytesPerTile - offset;
+        oom.available = bytesPerTile;
+        oom.step = stepDescription(program, -1);
+        liveOn(tile, 0, &a, oom);
+        return overflow(std::move(oom));
+      }
+      a.offsets.push_back(offset);
+      ceiling[tile] = offset;
     }
-    a.offset = offset;
-    weights.push_back(i);
-    for (auto [tile, bytes] : a.perTile)
-      ceiling[tile] = std::min(ceiling[tile], offset);
+    a.placed = true;
   }
 
   // The rest in program order: by birth step; at a step, what comes from
-  // the host first, then receive buffers, then the step's results.
+  // the host first, then receive buffers, then the step's results. Each
+  // piece takes the lowest offset on its tile where it fits between the
+  // pieces still live there.
   std::vector<size_t> order(allocs.size());
   std::iota(order.begin(), order.end(), 0);
   llvm::stable_sort(order, [&](size_t a, size_t b) {
     return std::make_pair(allocs[a].birth, allocs[a].order) <
            std::make_pair(allocs[b].birth, allocs[b].order);
   });
-  std::vector<size_t> active; // placed and possibly still live
+  // Per tile, its free runs below the ceiling, by offset. What dies before
+  // an allocation's birth is freed first (allocations come by birth, so
+  // what died is gone for good), each run merged with its neighbours.
+  std::vector<std::vector<FreeRun>> freeRuns(numTiles);
+  for (int64_t tile = 0; tile < numTiles; ++tile)
+    if (ceiling[tile] > 0)
+      freeRuns[tile].push_back({0, ceiling[tile]});
+  std::vector<std::vector<size_t>> dying(numSteps + 1);
+  int64_t freedBefore = 0; // steps whose deaths are freed
   for (size_t index : order) {
     Allocation &a = allocs[index];
     if (a.category == Weights)
       continue; // placed above
-    llvm::erase_if(active, [&](size_t o) { return allocs[o].death < a.birth; });
-    std::vector<std::pair<int64_t, int64_t>> busy; // [offset, end)
-    for (size_t o : active)
-      if (a.conflictsWith(allocs[o]))
-        busy.emplace_back(allocs[o].offset, allocs[o].offset + allocs[o].size);
-    llvm::sort(busy);
-    int64_t offset = 0;
-    for (auto [lo, hi] : busy) {
-      if (lo - offset >= a.size)
-        break;
-      offset = std::max(offset, alignUp(hi));
-    }
-    // The offset must be below the weights and code on every tile of the set.
-    int64_t worst = -1;
-    for (auto [tile, bytes] : a.perTile)
-      if (offset + a.size > ceiling[tile] && (worst < 0 || ceiling[tile] < ceiling[worst]))
-        worst = tile;
-    if (worst >= 0) {
-      // Report the tile of the set with the most bytes in use.
-      std::vector<int64_t> inUse(numTiles, 0);
-      for (size_t o : active)
-        if (allocs[o].birth <= a.birth && a.birth <= allocs[o].death)
-          for (auto [tile, bytes] : allocs[o].perTile)
-            inUse[tile] += bytes;
-      for (const Allocation &w : allocs)
-        if (w.category == Weights)
-          for (auto [tile, bytes] : w.perTile)
-            inUse[tile] += bytes;
-      // A tile needs what it holds, or the top of the new allocation plus
-      // the weights and code above it, whichever is more: the allocation
-      // takes one offset on all its tiles, so data on some pushes it up on
-      // the others. Report the tile that needs most (the one that
-      // overflowed, or one fuller); needing more than the tile has is then
-      // true of it, whichever term decides.
-      int64_t tile = worst, most = -1;
-      for (auto [t, bytes] : a.perTile) {
-        int64_t needs =
-            std::max(inUse[t] + bytes + code[t], offset + a.size + bytesPerTile - ceiling[t]);
-        if (needs > most) {
-          most = needs;
-          tile = t;
-        }
+    for (; freedBefore < a.birth; ++freedBefore)
+      for (size_t d : dying[freedBefore]) {
+        const Allocation &dead = allocs[d];
+        for (size_t k = 0; k < dead.perTile.size(); ++k)
+          release(freeRuns[dead.perTile[k].first], dead.offsets[k],
+                  dead.offsets[k] + alignUp(dead.perTile[k].second));
       }
-      OutOfMemory oom;
-      oom.tile = tile;
-      oom.needed = most;
-      oom.available = bytesPerTile;
-      oom.offset = offset;
-      oom.spanTiles = static_cast<int64_t>(a.perTile.size());
-      oom.placing = a.name;
-      oom.step = stepDescription(program, a.order == 0 ? -1 : a.birth);
-      liveOn(tile, a.birth, &a, oom);
-      return overflow(std::move(oom));
+    for (auto [tile, bytes] : a.perTile) {
+      std::vector<FreeRun> &runs = freeRuns[tile];
+      int64_t size = alignUp(bytes);
+      auto run = llvm::find_if(runs, [&](const FreeRun &r) { return r.end - r.begin >= size; });
+      if (run == runs.end()) {
+        // It would go at the bottom of the free run under the ceiling, if
+        // any: its top there, plus the weights and code above, is more
+        // than the tile has, however its free bytes are in pieces.
+        int64_t top = !runs.empty() && runs.back().end == ceiling[tile] ? runs.back().begin
+                                                                        : ceiling[tile];
+        OutOfMemory oom;
+        oom.tile = tile;
+        oom.needed = top + size + bytesPerTile - ceiling[tile];
+        oom.available = bytesPerTile;
+        oom.placing = a.name;
+        oom.placingBytes = bytes;
+        for (const FreeRun &r : runs)
+          oom.largestFree = std::max(oom.largestFree, r.end - r.begin);
+        oom.step = stepDescription(program, a.order == 0 ? -1 : a.birth);
+        liveOn(tile, a.birth, &a, oom);
+        return overflow(std::move(oom));
+      }
+      a.offsets.push_back(run->begin);
+      run->begin += size;
+      if (run->begin == run->end)
+        runs.erase(run);
     }
-    a.offset = offset;
-    active.push_back(index);
+    a.placed = true;
+    dying[a.death].push_back(index);
   }
 
   MemoryPlan plan;
   plan.bytesPerTile = bytesPerTile;
-  plan.variableOffset.assign(numVars, -1);
+  plan.variables.resize(numVars);
   for (size_t v = 0; v < numVars; ++v)
     if (varAlloc[v] >= 0)
-      plan.variableOffset[v] = allocs[varAlloc[v]].offset;
-    else if (program.variables[v].base < 0)
-      plan.variableOffset[v] = 0; // no elements: any offset will do
-  plan.exchangeOffset.resize(program.computeSets.size());
+      plan.variables[v] = allocs[varAlloc[v]].tileOffsets();
+  plan.receiveBuffers.resize(program.computeSets.size());
   for (size_t c = 0; c < recvAlloc.size(); ++c)
     for (int64_t a : recvAlloc[c])
-      plan.exchangeOffset[c].push_back(a >= 0 ? allocs[a].offset : -1);
+      plan.receiveBuffers[c].push_back(a >= 0 ? allocs[a].tileOffsets() : TileOffsets());
 
   // Peaks: sweep the steps, adding what is born and dropping what died; a
   // tile's peak can only rise where something was born.

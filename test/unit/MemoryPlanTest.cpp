@@ -79,16 +79,16 @@ TEST(MemoryPlan, DeadVariablesMemoryIsReused) {
   auto plan = planMemory(b.p, 4, 64 * 1024);
   ASSERT_TRUE(static_cast<bool>(plan)) << llvm::toString(plan.takeError());
   // x dies after step 0, a after step 1: b reuses x's bytes and c a's.
-  EXPECT_EQ(plan->variableOffset[x], 0);
-  EXPECT_EQ(plan->variableOffset[a], 1024);
-  EXPECT_EQ(plan->variableOffset[c], 0);
-  EXPECT_EQ(plan->variableOffset[d], 1024);
+  EXPECT_EQ(plan->variableOffset(x, 0), 0);
+  EXPECT_EQ(plan->variableOffset(a, 0), 1024);
+  EXPECT_EQ(plan->variableOffset(c, 0), 0);
+  EXPECT_EQ(plan->variableOffset(d, 0), 1024);
   EXPECT_EQ(plan->peakBytes[0], 2048);
   EXPECT_EQ(plan->peakByCategory[0].activations, 2048);
   EXPECT_EQ(plan->peakBytes[1], 0);
   // Every input is read in place: no receive buffers.
-  for (const auto &cs : plan->exchangeOffset)
-    EXPECT_EQ(cs, std::vector<int64_t>{-1});
+  for (size_t cs = 0; cs < b.p.computeSets.size(); ++cs)
+    EXPECT_FALSE(plan->receives(cs, 0));
 }
 
 TEST(MemoryPlan, StashedCopiesAreAllPlaced) {
@@ -133,11 +133,13 @@ TEST(MemoryPlan, ViewsKeepTheirBaseAliveAndWeightsLiveThroughout) {
   b.p.outputs = {d};
   auto plan = planMemory(b.p, 1, 64 * 1024);
   ASSERT_TRUE(static_cast<bool>(plan)) << llvm::toString(plan.takeError());
-  std::vector<int64_t> off = plan->variableOffset;
-  EXPECT_EQ(off[av], -1);
+  EXPECT_TRUE(plan->variables[av].empty());
+  auto off = [&](int64_t v) { return plan->variableOffset(v, 0); };
   // a (via its view) is live at step 2 with d: they must not overlap; c is
   // live with a too; w is never reused.
-  auto disjoint = [&](int64_t u, int64_t v) { return off[u] + 256 <= off[v] || off[v] + 256 <= off[u]; };
+  auto disjoint = [&](int64_t u, int64_t v) {
+    return off(u) + 256 <= off(v) || off(v) + 256 <= off(u);
+  };
   EXPECT_TRUE(disjoint(a, d));
   EXPECT_TRUE(disjoint(a, c));
   EXPECT_TRUE(disjoint(w, d));
@@ -165,11 +167,15 @@ TEST(MemoryPlan, WeightsStackBelowTheCodeAndLeaveTheBottomToShortLivedData) {
   auto plan = planMemory(b.p, 3, bytes);
   ASSERT_TRUE(static_cast<bool>(plan)) << llvm::toString(plan.takeError());
   // Code 1000 B (8-aligned below it: 3096 - 256 = 2840), then w0; w1
-  // overlaps w0 on tile 1, so it goes below it.
-  EXPECT_EQ(plan->variableOffset[w0], 2840);
-  EXPECT_EQ(plan->variableOffset[w1], 2840 - 256);
-  EXPECT_EQ(plan->variableOffset[x], 0);
-  EXPECT_EQ(plan->variableOffset[a], 256);
+  // goes below w0 on tile 1 and right below the code on tile 2.
+  EXPECT_EQ(plan->variableOffset(w0, 0), 2840);
+  EXPECT_EQ(plan->variableOffset(w0, 1), 2840);
+  EXPECT_EQ(plan->variableOffset(w1, 1), 2840 - 256);
+  EXPECT_EQ(plan->variableOffset(w1, 2), 2840);
+  for (int64_t tile = 0; tile < 3; ++tile) {
+    EXPECT_EQ(plan->variableOffset(x, tile), 0);
+    EXPECT_EQ(plan->variableOffset(a, tile), 256);
+  }
 
   // Too little room under the code for both weights on tile 1.
   auto tight = planMemory(b.p, 3, 1000 + 256 + 255);
@@ -196,13 +202,17 @@ TEST(MemoryPlan, ReceiveBuffersForOperandsNotReadInPlace) {
   b.p.outputs = {y, z};
   auto plan = planMemory(b.p, 2, 4096);
   ASSERT_TRUE(static_cast<bool>(plan)) << llvm::toString(plan.takeError());
-  EXPECT_EQ(plan->exchangeOffset[0], std::vector<int64_t>{-1});
-  int64_t recv = plan->exchangeOffset[1][0];
-  ASSERT_GE(recv, 0);
-  EXPECT_EQ(recv % 8, 0);
-  // The buffer is live with x, y and z at step 1.
-  for (int64_t v : {x, y, z})
-    EXPECT_TRUE(recv + 32 <= plan->variableOffset[v] || plan->variableOffset[v] + 16 <= recv);
+  EXPECT_FALSE(plan->receives(0, 0));
+  ASSERT_TRUE(plan->receives(1, 0));
+  for (int64_t tile = 0; tile < 2; ++tile) {
+    int64_t recv = plan->receiveOffset(1, 0, tile);
+    ASSERT_GE(recv, 0);
+    EXPECT_EQ(recv % 8, 0);
+    // The buffer is live with x, y and z at step 1.
+    for (int64_t v : {x, y, z})
+      EXPECT_TRUE(recv + 32 <= plan->variableOffset(v, tile) ||
+                  plan->variableOffset(v, tile) + 16 <= recv);
+  }
   EXPECT_EQ(plan->peakByCategory[1].temporaries, 32);
   EXPECT_EQ(plan->peakByCategory[1].code, 1000);
   EXPECT_EQ(plan->peakBytes[1], 16 * 3 + 32 + 1000);
@@ -257,13 +267,11 @@ TEST(MemoryPlan, OverflowNamesTheTileAndTheLargestVariable) {
   EXPECT_NE(llvm::toString(tiny.takeError()).find("at program start"), std::string::npos);
 }
 
-TEST(MemoryPlan, OverflowFromOneOffsetOnSeveralTilesNamesATileThatOverflows) {
-  // An allocation takes one offset on every tile it spans. Here 'p' fills
-  // tile 0's bottom 3,000 bytes, so 'z' (1,000 B on tiles 0 and 1) goes at
-  // 3,000 on both, and on tile 1 that runs into the 2,000 B weight 'w' at
-  // the top. Tile 0 would hold 4,000 of its 4,096 bytes, tile 1 needs 6,000:
-  // the report names tile 1 (it named tile 0, "needs 4,000 bytes, has
-  // 4,096"), and says why 3,000 B of data do not fit there.
+TEST(MemoryPlan, EachTileTakesItsOwnLowestFreeOffset) {
+  // 'p' fills tile 0's bottom 3,000 bytes; 'z' (1,000 B on tiles 0 and 1)
+  // goes above it on tile 0 and at the bottom of tile 1, below the 2,000 B
+  // weight 'w'. With one offset on both tiles (3,000), tile 1 would need
+  // 6,000 of its 4,096 bytes.
   Builder b;
   int64_t w = b.onTile("w", 500, VarKind::Weight, /*tile=*/1);
   int64_t p = b.onTile("p", 750, VarKind::Input, /*tile=*/0);
@@ -275,19 +283,49 @@ TEST(MemoryPlan, OverflowFromOneOffsetOnSeveralTilesNamesATileThatOverflows) {
   b.compute({}, z);
   b.p.inputs = {p};
   b.p.outputs = {z, p};
-  (void)w;
+  auto plan = planMemory(b.p, 2, 4096);
+  ASSERT_TRUE(static_cast<bool>(plan)) << llvm::toString(plan.takeError());
+  EXPECT_EQ(plan->variableOffset(w, 1), 4096 - 2000);
+  EXPECT_EQ(plan->variableOffset(p, 0), 0);
+  EXPECT_EQ(plan->variableOffset(z, 0), 3000);
+  EXPECT_EQ(plan->variableOffset(z, 1), 0);
+  EXPECT_EQ(plan->peakBytes[1], 3000);
+}
+
+TEST(MemoryPlan, OverflowWithFreeBytesInPiecesSaysSo) {
+  // On one tile of 4,096 B: p1, p2, p3 (1,000 B each) from the host, q
+  // (1,000 B) above them; p2 dies after step 0, leaving a 1,000 B hole
+  // between p1 and p3, and 96 B are free at the top. r (1,048 B) at step 1
+  // fits in neither, though the tile would hold 4,048 B.
+  Builder b;
+  int64_t p1 = b.onTile("p1", 250, VarKind::Input);
+  int64_t p2 = b.onTile("p2", 250, VarKind::Input);
+  int64_t p3 = b.onTile("p3", 250, VarKind::Input);
+  int64_t q = b.onTile("q", 250, VarKind::Activation);
+  int64_t r = b.onTile("r", 262, VarKind::Activation);
+  b.compute({p2}, q);
+  b.compute({q}, r, /*full=*/true);
+  b.p.inputs = {p1, p2, p3};
+  b.p.outputs = {p1, p3, r};
   OutOfMemory report;
-  auto plan = planMemory(b.p, 2, 4096, &report);
+  auto plan = planMemory(b.p, 1, 4096, &report);
   ASSERT_FALSE(static_cast<bool>(plan));
   std::string message = llvm::toString(plan.takeError());
-  EXPECT_EQ(report.tile, 1) << message;
-  EXPECT_EQ(report.needed, 3000 + 1000 + 2000) << message;
-  EXPECT_GT(report.needed, report.available);
-  EXPECT_EQ(report.byCategory.total(), 3000) << message;
-  EXPECT_NE(message.find("those 3,000 B would fit, but 'z' takes one offset on all 2 of its "
-                         "tiles, and the lowest free on every one is 3,000"),
+  EXPECT_EQ(report.tile, 0) << message;
+  // r would go above q: its top is past the tile's end.
+  EXPECT_EQ(report.needed, 4000 + 1048) << message;
+  EXPECT_EQ(report.byCategory.total(), 4048) << message;
+  EXPECT_EQ(report.step, "cs1 (op \"/n1\")");
+  EXPECT_NE(message.find("those 4,048 B would fit, but the free bytes are in pieces, the "
+                         "largest 1,000 B, and 'r' needs 1,048 B in one"),
             std::string::npos)
       << message;
+
+  // With the bytes the report says it needs, r fits above q.
+  auto fits = planMemory(b.p, 1, report.needed);
+  ASSERT_TRUE(static_cast<bool>(fits)) << llvm::toString(fits.takeError());
+  EXPECT_EQ(fits->variableOffset(r, 0), 4000);
+  EXPECT_EQ(fits->variableOffset(q, 0), 3000);
 }
 
 } // namespace

@@ -6,8 +6,10 @@
 // the runtime runs the same deterministic plan to place data in its tile
 // memories, so both agree byte for byte. No MLIR here.
 //
-// A variable takes one offset on every tile that holds a piece of it (as
-// Poplar lays out variables); code sits at the top of each tile's memory.
+// Each tile's memory is laid out on its own, as Poplar does: a variable's
+// piece takes the lowest offset free on its tile, so what one tile holds
+// never pushes another tile's data up. Code sits at the top of each tile's
+// memory, the weights below it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,14 +33,36 @@ struct MemoryByCategory {
   int64_t total() const { return weights + activations + temporaries + code; }
 };
 
+/// Where one allocation sits on each tile of its span.
+struct TileOffsets {
+  int64_t firstTile = 0;
+  /// From firstTile on, one per tile (-1 on tiles it does not span); a
+  /// single entry when the offset is the same on every tile.
+  std::vector<int32_t> offsets;
+  bool empty() const { return offsets.empty(); }
+  int64_t on(int64_t tile) const {
+    return offsets.size() == 1 ? offsets[0] : offsets[tile - firstTile];
+  }
+};
+
 struct MemoryPlan {
   int64_t bytesPerTile = 0;
-  /// Per variable: byte offset of its piece on every tile that holds one
-  /// (-1 for views).
-  std::vector<int64_t> variableOffset;
-  /// [compute set][input]: byte offset of the per-tile receive buffer, or -1
-  /// where every vertex reads that input in place.
-  std::vector<std::vector<int64_t>> exchangeOffset;
+  /// Per variable: byte offsets of its pieces (empty for views and for
+  /// variables without elements).
+  std::vector<TileOffsets> variables;
+  /// [compute set][input]: byte offsets of the per-tile receive buffers,
+  /// empty where every vertex reads that input in place.
+  std::vector<std::vector<TileOffsets>> receiveBuffers;
+  /// The byte offset of `var`'s piece on `tile` (0 for a variable with no
+  /// elements); `var` is a storage variable.
+  int64_t variableOffset(int64_t var, int64_t tile) const {
+    return variables[var].empty() ? 0 : variables[var].on(tile);
+  }
+  /// Whether some vertex of compute set `cs` receives its input `input`.
+  bool receives(int64_t cs, int64_t input) const { return !receiveBuffers[cs][input].empty(); }
+  int64_t receiveOffset(int64_t cs, int64_t input, int64_t tile) const {
+    return receiveBuffers[cs][input].on(tile);
+  }
   /// Per tile: peak bytes in use and, at that peak, by category.
   std::vector<int64_t> peakBytes;
   std::vector<MemoryByCategory> peakByCategory;
@@ -62,10 +86,11 @@ struct OutOfMemory {
   /// message shows the first few).
   std::vector<Item> live;
   MemoryByCategory byCategory;
-  /// For an allocation during the program: its name, how many tiles it
-  /// spans and the offset it would take (the same on all of them).
+  /// For an allocation during the program: its name, its bytes on `tile`
+  /// and the largest run of free bytes there below the weights and code
+  /// (what it did not fit in when the tile's free bytes are in pieces).
   std::string placing;
-  int64_t spanTiles = 0, offset = 0;
+  int64_t placingBytes = 0, largestFree = 0;
   std::string message() const;
   llvm::json::Value toJSON() const;
 };
