@@ -144,6 +144,10 @@ struct EmitCInterface : PassWrapper<EmitCInterface, OperationPass<ModuleOp>> {
 void buildHostLoweringPipeline(OpPassManager &pm) {
   pm.addPass(createHostOneReplica());
   pm.addPass(createExternalizeWeights());
+  buildLowerToLLVMPipeline(pm);
+}
+
+void buildLowerToLLVMPipeline(OpPassManager &pm) {
   bufferization::OneShotBufferizePassOptions bufferize;
   bufferize.bufferizeFunctionBoundaries = true;
   bufferize.functionBoundaryTypeConversion =
@@ -189,6 +193,34 @@ void buildHostLoweringPipeline(OpPassManager &pm) {
   llvmFunctions.addPass(createConvertIndexToLLVMPass());
   llvmFunctions.addPass(createReconcileUnrealizedCastsPass());
   llvmFunctions.addPass(createCanonicalizerPass());
+}
+
+LogicalResult appendLoweredModule(ModuleOp into, ModuleOp from) {
+  SymbolTable intoSymbols(into), fromSymbols(from);
+  for (Operation &op : llvm::make_early_inc_range(from.getBody()->getOperations())) {
+    auto symbol = dyn_cast<SymbolOpInterface>(op);
+    Operation *existing = symbol ? intoSymbols.lookup(symbol.getNameAttr()) : nullptr;
+    if (!existing)
+      continue;
+    // Declarations both sides call (free, memrefCopy, libm): one is enough.
+    auto declared = dyn_cast<LLVM::LLVMFuncOp>(op);
+    auto alsoDeclared = dyn_cast<LLVM::LLVMFuncOp>(existing);
+    if (declared && alsoDeclared && declared.isExternal() && alsoDeclared.isExternal()) {
+      if (declared.getFunctionType() != alsoDeclared.getFunctionType())
+        return declared.emitError("the vertex kernels declare @")
+               << declared.getSymName() << " as " << declared.getFunctionType()
+               << ", the host reference code as " << alsoDeclared.getFunctionType()
+               << " (internal error)";
+      fromSymbols.erase(&op);
+      continue;
+    }
+    // Private constants and helpers each side made under the same name.
+    if (failed(fromSymbols.renameToUnique(&op, {&intoSymbols})))
+      return op.emitError("could not give this symbol a name of its own (internal error)");
+  }
+  Block *body = into.getBody();
+  body->getOperations().splice(body->end(), from.getBody()->getOperations());
+  return success();
 }
 
 llvm::Expected<HostCPU> resolveHostCPU(llvm::StringRef name) {

@@ -245,19 +245,10 @@ buildExecutable(MLIRContext &context, const ExecutableRequest &request,
   options.compileTo = Phase::Executable;
   options.kernelCache = kernelCache ? &*kernelCache : nullptr;
   TimingScope passTimer = timing.nest("passes");
-  auto configure = request.compile.configure;
-  std::deque<TimingScope> pipelineTimers;
-  options.configure = [&](PassManager &pm) -> LogicalResult {
-    if (configure && failed(configure(pm)))
-      return failure();
-    enablePipelineTiming(pm, passTimer, pipelineTimers);
-    return success();
-  };
+  options.timing = &passTimer;
   CompiledModel compiled;
   if (failed(compileModule(*module, options, &compiled)))
     return compileFailed();
-  if (!pipelineTimers.empty())
-    pipelineTimers.back().stop();
   passTimer.stop();
 
   TimingScope codegenTimer = timing.nest("codegen");

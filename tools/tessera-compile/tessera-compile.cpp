@@ -705,17 +705,9 @@ if (!train) {
 
   TimingScope passTimer = rootTimer.nest("passes");
   tessera::CompileOptions options = request.compile;
-  std::deque<TimingScope> pipelineTimers;
-  options.configure = [&](PassManager &pm) -> LogicalResult {
-    if (failed(request.compile.configure(pm)))
-      return failure();
-    tessera::enablePipelineTiming(pm, passTimer, pipelineTimers);
-    return success();
-  };
+  options.timing = &passTimer;
   if (failed(tessera::compileModule(*module, options)))
     return fail();
-  if (!pipelineTimers.empty())
-    pipelineTimers.back().stop();
   passTimer.stop();
   if (noOutput)
     return 0;

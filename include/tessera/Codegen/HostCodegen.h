@@ -34,9 +34,21 @@ namespace tessera {
 /// Dialects, bufferization models and LLVM translations codegen needs.
 void registerCodegenDialects(mlir::DialectRegistry &registry);
 
-/// linalg phase -> LLVM dialect: externalize weights, bufferize (results to
-/// out-params, deallocation), loops, LLVM.
+/// linalg phase -> LLVM dialect: the host reference code as one replica,
+/// weights as @main's arguments, then buildLowerToLLVMPipeline.
 void buildHostLoweringPipeline(mlir::OpPassManager &pm);
+
+/// Bufferization (results to out-params, deallocation), vector
+/// contractions, loops, LLVM dialect: what the host reference code and the
+/// vertex kernels both go through (the kernels alone need only this).
+void buildLowerToLLVMPipeline(mlir::OpPassManager &pm);
+
+/// Moves the operations of `from` (LLVM dialect) to the end of `into`'s
+/// body, for one module of the host reference code and the vertex kernels
+/// lowered apart. A function declared in both is kept once (an error if
+/// the two declarations differ); any other symbol defined in both is
+/// renamed in `from` first. `from` is left empty.
+mlir::LogicalResult appendLoweredModule(mlir::ModuleOp into, mlir::ModuleOp from);
 
 /// The CPU native code is generated for: an LLVM CPU name and the CPU
 /// features the code may use (recorded in the executable, checked at load).

@@ -19,7 +19,6 @@
 #include "mlir/Support/LLVM.h"
 #include "mlir/Support/Timing.h"
 
-#include <deque>
 #include <functional>
 
 namespace mlir {
@@ -44,15 +43,6 @@ mlir::OwningOpRef<mlir::ModuleOp>
 loadModel(llvm::StringRef path, mlir::MLIRContext *context,
           const onnx_importer::ImportOptions &importOptions);
 
-/// Times `pm`'s passes in a scope of its own under `parent`, one of
-/// `scopes` (which must outlive the run). MLIR's pass timer tells passes
-/// apart by address: with one scope for every pipeline of a compile, a pass
-/// at the address of an earlier pipeline's (freed) pass was counted as that
-/// pass, and --mlir-timing lost ipu-map-tiles and others. Starting a scope
-/// stops the one before; stop the last when the compile is done.
-void enablePipelineTiming(mlir::PassManager &pm, mlir::TimingScope &parent,
-                          std::deque<mlir::TimingScope> &scopes);
-
 struct CompileOptions {
   Phase compileTo = Phase::Graph;
   GraphPipelineOptions graph;
@@ -67,9 +57,12 @@ struct CompileOptions {
   /// The machine the ipu, llvm and executable phases plan for.
   target::IPUTarget target;
   IPUPipelineOptions ipu;
-  /// Called on each pass manager before it runs (MLIR CL options, timing,
-  /// instrumentation).
+  /// Called on each pass manager before it runs (MLIR CL options,
+  /// instrumentation). Two may run at once, on two threads.
   std::function<mlir::LogicalResult(mlir::PassManager &)> configure;
+  /// Where each pipeline's passes are timed, in a scope of its own
+  /// (--mlir-timing); none if null.
+  mlir::TimingScope *timing = nullptr;
   /// Called with the module once it reaches the graph phase (model
   /// statistics are taken there, before lowering).
   std::function<void(mlir::ModuleOp)> afterGraph;
