@@ -9,6 +9,9 @@ pass pipeline, the slowest passes and codegen. Then the executable cache:
 ResNet-50 compiled again at batch 2 after batch 1 with the same --cache-dir,
 and at batch 1 under another output mode (every kernel from the kernel
 cache).
+Pipelines may overlap: the host reference code lowers on a thread of its
+own while the tiles are planned, so their times add up to more than the
+passes' wall time.
 Not part of the tests (shared, noisy machines): run it, compare runs made
 in one sitting.
 

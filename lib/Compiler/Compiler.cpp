@@ -19,6 +19,7 @@
 #include "llvm/ADT/StringSet.h"
 #include "llvm/TargetParser/Host.h"
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -382,13 +383,17 @@ void adviseOnOutOfMemory(ModuleOp module, const CompileOptions &options,
 /// nested pipeline's adaptor has none): MLIR's pass timer tells passes apart
 /// by address, and with one scope for every pipeline of a compile, a pass at
 /// the address of an earlier pipeline's (freed) pass was counted as that
-/// pass, and --mlir-timing lost ipu-map-tiles and others.
+/// pass, and --mlir-timing lost ipu-map-tiles and others. The IR is
+/// verified after every pass with options.verifyEachPass, else once after
+/// the last.
 class Pipeline {
 public:
   Pipeline(MLIRContext *context, const CompileOptions &options,
            function_ref<void(OpPassManager &)> build)
-      : pm(context, ModuleOp::getOperationName()), timing(options.timing) {
+      : pm(context, ModuleOp::getOperationName()), timing(options.timing),
+        verifyEachPass(options.verifyEachPass) {
     build(pm);
+    pm.enableVerifier(options.verifyEachPass);
     configured = options.configure ? options.configure(pm) : success();
     DialectRegistry registry;
     pm.getDependentDialects(registry);
@@ -413,12 +418,15 @@ public:
       scope = timing->nest(reinterpret_cast<const void *>(++scopes), [&] { return name; });
       pm.enableTiming(scope);
     }
-    return pm.run(module);
+    if (failed(pm.run(module)))
+      return failure();
+    return verifyEachPass ? success() : verify(module);
   }
 
 private:
   PassManager pm;
   TimingScope *timing;
+  bool verifyEachPass;
   LogicalResult configured = success();
 };
 
@@ -491,6 +499,10 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options,
            << availablePhaseList();
   if (options.compileTo == Phase::Input)
     return success();
+  // The passes take valid IR: each pipeline verifies what it makes
+  // (Pipeline::run), and this what the first one takes.
+  if (!options.verifyEachPass && failed(verify(module)))
+    return failure();
   auto runPipeline = [&](function_ref<void(OpPassManager &)> build) {
     return runPipelineOn(module, options, build);
   };

@@ -94,6 +94,12 @@ cl::list<std::string> constantInputs(
 cl::opt<bool> emitBytecode("emit-bytecode",
                            cl::desc("Write MLIR bytecode instead of text"),
                            cl::init(false), cl::cat(category));
+cl::opt<bool> verifyEach("verify-each",
+                         cl::desc("Verify the IR after every pass, as tessera-opt does "
+                                  "(slower; finds the pass that breaks it). By default "
+                                  "it is verified before the first pipeline and after "
+                                  "each"),
+                         cl::init(false), cl::cat(category));
 cl::opt<bool> summary("summary",
                       cl::desc("Print ops by kind, parameters and FLOPs to "
                                "stdout (with -o, the IR still goes there); for "
@@ -575,6 +581,7 @@ if (!train) {
   request.cpu = *cpu;
   request.deviceIterations = deviceIterations;
   request.compile.replicas = replicas;
+  request.compile.verifyEachPass = verifyEach;
   request.outputMode = modeCheck.outputMode;
   request.outputEvery = modeCheck.outputEvery;
   if (train) {
