@@ -30,6 +30,12 @@
 # MLIR's standard flags.
 # RUN: tessera-compile %t/model.onnx --compile-to=graph --mlir-print-ir-after-all -o /dev/null 2>&1 | FileCheck %s --check-prefix=PRINT
 # RUN: tessera-compile %t/model.onnx --compile-to=graph --mlir-timing -o /dev/null 2>&1 | FileCheck %s --check-prefix=TIMING
+# An executable's passes: the host reference code lowers beside the tile
+# planning, the vertex kernels after it. --verify-each (the IR verified after
+# every pass, not only after each pipeline) makes the same executable.
+# RUN: tessera-compile %t/model.onnx --mlir-timing -o %t/timed.tess 2>&1 | FileCheck %s --check-prefix=EXETIMING
+# RUN: tessera-compile %t/model.onnx --verify-each -o %t/verified.tess
+# RUN: cmp %t/timed.tess %t/verified.tess
 # RUN: tessera-compile %t/model.onnx --compile-to=graph --summary --no-output | FileCheck %s --check-prefix=SUMMARY
 # RUN: tessera-compile %t/model.onnx --compile-to=graph --progress -o /dev/null 2>&1 | FileCheck %s --check-prefix=PROGRESS
 # An executable's --summary adds its estimate, the cycles the IPU model then
@@ -105,6 +111,11 @@ np.save(os.path.join(out, "x.npy"), np.ones((2, 3, 4), np.float32))
 # TIMING: Execution time report
 # TIMING: import
 # TIMING: GraphInferShapes
+# EXETIMING-DAG: pipeline from codegen-host-one-replica
+# EXETIMING-DAG: pipeline from ipu-fuse-elementwise
+# EXETIMING-DAG: IPUPlanTiles
+# EXETIMING-DAG: pipeline from one-shot-bufferize
+# EXETIMING-DAG: vertex kernels: translate, O2 and instruction selection
 # SUMMARY: inputs:  x: 2x3x4xf32
 # SUMMARY: outputs: y: 2x5xf32
 # SUMMARY: ops:     2 (matmul 1, reshape 1)

@@ -5,6 +5,12 @@
 #include "tessera/Runtime/JIT.h"
 #include "tessera/Runtime/Tensor.h"
 
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
@@ -275,6 +281,72 @@ TEST(Executable, NativeCodeRunsOnThisHost) {
     EXPECT_TRUE(llvm::is_contained(v2->disabled, "avx"));
     EXPECT_FALSE(llvm::is_contained(v2->features, "avx"));
   }
+}
+
+// The host reference code and the vertex kernels lower apart (the kernels
+// once the tiles are planned) and join in one module: a declaration both
+// make is kept once, and a private constant both name alike stays two
+// constants, the kernel's renamed where it is used.
+TEST(HostCodegen, AppendLoweredModuleKeepsOneDeclarationAndRenamesClashes) {
+  mlir::DialectRegistry registry;
+  tessera::registerCodegenDialects(registry);
+  mlir::MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  auto reference = mlir::parseSourceString<mlir::ModuleOp>(R"(
+    llvm.func @free(!llvm.ptr)
+    llvm.mlir.global private constant @__constant_2xi64(dense<[1, 2]> : tensor<2xi64>) : !llvm.array<2 x i64>
+    llvm.func @main(%p: !llvm.ptr) -> !llvm.ptr {
+      llvm.call @free(%p) : (!llvm.ptr) -> ()
+      %c = llvm.mlir.addressof @__constant_2xi64 : !llvm.ptr
+      llvm.return %c : !llvm.ptr
+    })", &context);
+  auto kernels = mlir::parseSourceString<mlir::ModuleOp>(R"(
+    llvm.func @free(!llvm.ptr)
+    llvm.mlir.global private constant @__constant_2xi64(dense<[7, 8]> : tensor<2xi64>) : !llvm.array<2 x i64>
+    llvm.func @vertex_cs0_0(%p: !llvm.ptr) -> !llvm.ptr {
+      llvm.call @free(%p) : (!llvm.ptr) -> ()
+      %c = llvm.mlir.addressof @__constant_2xi64 : !llvm.ptr
+      llvm.return %c : !llvm.ptr
+    })", &context);
+  ASSERT_TRUE(reference && kernels);
+  ASSERT_TRUE(mlir::succeeded(tessera::appendLoweredModule(*reference, *kernels)));
+  EXPECT_TRUE(kernels->getBody()->empty());
+  ASSERT_TRUE(mlir::succeeded(mlir::verify(*reference)));
+  int declarations = 0;
+  for (auto fn : reference->getOps<mlir::LLVM::LLVMFuncOp>())
+    declarations += fn.getSymName() == "free";
+  EXPECT_EQ(declarations, 1);
+  auto valuesAt = [&](llvm::StringRef function) {
+    auto fn = reference->lookupSymbol<mlir::LLVM::LLVMFuncOp>(function);
+    mlir::LLVM::AddressOfOp address;
+    fn.walk([&](mlir::LLVM::AddressOfOp a) { address = a; });
+    auto global = reference->lookupSymbol<mlir::LLVM::GlobalOp>(address.getGlobalName());
+    std::vector<int64_t> values;
+    for (const llvm::APInt &v : llvm::cast<mlir::DenseIntElementsAttr>(*global.getValue()))
+      values.push_back(v.getSExtValue());
+    return values;
+  };
+  EXPECT_EQ(valuesAt("main"), (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(valuesAt("vertex_cs0_0"), (std::vector<int64_t>{7, 8}));
+}
+
+TEST(HostCodegen, AppendLoweredModuleRefusesADeclarationOfAnotherType) {
+  mlir::DialectRegistry registry;
+  tessera::registerCodegenDialects(registry);
+  mlir::MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  auto reference = mlir::parseSourceString<mlir::ModuleOp>("llvm.func @expf(f32) -> f32",
+                                                           &context);
+  auto kernels = mlir::parseSourceString<mlir::ModuleOp>("llvm.func @expf(f64) -> f64",
+                                                         &context);
+  ASSERT_TRUE(reference && kernels);
+  std::string message;
+  mlir::ScopedDiagnosticHandler capture(&context, [&](mlir::Diagnostic &d) {
+    message = d.str();
+    return mlir::success();
+  });
+  EXPECT_TRUE(mlir::failed(tessera::appendLoweredModule(*reference, *kernels)));
+  EXPECT_NE(message.find("the vertex kernels declare @expf"), std::string::npos) << message;
 }
 
 } // namespace
