@@ -922,7 +922,8 @@ LogicalResult Planner::planGeneric(Plan &plan) {
   std::vector<int64_t> shape(outType.getShape().begin(),
                              outType.getShape().end());
   int64_t rank = shape.size();
-  int64_t outBytes = elementBytes(outType);
+  const int64_t outElementBytes = elementBytes(outType);
+  int64_t outBytes = outElementBytes;
   if (plan.epilogueWritesOwnResult())
     outBytes += elementBytes(plan.epilogue->getResult(0).getType());
   for (const Input &in : plan.inputs)
@@ -988,7 +989,12 @@ LogicalResult Planner::planGeneric(Plan &plan) {
   // mapping but the state's own, which is a candidate too.
   std::optional<TileMapping> home = stateHomeOf(plan.op, shape);
   int64_t copyBack =
-      home ? cost_.tileExchangeCycles(home->maxPieceElements() * elementBytes(outType), 1) : 0;
+      home ? cost_.tileExchangeCycles(home->maxPieceElements() * outElementBytes, 1) : 0;
+  // What costing a piece reads of the ops, read once.
+  target::VertexWork opWork = opVertexWork(plan, cost_);
+  std::vector<int64_t> inputBytes;
+  for (const Input &in : plan.inputs)
+    inputBytes.push_back(elementBytes(in.value.getType()));
   auto evaluate = [&](int64_t pieces, const TileMapping *given = nullptr) {
     if (given) {
       m = *given;
@@ -1060,10 +1066,9 @@ LogicalResult Planner::planGeneric(Plan &plan) {
       }
       int64_t received = 0, regions = 0, padding = 0,
               memory = piece.numElements() * outBytes;
-      for (auto [in, var] : llvm::zip(plan.inputs, inVars)) {
+      for (auto [in, var, bytes] : llvm::zip(plan.inputs, inVars, inputBytes)) {
         const runtime::Variable &v = prog_.variables[var];
         Box region = in.access.region(loops, v.shape);
-        int64_t bytes = elementBytes(in.value.getType());
         if (runtime::RemoteRead read = remoteRead(var, region, tile); !read.local) {
           received += read.bytes;
           regions += read.regions;
@@ -1076,10 +1081,10 @@ LogicalResult Planner::planGeneric(Plan &plan) {
       // The vertex writes the padding it reads itself, and its init's
       // constant unless that starts its accumulators.
       int64_t fill = plan.fillsInit() && !plan.fillFolded
-                         ? piece.numElements() * elementBytes(outType)
+                         ? piece.numElements() * outElementBytes
                          : 0;
       worstExchange = std::max(worstExchange, exchange);
-      worstCompute = std::max(worstCompute, vertexCycles(plan, loops, cost_, padding + fill));
+      worstCompute = std::max(worstCompute, vertexCycles(plan, opWork, loops, cost_, padding + fill));
       worstMemory = std::max(worstMemory, memory);
       worstTotal = std::max(worstTotal, resident + memory);
     }

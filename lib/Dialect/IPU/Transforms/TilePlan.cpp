@@ -420,14 +420,8 @@ LogicalResult describe(linalg::GenericOp op, Plan &plan) {
   return success();
 }
 
-int64_t vertexCycles(const Plan &plan, const Box &loops, const target::CostModel &cost,
-                     int64_t fillBytes) {
+target::VertexWork opVertexWork(const Plan &plan, const target::CostModel &cost) {
   target::VertexWork work;
-  work.iterations = loops.numElements();
-  // Rows of the output piece: the vertex's inner loop runs along the
-  // output's last dimension, set up again for each row.
-  for (size_t k = 0; k + 1 < plan.outputLoops.size(); ++k)
-    work.rows *= loops.sizes[plan.outputLoops[k]];
   Type elem = getElementTypeOrSelf(plan.op->getResult(0).getType());
   work.elementBytes = elementBytes(elem);
   work.contraction = plan.macs > 0;
@@ -443,11 +437,31 @@ int64_t vertexCycles(const Plan &plan, const Box &loops, const target::CostModel
         1, instructions(cost, plan.body.elementSimple, plan.body.elementTranscendental));
     work.rowInstructions = instructions(cost, plan.body.rowSimple, plan.body.rowTranscendental);
   }
+  // A scatter's: per index, its update's body (see vertexCycles).
+  if (plan.scatterAxis >= 0)
+    work.instructions = elementInstructions(plan.body, cost);
+  if (plan.epilogue)
+    work.epilogueInstructions = elementInstructions(countBodyOperations(plan.epilogue, -1), cost);
+  return work;
+}
+
+int64_t vertexCycles(const Plan &plan, const Box &loops, const target::CostModel &cost,
+                     int64_t fillBytes) {
+  return vertexCycles(plan, opVertexWork(plan, cost), loops, cost, fillBytes);
+}
+
+int64_t vertexCycles(const Plan &plan, const target::VertexWork &ofOp, const Box &loops,
+                     const target::CostModel &cost, int64_t fillBytes) {
+  target::VertexWork work = ofOp;
+  work.iterations = loops.numElements();
+  // Rows of the output piece: the vertex's inner loop runs along the
+  // output's last dimension, set up again for each row.
+  for (size_t k = 0; k + 1 < plan.outputLoops.size(); ++k)
+    work.rows *= loops.sizes[plan.outputLoops[k]];
   if (plan.epilogue) {
     work.epilogueElements = 1;
     for (int64_t l : plan.outputLoops)
       work.epilogueElements *= loops.sizes[l];
-    work.epilogueInstructions = elementInstructions(countBodyOperations(plan.epilogue, -1), cost);
   }
   work.fillBytes = fillBytes;
   if (plan.scatterAxis >= 0) {
@@ -461,7 +475,7 @@ int64_t vertexCycles(const Plan &plan, const Box &loops, const target::CostModel
       if (l != plan.scatterAxis)
         row *= loops.sizes[l];
     work.rows = indices;
-    work.iterations = indices * (row + elementInstructions(plan.body, cost));
+    work.iterations = indices * (row + ofOp.instructions);
     work.instructions = 1;
   }
   return cost.vertexCycles(work);

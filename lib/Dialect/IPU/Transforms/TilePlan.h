@@ -161,6 +161,14 @@ LogicalResult addEpilogueInputs(linalg::GenericOp generic, Value result, Plan &p
 /// constants first (its output's initial value, an input's padding).
 int64_t vertexCycles(const Plan &plan, const Box &loops, const target::CostModel &cost,
                      int64_t fillBytes = 0);
+/// What a vertex's work takes from `plan`'s ops alone (element type,
+/// instructions of the body and the epilogue), for the vertexCycles below:
+/// the planner costs thousands of pieces of each op, and reading the ops
+/// again for each was most of the cost of costing one.
+target::VertexWork opVertexWork(const Plan &plan, const target::CostModel &cost);
+/// vertexCycles, given opVertexWork(plan, cost).
+int64_t vertexCycles(const Plan &plan, const target::VertexWork &ofOp, const Box &loops,
+                     const target::CostModel &cost, int64_t fillBytes = 0);
 /// Whether `plan`'s vertices run one kernel generic over the piece's shape,
 /// reading the sizes from its operands' descriptors as a poplibs codelet
 /// reads its fields: ops without reduction loops (nor an epilogue, which
