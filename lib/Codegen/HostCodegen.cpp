@@ -141,13 +141,13 @@ struct EmitCInterface : PassWrapper<EmitCInterface, OperationPass<ModuleOp>> {
 };
 } // namespace
 
-void buildHostLoweringPipeline(OpPassManager &pm) {
+void buildHostLoweringPipeline(OpPassManager &pm, int64_t vectorBits) {
   pm.addPass(createHostOneReplica());
   pm.addPass(createExternalizeWeights());
-  buildLowerToLLVMPipeline(pm);
+  buildLowerToLLVMPipeline(pm, vectorBits);
 }
 
-void buildLowerToLLVMPipeline(OpPassManager &pm) {
+void buildLowerToLLVMPipeline(OpPassManager &pm, int64_t vectorBits) {
   bufferization::OneShotBufferizePassOptions bufferize;
   bufferize.bufferizeFunctionBoundaries = true;
   bufferize.functionBoundaryTypeConversion =
@@ -161,7 +161,7 @@ void buildLowerToLLVMPipeline(OpPassManager &pm) {
   pm.addPass(createConvertBufferizationToMemRefPass());
   pm.addPass(createSparseScatterAdds());
   pm.addPass(createOrderLoopsForVectors());
-  pm.addPass(createVectorizeContractions());
+  pm.addPass(createVectorizeContractions(VectorizeContractionsOptions{vectorBits}));
   pm.addPass(createOutlineHostLoops());
   // Passes that change one function at a time run nested on the functions,
   // which MLIR spreads over the host's threads: the vertex kernels lower
@@ -221,6 +221,14 @@ LogicalResult appendLoweredModule(ModuleOp into, ModuleOp from) {
   Block *body = into.getBody();
   body->getOperations().splice(body->end(), from.getBody()->getOperations());
   return success();
+}
+
+int64_t vectorBitsOf(const HostCPU &cpu) {
+  if (llvm::is_contained(cpu.features, "avx512f"))
+    return 512;
+  if (llvm::is_contained(cpu.features, "avx"))
+    return 256;
+  return 128;
 }
 
 llvm::Expected<HostCPU> resolveHostCPU(llvm::StringRef name) {

@@ -41,9 +41,9 @@ using namespace mlir;
 
 namespace {
 
-/// Vector registers' width the tiles are sized for (AVX-512; narrower
-/// hosts split each vector in two or four).
-constexpr int64_t kVectorBits = 512;
+/// Vector registers' width the tiles are sized for by default (AVX-512);
+/// the pass's vector-bits sets it.
+constexpr int64_t kDefaultVectorBits = 512;
 /// Accumulators a tile may hold, and rows (U) it may span.
 constexpr int64_t kMaxAccumulators = 16;
 constexpr int64_t kMaxRows = 8;
@@ -166,6 +166,7 @@ struct Plan {
   Operand out;
   VectorType vectorType;
   int64_t lanes = 0; ///< VL
+  int64_t vectorBits = kDefaultVectorBits;
   unsigned colLoop = 0;
   /// The tile's row loops and the rows it spans in each (U = their
   /// product): a loop the vector operands do not vary with, then one the
@@ -446,7 +447,8 @@ void splitPhases(Plan &p, Input &in, ArrayRef<utils::IteratorType> iterators,
 /// f32/f64/f16 (matmuls, convolutions, partial-sum combines, max pooling) and
 /// plans their tiles. The factors of a product may be narrower floats
 /// widened in the body (`extf`: fp16 operands, f32 partials).
-std::optional<Plan> planContraction(linalg::GenericOp op, int64_t stackLeft) {
+std::optional<Plan> planContraction(linalg::GenericOp op, int64_t stackLeft,
+                                    int64_t vectorBits = kDefaultVectorBits) {
   if (!(op.hasPureBufferSemantics() || op.hasPureTensorSemantics()) || op.getNumDpsInits() != 1 ||
       op.getNumReductionLoops() == 0)
     return std::nullopt;
@@ -526,7 +528,8 @@ std::optional<Plan> planContraction(linalg::GenericOp op, int64_t stackLeft) {
     }
   if (!found)
     return std::nullopt;
-  p.lanes = std::min<int64_t>(kVectorBits / element.getIntOrFloatBitWidth(),
+  p.vectorBits = vectorBits;
+  p.lanes = std::min<int64_t>(vectorBits / element.getIntOrFloatBitWidth(),
                               llvm::PowerOf2Ceil(p.ranges[p.colLoop]));
   for (Input *in : {&p.lhs, &p.rhs}) {
     int64_t stride = in->address.coeffs[p.colLoop];
@@ -672,7 +675,7 @@ private:
       copy = memref::AllocaOp::create(b, loc,
                                       MemRefType::get({split.rows * s * h}, element));
     }
-    int64_t lanes = std::min<int64_t>(kVectorBits / element.getIntOrFloatBitWidth(),
+    int64_t lanes = std::min<int64_t>(p.vectorBits / element.getIntOrFloatBitWidth(),
                                       llvm::PowerOf2Ceil(h));
     auto narrow = VectorType::get({lanes}, element);
     auto wide = VectorType::get({s * lanes}, element);
@@ -1022,7 +1025,13 @@ private:
 
 struct VectorizeContractions
     : tessera::impl::VectorizeContractionsBase<VectorizeContractions> {
+  using Base::Base;
   void runOnOperation() override {
+    if (vectorBits < 64 || vectorBits > 2048 || !llvm::isPowerOf2_64(vectorBits)) {
+      getOperation().emitError("codegen-vectorize-contractions: vector-bits=")
+          << vectorBits.getValue() << " is not a power of two from 64 to 2048";
+      return signalPassFailure();
+    }
     SmallVector<linalg::GenericOp> ops;
     getOperation().walk([&](linalg::GenericOp op) { ops.push_back(op); });
     OpBuilder b(&getContext());
@@ -1034,7 +1043,7 @@ struct VectorizeContractions
       Operation *function = op->getParentOfType<FunctionOpInterface>();
       int64_t stackLeft =
           function ? kMaxPhaseSplitBytesPerFunction - stackUsed[function] : 0;
-      std::optional<Plan> plan = planContraction(op, stackLeft);
+      std::optional<Plan> plan = planContraction(op, stackLeft, vectorBits);
       if (!plan)
         continue;
       if (function)

@@ -243,6 +243,7 @@ buildExecutable(MLIRContext &context, const ExecutableRequest &request,
   }
   CompileOptions options = request.compile;
   options.compileTo = Phase::Executable;
+  options.vectorBits = vectorBitsOf(request.cpu);
   options.kernelCache = kernelCache ? &*kernelCache : nullptr;
   TimingScope passTimer = timing.nest("passes");
   options.timing = &passTimer;

@@ -614,10 +614,14 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options,
   IPUPipelineOptions ipuOptions = options.ipu;
   ipuOptions.pipelineStages = pipelineStages;
   // Every pipeline made before the first runs: each loads its dialects.
-  Pipeline lowerReference(module->getContext(), options, buildHostLoweringPipeline);
+  Pipeline lowerReference(module->getContext(), options, [&](OpPassManager &pm) {
+    buildHostLoweringPipeline(pm, options.vectorBits);
+  });
   Pipeline plan(module->getContext(), options,
                 [&](OpPassManager &pm) { buildIPUPipeline(pm, ipuOptions); });
-  Pipeline lowerKernels(module->getContext(), options, buildLowerToLLVMPipeline);
+  Pipeline lowerKernels(module->getContext(), options, [&](OpPassManager &pm) {
+    buildLowerToLLVMPipeline(pm, options.vectorBits);
+  });
   Concurrently referenceLowered(module->getContext(),
                                 [&] { return lowerReference.run(*reference); });
   {

@@ -579,6 +579,7 @@ if (!train) {
   request.modelPath = inputPath;
   request.import = importOptions;
   request.cpu = *cpu;
+  request.compile.vectorBits = tessera::vectorBitsOf(*cpu);
   request.deviceIterations = deviceIterations;
   request.compile.replicas = replicas;
   request.compile.verifyEachPass = verifyEach;

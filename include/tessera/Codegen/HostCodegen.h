@@ -36,12 +36,13 @@ void registerCodegenDialects(mlir::DialectRegistry &registry);
 
 /// linalg phase -> LLVM dialect: the host reference code as one replica,
 /// weights as @main's arguments, then buildLowerToLLVMPipeline.
-void buildHostLoweringPipeline(mlir::OpPassManager &pm);
+void buildHostLoweringPipeline(mlir::OpPassManager &pm, int64_t vectorBits = 512);
 
 /// Bufferization (results to out-params, deallocation), vector
-/// contractions, loops, LLVM dialect: what the host reference code and the
+/// contractions (their register tiles of `vectorBits`-wide vectors, see
+/// vectorBitsOf), loops, LLVM dialect: what the host reference code and the
 /// vertex kernels both go through (the kernels alone need only this).
-void buildLowerToLLVMPipeline(mlir::OpPassManager &pm);
+void buildLowerToLLVMPipeline(mlir::OpPassManager &pm, int64_t vectorBits = 512);
 
 /// Moves the operations of `from` (LLVM dialect) to the end of `into`'s
 /// body, for one module of the host reference code and the vertex kernels
@@ -60,6 +61,11 @@ struct HostCPU {
   /// hides some). Naming the CPU alone would enable them.
   std::vector<std::string> disabled;
 };
+
+/// The width of `cpu`'s vector registers, which contractions' register
+/// tiles are sized for: 512 bits with AVX-512, 256 with AVX, else 128 (SSE,
+/// NEON).
+int64_t vectorBitsOf(const HostCPU &cpu);
 
 /// Resolves tessera-compile's --host-cpu: "native" (this machine's CPU and
 /// its features: the fastest code, for this kind of machine), "generic" (the

@@ -131,8 +131,11 @@ def VectorizeContractions : Pass<"codegen-vectorize-contractions", "::mlir::Modu
     1x1 convolution's output rows and columns become one loop (rows of 28
     instead of 2); reduction loops merge only with the next one, keeping
     each sum's order. The vectors run along the output loop with unit stride
-    in the output. Vectors are 512 bits (16 f32), fewer lanes for a shorter
-    row; the last vector of a row is masked. An operand that varies along
+    in the output. Vectors are `vector-bits` wide (512 by default: 16 f32;
+    tessera-compile sizes them for the CPU the code is for, 256 bits with
+    AVX2: wider vectors would be split in two by the instruction selector,
+    which takes longer and needs twice the registers), fewer lanes for a
+    shorter row; the last vector of a row is masked. An operand that varies along
     the row is a vector load when contiguous, a wider masked load and a
     `vector.shuffle` when every s-th element (s x lanes <= 64: a stride-2
     convolution's input), a `vector.gather` beyond; one that does not is a
@@ -165,6 +168,11 @@ def VectorizeContractions : Pass<"codegen-vectorize-contractions", "::mlir::Modu
     the IPU's AMP units. Ops that do not match are left to
     `convert-linalg-to-loops`.
   }];
+  let options = [
+    Option<"vectorBits", "vector-bits", "int64_t", "512",
+           "width of the vector registers the tiles are sized for (512: "
+           "AVX-512; 256: AVX2; 128: SSE, NEON)">,
+  ];
   let dependentDialects = ["::mlir::affine::AffineDialect", "::mlir::arith::ArithDialect",
                            "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect",
                            "::mlir::vector::VectorDialect"];

@@ -60,6 +60,10 @@ struct CompileOptions {
   /// Called on each pass manager before it runs (MLIR CL options,
   /// instrumentation). Two may run at once, on two threads.
   std::function<mlir::LogicalResult(mlir::PassManager &)> configure;
+  /// The width of the vector registers of the CPU the native code is for
+  /// (vectorBitsOf(--host-cpu)): contractions' register tiles are sized
+  /// for it.
+  int64_t vectorBits = 512;
   /// The IR verified after every pass (--verify-each); otherwise before
   /// the first pipeline and after each, which takes a tenth less time.
   bool verifyEachPass = false;
