@@ -503,8 +503,9 @@ void addPackedEntries(llvm::Module &llvmModule) {
 
 /// The vertex kernels' object for `cpu`: exactly the resolved features (the
 /// CPU name alone would also enable those this machine lacks), plus
-/// full-width vectors: vertex kernels' register tiles are 512-bit vectors,
-/// which CPUs tuned to prefer 256-bit ones would split in two.
+/// full-width vectors: vertex kernels' register tiles are as wide as the
+/// CPU's vectors (vectorBitsOf), which on a CPU tuned to prefer 256-bit
+/// ones (with 512-bit registers) would be split in two.
 llvm::Expected<std::string> compileKernels(llvm::Module &llvmModule, const HostCPU &cpu) {
   std::string features;
   for (const std::string &f : cpu.features)
