@@ -57,8 +57,10 @@ struct CompileOptions {
   /// The machine the ipu, llvm and executable phases plan for.
   target::IPUTarget target;
   IPUPipelineOptions ipu;
-  /// Called on each pass manager before it runs (MLIR CL options,
-  /// instrumentation). Two may run at once, on two threads.
+  /// Called on each pass manager, on the compiling thread, before it runs
+  /// (MLIR CL options, instrumentation). Two of them may then run at once,
+  /// on two threads (the host reference code lowers beside the planning):
+  /// instrumentation must allow that.
   std::function<mlir::LogicalResult(mlir::PassManager &)> configure;
   /// The width of the vector registers of the CPU the native code is for
   /// (vectorBitsOf(--host-cpu)): contractions' register tiles are sized
