@@ -639,8 +639,32 @@ void takeCachedKernels(ModuleOp module, KernelCache &cache) {
   }
 }
 
+FailureOr<std::string> translateHostReference(ModuleOp module) {
+  // The host reference code is only translated: stored as bitcode, it is
+  // optimized and compiled when a run asks for it (tessera-run --reference),
+  // not by every compile. It is most of the native code -- one function of
+  // every op at full size, 91 of maxvit_t's 113 s of compile -- and the IPU
+  // model never runs it.
+  if (!module.lookupSymbol<LLVM::LLVMFuncOp>("_mlir_ciface_main"))
+    return module.emitError("no C interface for @main was generated");
+  llvm::LLVMContext referenceContext;
+  OwningOpRef<ModuleOp> reference = partition(module, llvm::StringSet<>());
+  std::unique_ptr<llvm::Module> referenceModule =
+      translateModuleToLLVMIR(*reference, referenceContext, "tessera-reference");
+  if (!referenceModule)
+    return module.emitError("could not translate the module to LLVM IR");
+  addPackedEntries(*referenceModule);
+  referenceModule->setTargetTriple(llvm::Triple(llvm::sys::getProcessTriple()));
+  std::string bitcode;
+  llvm::raw_string_ostream os(bitcode);
+  llvm::WriteBitcodeToFile(*referenceModule, os);
+  os.flush();
+  return bitcode;
+}
+
 FailureOr<HostCode> emitHostObjects(ModuleOp module, const HostCPU &cpu,
-                                    TimingScope *timing, KernelCache *cache) {
+                                    TimingScope *timing, KernelCache *cache,
+                                    const std::string *referenceBitcode) {
   TimingScope none;
   TimingScope &parent = timing ? *timing : none;
   if (!module.lookupSymbol<LLVM::LLVMFuncOp>("_mlir_ciface_main"))
@@ -654,23 +678,15 @@ FailureOr<HostCode> emitHostObjects(ModuleOp module, const HostCPU &cpu,
     for (auto &[from, to] : cache->foundNames)
       code.entryNames[from + "_entry"] = to + "_entry";
   namingTimer.stop();
-  // The host reference code is only translated: stored as bitcode, it is
-  // optimized and compiled when a run asks for it (tessera-run --reference),
-  // not by every compile. It is most of the native code -- one function of
-  // every op at full size, 91 of maxvit_t's 113 s of compile -- and the IPU
-  // model never runs it.
-  TimingScope translateTimer = parent.nest("translate the host reference to LLVM IR");
-  llvm::LLVMContext referenceContext;
-  OwningOpRef<ModuleOp> reference = partition(module, llvm::StringSet<>());
-  std::unique_ptr<llvm::Module> referenceModule =
-      translateModuleToLLVMIR(*reference, referenceContext, "tessera-reference");
-  if (!referenceModule)
-    return module.emitError("could not translate the module to LLVM IR");
-  addPackedEntries(*referenceModule);
-  referenceModule->setTargetTriple(llvm::Triple(llvm::sys::getProcessTriple()));
-  llvm::raw_string_ostream bitcode(code.referenceBitcode);
-  llvm::WriteBitcodeToFile(*referenceModule, bitcode);
-  translateTimer.stop();
+  if (referenceBitcode) {
+    code.referenceBitcode = *referenceBitcode;
+  } else {
+    TimingScope translateTimer = parent.nest("translate the host reference to LLVM IR");
+    FailureOr<std::string> bitcode = translateHostReference(module);
+    if (failed(bitcode))
+      return failure();
+    code.referenceBitcode = std::move(*bitcode);
+  }
 
   TimingScope kernelTimer = parent.nest("vertex kernels: translate, O2 and instruction selection");
   if (!cache) {

@@ -622,8 +622,22 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options,
   Pipeline lowerKernels(module->getContext(), options, [&](OpPassManager &pm) {
     buildLowerToLLVMPipeline(pm, options.vectorBits);
   });
-  Concurrently referenceLowered(module->getContext(),
-                                [&] { return lowerReference.run(*reference); });
+  // An executable stores it as bitcode: translated on the same thread.
+  bool translate = options.compileTo == Phase::Executable;
+  Concurrently referenceLowered(module->getContext(), [&]() -> LogicalResult {
+    if (failed(lowerReference.run(*reference)))
+      return failure();
+    if (!translate)
+      return success();
+    TimingScope timer = options.timing
+                            ? options.timing->nest("translate the host reference to LLVM IR")
+                            : TimingScope();
+    FailureOr<std::string> bitcode = translateHostReference(*reference);
+    if (failed(bitcode))
+      return failure();
+    compiled.referenceBitcode = std::move(*bitcode);
+    return success();
+  });
   {
     // An out-of-memory error gets a note saying which change makes the
     // model fit: tried, not guessed.
@@ -725,7 +739,9 @@ LogicalResult writeExecutableFile(ModuleOp llvmModule, const CompiledModel &mode
            << "--output-mode every-" << metadata.outputEvery << " must divide the "
            << runtime::iterationsPerRun(metadata)
            << " iterations of a run (device iterations x gradient accumulation)";
-  FailureOr<HostCode> native = emitHostObjects(llvmModule, cpu, timing, kernelCache);
+  FailureOr<HostCode> native =
+      emitHostObjects(llvmModule, cpu, timing, kernelCache,
+                      model.referenceBitcode.empty() ? nullptr : &model.referenceBitcode);
   if (failed(native))
     return failure();
   // The program calls each kernel by the name its code gives it.

@@ -125,11 +125,19 @@ void takeCachedKernels(mlir::ModuleOp module, KernelCache &cache);
 
 /// Translates an LLVM-dialect module to LLVM IR: the vertex kernels are
 /// optimized (O2) and compiled for `cpu` (or taken from `cache`), the host
-/// reference code (@main) is kept as bitcode. Errors are diagnostics on the
-/// module. `timing`, when given, gets a scope per phase (--mlir-timing).
+/// reference code (@main) is kept as bitcode (`referenceBitcode`, when
+/// given: translateHostReference's, made before). Errors are diagnostics on
+/// the module. `timing`, when given, gets a scope per phase (--mlir-timing).
 mlir::FailureOr<HostCode> emitHostObjects(mlir::ModuleOp module, const HostCPU &cpu,
                                           mlir::TimingScope *timing = nullptr,
-                                          KernelCache *cache = nullptr);
+                                          KernelCache *cache = nullptr,
+                                          const std::string *referenceBitcode = nullptr);
+
+/// The host reference code of an LLVM-dialect module (@main and its parts,
+/// without the vertex kernels) as LLVM bitcode, with its packed entry
+/// `tessera_main`: what emitHostObjects stores, unless given it made
+/// already (compileModule makes it on the thread that lowers it).
+mlir::FailureOr<std::string> translateHostReference(mlir::ModuleOp module);
 
 } // namespace tessera
 

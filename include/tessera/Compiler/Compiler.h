@@ -98,6 +98,10 @@ struct CompiledModel {
   /// The tile-mapped program (llvm and executable phases); its weight and
   /// constant variables index `weights`.
   std::optional<runtime::MachineProgram> program;
+  /// The executable phase's host reference code as LLVM bitcode
+  /// (translateHostReference), made on the thread that lowered it while
+  /// the tiles were planned; if empty, writeExecutableFile translates it.
+  std::string referenceBitcode;
 };
 
 /// Fixes dimension 0 of every input of @main to `batch` (--micro-batch-size):
