@@ -430,11 +430,6 @@ private:
   LogicalResult configured = success();
 };
 
-LogicalResult runPipelineOn(ModuleOp module, const CompileOptions &options,
-                            function_ref<void(OpPassManager &)> build) {
-  return Pipeline(module->getContext(), options, build).run(module);
-}
-
 /// Runs `work` on a thread of its own, or at once where the context keeps
 /// to one thread (--mlir-disable-threading, which IR printing needs).
 /// wait() returns its result; the destructor waits too.
@@ -504,7 +499,7 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options,
   if (!options.verifyEachPass && failed(verify(module)))
     return failure();
   auto runPipeline = [&](function_ref<void(OpPassManager &)> build) {
-    return runPipelineOn(module, options, build);
+    return Pipeline(module->getContext(), options, build).run(module);
   };
   if (options.compileTo == Phase::Training && !options.training.enabled)
     return emitError(module.getLoc())
