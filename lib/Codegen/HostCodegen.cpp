@@ -141,9 +141,13 @@ struct EmitCInterface : PassWrapper<EmitCInterface, OperationPass<ModuleOp>> {
 };
 } // namespace
 
-void buildHostLoweringPipeline(OpPassManager &pm, int64_t vectorBits) {
+void buildPrepareHostReferencePipeline(OpPassManager &pm) {
   pm.addPass(createHostOneReplica());
   pm.addPass(createExternalizeWeights());
+}
+
+void buildHostLoweringPipeline(OpPassManager &pm, int64_t vectorBits) {
+  buildPrepareHostReferencePipeline(pm);
   buildLowerToLLVMPipeline(pm, vectorBits);
 }
 
@@ -640,11 +644,6 @@ void takeCachedKernels(ModuleOp module, KernelCache &cache) {
 }
 
 FailureOr<std::string> translateHostReference(ModuleOp module) {
-  // The host reference code is only translated: stored as bitcode, it is
-  // optimized and compiled when a run asks for it (tessera-run --reference),
-  // not by every compile. It is most of the native code -- one function of
-  // every op at full size, 91 of maxvit_t's 113 s of compile -- and the IPU
-  // model never runs it.
   if (!module.lookupSymbol<LLVM::LLVMFuncOp>("_mlir_ciface_main"))
     return module.emitError("no C interface for @main was generated");
   llvm::LLVMContext referenceContext;
@@ -663,12 +662,9 @@ FailureOr<std::string> translateHostReference(ModuleOp module) {
 }
 
 FailureOr<HostCode> emitHostObjects(ModuleOp module, const HostCPU &cpu,
-                                    TimingScope *timing, KernelCache *cache,
-                                    const std::string *referenceBitcode) {
+                                    TimingScope *timing, KernelCache *cache) {
   TimingScope none;
   TimingScope &parent = timing ? *timing : none;
-  if (!module.lookupSymbol<LLVM::LLVMFuncOp>("_mlir_ciface_main"))
-    return module.emitError("no C interface for @main was generated");
   HostCode code;
   TimingScope namingTimer = parent.nest("name the vertex kernels by their code");
   std::map<std::string, std::string> renamed = nameKernelsByCode(module);
@@ -678,15 +674,6 @@ FailureOr<HostCode> emitHostObjects(ModuleOp module, const HostCPU &cpu,
     for (auto &[from, to] : cache->foundNames)
       code.entryNames[from + "_entry"] = to + "_entry";
   namingTimer.stop();
-  if (referenceBitcode) {
-    code.referenceBitcode = *referenceBitcode;
-  } else {
-    TimingScope translateTimer = parent.nest("translate the host reference to LLVM IR");
-    FailureOr<std::string> bitcode = translateHostReference(module);
-    if (failed(bitcode))
-      return failure();
-    code.referenceBitcode = std::move(*bitcode);
-  }
 
   TimingScope kernelTimer = parent.nest("vertex kernels: translate, O2 and instruction selection");
   if (!cache) {

@@ -3,16 +3,19 @@
 #include "tessera/Compiler/Compiler.h"
 
 #include "tessera/Codegen/HostCodegen.h"
+#include "tessera/Compiler/Registration.h"
 #include "tessera/Dialect/Graph/IR/Placement.h"
 #include "tessera/Dialect/Graph/Transforms/Passes.h"
 #include "tessera/Dialect/IPU/Transforms/Passes.h"
 #include "tessera/Importers/TorchScript/TorchScriptImporter.h"
+#include "tessera/Runtime/JIT.h"
 #include "tessera/Runtime/MemoryPlan.h"
 #include "tessera/Runtime/PhasePool.h"
 #include "tessera/Runtime/ProgramCost.h"
 #include "tessera/Target/IPUTarget.h"
 
 #include "mlir/Bytecode/BytecodeReader.h"
+#include "mlir/Bytecode/BytecodeWriter.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
@@ -593,11 +596,14 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options,
   }
 
   // The host reference code is @main as it is; the machine program is
-  // planned on a copy, whose vertex kernels are lowered on their own and
-  // then join the module. The reference code lowers meanwhile, on a thread
-  // of its own: planning is one thread's work, and lowering @main takes
-  // about as long (ResNet-50 batch 1: 1.2 and 1.0 s alone). Both start from
-  // clones: on an out-of-memory error, the advice plans the module as it is.
+  // planned on a copy, whose vertex kernels are lowered on their own. An
+  // executable keeps the reference code as it is before lowering (MLIR
+  // bytecode, which a run asking for it lowers): lowering it is as much
+  // work as the rest of a compile (ResNet-50's training step: 22 of 40 s),
+  // for a path only differential tests run. The llvm phase lowers it on a
+  // thread of its own while the tiles are planned, and it then heads the
+  // module, the kernels joining it. Both start from clones: on an
+  // out-of-memory error, the advice plans the module as it is.
   CompiledModel local;
   CompiledModel &compiled = model ? *model : local;
   compiled.pipelineStages = pipelineStages;
@@ -608,31 +614,34 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options,
   OwningOpRef<ModuleOp> reference = module.clone();
   IPUPipelineOptions ipuOptions = options.ipu;
   ipuOptions.pipelineStages = pipelineStages;
+  bool lowerReferenceNow = options.compileTo != Phase::Executable;
   // Every pipeline made before the first runs: each loads its dialects.
   Pipeline lowerReference(module->getContext(), options, [&](OpPassManager &pm) {
-    buildHostLoweringPipeline(pm, options.vectorBits);
+    if (lowerReferenceNow)
+      buildHostLoweringPipeline(pm, options.vectorBits);
+    else
+      buildPrepareHostReferencePipeline(pm);
   });
   Pipeline plan(module->getContext(), options,
                 [&](OpPassManager &pm) { buildIPUPipeline(pm, ipuOptions); });
   Pipeline lowerKernels(module->getContext(), options, [&](OpPassManager &pm) {
     buildLowerToLLVMPipeline(pm, options.vectorBits);
   });
-  // An executable stores it as bitcode: translated on the same thread.
-  bool translate = options.compileTo == Phase::Executable;
-  Concurrently referenceLowered(module->getContext(), [&]() -> LogicalResult {
+  if (!lowerReferenceNow) {
     if (failed(lowerReference.run(*reference)))
       return failure();
-    if (!translate)
-      return success();
-    TimingScope timer = options.timing
-                            ? options.timing->nest("translate the host reference to LLVM IR")
-                            : TimingScope();
-    FailureOr<std::string> bitcode = translateHostReference(*reference);
-    if (failed(bitcode))
-      return failure();
-    compiled.referenceBitcode = std::move(*bitcode);
-    return success();
-  });
+    llvm::raw_string_ostream os(compiled.referenceMLIR);
+    if (failed(writeBytecodeToFile(reference->getOperation(), os)))
+      return reference->emitError("could not write the host reference code as bytecode");
+    reference = nullptr;
+  }
+  std::optional<Concurrently> referenceLowered;
+  if (lowerReferenceNow)
+    referenceLowered.emplace(module->getContext(),
+                             [&]() -> LogicalResult { return lowerReference.run(*reference); });
+  auto referenceDone = [&] {
+    return referenceLowered ? referenceLowered->wait() : success();
+  };
   {
     // An out-of-memory error gets a note saying which change makes the
     // model fit: tried, not guessed.
@@ -647,7 +656,7 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options,
       mappedOk = plan.run(*mapped);
     }
     if (failed(mappedOk)) {
-      (void)referenceLowered.wait();
+      (void)referenceDone();
       if (outOfMemory)
         adviseOnOutOfMemory(module, options, ipuOptions);
       return failure();
@@ -670,13 +679,15 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options,
   if (options.kernelCache)
     takeCachedKernels(*kernels, *options.kernelCache);
   LogicalResult kernelsLowered = lowerKernels.run(*kernels);
-  if (failed(referenceLowered.wait()) || failed(kernelsLowered))
+  if (failed(referenceDone()) || failed(kernelsLowered))
     return failure();
-  // The module becomes the lowered reference code, then the kernels.
+  // The module becomes the lowered reference code, if any, then the kernels.
   module.getBody()->clear();
-  module->setAttrs(reference->getOperation()->getAttrDictionary());
-  module.getBody()->getOperations().splice(module.getBody()->end(),
-                                           reference->getBody()->getOperations());
+  ModuleOp head = reference ? *reference : *kernels;
+  module->setAttrs(head->getAttrDictionary());
+  if (reference)
+    module.getBody()->getOperations().splice(module.getBody()->end(),
+                                             reference->getBody()->getOperations());
   return appendLoweredModule(module, *kernels);
 }
 
@@ -734,9 +745,7 @@ LogicalResult writeExecutableFile(ModuleOp llvmModule, const CompiledModel &mode
            << "--output-mode every-" << metadata.outputEvery << " must divide the "
            << runtime::iterationsPerRun(metadata)
            << " iterations of a run (device iterations x gradient accumulation)";
-  FailureOr<HostCode> native =
-      emitHostObjects(llvmModule, cpu, timing, kernelCache,
-                      model.referenceBitcode.empty() ? nullptr : &model.referenceBitcode);
+  FailureOr<HostCode> native = emitHostObjects(llvmModule, cpu, timing, kernelCache);
   if (failed(native))
     return failure();
   // The program calls each kernel by the name its code gives it.
@@ -746,14 +755,14 @@ LogicalResult writeExecutableFile(ModuleOp llvmModule, const CompiledModel &mode
       for (runtime::Kernel &kernel : cs.kernels)
         if (auto it = native->entryNames.find(kernel.symbol); it != native->entryNames.end())
           kernel.symbol = it->second;
-  // The code section: the objects, then the reference code's bitcode.
+  // The code section: the objects, then the reference code's bytecode.
   std::string code;
   for (const std::string &object : native->objects) {
     code += object;
     metadata.codeObjects.push_back(object.size());
   }
-  code += native->referenceBitcode;
-  metadata.referenceBitcode = native->referenceBitcode.size();
+  code += model.referenceMLIR;
+  metadata.referenceMLIR = model.referenceMLIR.size();
   metadata.inputs = model.inputs;
   metadata.outputs = model.outputs;
   metadata.weights = model.weights;
@@ -784,6 +793,51 @@ LogicalResult writeExecutableFile(ModuleOp llvmModule, const CompiledModel &mode
                                                  model.weightData))
     return emitError(llvmModule.getLoc()) << llvm::toString(std::move(err));
   return success();
+}
+
+llvm::Expected<std::string> compileHostReference(llvm::StringRef referenceMLIR) {
+  auto fail = [](const llvm::Twine &what) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "the executable's host reference code " + what +
+                                       " (damaged or forged; recompile the model)");
+  };
+  if (!isBytecode(llvm::MemoryBufferRef(referenceMLIR, "tessera-reference")))
+    return fail("is not MLIR bytecode");
+  DialectRegistry registry;
+  registerTesseraDialects(registry);
+  MLIRContext context(registry);
+  std::string diagnostics;
+  ScopedDiagnosticHandler collect(&context, [&](Diagnostic &diag) {
+    if (diag.getSeverity() == DiagnosticSeverity::Error)
+      diagnostics += (diagnostics.empty() ? "" : "; ") + diag.str();
+    return success();
+  });
+  // The reader wants its buffer as aligned as the sections it holds.
+  std::unique_ptr<llvm::MemoryBuffer> buffer =
+      llvm::MemoryBuffer::getMemBufferCopy(referenceMLIR, "tessera-reference");
+  llvm::SourceMgr sources;
+  sources.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sources, &context);
+  if (!module)
+    return fail("does not parse (" + diagnostics + ")");
+  auto main = module->lookupSymbol<func::FuncOp>("main");
+  if (!main || main.isExternal())
+    return fail("has no @main");
+  llvm::Expected<HostCPU> cpu = resolveHostCPU("native");
+  if (!cpu)
+    return cpu.takeError();
+  PassManager pm(&context);
+  buildLowerToLLVMPipeline(pm, vectorBitsOf(*cpu));
+  if (failed(pm.run(*module)))
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "could not lower the host reference code (internal "
+                                   "error): " + diagnostics);
+  FailureOr<std::string> bitcode = translateHostReference(*module);
+  if (failed(bitcode))
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "could not translate the host reference code (internal "
+                                   "error): " + diagnostics);
+  return runtime::compileReferenceObject(*bitcode);
 }
 
 } // namespace tessera

@@ -170,7 +170,7 @@ llvm::Error writeExecutable(StringRef path, ExecutableMetadata metadata,
                     {"host_cpu", metadata.hostCPU},
                     {"host_features", json::Array(metadata.hostFeatures)},
                     {"code_objects", json::Array(metadata.codeObjects)},
-                    {"reference_bitcode", metadata.referenceBitcode},
+                    {"reference_mlir", metadata.referenceMLIR},
                     {"entry", metadata.entry},
                     {"inputs", std::move(inputs)},
                     {"outputs", std::move(outputs)},
@@ -297,7 +297,7 @@ Executable::parse(std::unique_ptr<llvm::MemoryBuffer> file, StringRef path) {
       if (auto name = f.getAsString())
         m.hostFeatures.push_back(name->str());
   m.entry = str("entry");
-  // The code section is the objects, then the reference code's bitcode.
+  // The code section is the objects, then the reference code's bytecode.
   int64_t codeBytes = static_cast<int64_t>(exe->code_.size()), total = 0;
   auto badCode = [&] {
     return fail("'" + path + "' has code objects that do not fill its code section "
@@ -312,12 +312,12 @@ Executable::parse(std::unique_ptr<llvm::MemoryBuffer> file, StringRef path) {
       m.codeObjects.push_back(*size);
     }
   }
-  // Without object sizes, what precedes the bitcode is one object.
-  std::optional<int64_t> reference = o->getInteger("reference_bitcode");
+  // Without object sizes, what precedes the bytecode is one object.
+  std::optional<int64_t> reference = o->getInteger("reference_mlir");
   if (!reference || *reference < 0 || *reference > codeBytes - total ||
       (!m.codeObjects.empty() && total + *reference != codeBytes))
     return badCode();
-  m.referenceBitcode = *reference;
+  m.referenceMLIR = *reference;
   auto list = [&](StringRef key, auto &out) -> llvm::Error {
     const json::Array *a = o->getArray(key);
     if (!a)
@@ -509,7 +509,7 @@ StringRef stateRoleName(StateInfo::Role role) {
 }
 
 std::vector<StringRef> Executable::kernelObjects() const {
-  StringRef objectBytes = code_.drop_back(metadata_.referenceBitcode);
+  StringRef objectBytes = code_.drop_back(metadata_.referenceMLIR);
   if (metadata_.codeObjects.empty())
     return objectBytes.empty() ? std::vector<StringRef>{} : std::vector<StringRef>{objectBytes};
   std::vector<StringRef> objects;
@@ -521,8 +521,8 @@ std::vector<StringRef> Executable::kernelObjects() const {
   return objects;
 }
 
-StringRef Executable::referenceBitcode() const {
-  return code_.take_back(metadata_.referenceBitcode);
+StringRef Executable::referenceMLIR() const {
+  return code_.take_back(metadata_.referenceMLIR);
 }
 
 /// " (3 device iterations of batch 2)": what makes the host's batch.

@@ -32,7 +32,8 @@ std::vector<int64_t> descriptor(const void *data, const std::vector<int64_t> &sh
 HostRunner::HostRunner(const Executable &executable) : executable_(executable) {}
 HostRunner::~HostRunner() = default;
 
-Expected<std::unique_ptr<HostRunner>> HostRunner::create(const Executable &exe) {
+Expected<std::unique_ptr<HostRunner>>
+HostRunner::create(const Executable &exe, const ReferenceCompiler &compileReference) {
   auto runner = std::unique_ptr<HostRunner>(new HostRunner(exe));
   // The reference code is one replica's step, whose cross-replica sums it
   // leaves out: it would compute a one-replica share of every gradient.
@@ -46,9 +47,10 @@ Expected<std::unique_ptr<HostRunner>> HostRunner::create(const Executable &exe) 
     return std::move(err);
   if (llvm::Error err = checkProgramAgreesWithSignature(exe))
     return std::move(err);
-  // The reference code is compiled here, for this machine, from the
-  // executable's bitcode: compiles skip it, and only reference runs pay.
-  auto object = compileReferenceObject(exe.referenceBitcode());
+  // The reference code is lowered and compiled here, for this machine,
+  // from the executable's MLIR: compiles skip it, and only reference runs
+  // pay.
+  auto object = compileReference(exe.referenceMLIR());
   if (!object)
     return object.takeError();
   auto jit = createCodeJIT({*object});

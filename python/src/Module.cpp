@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tessera/Compiler/BuildExecutable.h"
+#include "tessera/Compiler/Compiler.h"
 #include "tessera/Compiler/Registration.h"
 #include "tessera/Runtime/HostRunner.h"
 #include "tessera/Runtime/IPUModel.h"
@@ -258,7 +259,7 @@ public:
       ipuModel_ = model.get();
       runner_ = std::move(model);
     } else if (device == "reference") {
-      runner_ = take(runtime::HostRunner::create(*executable_));
+      runner_ = take(runtime::HostRunner::create(*executable_, compileHostReference));
     } else {
       throw TesseraError("device must be 'ipu' (the IPU model) or 'reference', got '" +
                          device + "'");

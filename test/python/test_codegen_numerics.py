@@ -103,7 +103,8 @@ def test_perf_map_names_the_vertex_kernels(tmp_path):
                 os.remove(path)
 
     # The IPU model links the vertex kernels only; the host reference run
-    # links the reference code it compiles from the executable's bitcode.
+    # links the reference code it lowers and compiles from the executable's
+    # MLIR.
     lines = perf_map()
     names = {name for _, _, name in lines}
     # Kernels are named by their code (vertex_ and 32 hex digits).

@@ -6,14 +6,19 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tessera/Compiler/Compiler.h"
+#include "tessera/Compiler/Registration.h"
 #include "tessera/Runtime/HostRunner.h"
 #include "tessera/Runtime/IPUModel.h"
 #include "tessera/Target/CostModel.h"
 
 #include "tessera/Runtime/JIT.h"
 
+#include "mlir/Bytecode/BytecodeWriter.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
 #include "llvm/AsmParser/Parser.h"
-#include "llvm/Bitcode/BitcodeWriter.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
@@ -654,7 +659,7 @@ TEST(HostRunner, RefusesASignatureThatDisagreesWithTheProgram) {
     edit.apply(s.meta);
     auto exe = write(s.meta, object, s.w);
     ASSERT_TRUE(exe) << edit.what;
-    auto host = HostRunner::create(*exe);
+    auto host = HostRunner::create(*exe, tessera::compileHostReference);
     ASSERT_FALSE(static_cast<bool>(host)) << edit.what;
     EXPECT_NE(llvm::toString(host.takeError()).find(edit.message), std::string::npos)
         << edit.what;
@@ -745,31 +750,46 @@ define void @vertex_static_input_entry(ptr %args) {
 } // namespace
 
 namespace {
-// The host reference code travels as bitcode and is compiled by the runtime
-// for this machine: valid bitcode becomes an object defining its functions;
-// anything else is an error that says to recompile, never a crash.
-TEST(HostRunner, CompilesTheReferenceBitcodeAndRefusesDamage) {
-  llvm::LLVMContext context;
-  llvm::SMDiagnostic diag;
-  auto module = llvm::parseAssemblyString(
-      "define void @tessera_main(ptr %args) {\n  ret void\n}\n", diag, context);
-  ASSERT_TRUE(module) << diag.getMessage().str();
-  std::string bitcode;
-  llvm::raw_string_ostream os(bitcode);
-  llvm::WriteBitcodeToFile(*module, os);
-  os.flush();
+// The host reference code travels as MLIR bytecode, lowered and compiled
+// for this machine when a run asks for it: a valid module becomes an object
+// defining its packed entry; anything else is an error that says to
+// recompile, never a crash.
+TEST(HostRunner, CompilesTheReferenceCodeAndRefusesDamage) {
+  mlir::DialectRegistry registry;
+  tessera::registerTesseraDialects(registry);
+  mlir::MLIRContext context(registry);
+  auto bytecodeOf = [&](llvm::StringRef text) {
+    mlir::OwningOpRef<mlir::ModuleOp> module =
+        mlir::parseSourceString<mlir::ModuleOp>(text, &context);
+    EXPECT_TRUE(module) << text.str();
+    std::string bytecode;
+    llvm::raw_string_ostream os(bytecode);
+    EXPECT_TRUE(mlir::succeeded(mlir::writeBytecodeToFile(module->getOperation(), os)));
+    return bytecode;
+  };
+  std::string bytecode = bytecodeOf(R"(
+    func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+      %e = tensor.empty() : tensor<4xf32>
+      %y = linalg.add ins(%x, %x : tensor<4xf32>, tensor<4xf32>) outs(%e : tensor<4xf32>) -> tensor<4xf32>
+      return %y : tensor<4xf32>
+    })");
 
-  auto object = tessera::runtime::compileReferenceObject(bitcode);
+  auto object = tessera::compileHostReference(bytecode);
   ASSERT_TRUE(static_cast<bool>(object)) << llvm::toString(object.takeError());
   std::vector<std::string> defined = tessera::runtime::definedFunctions({*object});
   EXPECT_NE(std::find(defined.begin(), defined.end(), "tessera_main"), defined.end());
 
-  for (std::string damaged : {std::string("not bitcode"), bitcode.substr(0, bitcode.size() / 2),
-                              std::string()}) {
-    auto bad = tessera::runtime::compileReferenceObject(damaged);
-    ASSERT_FALSE(static_cast<bool>(bad));
+  std::string noMain = bytecodeOf("func.func @other() { return }");
+  for (auto [damaged, why] :
+       {std::pair{std::string("not bytecode"), "is not MLIR bytecode"},
+        {bytecode.substr(0, bytecode.size() / 2), "does not parse"},
+        {std::string(), "is not MLIR bytecode"},
+        {noMain, "has no @main"}}) {
+    auto bad = tessera::compileHostReference(damaged);
+    ASSERT_FALSE(static_cast<bool>(bad)) << why;
     std::string message = llvm::toString(bad.takeError());
-    EXPECT_NE(message.find("host reference code"), std::string::npos) << message;
+    EXPECT_NE(message.find(std::string("host reference code ") + why), std::string::npos)
+        << message;
     EXPECT_NE(message.find("recompile the model"), std::string::npos) << message;
   }
 }

@@ -75,27 +75,27 @@ TEST(Executable, RoundTripsMetadataCodeAndAlignedWeights) {
 }
 
 // The code section holds the vertex kernels' objects (compiled in parallel
-// groups) back to back, then the host reference code's bitcode; the
+// groups) back to back, then the host reference code's MLIR bytecode; the
 // metadata gives their sizes.
-TEST(Executable, SplitsTheCodeSectionIntoItsObjectsAndTheReferenceBitcode) {
+TEST(Executable, SplitsTheCodeSectionIntoItsObjectsAndTheReferenceCode) {
   std::string path = tempPath("tess");
   std::vector<char> a(12, 1), b = {1, 2, 3, 4, 5};
   ExecutableMetadata m = metadataWithWeights();
   m.codeObjects = {2, 1};
-  m.referenceBitcode = 3;
+  m.referenceMLIR = 3;
   ASSERT_FALSE(llvm::errorToBool(
       writeExecutable(path, m, "OBJECT", {llvm::ArrayRef(a), llvm::ArrayRef(b)})));
   auto exe = Executable::load(path);
   ASSERT_TRUE(static_cast<bool>(exe)) << llvm::toString(exe.takeError());
   EXPECT_EQ((*exe)->kernelObjects(), (std::vector<llvm::StringRef>{"OB", "J"}));
-  EXPECT_EQ((*exe)->referenceBitcode(), "ECT");
+  EXPECT_EQ((*exe)->referenceMLIR(), "ECT");
 
   // Sizes that do not add up to the section are refused: objects too long,
-  // or objects and bitcode short of it.
-  for (auto [objects, bitcode] :
+  // or objects and reference code short of it.
+  for (auto [objects, reference] :
        {std::pair{std::vector<int64_t>{3, 5}, int64_t{0}}, {{3}, 2}, {{}, 7}}) {
     m.codeObjects = objects;
-    m.referenceBitcode = bitcode;
+    m.referenceMLIR = reference;
     ASSERT_FALSE(llvm::errorToBool(
         writeExecutable(path, m, "OBJECT", {llvm::ArrayRef(a), llvm::ArrayRef(b)})));
     auto bad = Executable::load(path);

@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tessera/Compiler/Compiler.h"
 #include "tessera/Runtime/Executable.h"
 #include "tessera/Runtime/FileUtils.h"
 #include "tessera/Runtime/HostRunner.h"
@@ -277,7 +278,7 @@ int train(const Executable &exe) {
     return error(llvm::toString(data.takeError()));
   std::unique_ptr<Runner> runner;
   if (reference) {
-    auto created = HostRunner::create(exe);
+    auto created = HostRunner::create(exe, tessera::compileHostReference);
     if (!created)
       return error(llvm::toString(created.takeError()));
     runner = std::move(*created);
@@ -496,7 +497,7 @@ int main(int argc, char **argv) {
   std::unique_ptr<HostRunner> runner;
   std::unique_ptr<IPUModel> model;
   if (reference) {
-    auto created = HostRunner::create(**exe);
+    auto created = HostRunner::create(**exe, tessera::compileHostReference);
     if (!created)
       return error(llvm::toString(created.takeError()));
     runner = std::move(*created);

@@ -34,8 +34,14 @@ namespace tessera {
 /// Dialects, bufferization models and LLVM translations codegen needs.
 void registerCodegenDialects(mlir::DialectRegistry &registry);
 
-/// linalg phase -> LLVM dialect: the host reference code as one replica,
-/// weights as @main's arguments, then buildLowerToLLVMPipeline.
+/// The linalg phase's @main made the host reference code's source: one
+/// replica's step, the weights its arguments. An executable stores the
+/// result (MLIR bytecode) and lowers it only when a run asks for it
+/// (compileHostReference).
+void buildPrepareHostReferencePipeline(mlir::OpPassManager &pm);
+
+/// linalg phase -> LLVM dialect: buildPrepareHostReferencePipeline, then
+/// buildLowerToLLVMPipeline.
 void buildHostLoweringPipeline(mlir::OpPassManager &pm, int64_t vectorBits = 512);
 
 /// Bufferization (results to out-params, deallocation), vector
@@ -78,9 +84,6 @@ llvm::Expected<HostCPU> resolveHostCPU(llvm::StringRef name);
 struct HostCode {
   /// Relocatable objects the IPU model links: the vertex kernels.
   std::vector<std::string> objects;
-  /// The host reference code as LLVM bitcode, not yet optimized: compiled
-  /// for the running machine when a run asks for it.
-  std::string referenceBitcode;
   /// Each vertex kernel's packed entry as the machine program names it
   /// ("vertex_cs3_0_entry") -> as the code defines it: named by the
   /// kernel's code ("vertex_<32 hex digits>_entry"), so that the same
@@ -123,20 +126,19 @@ struct KernelCache {
 /// their code only. A damaged or missing entry is a miss.
 void takeCachedKernels(mlir::ModuleOp module, KernelCache &cache);
 
-/// Translates an LLVM-dialect module to LLVM IR: the vertex kernels are
-/// optimized (O2) and compiled for `cpu` (or taken from `cache`), the host
-/// reference code (@main) is kept as bitcode (`referenceBitcode`, when
-/// given: translateHostReference's, made before). Errors are diagnostics on
-/// the module. `timing`, when given, gets a scope per phase (--mlir-timing).
+/// Compiles the vertex kernels of an LLVM-dialect module for `cpu`:
+/// translated to LLVM IR, optimized (O2) and compiled to objects, or taken
+/// from `cache`. Other functions (a host reference @main) are not part of
+/// the objects. Errors are diagnostics on the module. `timing`, when given,
+/// gets a scope per phase (--mlir-timing).
 mlir::FailureOr<HostCode> emitHostObjects(mlir::ModuleOp module, const HostCPU &cpu,
                                           mlir::TimingScope *timing = nullptr,
-                                          KernelCache *cache = nullptr,
-                                          const std::string *referenceBitcode = nullptr);
+                                          KernelCache *cache = nullptr);
 
 /// The host reference code of an LLVM-dialect module (@main and its parts,
 /// without the vertex kernels) as LLVM bitcode, with its packed entry
-/// `tessera_main`: what emitHostObjects stores, unless given it made
-/// already (compileModule makes it on the thread that lowers it).
+/// `tessera_main`, not yet optimized (runtime::compileReferenceObject
+/// optimizes and compiles it for the running machine).
 mlir::FailureOr<std::string> translateHostReference(mlir::ModuleOp module);
 
 } // namespace tessera

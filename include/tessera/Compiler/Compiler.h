@@ -98,10 +98,10 @@ struct CompiledModel {
   /// The tile-mapped program (llvm and executable phases); its weight and
   /// constant variables index `weights`.
   std::optional<runtime::MachineProgram> program;
-  /// The executable phase's host reference code as LLVM bitcode
-  /// (translateHostReference), made on the thread that lowered it while
-  /// the tiles were planned; if empty, writeExecutableFile translates it.
-  std::string referenceBitcode;
+  /// The executable phase's host reference code: @main as MLIR bytecode
+  /// (buildPrepareHostReferencePipeline), lowered and compiled only when a
+  /// run asks for it (compileHostReference).
+  std::string referenceMLIR;
 };
 
 /// Fixes dimension 0 of every input of @main to `batch` (--micro-batch-size):
@@ -110,9 +110,11 @@ struct CompiledModel {
 mlir::LogicalResult setInputBatch(mlir::ModuleOp module, int64_t batch);
 
 /// Runs the phases after `input` up to options.compileTo, filling `model`
-/// (if given) for the llvm and executable phases. From the llvm phase on the
-/// module holds both the host reference code (@main) and the vertex kernels
-/// of the tile-mapped program, which `model->program` describes. Asking for a phase this
+/// (if given) for the llvm and executable phases. The llvm phase's module
+/// holds both the host reference code (@main) and the vertex kernels of the
+/// tile-mapped program, which `model->program` describes; the executable
+/// phase's holds the kernels only, the reference code being
+/// `model->referenceMLIR`. Asking for a phase this
 /// build does not implement is an error naming the ones it does.
 mlir::LogicalResult compileModule(mlir::ModuleOp module,
                                   const CompileOptions &options,
@@ -127,6 +129,14 @@ mlir::LogicalResult writeExecutableFile(mlir::ModuleOp llvmModule,
                                         llvm::StringRef path,
                                         mlir::TimingScope *timing = nullptr,
                                         KernelCache *kernelCache = nullptr);
+
+/// The native code of an executable's host reference code
+/// (ExecutableMetadata::referenceMLIR) for the running machine: parsed,
+/// lowered to LLVM (buildLowerToLLVMPipeline, register tiles for this
+/// CPU's vectors), optimized and compiled to an object whose packed entry
+/// is `tessera_main`. Bytes that are not such a module are an error saying
+/// to recompile the model. What runtime::HostRunner runs.
+llvm::Expected<std::string> compileHostReference(llvm::StringRef referenceMLIR);
 
 } // namespace tessera
 

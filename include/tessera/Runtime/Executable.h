@@ -32,7 +32,9 @@ namespace tessera::runtime {
 /// 2: metadata may carry the tile-mapped program ("program").
 /// 5: metadata may carry device-resident state ("state", training).
 /// 8: each vertex kernel's code carries its signature (`<kernel>_signature`).
-constexpr uint32_t kExecutableFormatVersion = 8;
+/// 9: the host reference code is MLIR bytecode ("reference_mlir"), lowered
+/// when a run asks for it, not LLVM bitcode lowered by every compile.
+constexpr uint32_t kExecutableFormatVersion = 9;
 
 struct TensorInfo {
   std::string name;
@@ -122,9 +124,10 @@ struct ExecutableMetadata {
   /// Sizes of the relocatable objects the code section holds, back to back
   /// (the vertex kernels; none when the program has no compute set).
   std::vector<int64_t> codeObjects;
-  /// Bytes of LLVM bitcode after the objects: the host reference code,
-  /// unoptimized, compiled for the running machine when a run asks for it.
-  int64_t referenceBitcode = 0;
+  /// Bytes of MLIR bytecode after the objects: the host reference code
+  /// before lowering, lowered and compiled for the running machine when a
+  /// run asks for it (tessera::compileHostReference).
+  int64_t referenceMLIR = 0;
   /// Packed entry point: void entry(void **descriptors), one memref
   /// descriptor per input, then weight, then output.
   std::string entry = "tessera_main";
@@ -227,13 +230,14 @@ public:
 
   const ExecutableMetadata &metadata() const { return metadata_; }
   /// The code section: every object of metadata().codeObjects, in order,
-  /// then the reference code's bitcode.
+  /// then the reference code's bytecode.
   llvm::StringRef codeSection() const { return code_; }
   /// The objects of the code section (the vertex kernels), which the IPU
   /// model links together.
   std::vector<llvm::StringRef> kernelObjects() const;
-  /// The host reference code: LLVM bitcode (see compileReferenceObject).
-  llvm::StringRef referenceBitcode() const;
+  /// The host reference code: MLIR bytecode (see
+  /// tessera::compileHostReference).
+  llvm::StringRef referenceMLIR() const;
   llvm::ArrayRef<char> weight(size_t i) const;
 
 private:

@@ -12,6 +12,7 @@
 
 #include "tessera/Runtime/Runner.h"
 
+#include <functional>
 #include <memory>
 
 namespace llvm::orc {
@@ -20,10 +21,15 @@ class LLJIT;
 
 namespace tessera::runtime {
 
+/// Compiles an executable's host reference code (its referenceMLIR) to an
+/// object for this machine: tessera::compileHostReference, which needs the
+/// compiler; the runtime itself does not.
+using ReferenceCompiler = std::function<llvm::Expected<std::string>(llvm::StringRef)>;
+
 class HostRunner : public Runner {
 public:
   static llvm::Expected<std::unique_ptr<HostRunner>>
-  create(const Executable &executable);
+  create(const Executable &executable, const ReferenceCompiler &compileReference);
   ~HostRunner() override;
 
   llvm::Expected<std::vector<Tensor>> run(llvm::ArrayRef<Tensor> inputs) override;

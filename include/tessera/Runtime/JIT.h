@@ -50,9 +50,10 @@ llvm::Expected<const llvm::Target *> lookupHostTarget();
 llvm::Expected<std::string> compileToObject(llvm::Module &module, llvm::StringRef cpu,
                                             llvm::StringRef features);
 
-/// The executable's host reference code (LLVM bitcode, stored unoptimized)
-/// compiled for this machine's CPU: an object for createCodeJIT. A module
-/// that does not parse or verify is an error, never undefined behaviour.
+/// Host reference code as LLVM bitcode, unoptimized (what
+/// tessera::compileHostReference translates), compiled for this machine's
+/// CPU: an object for createCodeJIT. A module that does not parse or verify
+/// is an error, never undefined behaviour.
 llvm::Expected<std::string> compileReferenceObject(llvm::StringRef bitcode);
 
 /// A JIT with `objects` (an executable's code section) linked in.
