@@ -19,11 +19,14 @@
 
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Matchers.h"
+#include "llvm/Support/ThreadPool.h"
 #include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/BitVector.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/StringSet.h"
 
+#include <algorithm>
+#include <atomic>
 #include <map>
 #include <set>
 
@@ -952,38 +955,38 @@ LogicalResult Planner::planGeneric(Plan &plan) {
                    cands[j].end());
   }
 
-  struct Best {
-    bool valid = false, fits = false;
-    int64_t cycles = 0, memory = 0, pieces = 0;
-    TileMapping mapping;
-  } best;
-  std::vector<int64_t> chunks(rank, 1);
+  // The candidates, costed on every thread the context has: each costing
+  // is independent of the others (a few microseconds each, up to a
+  // thousand per op), and the best is then chosen in the candidates'
+  // order, so the plan is the same on any number of threads.
+  struct Candidate {
+    std::vector<int64_t> chunks;
+    const TileMapping *given = nullptr; ///< a whole mapping instead
+    int64_t pieces = 0;
+  };
+  struct Score {
+    bool fits = false;
+    int64_t cycles = 0, memory = 0;
+  };
+  // The grid of `chunks` in the window, row-major over the tiles.
+  auto gridOf = [&](const std::vector<int64_t> &chunks, TileMapping &m) {
+    m.shape = shape;
+    m.chunks = chunks;
+    m.firstTile = windowFirst_;
+    m.tileStrides.assign(rank, 0);
+    int64_t stride = 1;
+    for (int64_t j = rank - 1; j >= 0; --j) {
+      int64_t n = (shape[j] + chunks[j] - 1) / chunks[j];
+      m.tileStrides[j] = n > 1 ? stride : 0;
+      stride *= n;
+    }
+  };
   // What a region of a general view costs to read, by (variable, tile,
   // region): candidates that differ only in loops an input does not read
   // ask again for the same region, and answering walks the view's runs.
   // Only variables placed before this op (the candidates' tentative leaves
-  // reuse their numbers with other mappings).
+  // use their numbers with other mappings). One per costing thread.
   size_t placedVariables = prog_.variables.size();
-  std::map<std::vector<int64_t>, runtime::RemoteRead> viewReads;
-  auto remoteRead = [&](int64_t var, const Box &region, int64_t tile) {
-    const runtime::Variable &v = prog_.variables[var];
-    if (static_cast<size_t>(var) >= placedVariables || v.base < 0 || v.isPadded())
-      return runtime::remoteRead(prog_, var, region, tile);
-    std::vector<int64_t> key{var, tile};
-    key.insert(key.end(), region.offsets.begin(), region.offsets.end());
-    key.insert(key.end(), region.sizes.begin(), region.sizes.end());
-    auto [it, inserted] = viewReads.try_emplace(std::move(key));
-    if (inserted)
-      it->second = runtime::remoteRead(prog_, var, region, tile);
-    return it->second;
-  };
-  // Costs the candidate `chunks` (of `pieces` pieces), keeping the best.
-  // Its scratch vectors live across candidates: the planner costs
-  // thousands per model, and allocating them each time was a third of its
-  // time.
-  TileMapping m;
-  m.shape = shape;
-  std::vector<int64_t> inVars, perDim(rank), first(rank, 0), central(rank), last(rank);
   // A state's update computed off its state's tiles is copied there after
   // the step (ProgramCost's state update): that copy counts against every
   // mapping but the state's own, which is a candidate too.
@@ -993,45 +996,61 @@ LogicalResult Planner::planGeneric(Plan &plan) {
   // What costing a piece reads of the ops, read once.
   target::VertexWork opWork = opVertexWork(plan, cost_);
   std::vector<int64_t> inputBytes;
-  for (const Input &in : plan.inputs)
+  int64_t unplacedInputs = 0;
+  for (const Input &in : plan.inputs) {
     inputBytes.push_back(elementBytes(in.value.getType()));
-  auto evaluate = [&](int64_t pieces, const TileMapping *given = nullptr) {
-    if (given) {
-      m = *given;
-      chunks = given->chunks; // the odometer sets them afresh
-    } else {
-      m.chunks = chunks;
-      m.firstTile = windowFirst_;
-      m.tileStrides.assign(rank, 0);
-      int64_t stride = 1;
-      for (int64_t j = rank - 1; j >= 0; --j) {
-        int64_t n = (shape[j] + chunks[j] - 1) / chunks[j];
-        m.tileStrides[j] = n > 1 ? stride : 0;
-        stride *= n;
-      }
-    }
+    unplacedInputs += variableOf(in.value) < 0;
+  }
+  // One costing thread's scratch, kept across its candidates (allocating
+  // it for each was a third of the planner's time), and the variables
+  // (of prog_, numbered from `firstTentative`) its candidates' unplaced
+  // leaves take: each thread writes only its own.
+  struct Costing {
+    TileMapping m;
+    std::vector<int64_t> inVars, perDim, first, central, last;
+    std::map<std::vector<int64_t>, runtime::RemoteRead> viewReads;
+    size_t firstTentative = 0;
+  };
+  auto remoteRead = [&](Costing &c, int64_t var, const Box &region, int64_t tile) {
+    const runtime::Variable &v = prog_.variables[var];
+    if (static_cast<size_t>(var) >= placedVariables || v.base < 0 || v.isPadded())
+      return runtime::remoteRead(prog_, var, region, tile);
+    std::vector<int64_t> key{var, tile};
+    key.insert(key.end(), region.offsets.begin(), region.offsets.end());
+    key.insert(key.end(), region.sizes.begin(), region.sizes.end());
+    auto [it, inserted] = c.viewReads.try_emplace(std::move(key));
+    if (inserted)
+      it->second = runtime::remoteRead(prog_, var, region, tile);
+    return it->second;
+  };
+  // Costs one candidate.
+  auto evaluate = [&](Costing &c, const Candidate &candidate) {
+    TileMapping &m = c.m;
+    if (candidate.given)
+      m = *candidate.given;
+    else
+      gridOf(candidate.chunks, m);
     // Unplaced leaves take the mapping they would get with this plan.
-    size_t tentative = prog_.variables.size();
-    inVars.clear();
+    size_t tentative = c.firstTentative;
+    c.inVars.clear();
     int64_t tentativePieceBytes = 0, tentativeBytes = 0;
     for (const Input &in : plan.inputs) {
       int64_t var = variableOf(in.value);
       if (var < 0) {
-        runtime::Variable v;
+        runtime::Variable &v = prog_.variables[tentative];
         auto t = cast<RankedTensorType>(in.value.getType());
         v.shape.assign(t.getShape().begin(), t.getShape().end());
         auto aligned = alignedMapping(in.value, in.access, plan, m);
         v.mapping = aligned ? spreadOverReaders(*aligned, m, elementBytes(t))
                             : linearInWindow(v.shape, elementBytes(t));
         v.mapping.shape = v.shape;
-        var = prog_.variables.size();
+        var = tentative++;
         tentativePieceBytes += v.mapping.maxPieceElements() * elementBytes(t);
         if (t.hasStaticShape() && (isa<BlockArgument>(in.value) ||
                                    in.value.getDefiningOp<ml_program::GlobalLoadConstOp>()))
           tentativeBytes += t.getNumElements() * elementBytes(t);
-        prog_.variables.push_back(std::move(v));
       }
-      inVars.push_back(var);
+      c.inVars.push_back(var);
     }
     // Cost the first, a central and the last piece: edges and holders
     // differ. The central one is central in every dimension: an operand
@@ -1039,17 +1058,21 @@ LogicalResult Planner::planGeneric(Plan &plan) {
     // block, on the first of the tiles sharing it) is local to the first
     // piece, and to the middle one in row-major order, but remote for
     // most vertices.
+    c.perDim.resize(rank);
+    c.first.assign(rank, 0);
+    c.central.resize(rank);
+    c.last.resize(rank);
     for (int64_t j = 0; j < rank; ++j) {
-      perDim[j] = std::max<int64_t>(1, (shape[j] + chunks[j] - 1) / chunks[j]);
-      central[j] = perDim[j] / 2;
-      last[j] = perDim[j] - 1;
+      c.perDim[j] = std::max<int64_t>(1, (shape[j] + m.chunks[j] - 1) / m.chunks[j]);
+      c.central[j] = c.perDim[j] / 2;
+      c.last[j] = c.perDim[j] - 1;
     }
     // A step's exchange phase ends when its busiest tile is done, and so
     // does its compute phase: the step takes the slowest exchange plus the
     // slowest vertex, wherever each is (an edge piece may receive most,
     // a whole one compute longest).
     int64_t worstExchange = 0, worstCompute = 0, worstMemory = 0, worstTotal = 0;
-    for (const std::vector<int64_t> *idx : {&first, &central, &last}) {
+    for (const std::vector<int64_t> *idx : {&c.first, &c.central, &c.last}) {
       Box piece = m.pieceBox(*idx);
       int64_t tile = m.tileOf(*idx);
       // What the tile holds already, and (at most a piece of each) the
@@ -1066,10 +1089,10 @@ LogicalResult Planner::planGeneric(Plan &plan) {
       }
       int64_t received = 0, regions = 0, padding = 0,
               memory = piece.numElements() * outBytes;
-      for (auto [in, var, bytes] : llvm::zip(plan.inputs, inVars, inputBytes)) {
+      for (auto [in, var, bytes] : llvm::zip(plan.inputs, c.inVars, inputBytes)) {
         const runtime::Variable &v = prog_.variables[var];
         Box region = in.access.region(loops, v.shape);
-        if (runtime::RemoteRead read = remoteRead(var, region, tile); !read.local) {
+        if (runtime::RemoteRead read = remoteRead(c, var, region, tile); !read.local) {
           received += read.bytes;
           regions += read.regions;
           padding += read.paddingBytes;
@@ -1088,59 +1111,109 @@ LogicalResult Planner::planGeneric(Plan &plan) {
       worstMemory = std::max(worstMemory, memory);
       worstTotal = std::max(worstTotal, resident + memory);
     }
-    int64_t worstCycles = worstExchange + worstCompute;
+    Score score;
+    score.cycles = worstExchange + worstCompute;
     if (home && !(m.chunks == home->chunks && m.tileStrides == home->tileStrides &&
                   m.firstTile == home->firstTile))
-      worstCycles += copyBack;
-    prog_.variables.resize(tentative);
+      score.cycles += copyBack;
     // Temporaries within the budget (Poplar's availableMemoryProportion),
     // and everything within the tile.
-    bool fits = worstMemory <= budget_ && worstTotal <= target_.bytesPerTile;
-    auto better = [&] {
+    score.fits = worstMemory <= budget_ && worstTotal <= target_.bytesPerTile;
+    score.memory = worstMemory;
+    return score;
+  };
+  // Costs every candidate, the threads taking runs of a few consecutive
+  // ones in turn (consecutive candidates, differing in the last dimensions
+  // the odometer turns, read the same regions of most operands: each
+  // thread's view reads keep them). Each thread's unplaced leaves take
+  // variables of their own, gone with the costing.
+  constexpr size_t kMinCandidatesPerThread = 32, kCandidatesPerClaim = 8;
+  auto costAll = [&](const std::vector<Candidate> &candidates) {
+    std::vector<Score> scores(candidates.size());
+    MLIRContext *ctx = plan.op.getContext();
+    size_t threads = 1;
+    if (ctx->isMultithreadingEnabled())
+      threads = std::clamp<size_t>(candidates.size() / kMinCandidatesPerThread, 1,
+                                   ctx->getNumThreads());
+    prog_.variables.resize(placedVariables + threads * unplacedInputs);
+    std::atomic<size_t> next{0};
+    auto work = [&](size_t thread) {
+      Costing c;
+      c.firstTentative = placedVariables + thread * unplacedInputs;
+      for (size_t i; (i = next.fetch_add(kCandidatesPerClaim)) < candidates.size();)
+        for (size_t k = i; k < std::min(i + kCandidatesPerClaim, candidates.size()); ++k)
+          scores[k] = evaluate(c, candidates[k]);
+    };
+    if (threads == 1) {
+      work(0);
+    } else {
+      // This thread works too, from the start: waiting for pool threads
+      // to wake costs about a tenth of a millisecond, some thousands of
+      // times per model.
+      llvm::ThreadPoolTaskGroup others(ctx->getThreadPool());
+      for (size_t thread = 1; thread < threads; ++thread)
+        others.async([&work, thread] { work(thread); });
+      work(0);
+      others.wait();
+    }
+    prog_.variables.resize(placedVariables);
+    return scores;
+  };
+  struct Best {
+    bool valid = false;
+    Score score;
+    int64_t pieces = 0;
+    const Candidate *candidate = nullptr;
+  } best;
+  // Takes the better of each candidate in turn: one that fits, then the
+  // fewest cycles, then the fewest pieces; when none fits, the least memory.
+  auto choose = [&](const std::vector<Candidate> &candidates) {
+    std::vector<Score> scores = costAll(candidates);
+    auto better = [&](const Score &score, int64_t pieces) {
       if (!best.valid)
         return true;
-      if (fits != best.fits)
-        return fits;
-      if (!fits)
-        return worstMemory < best.memory;
-      if (worstCycles != best.cycles)
-        return worstCycles < best.cycles;
+      if (score.fits != best.score.fits)
+        return score.fits;
+      if (!score.fits)
+        return score.memory < best.score.memory;
+      if (score.cycles != best.score.cycles)
+        return score.cycles < best.score.cycles;
       return pieces < best.pieces;
     };
-    if (better()) {
-      best.valid = true;
-      best.fits = fits;
-      best.cycles = worstCycles;
-      best.memory = worstMemory;
-      best.pieces = pieces;
-      best.mapping = m;
-    }
+    for (auto [candidate, score] : llvm::zip(candidates, scores))
+      if (better(score, candidate.pieces))
+        best = {true, score, candidate.pieces, &candidate};
   };
+  // The state's home first, then an odometer over the candidate lists,
+  // pruned by the tile count.
+  std::vector<Candidate> candidates;
   if (home)
-    evaluate(home->numPieces(), &*home);
-  // Odometer over the candidate lists, pruned by the tile count.
+    candidates.push_back({home->chunks, &*home, home->numPieces()});
+  std::vector<int64_t> chunks(rank, 1);
   std::vector<size_t> at(rank, 0);
-  int64_t evaluated = 0;
+  int64_t counted = 0;
   bool exhausted = false;
+  int64_t cap = inTrial_ ? kMaxCandidatesCostedInTrials : kMaxCandidatesCosted;
   while (true) {
     int64_t pieces = 1;
     for (int64_t j = 0; j < rank; ++j) {
-    chunks[j] = cands[j][at[j]];
-    pieces *= (shape[j] + chunks[j] - 1) / chunks[j];
+      chunks[j] = cands[j][at[j]];
+      pieces *= (shape[j] + chunks[j] - 1) / chunks[j];
     }
     if (pieces <= windowTiles_) {
-    ++evaluated;
-    evaluate(pieces);
+      ++counted;
+      candidates.push_back({chunks, nullptr, pieces});
     }
     int64_t j = rank - 1;
     while (j >= 0 && ++at[j] == cands[j].size())
-    at[j--] = 0;
+      at[j--] = 0;
     exhausted = j < 0;
-    if (exhausted || evaluated == (inTrial_ ? kMaxCandidatesCostedInTrials
-                                           : kMaxCandidatesCosted))
-    break;
+    if (exhausted || counted == cap)
+      break;
   }
-  if (!best.fits && !exhausted) {
+  choose(candidates);
+  std::vector<Candidate> leastMemory;
+  if (!best.score.fits && !exhausted) {
     // The odometer's order reached its cap before any candidate fit (the
     // ones it costs first cut the leading dimensions finest: an embedding
     // at batch 48 never got to a plan whose table columns fit). Cost the
@@ -1151,41 +1224,40 @@ LogicalResult Planner::planGeneric(Plan &plan) {
     std::fill(at.begin(), at.end(), 0);
     constexpr int64_t kMaxEnumerated = 200000;
     for (int64_t seen = 0; seen < kMaxEnumerated; ++seen) {
-    int64_t pieces = 1;
-    for (int64_t j = 0; j < rank; ++j) {
-      chunks[j] = cands[j][at[j]];
-      pieces *= (shape[j] + chunks[j] - 1) / chunks[j];
-    }
-    if (pieces <= windowTiles_) {
-      Box loops;
-      loops.offsets.assign(plan.loopRanges.size(), 0);
-      loops.sizes.assign(plan.loopRanges.begin(), plan.loopRanges.end());
-      int64_t bytes = outBytes;
+      int64_t pieces = 1;
       for (int64_t j = 0; j < rank; ++j) {
-        loops.sizes[plan.outputLoops[j]] = std::min(chunks[j], shape[j]);
-        bytes *= std::min(chunks[j], shape[j]);
+        chunks[j] = cands[j][at[j]];
+        pieces *= (shape[j] + chunks[j] - 1) / chunks[j];
       }
-      for (const Input &in : plan.inputs) {
-        auto type = cast<RankedTensorType>(in.value.getType());
-        bytes += in.access.region(loops, type.getShape()).numElements() * elementBytes(type);
+      if (pieces <= windowTiles_) {
+        Box loops;
+        loops.offsets.assign(plan.loopRanges.size(), 0);
+        loops.sizes.assign(plan.loopRanges.begin(), plan.loopRanges.end());
+        int64_t bytes = outBytes;
+        for (int64_t j = 0; j < rank; ++j) {
+          loops.sizes[plan.outputLoops[j]] = std::min(chunks[j], shape[j]);
+          bytes *= std::min(chunks[j], shape[j]);
+        }
+        for (const Input &in : plan.inputs) {
+          auto type = cast<RankedTensorType>(in.value.getType());
+          bytes += in.access.region(loops, type.getShape()).numElements() * elementBytes(type);
+        }
+        byMemory.emplace_back(bytes, chunks);
       }
-      byMemory.emplace_back(bytes, chunks);
-    }
-    int64_t j = rank - 1;
-    while (j >= 0 && ++at[j] == cands[j].size())
-      at[j--] = 0;
-    if (j < 0)
-      break;
+      int64_t j = rank - 1;
+      while (j >= 0 && ++at[j] == cands[j].size())
+        at[j--] = 0;
+      if (j < 0)
+        break;
     }
     llvm::stable_sort(byMemory, [](const auto &a, const auto &b) { return a.first < b.first; });
-    int64_t cap = inTrial_ ? kMaxCandidatesCostedInTrials : kMaxCandidatesCosted;
     for (int64_t i = 0; i < std::min<int64_t>(cap, byMemory.size()); ++i) {
-    chunks = byMemory[i].second;
-    int64_t pieces = 1;
-    for (int64_t j = 0; j < rank; ++j)
-      pieces *= (shape[j] + chunks[j] - 1) / chunks[j];
-    evaluate(pieces);
+      int64_t pieces = 1;
+      for (int64_t j = 0; j < rank; ++j)
+        pieces *= (shape[j] + byMemory[i].second[j] - 1) / byMemory[i].second[j];
+      leastMemory.push_back({std::move(byMemory[i].second), nullptr, pieces});
     }
+    choose(leastMemory);
   }
   if (!best.valid)
     return plan.op.emitError("ipu-plan-tiles: no way to split this op over ")
@@ -1229,10 +1301,13 @@ LogicalResult Planner::planGeneric(Plan &plan) {
     return error;
     }
   }
-  plan.mapping = best.mapping;
-  plan.cycles = best.cycles;
-  plan.fits = best.fits;
-  plan.memory = best.memory;
+  if (best.candidate->given)
+    plan.mapping = *best.candidate->given;
+  else
+    gridOf(best.candidate->chunks, plan.mapping);
+  plan.cycles = best.score.cycles;
+  plan.fits = best.score.fits;
+  plan.memory = best.score.memory;
   // Its vertices' code stays on every tile that runs it, once per kernel:
   // a kernel like one planned before (the same body, epilogue and piece
   // shape; ipu-map-tiles shares those) adds nothing on the tiles that hold
@@ -1244,8 +1319,8 @@ LogicalResult Planner::planGeneric(Plan &plan) {
     llvm::hash_code key =
         generic ? llvm::hash_combine(plan.op.getIndexingMaps().getAsOpaquePointer(),
                                      plan.initFill.getAsOpaquePointer())
-                : llvm::hash_combine_range(best.mapping.chunks.begin(),
-                                           best.mapping.chunks.end());
+                : llvm::hash_combine_range(plan.mapping.chunks.begin(),
+                                           plan.mapping.chunks.end());
     if (generic)
       for (Type t : plan.op->getOperandTypes())
         if (auto ranked = dyn_cast<RankedTensorType>(t))
