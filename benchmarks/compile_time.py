@@ -9,9 +9,9 @@ pass pipeline, the slowest passes and codegen. Then the executable cache:
 ResNet-50 compiled again at batch 2 after batch 1 with the same --cache-dir,
 and at batch 1 under another output mode (every kernel from the kernel
 cache).
-Pipelines may overlap: the host reference code lowers on a thread of its
-own while the tiles are planned, so their times add up to more than the
-passes' wall time.
+The host reference code is not lowered by a compile to .tess (a
+--reference run lowers it), and the tile planner costs candidate plans on
+every core: pass times are wall times, and the user times add up to more.
 Not part of the tests (shared, noisy machines): run it, compare runs made
 in one sitting.
 
