@@ -31,6 +31,7 @@
 #include "llvm/Support/Threading.h"
 
 #include <atomic>
+#include <cstring>
 #include <thread>
 
 using namespace mlir;
@@ -812,9 +813,14 @@ llvm::Expected<std::string> compileHostReference(llvm::StringRef referenceMLIR) 
       diagnostics += (diagnostics.empty() ? "" : "; ") + diag.str();
     return success();
   });
-  // The reader wants its buffer as aligned as the sections it holds.
-  std::unique_ptr<llvm::MemoryBuffer> buffer =
-      llvm::MemoryBuffer::getMemBufferCopy(referenceMLIR, "tessera-reference");
+  // The reader wants its buffer as aligned as the resources it holds (the
+  // code section puts the bytecode wherever the objects end).
+  std::unique_ptr<llvm::WritableMemoryBuffer> buffer =
+      llvm::WritableMemoryBuffer::getNewUninitMemBuffer(referenceMLIR.size(),
+                                                        "tessera-reference", llvm::Align(64));
+  if (!buffer)
+    return fail("does not fit in memory");
+  std::memcpy(buffer->getBufferStart(), referenceMLIR.data(), referenceMLIR.size());
   llvm::SourceMgr sources;
   sources.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
   OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sources, &context);
@@ -828,15 +834,13 @@ llvm::Expected<std::string> compileHostReference(llvm::StringRef referenceMLIR) 
     return cpu.takeError();
   PassManager pm(&context);
   buildLowerToLLVMPipeline(pm, vectorBitsOf(*cpu));
+  // A module this compiler made lowers; one that does not was made by
+  // another build or edited.
   if (failed(pm.run(*module)))
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "could not lower the host reference code (internal "
-                                   "error): " + diagnostics);
+    return fail("does not lower (" + diagnostics + ")");
   FailureOr<std::string> bitcode = translateHostReference(*module);
   if (failed(bitcode))
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "could not translate the host reference code (internal "
-                                   "error): " + diagnostics);
+    return fail("does not translate to LLVM IR (" + diagnostics + ")");
   return runtime::compileReferenceObject(*bitcode);
 }
 

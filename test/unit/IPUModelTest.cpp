@@ -780,11 +780,20 @@ TEST(HostRunner, CompilesTheReferenceCodeAndRefusesDamage) {
   EXPECT_NE(std::find(defined.begin(), defined.end(), "tessera_main"), defined.end());
 
   std::string noMain = bytecodeOf("func.func @other() { return }");
+  // A weight still a global: this compiler makes the weights arguments
+  // before it stores the reference code, so it is not this compiler's.
+  std::string notLowerable = bytecodeOf(R"(
+    ml_program.global private @w(dense<1.0> : tensor<4xf32>) : tensor<4xf32>
+    func.func @main() -> tensor<4xf32> {
+      %w = ml_program.global_load_const @w : tensor<4xf32>
+      return %w : tensor<4xf32>
+    })");
   for (auto [damaged, why] :
        {std::pair{std::string("not bytecode"), "is not MLIR bytecode"},
         {bytecode.substr(0, bytecode.size() / 2), "does not parse"},
         {std::string(), "is not MLIR bytecode"},
-        {noMain, "has no @main"}}) {
+        {noMain, "has no @main"},
+        {notLowerable, "does not lower"}}) {
     auto bad = tessera::compileHostReference(damaged);
     ASSERT_FALSE(static_cast<bool>(bad)) << why;
     std::string message = llvm::toString(bad.takeError());

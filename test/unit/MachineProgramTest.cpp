@@ -198,6 +198,29 @@ TEST(MachineProgram, PieceBoxesCoverTheTensorOnDistinctTiles) {
   EXPECT_NE(llvm::toString(std::move(err)).find("two pieces on tile"), std::string::npos);
 }
 
+TEST(MachineProgram, ForEachPieceVisitsEachPieceBoxAndTileInRowMajorOrder) {
+  // Remainders in two dimensions, an unsplit one (stride 0), a chunk larger
+  // than its dimension and pieces in column-major tile order: what the
+  // walk steps in place must be pieceBox and tileOf of each piece.
+  TileMapping m;
+  m.shape = {5, 3, 7, 2};
+  m.chunks = {2, 3, 3, 4};
+  m.tileStrides = {1, 0, 3, 0};
+  m.firstTile = 6;
+  std::vector<int64_t> n = m.piecesPerDim();
+  ASSERT_EQ(n, (std::vector<int64_t>{3, 1, 3, 1}));
+  std::vector<std::pair<int64_t, Box>> expected;
+  for (int64_t a = 0; a < n[0]; ++a)
+    for (int64_t c = 0; c < n[2]; ++c) {
+      std::vector<int64_t> piece{a, 0, c, 0};
+      expected.emplace_back(m.tileOf(piece), m.pieceBox(piece));
+    }
+  std::vector<std::pair<int64_t, Box>> visited;
+  m.forEachPiece([&](int64_t tile, const Box &box) { visited.emplace_back(tile, box); });
+  EXPECT_EQ(visited, expected);
+  EXPECT_EQ(visited.back().second, (Box{{4, 0, 6, 0}, {1, 3, 1, 2}}));
+}
+
 TEST(MachineProgram, PieceShapesAreEveryPiecesShapeOnceInKernelOrder) {
   // 5 x 7 in chunks of 2 x 3: rows of 2 and a remainder of 1, columns of 3
   // and a remainder of 1; a compute set's kernels come in this order.
