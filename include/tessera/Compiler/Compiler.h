@@ -120,9 +120,10 @@ mlir::LogicalResult compileModule(mlir::ModuleOp module,
                                   const CompileOptions &options,
                                   CompiledModel *model = nullptr);
 
-/// Emits the native code of an llvm-phase module for `cpu` (resolveHostCPU's
-/// answer), its kernels from `kernelCache` where found there, and writes
-/// the .tess, which records the CPU and its features.
+/// Emits the native code of an executable-phase module (the vertex kernels
+/// in the LLVM dialect) for `cpu` (resolveHostCPU's answer), its kernels
+/// from `kernelCache` where found there, and writes the .tess with
+/// `model.referenceMLIR`; the file records the CPU and its features.
 mlir::LogicalResult writeExecutableFile(mlir::ModuleOp llvmModule,
                                         const CompiledModel &model, const HostCPU &cpu,
                                         runtime::ExecutableMetadata metadata,
