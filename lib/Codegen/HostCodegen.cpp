@@ -42,7 +42,6 @@
 #include "tessera/Runtime/JIT.h"
 #include "tessera/Runtime/MachineProgram.h"
 
-#include "llvm/Bitcode/BitcodeWriter.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/Support/FileSystem.h"
@@ -643,22 +642,21 @@ void takeCachedKernels(ModuleOp module, KernelCache &cache) {
   }
 }
 
-FailureOr<std::string> translateHostReference(ModuleOp module) {
-  if (!module.lookupSymbol<LLVM::LLVMFuncOp>("_mlir_ciface_main"))
-    return module.emitError("no C interface for @main was generated");
-  llvm::LLVMContext referenceContext;
-  OwningOpRef<ModuleOp> reference = partition(module, llvm::StringSet<>());
-  std::unique_ptr<llvm::Module> referenceModule =
-      translateModuleToLLVMIR(*reference, referenceContext, "tessera-reference");
-  if (!referenceModule)
-    return module.emitError("could not translate the module to LLVM IR");
-  addPackedEntries(*referenceModule);
-  referenceModule->setTargetTriple(llvm::Triple(llvm::sys::getProcessTriple()));
-  std::string bitcode;
-  llvm::raw_string_ostream os(bitcode);
-  llvm::WriteBitcodeToFile(*referenceModule, os);
-  os.flush();
-  return bitcode;
+std::unique_ptr<llvm::Module> translateHostReference(ModuleOp module,
+                                                     llvm::LLVMContext &context) {
+  if (!module.lookupSymbol<LLVM::LLVMFuncOp>("_mlir_ciface_main")) {
+    module.emitError("no C interface for @main was generated");
+    return nullptr;
+  }
+  std::unique_ptr<llvm::Module> reference =
+      translateModuleToLLVMIR(module, context, "tessera-reference");
+  if (!reference) {
+    module.emitError("could not translate the module to LLVM IR");
+    return nullptr;
+  }
+  addPackedEntries(*reference);
+  reference->setTargetTriple(llvm::Triple(llvm::sys::getProcessTriple()));
+  return reference;
 }
 
 FailureOr<HostCode> emitHostObjects(ModuleOp module, const HostCPU &cpu,

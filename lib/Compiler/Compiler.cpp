@@ -20,6 +20,8 @@
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/IR/LLVMContext.h"
+#include "llvm/IR/Module.h"
 #include "llvm/TargetParser/Host.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
@@ -838,10 +840,11 @@ llvm::Expected<std::string> compileHostReference(llvm::StringRef referenceMLIR) 
   // another build or edited.
   if (failed(pm.run(*module)))
     return fail("does not lower (" + diagnostics + ")");
-  FailureOr<std::string> bitcode = translateHostReference(*module);
-  if (failed(bitcode))
+  llvm::LLVMContext llvmContext;
+  std::unique_ptr<llvm::Module> translated = translateHostReference(*module, llvmContext);
+  if (!translated)
     return fail("does not translate to LLVM IR (" + diagnostics + ")");
-  return runtime::compileReferenceObject(*bitcode);
+  return runtime::compileReferenceObject(*translated);
 }
 
 } // namespace tessera

@@ -4,11 +4,9 @@
 
 #include "tessera/Runtime/Executable.h"
 
-#include "llvm/Bitcode/BitcodeReader.h"
 #include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
-#include "llvm/IR/Verifier.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Target/TargetMachine.h"
@@ -224,25 +222,12 @@ llvm::Expected<std::string> compileToObject(llvm::Module &module, llvm::StringRe
   return std::string(object.data(), object.size());
 }
 
-llvm::Expected<std::string> compileReferenceObject(llvm::StringRef bitcode) {
-  auto fail = [](const llvm::Twine &msg) {
-    return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
-  };
-  llvm::LLVMContext context;
-  auto module = llvm::parseBitcodeFile(
-      llvm::MemoryBufferRef(bitcode, "tessera-reference"), context);
-  if (!module)
-    return fail("the executable's host reference code does not parse (" +
-                llvm::toString(module.takeError()) + "; recompile the model)");
-  if (llvm::verifyModule(**module))
-    return fail("the executable's host reference code is malformed (damaged or forged; "
-                "recompile the model)");
-  // This machine's own CPU: the reference runs here, and checkHostCPU has
-  // made sure it has what the executable was compiled for.
+llvm::Expected<std::string> compileReferenceObject(llvm::Module &module) {
+  // This machine's own CPU: the reference runs here.
   std::string features;
   for (const auto &[name, enabled] : llvm::sys::getHostCPUFeatures())
     features += (enabled ? "+" : "-") + name.str() + ",";
-  return compileToObject(**module, llvm::sys::getHostCPUName(), features);
+  return compileToObject(module, llvm::sys::getHostCPUName(), features);
 }
 
 llvm::Expected<std::unique_ptr<llvm::orc::LLJIT>>

@@ -21,8 +21,14 @@
 #include "llvm/Support/Error.h"
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
+
+namespace llvm {
+class LLVMContext;
+class Module;
+} // namespace llvm
 
 namespace mlir {
 class DialectRegistry;
@@ -135,11 +141,13 @@ mlir::FailureOr<HostCode> emitHostObjects(mlir::ModuleOp module, const HostCPU &
                                           mlir::TimingScope *timing = nullptr,
                                           KernelCache *cache = nullptr);
 
-/// The host reference code of an LLVM-dialect module (@main and its parts,
-/// without the vertex kernels) as LLVM bitcode, with its packed entry
+/// The host reference code (an LLVM-dialect module of @main and its parts,
+/// without vertex kernels) as LLVM IR in `context`, with its packed entry
 /// `tessera_main`, not yet optimized (runtime::compileReferenceObject
-/// optimizes and compiles it for the running machine).
-mlir::FailureOr<std::string> translateHostReference(mlir::ModuleOp module);
+/// optimizes and compiles it for the running machine). Null on failure,
+/// reported as a diagnostic on the module.
+std::unique_ptr<llvm::Module> translateHostReference(mlir::ModuleOp module,
+                                                     llvm::LLVMContext &context);
 
 } // namespace tessera
 

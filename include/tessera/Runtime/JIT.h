@@ -50,11 +50,10 @@ llvm::Expected<const llvm::Target *> lookupHostTarget();
 llvm::Expected<std::string> compileToObject(llvm::Module &module, llvm::StringRef cpu,
                                             llvm::StringRef features);
 
-/// Host reference code as LLVM bitcode, unoptimized (what
-/// tessera::compileHostReference translates), compiled for this machine's
-/// CPU: an object for createCodeJIT. A module that does not parse or verify
-/// is an error, never undefined behaviour.
-llvm::Expected<std::string> compileReferenceObject(llvm::StringRef bitcode);
+/// Host reference code in LLVM IR, unoptimized (what
+/// tessera::compileHostReference translates), optimized and compiled for
+/// this machine's CPU: an object for createCodeJIT.
+llvm::Expected<std::string> compileReferenceObject(llvm::Module &module);
 
 /// A JIT with `objects` (an executable's code section) linked in.
 llvm::Expected<std::unique_ptr<llvm::orc::LLJIT>>
