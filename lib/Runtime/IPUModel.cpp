@@ -254,13 +254,28 @@ struct IPUModel::Impl {
   void scatter(int64_t var, const Box &region, const char *from) {
     int64_t eb = program.variables[var].elementBytes();
     Box inStorage;
-    if (forEachOverlap(program, var, region, inStorage, [&](const Overlap &o) {
+    if (!forEachOverlap(program, var, region, inStorage, [&](const Overlap &o) {
           copyBox(from, inStorage, element(var, o.tile, 0), o.piece, o.part, eb);
         }))
+      forEachRun(program, var, region, [&](const Run &r) {
+        std::memcpy(element(var, r.tile, r.pieceOffset), from + r.regionOffset * eb,
+                    r.count * eb);
+      });
+    copyToMirrors(var);
+  }
+  /// A mirrored variable's first copy -> its other copies (after a write).
+  void copyToMirrors(int64_t var) {
+    const TileMapping &m = program.storage(var).mapping;
+    if (!m.isMirrored())
       return;
-    forEachRun(program, var, region, [&](const Run &r) {
-      std::memcpy(element(var, r.tile, r.pieceOffset), from + r.regionOffset * eb,
-                  r.count * eb);
+    int64_t eb = program.variables[var].elementBytes(), pieces = m.numPieces(), i = 0;
+    std::vector<int64_t> firstCopy;
+    m.forEachPiece([&](int64_t tile, const Box &box) {
+      if (i++ < pieces)
+        firstCopy.push_back(tile);
+      else
+        std::memcpy(element(var, tile, 0), element(var, firstCopy[(i - 1) % pieces], 0),
+                    box.numElements() * eb);
     });
   }
   /// Tiles -> a buffer holding the region row-major.

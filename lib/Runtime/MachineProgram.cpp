@@ -137,6 +137,8 @@ std::vector<int64_t> TileMapping::piecesPerDim() const {
 
 int64_t TileMapping::numPieces() const { return product(piecesPerDim()); }
 
+int64_t TileMapping::numCopies() const { return product(mirrorCounts); }
+
 int64_t TileMapping::tileOf(llvm::ArrayRef<int64_t> piece) const {
   int64_t t = firstTile;
   for (size_t d = 0; d < piece.size(); ++d)
@@ -166,14 +168,41 @@ void TileMapping::forEachPiece(
       p[d] = 0;
     }
   }
+  if (!isMirrored())
+    return;
+  // The other copies, each the first one shifted by its offset.
+  std::vector<int64_t> m(mirrorCounts.size(), 0);
+  for (int64_t copy = 1, copies = numCopies(); copy < copies; ++copy) {
+    for (int64_t k = static_cast<int64_t>(m.size()) - 1; k >= 0; --k) {
+      if (++m[k] < mirrorCounts[k])
+        break;
+      m[k] = 0;
+    }
+    int64_t offset = 0;
+    for (size_t k = 0; k < m.size(); ++k)
+      offset += m[k] * mirrorStrides[k];
+    std::fill(p.begin(), p.end(), 0);
+    for (int64_t i = 0; i < count; ++i) {
+      fn(tileOf(p) + offset, pieceBox(p));
+      for (int64_t d = static_cast<int64_t>(p.size()) - 1; d >= 0; --d) {
+        if (++p[d] < n[d])
+          break;
+        p[d] = 0;
+      }
+    }
+  }
 }
 
 std::optional<Box> TileMapping::pieceOnTile(int64_t tile) const {
   // The planner asks this for every operand of every candidate it costs:
   // no heap allocation on the way.
-  llvm::SmallVector<int64_t, 8> n;
+  // The piece dimensions, then the mirror dimensions (whose index picks a
+  // copy, not a box).
+  llvm::SmallVector<int64_t, 8> n, strides(tileStrides.begin(), tileStrides.end());
   for (size_t d = 0; d < shape.size(); ++d)
     n.push_back(std::max<int64_t>(1, ceilDiv(shape[d], chunks[d])));
+  n.append(mirrorCounts.begin(), mirrorCounts.end());
+  strides.append(mirrorStrides.begin(), mirrorStrides.end());
   // Decode the tile greedily, largest stride first: exact for the mixed-radix
   // strides every mapping the compiler builds has. Re-encoding checks it; a
   // mapping with unusual strides falls back to a scan of its pieces.
@@ -181,19 +210,23 @@ std::optional<Box> TileMapping::pieceOnTile(int64_t tile) const {
   std::iota(order.begin(), order.end(), 0);
   // A stable insertion sort by decreasing stride (ranks are small).
   for (size_t i = 1; i < order.size(); ++i)
-    for (size_t j = i; j > 0 && tileStrides[order[j]] > tileStrides[order[j - 1]]; --j)
+    for (size_t j = i; j > 0 && strides[order[j]] > strides[order[j - 1]]; --j)
       std::swap(order[j], order[j - 1]);
   llvm::SmallVector<int64_t, 8> p(n.size(), 0);
   int64_t rest = tile - firstTile;
   for (int64_t d : order) {
-    if (tileStrides[d] <= 0 || n[d] == 1)
+    if (strides[d] <= 0 || n[d] == 1)
       continue;
-    p[d] = std::min(std::max<int64_t>(rest / tileStrides[d], 0), n[d] - 1);
-    rest -= p[d] * tileStrides[d];
+    p[d] = std::min(std::max<int64_t>(rest / strides[d], 0), n[d] - 1);
+    rest -= p[d] * strides[d];
   }
-  if (rest == 0 && tileOf(p) == tile)
-    return pieceBox(p);
-  bool greedyIsExact = llvm::all_of(tileStrides, [](int64_t s) { return s >= 0; });
+  llvm::ArrayRef<int64_t> piece = llvm::ArrayRef(p).take_front(shape.size());
+  int64_t encoded = tileOf(piece);
+  for (size_t k = 0; k < mirrorCounts.size(); ++k)
+    encoded += p[shape.size() + k] * mirrorStrides[k];
+  if (rest == 0 && encoded == tile)
+    return pieceBox(piece);
+  bool greedyIsExact = llvm::all_of(strides, [](int64_t s) { return s >= 0; });
   if (greedyIsExact) {
     // Strides sorted descending with each at least the span of the smaller
     // ones (row-major and its permutations) decode exactly: a miss is final.
@@ -202,9 +235,9 @@ std::optional<Box> TileMapping::pieceOnTile(int64_t tile) const {
     for (auto it = order.rbegin(); it != order.rend(); ++it) {
       if (n[*it] == 1)
         continue;
-      if (tileStrides[*it] < span)
+      if (strides[*it] < span)
         mixedRadix = false;
-      span = tileStrides[*it] * n[*it];
+      span = strides[*it] * n[*it];
     }
     if (mixedRadix)
       return std::nullopt;
@@ -261,14 +294,26 @@ llvm::Error TileMapping::verify(int64_t numTiles) const {
   if (firstTile < 0 || firstTile >= numTiles)
     return fail("mapping's first tile " + llvm::Twine(firstTile) + " is not in [0, " +
                 llvm::Twine(numTiles) + ")");
+  if (mirrorCounts.size() != mirrorStrides.size())
+    return fail("mapping has " + llvm::Twine(mirrorCounts.size()) + " mirror counts and " +
+                llvm::Twine(mirrorStrides.size()) + " mirror strides");
+  for (size_t k = 0; k < mirrorCounts.size(); ++k)
+    if (mirrorCounts[k] < 2 || mirrorCounts[k] > numTiles || mirrorStrides[k] < 1 ||
+        mirrorStrides[k] >= numTiles)
+      return fail("mapping's mirror " + llvm::Twine(k) + " (" + llvm::Twine(mirrorCounts[k]) +
+                  " copies, tile stride " + llvm::Twine(mirrorStrides[k]) +
+                  ") needs 2 to " + llvm::Twine(numTiles) + " copies and a stride in [1, " +
+                  llvm::Twine(numTiles) + ")");
   std::vector<int64_t> n = piecesPerDim();
+  n.insert(n.end(), mirrorCounts.begin(), mirrorCounts.end());
   int64_t pieces = 1;
   for (int64_t x : n) {
     pieces *= x;
     if (pieces > numTiles)
       return fail("mapping of " + shapeString(shape) + " in chunks " +
-                  shapeString(chunks) + " has more pieces than the " +
-                  llvm::Twine(numTiles) + " tiles");
+                  shapeString(chunks) +
+                  (isMirrored() ? " with " + std::to_string(numCopies()) + " copies" : "") +
+                  " has more pieces than the " + llvm::Twine(numTiles) + " tiles");
   }
   llvm::BitVector used(numTiles);
   std::string error;
@@ -1309,6 +1354,9 @@ llvm::Error verifyProgram(const MachineProgram &p, std::optional<int64_t> numTil
     if ((v.kind == VarKind::Weight || v.kind == VarKind::Constant) && v.weight < 0)
       return fail("program: " + varName(i) + " is a " + varKindName(v.kind) +
                   " without a weight index");
+    if (v.mapping.isMirrored() && v.kind != VarKind::Weight && v.kind != VarKind::Constant)
+      return fail("program: " + varName(i) + " is a mirrored " + varKindName(v.kind) +
+                  "; only weights and constants have copies on other tiles");
   }
   auto checkVar = [&](int64_t var, const llvm::Twine &where) -> llvm::Error {
     if (var < 0 || var >= numVars)
@@ -1500,6 +1548,18 @@ llvm::Error verifyProgram(const MachineProgram &p, std::optional<int64_t> numTil
                                                   : "all-reduce ") +
                   llvm::Twine(st.index) + ", which does not exist");
   }
+  // A mirrored variable's copies are written once, when it is loaded: no
+  // step may write it.
+  for (size_t s = 0; s < p.steps.size(); ++s) {
+    std::optional<int64_t> mirrored;
+    forEachAccess(p, p.steps[s], [&](int64_t var, bool write) {
+      if (write && p.storage(var).mapping.isMirrored() && !mirrored)
+        mirrored = var;
+    });
+    if (mirrored)
+      return fail("program: step " + llvm::Twine(s) + " writes " + varName(*mirrored) +
+                  ", which is mirrored: its copies on other tiles would go stale");
+  }
   // A step skipped between weight updates leaves its results stale: only
   // other such steps may read them.
   std::map<int64_t, size_t> perUpdateWrites; // storage -> writing step
@@ -1645,9 +1705,16 @@ json::Value MachineProgram::toJSON() const {
     if (v.base >= 0)
       o["base"] = v.base;
     else
-      o["mapping"] = json::Object{{"chunks", ints(v.mapping.chunks)},
-                                  {"strides", ints(v.mapping.tileStrides)},
-                                  {"first", v.mapping.firstTile}};
+    {
+      json::Object m{{"chunks", ints(v.mapping.chunks)},
+                     {"strides", ints(v.mapping.tileStrides)},
+                     {"first", v.mapping.firstTile}};
+      if (v.mapping.isMirrored()) {
+        m["mirror_counts"] = ints(v.mapping.mirrorCounts);
+        m["mirror_strides"] = ints(v.mapping.mirrorStrides);
+      }
+      o["mapping"] = std::move(m);
+    }
     if (v.weight >= 0)
       o["weight"] = v.weight;
     vars.push_back(std::move(o));
@@ -1771,6 +1838,10 @@ Expected<MachineProgram> MachineProgram::fromJSON(const json::Value &value) {
         v.mapping.chunks = r.integers(*m, "chunks", path + ".mapping");
         v.mapping.tileStrides = r.integers(*m, "strides", path + ".mapping");
         v.mapping.firstTile = r.integer(*m, "first", path + ".mapping");
+        if (m->get("mirror_counts") || m->get("mirror_strides")) {
+          v.mapping.mirrorCounts = r.integers(*m, "mirror_counts", path + ".mapping");
+          v.mapping.mirrorStrides = r.integers(*m, "mirror_strides", path + ".mapping");
+        }
       }
       p.variables.push_back(std::move(v));
     }

@@ -10,6 +10,7 @@
 #include "tessera/Compiler/Registration.h"
 #include "tessera/Runtime/HostRunner.h"
 #include "tessera/Runtime/IPUModel.h"
+#include "tessera/Runtime/MemoryPlan.h"
 #include "tessera/Target/CostModel.h"
 
 #include "tessera/Runtime/JIT.h"
@@ -425,6 +426,70 @@ TEST(IPUModel, VerticesSharingReceivedRegionsGetTheRightOnes) {
                                          target.exchangeOverheadCycles);
     }
   }
+}
+
+TEST(IPUModel, MirroredWeightsAreLoadedIntoEveryCopyAndReadInPlace) {
+  // y [6,6] = a (rows) x b (columns) in 2x2 pieces on tiles 0..8; a on
+  // tile 10; the weight b in three pieces on tiles 0..2, mirrored onto the
+  // rows of tiles 3..5 and 6..8: every vertex reads its columns of b on its
+  // own tile, and receives only its rows of a.
+  std::string object = compileIR(kKernelIR);
+  ASSERT_FALSE(object.empty());
+  ExecutableMetadata meta;
+  meta.target = "ipu2";
+  meta.tilesPerIPU = 16;
+  meta.inputs = {{"a", DType::F32, {6}}};
+  meta.outputs = {{"y", DType::F32, {6, 6}}};
+  WeightInfo w;
+  static_cast<TensorInfo &>(w) = {"b", DType::F32, {6}};
+  meta.weights = {w};
+  MachineProgram &p = meta.program.emplace();
+  p.variables.push_back(variable("a", {6}, VarKind::Input, TileMapping::singleTile({6}, 10)));
+  TileMapping mirrored = grid({6}, {2}, {1}, 0);
+  mirrored.mirrorCounts = {3};
+  mirrored.mirrorStrides = {3};
+  p.variables.push_back(variable("b", {6}, VarKind::Weight, mirrored));
+  p.variables[1].weight = 0;
+  p.variables.push_back(
+      variable("y", {6, 6}, VarKind::Activation, grid({6, 6}, {2, 2}, {3, 1}, 0)));
+  ComputeSet cs;
+  cs.name = "outer";
+  cs.loopRanges = {6, 6};
+  cs.outputLoops = {0, 1};
+  AccessMap rows, cols;
+  rows.coeffs = {{1, 0}};
+  rows.consts = {0};
+  cols.coeffs = {{0, 1}};
+  cols.consts = {0};
+  cs.inputs = {{0, rows}, {1, cols}};
+  cs.outputs = {2};
+  cs.kernels = {{"vertex_outer_entry", {2, 2}, 10, 200}};
+  p.computeSets.push_back(cs);
+  p.steps = {{Step::Kind::Compute, 0}};
+  p.inputs = {0};
+  p.outputs = {2};
+  std::vector<float> a = {1, 2, 3, 4, 5, 6}, b = {-1, 0.5, 7, 0.25, -3, 10};
+  std::unique_ptr<Executable> exe = write(meta, object, b);
+  ASSERT_TRUE(exe);
+  std::vector<float> y;
+  for (float ai : a)
+    for (float bj : b)
+      y.push_back(ai * bj);
+  for (unsigned threads : {1u, 2u}) {
+    auto model = IPUModel::create(*exe, threads);
+    ASSERT_TRUE(static_cast<bool>(model)) << llvm::toString(model.takeError());
+    auto out = (*model)->run({tensor({6}, a)});
+    ASSERT_TRUE(static_cast<bool>(out)) << llvm::toString(out.takeError());
+    EXPECT_EQ(values((*out)[0]), y) << "threads " << threads;
+    // Nine vertices receive 8 bytes of a each, and nothing of b.
+    EXPECT_EQ((*model)->cost().steps[1].exchangeBytes, 9 * 8);
+  }
+  // Every copy has its place in its tile's memory, as on the chip.
+  auto plan = planMemory(p, 16, 638976);
+  ASSERT_TRUE(static_cast<bool>(plan)) << llvm::toString(plan.takeError());
+  for (int64_t tile = 0; tile < 9; ++tile)
+    EXPECT_EQ(plan->peakByCategory[tile].weights, 8) << tile;
+  EXPECT_EQ(plan->peakByCategory[9].weights, 0);
 }
 
 TEST(IPUModel, VerticesReadPaddedViewsWithTheirPadding) {

@@ -221,6 +221,53 @@ TEST(MachineProgram, ForEachPieceVisitsEachPieceBoxAndTileInRowMajorOrder) {
   EXPECT_EQ(visited.back().second, (Box{{4, 0, 6, 0}, {1, 3, 1, 2}}));
 }
 
+TEST(MachineProgram, MirroredPiecesAreCopiesOnTheTilesOfEveryBlock) {
+  // Two pieces of rows, on tiles 1 and 5, each copied onto the next three
+  // tiles: every tile of 1..8 holds one piece's copy.
+  TileMapping m;
+  m.shape = {6, 8};
+  m.chunks = {3, 8};
+  m.tileStrides = {4, 0};
+  m.firstTile = 1;
+  m.mirrorCounts = {4};
+  m.mirrorStrides = {1};
+  EXPECT_EQ(m.numPieces(), 2);
+  EXPECT_EQ(m.numCopies(), 4);
+  std::vector<std::pair<int64_t, Box>> visited;
+  m.forEachPiece([&](int64_t tile, const Box &box) { visited.emplace_back(tile, box); });
+  Box top{{0, 0}, {3, 8}}, bottom{{3, 0}, {3, 8}};
+  // The first copy in piece order, then the others copy by copy.
+  std::vector<std::pair<int64_t, Box>> expected = {{1, top}, {5, bottom}, {2, top}, {6, bottom},
+                                                   {3, top}, {7, bottom}, {4, top}, {8, bottom}};
+  EXPECT_EQ(visited, expected);
+  for (auto [tile, box] : expected) {
+    std::optional<Box> held = m.pieceOnTile(tile);
+    ASSERT_TRUE(held.has_value()) << tile;
+    EXPECT_EQ(*held, box) << tile;
+  }
+  EXPECT_FALSE(m.pieceOnTile(0).has_value());
+  EXPECT_FALSE(m.pieceOnTile(9).has_value());
+  EXPECT_EQ(m.tileOf({1, 0}), 5); // the first copy's
+  EXPECT_FALSE(static_cast<bool>(m.verify(9)));
+  auto expectError = [](TileMapping bad, int64_t tiles, const std::string &message) {
+    llvm::Error err = bad.verify(tiles);
+    ASSERT_TRUE(static_cast<bool>(err)) << message;
+    std::string got = llvm::toString(std::move(err));
+    EXPECT_NE(got.find(message), std::string::npos) << got;
+  };
+  expectError(m, 8, "outside [0, 8)");
+  TileMapping colliding = m;
+  colliding.mirrorCounts = {2};
+  colliding.mirrorStrides = {4}; // the copy of the top piece lands on tile 5
+  expectError(colliding, 16, "two pieces on tile 5");
+  TileMapping single = m;
+  single.mirrorCounts = {1};
+  expectError(single, 16, "needs 2 to 16 copies");
+  TileMapping unpaired = m;
+  unpaired.mirrorStrides.clear();
+  expectError(unpaired, 16, "1 mirror counts and 0 mirror strides");
+}
+
 TEST(MachineProgram, PieceShapesAreEveryPiecesShapeOnceInKernelOrder) {
   // 5 x 7 in chunks of 2 x 3: rows of 2 and a remainder of 1, columns of 3
   // and a remainder of 1; a compute set's kernels come in this order.
@@ -501,6 +548,52 @@ TEST(MachineProgram, JSONRoundTrips) {
   EXPECT_EQ(back->stepName(1), "copy0");
   EXPECT_EQ(back->stepLocation(0), "mul \"/m\"");
   EXPECT_FALSE(static_cast<bool>(back->verify(4)));
+}
+
+TEST(MachineProgram, MirroredWeightsRoundTripAreReadInPlaceAndNeverWritten) {
+  MachineProgram p = sampleProgram();
+  // w, one piece on tile 0, copied onto tiles 1..3: each vertex of cs0
+  // reads all of w, which its tile now holds.
+  TileMapping &w = p.variables[1].mapping;
+  ASSERT_EQ(w.numPieces(), 1);
+  ASSERT_EQ(w.firstTile, 0);
+  w.mirrorCounts = {4};
+  w.mirrorStrides = {1};
+  ASSERT_FALSE(static_cast<bool>(p.verify(4)));
+  std::string first = text(p.toJSON());
+  EXPECT_NE(first.find("\"mirror_counts\":[4]"), std::string::npos) << first;
+  auto back = reparse(first);
+  ASSERT_TRUE(static_cast<bool>(back)) << llvm::toString(back.takeError());
+  EXPECT_EQ(text(back->toJSON()), first);
+  EXPECT_EQ(back->variables[1].mapping.mirrorStrides, (std::vector<int64_t>{1}));
+  for (int64_t tile = 0; tile < 4; ++tile) {
+    EXPECT_TRUE(isLocalPiece(*back, 1, Box{{0}, {4}}, tile)) << tile;
+    EXPECT_TRUE(remoteRead(*back, 1, Box{{0}, {4}}, tile).local) << tile;
+  }
+  // Only weights and constants are mirrored, and no step writes them.
+  auto expectError = [&](MachineProgram bad, const std::string &message) {
+    llvm::Error err = bad.verify(4);
+    ASSERT_TRUE(static_cast<bool>(err)) << message;
+    std::string got = llvm::toString(std::move(err));
+    EXPECT_NE(got.find(message), std::string::npos) << got;
+  };
+  MachineProgram activation = p;
+  activation.variables[4].mapping.mirrorCounts = {2};
+  activation.variables[4].mapping.mirrorStrides = {1};
+  activation.variables[4].mapping.firstTile = 0;
+  activation.variables[4].mapping.chunks = {44};
+  expectError(activation, "is a mirrored activation; only weights and constants");
+  MachineProgram written = activation;
+  written.variables[4].kind = VarKind::Constant;
+  written.variables[4].weight = 1;
+  expectError(written, "writes variable 4 ('z'), which is mirrored");
+  MachineProgram outside = p;
+  outside.variables[1].mapping.mirrorCounts = {3};
+  outside.variables[1].mapping.mirrorStrides = {2}; // tiles 0, 2 and 4
+  expectError(outside, "on tile 4, outside [0, 4)");
+  MachineProgram tooMany = p;
+  tooMany.variables[1].mapping.mirrorCounts = {5};
+  expectError(tooMany, "needs 2 to 4 copies");
 }
 
 TEST(MachineProgram, AllReduceStepsRoundTripAndAreChecked) {

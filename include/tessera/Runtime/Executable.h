@@ -34,7 +34,10 @@ namespace tessera::runtime {
 /// 8: each vertex kernel's code carries its signature (`<kernel>_signature`).
 /// 9: the host reference code is MLIR bytecode ("reference_mlir"), lowered
 /// when a run asks for it, not LLVM bitcode lowered by every compile.
-constexpr uint32_t kExecutableFormatVersion = 9;
+/// 10: a weight's mapping may be mirrored (`mirror_counts`,
+/// `mirror_strides`): copies of its pieces that the memory plan places and
+/// the runtime loads.
+constexpr uint32_t kExecutableFormatVersion = 10;
 
 struct TensorInfo {
   std::string name;

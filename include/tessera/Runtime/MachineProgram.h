@@ -53,9 +53,19 @@ struct Box {
 /// in every dimension d and lives on tile firstTile + sum(p[d]*tileStrides[d]).
 /// Distinct pieces live on distinct tiles. A piece is stored densely,
 /// row-major in its own box, in its tile's memory.
+///
+/// A mirrored mapping (a constant read by several blocks of tiles: a
+/// convolution's weights, read by every block of output positions) also
+/// holds whole copies of its pieces: for every index m with m[k] <
+/// mirrorCounts[k], piece p has a copy on tile tileOf(p) + sum(m[k] *
+/// mirrorStrides[k]). Every copy is stored and holds the same values; a
+/// tile reading a piece it holds a copy of reads it in place. Copies and
+/// pieces all live on distinct tiles.
 struct TileMapping {
   std::vector<int64_t> shape, chunks, tileStrides;
   int64_t firstTile = 0;
+  /// Empty unless mirrored (one entry per mirror dimension, counts > 1).
+  std::vector<int64_t> mirrorCounts, mirrorStrides;
 
   /// Everything on one tile.
   static TileMapping singleTile(llvm::ArrayRef<int64_t> shape, int64_t tile);
@@ -67,12 +77,18 @@ struct TileMapping {
 
   int64_t rank() const { return shape.size(); }
   std::vector<int64_t> piecesPerDim() const;
+  /// Pieces of one copy.
   int64_t numPieces() const;
+  /// Copies of every piece: 1 unless mirrored.
+  int64_t numCopies() const;
+  bool isMirrored() const { return !mirrorCounts.empty(); }
+  /// The tile of piece `piece`'s first copy.
   int64_t tileOf(llvm::ArrayRef<int64_t> piece) const;
   Box pieceBox(llvm::ArrayRef<int64_t> piece) const;
-  /// Calls fn(tile, box) for every piece in row-major piece order.
+  /// Calls fn(tile, box) for every piece in row-major piece order, and then
+  /// (mirrored) for every other copy of them, copy after copy.
   void forEachPiece(llvm::function_ref<void(int64_t tile, const Box &)> fn) const;
-  /// The piece a tile holds, if any.
+  /// The piece a tile holds (a copy of it, mirrored), if any.
   std::optional<Box> pieceOnTile(int64_t tile) const;
   /// Elements of the largest piece.
   int64_t maxPieceElements() const;
@@ -80,8 +96,8 @@ struct TileMapping {
   /// it does not divide the dimension, the remainder, combined in row-major
   /// order of those choices (the order of a compute set's kernels).
   std::vector<std::vector<int64_t>> pieceShapes() const;
-  /// Checks sizes, strides and that pieces land on distinct tiles in
-  /// [0, numTiles).
+  /// Checks sizes, strides and that pieces (and their copies) land on
+  /// distinct tiles in [0, numTiles).
   llvm::Error verify(int64_t numTiles) const;
 };
 

@@ -104,6 +104,19 @@ FailureOr<runtime::MachineProgram> exportMachineProgram(ModuleOp module) {
               mapping, sym);
       if (failed(id))
         return failure();
+      if (Attribute mirrors = load->getAttr(kMirrorsAttrName)) {
+        auto dict = dyn_cast<DictionaryAttr>(mirrors);
+        auto counts = dict ? dict.getAs<DenseI64ArrayAttr>("counts") : nullptr;
+        auto strides = dict ? dict.getAs<DenseI64ArrayAttr>("tile_strides") : nullptr;
+        if (!counts || !strides || counts.size() != strides.size() || counts.empty())
+          return load.emitError("'")
+                 << kMirrorsAttrName
+                 << "' must be {counts = array<i64: ...>, tile_strides = array<i64: ...>} "
+                    "with as many counts as strides, at least one";
+        runtime::TileMapping &m = program.variables[*id].mapping;
+        m.mirrorCounts.assign(counts.asArrayRef().begin(), counts.asArrayRef().end());
+        m.mirrorStrides.assign(strides.asArrayRef().begin(), strides.asArrayRef().end());
+      }
       program.variables[*id].weight = globals.size();
       globals[sym] = *id;
       continue;

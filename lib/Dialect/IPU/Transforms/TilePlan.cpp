@@ -259,6 +259,8 @@ TileMapping mappingThroughUnitDims(const TileMapping &mapping, llvm::ArrayRef<in
   TileMapping out;
   out.shape.assign(shape.begin(), shape.end());
   out.firstTile = mapping.firstTile;
+  out.mirrorCounts = mapping.mirrorCounts;
+  out.mirrorStrides = mapping.mirrorStrides;
   size_t s = 0;
   for (int64_t size : shape) {
     if (size == 1) {

@@ -47,6 +47,10 @@ namespace tessera::ipu {
 inline constexpr llvm::StringLiteral kTargetAttrName = "ipu.target";
 /// The discardable attribute placing function arguments and weight loads.
 inline constexpr llvm::StringLiteral kMappingAttrName = "ipu.mapping";
+/// On a weight load placed with copies on other tiles (a mirrored mapping,
+/// runtime::TileMapping::mirrorCounts): `{counts = array<i64: ...>,
+/// tile_strides = array<i64: ...>}`, one entry per mirror dimension.
+inline constexpr llvm::StringLiteral kMirrorsAttrName = "ipu.mirrors";
 /// On ipu.cross_replica_sum: one #ipu.mapping per result.
 inline constexpr llvm::StringLiteral kResultMappingsAttrName = "ipu.mappings";
 /// A linalg.generic's #ipu.plan (ipu-plan-tiles -> ipu-map-tiles).

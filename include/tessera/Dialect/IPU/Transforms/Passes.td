@@ -129,6 +129,16 @@ def IPUPlanTiles : Pass<"ipu-plan-tiles", "::mlir::ModuleOp"> {
     piece counts that divide the tile count (1472 = 64 x 23), and a plan is
     costed at its first, a central and its last piece.
 
+    A constant weight read by several blocks of tiles (a convolution's
+    weights, read by every block of output positions) may be mirrored: a
+    copy of its pieces on every block, loaded once with the program, so
+    that each vertex reads its weights in place instead of receiving them
+    in every run (`ipu.mirrors` on its load). Each plan is costed both
+    ways; a mirrored one is taken when it saves at least a quarter of the
+    op's cycles and 0.2 cycles per byte its copies take on a tile, while
+    the weights, copies included, stay within two thirds of the memory
+    budget on every tile.
+
     The decisions are recorded, not applied: each `linalg.generic` of @main
     to run gets an `#ipu.plan` (its results' mapping; `epilogue` when it
     absorbs its reader; `in_place` when it updates its init's producer's
@@ -159,6 +169,8 @@ def IPUPlanTiles : Pass<"ipu-plan-tiles", "::mlir::ModuleOp"> {
               "elementwise ops planned as their producer's epilogues">,
     Statistic<"numOverBudget", "over-budget",
               "ops planned over the memory budget (nothing fit)">,
+    Statistic<"numMirrored", "mirrored-weights",
+              "weights mirrored on the blocks of tiles that read them">,
   ];
   let dependentDialects = ["::tessera::ipu::IPUDialect",
                            "::mlir::affine::AffineDialect",
