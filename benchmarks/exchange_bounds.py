@@ -41,6 +41,9 @@ the total received over T). The combining receive assumes one split r per
 op, each output's partials on distinct tiles. Halos, strides, uneven pieces, fills, vertex
 overheads and the other ops only add to a real plan; a second copy of an
 operand (a weight replicated, an output recomputed) is outside these rules.
+Tessera does keep copies of some weights (ipu-plan-tiles mirrors a
+constant weight over the blocks of tiles reading it, where memory allows):
+an op whose weights are mirrored may be planned below its bound here.
 
     benchmarks/exchange_bounds.py MODEL.onnx [--top 12]
 """
