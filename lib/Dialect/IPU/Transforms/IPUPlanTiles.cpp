@@ -924,6 +924,10 @@ TileMapping Planner::mirroredMapping(TileMapping aligned, const TileMapping &out
 /// tile's size; a smaller proportion (the out-of-memory advice) mirrors
 /// less.
 constexpr double kMaxMirroredWeightShareOfBudget = 2.0 / 3.0;
+/// The most of that share one op's copies may take on a tile: a large
+/// weight's copies (ResNet-50's 3x3 convolutions at batch 16: 99 KiB a tile
+/// for 0.5% fewer cycles) would leave little for the ops after it.
+constexpr double kMaxMirrorShareOfRoom = 0.25;
 /// The price of a mirrored byte on a tile, in cycles saved: on ResNet-50 a
 /// mirror saves 0.15-0.35 cycles per byte, and this takes the better half.
 constexpr double kMirrorCyclesPerByte = 0.2;
@@ -1056,13 +1060,15 @@ LogicalResult Planner::planGeneric(Plan &plan) {
     unplacedInputs += variableOf(in.value) < 0;
     mirrorable.push_back(isMirrorable(in));
   }
-  // What mirrored weights may still add on the fullest tile of the window.
-  int64_t mirrorRoom = 0;
+  // What mirrored weights may still add on the fullest tile of the window,
+  // and what one op's copies may take of it.
+  int64_t mirrorRoom = 0, mirrorCap = 0;
   if (llvm::is_contained(mirrorable, true)) {
     int64_t fullest = *std::max_element(weightBytesOnTile_.begin() + windowFirst_,
                                         weightBytesOnTile_.begin() + windowFirst_ + windowTiles_);
-    mirrorRoom = static_cast<int64_t>(kMaxMirroredWeightShareOfBudget * budget_) - fullest -
-                 unplacedLeafBytes_ / numTiles_;
+    int64_t weightRoom = static_cast<int64_t>(kMaxMirroredWeightShareOfBudget * budget_);
+    mirrorRoom = weightRoom - fullest - unplacedLeafBytes_ / numTiles_;
+    mirrorCap = std::min(mirrorRoom, static_cast<int64_t>(kMaxMirrorShareOfRoom * weightRoom));
   }
   // One costing thread's scratch, kept across its candidates (allocating
   // it for each was a third of the planner's time), and the variables
@@ -1122,8 +1128,9 @@ LogicalResult Planner::planGeneric(Plan &plan) {
       c.inVars.push_back(var);
     }
     // A mirrored candidate mirroring nothing is its twin: never better.
-    // One whose copies would pass the weights' share is not taken.
-    if (candidate.mirror && (mirroredPieceBytes == 0 || mirroredPieceBytes > mirrorRoom))
+    // One whose copies would pass the weights' share, or take much of it
+    // for one op, is not taken.
+    if (candidate.mirror && (mirroredPieceBytes == 0 || mirroredPieceBytes > mirrorCap))
       return Score{false, 0, std::numeric_limits<int64_t>::max(), 0};
     // Cost the first, a central and the last piece: edges and holders
     // differ. The central one is central in every dimension: an operand
@@ -1250,8 +1257,7 @@ LogicalResult Planner::planGeneric(Plan &plan) {
     std::vector<Score> scores = costAll(candidates);
     // Mirrors are taken only where they save a good part of the op's
     // cycles: on an op its compute dominates, copies would take memory for
-    // little (ResNet-50 at batch 16, with a tenth: 1% fewer cycles for 46%
-    // more memory on the fullest tile).
+    // little.
     int64_t plainCycles = std::numeric_limits<int64_t>::max();
     for (auto [candidate, score] : llvm::zip(candidates, scores))
       if (!candidate.mirror && score.fits)

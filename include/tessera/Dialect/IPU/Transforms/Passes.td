@@ -137,7 +137,8 @@ def IPUPlanTiles : Pass<"ipu-plan-tiles", "::mlir::ModuleOp"> {
     ways; a mirrored one is taken when it saves at least a quarter of the
     op's cycles and 0.2 cycles per byte its copies take on a tile, while
     the weights, copies included, stay within two thirds of the memory
-    budget on every tile.
+    budget on every tile and one op's copies take at most a quarter of
+    that. A smaller `available-memory-proportion` mirrors less.
 
     The decisions are recorded, not applied: each `linalg.generic` of @main
     to run gets an `#ipu.plan` (its results' mapping; `epilogue` when it
