@@ -1017,8 +1017,6 @@ LogicalResult Planner::planGeneric(Plan &plan) {
     std::vector<int64_t> chunks;
     const TileMapping *given = nullptr; ///< a whole mapping instead
     int64_t pieces = 0;
-    /// The mirrorable weights mirrored over the blocks reading them.
-    bool mirror = false;
   };
   struct Score {
     bool fits = false;
@@ -1054,11 +1052,12 @@ LogicalResult Planner::planGeneric(Plan &plan) {
   target::VertexWork opWork = opVertexWork(plan, cost_);
   std::vector<int64_t> inputBytes;
   std::vector<bool> mirrorable;
-  int64_t unplacedInputs = 0;
+  int64_t unplacedInputs = 0, mirrorableInputs = 0;
   for (const Input &in : plan.inputs) {
     inputBytes.push_back(elementBytes(in.value.getType()));
     unplacedInputs += variableOf(in.value) < 0;
     mirrorable.push_back(isMirrorable(in));
+    mirrorableInputs += mirrorable.back();
   }
   // What mirrored weights may still add on the fullest tile of the window,
   // and what one op's copies may take of it.
@@ -1076,9 +1075,9 @@ LogicalResult Planner::planGeneric(Plan &plan) {
   // leaves take: each thread writes only its own.
   struct Costing {
     TileMapping m;
-    std::vector<int64_t> inVars, perDim, first, central, last;
+    std::vector<int64_t> inVars, mirroredVars, perDim, first, central, last;
     std::map<std::vector<int64_t>, runtime::RemoteRead> viewReads;
-    size_t firstTentative = 0;
+    size_t firstTentative = 0, firstMirrored = 0;
   };
   auto remoteRead = [&](Costing &c, int64_t var, const Box &region, int64_t tile) {
     const runtime::Variable &v = prog_.variables[var];
@@ -1092,46 +1091,58 @@ LogicalResult Planner::planGeneric(Plan &plan) {
       it->second = runtime::remoteRead(prog_, var, region, tile);
     return it->second;
   };
-  // Costs one candidate.
-  auto evaluate = [&](Costing &c, const Candidate &candidate) {
+  // Costs one candidate as it is (its first score) and with its mirrorable
+  // weights mirrored (its second; not fitting when none is, or when the
+  // copies would pass the cap): the two differ only in those weights'
+  // reads and resident pieces, and share the rest of the costing.
+  using Scores = std::array<Score, 2>;
+  auto evaluate = [&](Costing &c, const Candidate &candidate) -> Scores {
     TileMapping &m = c.m;
     if (candidate.given)
       m = *candidate.given;
     else
       gridOf(candidate.chunks, m);
-    // Unplaced leaves take the mapping they would get with this plan.
-    size_t tentative = c.firstTentative;
+    // Unplaced leaves take the mapping they would get with this plan, and
+    // mirrorable weights their mirrored one too, in variables of their own.
+    size_t tentative = c.firstTentative, mirrorSlot = c.firstMirrored;
     c.inVars.clear();
-    int64_t tentativePieceBytes = 0, tentativeBytes = 0, mirroredPieceBytes = 0;
+    c.mirroredVars.clear();
+    int64_t tentativePieceBytes[2] = {0, 0}, tentativeBytes = 0, mirroredPieceBytes = 0;
     for (auto [in, canMirror] : llvm::zip(plan.inputs, mirrorable)) {
-      int64_t var = variableOf(in.value);
+      int64_t var = variableOf(in.value), mirroredVar = var;
       if (var < 0) {
         runtime::Variable &v = prog_.variables[tentative];
         auto t = cast<RankedTensorType>(in.value.getType());
+        int64_t bytes = elementBytes(t);
         v.shape.assign(t.getShape().begin(), t.getShape().end());
         auto aligned = alignedMapping(in.value, in.access, plan, m);
-        if (aligned && candidate.mirror && canMirror) {
-          v.mapping = mirroredMapping(*aligned, m);
-          if (v.mapping.isMirrored())
-            mirroredPieceBytes += v.mapping.maxPieceElements() * elementBytes(t);
-        } else {
-          v.mapping = aligned ? spreadOverReaders(*aligned, m, elementBytes(t))
-                              : linearInWindow(v.shape, elementBytes(t));
-        }
+        v.mapping = aligned ? spreadOverReaders(*aligned, m, bytes)
+                            : linearInWindow(v.shape, bytes);
         v.mapping.shape = v.shape;
-        var = tentative++;
-        tentativePieceBytes += v.mapping.maxPieceElements() * elementBytes(t);
+        var = mirroredVar = tentative++;
+        if (aligned && canMirror && mirrorCap > 0) {
+          TileMapping mirrored = mirroredMapping(*aligned, m);
+          if (mirrored.isMirrored()) {
+            runtime::Variable &w = prog_.variables[mirrorSlot];
+            w.shape = v.shape;
+            w.mapping = std::move(mirrored);
+            w.mapping.shape = w.shape;
+            mirroredVar = mirrorSlot++;
+            mirroredPieceBytes += w.mapping.maxPieceElements() * bytes;
+          }
+        }
+        tentativePieceBytes[0] += v.mapping.maxPieceElements() * bytes;
+        tentativePieceBytes[1] += prog_.variables[mirroredVar].mapping.maxPieceElements() * bytes;
         if (t.hasStaticShape() && (isa<BlockArgument>(in.value) ||
                                    in.value.getDefiningOp<ml_program::GlobalLoadConstOp>()))
-          tentativeBytes += t.getNumElements() * elementBytes(t);
+          tentativeBytes += t.getNumElements() * bytes;
       }
       c.inVars.push_back(var);
+      c.mirroredVars.push_back(mirroredVar);
     }
-    // A mirrored candidate mirroring nothing is its twin: never better.
-    // One whose copies would pass the weights' share, or take much of it
-    // for one op, is not taken.
-    if (candidate.mirror && (mirroredPieceBytes == 0 || mirroredPieceBytes > mirrorCap))
-      return Score{false, 0, std::numeric_limits<int64_t>::max(), 0};
+    // Mirrored, unless nothing is or the copies would pass the weights'
+    // share, or take much of it for one op.
+    int variants = mirroredPieceBytes > 0 && mirroredPieceBytes <= mirrorCap ? 2 : 1;
     // Cost the first, a central and the last piece: edges and holders
     // differ. The central one is central in every dimension: an operand
     // placed with the pieces of index 0 along some dimensions (a weight
@@ -1151,15 +1162,11 @@ LogicalResult Planner::planGeneric(Plan &plan) {
     // does its compute phase: the step takes the slowest exchange plus the
     // slowest vertex, wherever each is (an edge piece may receive most,
     // a whole one compute longest).
-    int64_t worstExchange = 0, worstCompute = 0, worstMemory = 0, worstTotal = 0;
+    int64_t worstExchange[2] = {0, 0}, worstCompute[2] = {0, 0}, worstMemory[2] = {0, 0},
+            worstTotal[2] = {0, 0};
     for (const std::vector<int64_t> *idx : {&c.first, &c.central, &c.last}) {
       Box piece = m.pieceBox(*idx);
       int64_t tile = m.tileOf(*idx);
-      // What the tile holds already, and (at most a piece of each) the
-      // operands this plan would place.
-      int64_t resident =
-          liveOnTile_[tile] + tentativePieceBytes +
-          std::max<int64_t>(unplacedLeafBytes_ - tentativeBytes, 0) / numTiles_;
       Box loops;
       loops.offsets.assign(plan.loopRanges.size(), 0);
       loops.sizes.assign(plan.loopRanges.begin(), plan.loopRanges.end());
@@ -1167,41 +1174,60 @@ LogicalResult Planner::planGeneric(Plan &plan) {
         loops.offsets[plan.outputLoops[j]] = piece.offsets[j];
         loops.sizes[plan.outputLoops[j]] = piece.sizes[j];
       }
-      int64_t received = 0, regions = 0, padding = 0,
-              memory = piece.numElements() * outBytes;
-      for (auto [in, var, bytes] : llvm::zip(plan.inputs, c.inVars, inputBytes)) {
-        const runtime::Variable &v = prog_.variables[var];
-        Box region = in.access.region(loops, v.shape);
-        if (runtime::RemoteRead read = remoteRead(c, var, region, tile); !read.local) {
-          received += read.bytes;
-          regions += read.regions;
-          padding += read.paddingBytes;
-          memory += region.numElements() * bytes;
+      int64_t received[2] = {0, 0}, regions[2] = {0, 0}, padding[2] = {0, 0},
+              memory[2] = {piece.numElements() * outBytes, piece.numElements() * outBytes};
+      for (auto [in, var, mirroredVar, bytes] :
+           llvm::zip(plan.inputs, c.inVars, c.mirroredVars, inputBytes)) {
+        Box region = in.access.region(loops, prog_.variables[var].shape);
+        runtime::RemoteRead read = remoteRead(c, var, region, tile);
+        for (int k = 0; k < variants; ++k) {
+          if (k == 1 && mirroredVar != var)
+            read = remoteRead(c, mirroredVar, region, tile);
+          if (read.local)
+            continue;
+          received[k] += read.bytes;
+          regions[k] += read.regions;
+          padding[k] += read.paddingBytes;
+          memory[k] += region.numElements() * bytes;
         }
       }
-      int64_t exchange =
-          cost_.exchangePhaseCycles(cost_.tileExchangeCycles(received, regions));
       // The vertex writes the padding it reads itself, and its init's
       // constant unless that starts its accumulators.
       int64_t fill = plan.fillsInit() && !plan.fillFolded
                          ? piece.numElements() * outElementBytes
                          : 0;
-      worstExchange = std::max(worstExchange, exchange);
-      worstCompute = std::max(worstCompute, vertexCycles(plan, opWork, loops, cost_, padding + fill));
-      worstMemory = std::max(worstMemory, memory);
-      worstTotal = std::max(worstTotal, resident + memory);
+      int64_t compute = vertexCycles(plan, opWork, loops, cost_, padding[0] + fill);
+      for (int k = 0; k < variants; ++k) {
+        // What the tile holds already, and (at most a piece of each) the
+        // operands this plan would place.
+        int64_t resident =
+            liveOnTile_[tile] + tentativePieceBytes[k] +
+            std::max<int64_t>(unplacedLeafBytes_ - tentativeBytes, 0) / numTiles_;
+        if (k == 1 && padding[1] != padding[0])
+          compute = vertexCycles(plan, opWork, loops, cost_, padding[1] + fill);
+        worstExchange[k] = std::max(
+            worstExchange[k],
+            cost_.exchangePhaseCycles(cost_.tileExchangeCycles(received[k], regions[k])));
+        worstCompute[k] = std::max(worstCompute[k], compute);
+        worstMemory[k] = std::max(worstMemory[k], memory[k]);
+        worstTotal[k] = std::max(worstTotal[k], resident + memory[k]);
+      }
     }
-    Score score;
-    score.cycles = worstExchange + worstCompute;
-    if (home && !(m.chunks == home->chunks && m.tileStrides == home->tileStrides &&
-                  m.firstTile == home->firstTile))
-      score.cycles += copyBack;
-    // Temporaries within the budget (Poplar's availableMemoryProportion),
-    // and everything within the tile.
-    score.fits = worstMemory <= budget_ && worstTotal <= target_.bytesPerTile;
-    score.memory = worstMemory;
-    score.mirroredBytes = mirroredPieceBytes;
-    return score;
+    Scores scores;
+    scores[1] = Score{false, 0, std::numeric_limits<int64_t>::max(), 0};
+    for (int k = 0; k < variants; ++k) {
+      Score &score = scores[k];
+      score.cycles = worstExchange[k] + worstCompute[k];
+      if (home && !(m.chunks == home->chunks && m.tileStrides == home->tileStrides &&
+                    m.firstTile == home->firstTile))
+        score.cycles += copyBack;
+      // Temporaries within the budget (Poplar's availableMemoryProportion),
+      // and everything within the tile.
+      score.fits = worstMemory[k] <= budget_ && worstTotal[k] <= target_.bytesPerTile;
+      score.memory = worstMemory[k];
+      score.mirroredBytes = k == 1 ? mirroredPieceBytes : 0;
+    }
+    return scores;
   };
   // Costs every candidate, the threads taking runs of a few consecutive
   // ones in turn (consecutive candidates, differing in the last dimensions
@@ -1210,17 +1236,19 @@ LogicalResult Planner::planGeneric(Plan &plan) {
   // variables of their own, gone with the costing.
   constexpr size_t kMinCandidatesPerThread = 32, kCandidatesPerClaim = 8;
   auto costAll = [&](const std::vector<Candidate> &candidates) {
-    std::vector<Score> scores(candidates.size());
+    std::vector<Scores> scores(candidates.size());
     MLIRContext *ctx = plan.op.getContext();
     size_t threads = 1;
     if (ctx->isMultithreadingEnabled())
       threads = std::clamp<size_t>(candidates.size() / kMinCandidatesPerThread, 1,
                                    ctx->getNumThreads());
-    prog_.variables.resize(placedVariables + threads * unplacedInputs);
+    size_t perThread = unplacedInputs + mirrorableInputs;
+    prog_.variables.resize(placedVariables + threads * perThread);
     std::atomic<size_t> next{0};
     auto work = [&](size_t thread) {
       Costing c;
-      c.firstTentative = placedVariables + thread * unplacedInputs;
+      c.firstTentative = placedVariables + thread * perThread;
+      c.firstMirrored = c.firstTentative + unplacedInputs;
       for (size_t i; (i = next.fetch_add(kCandidatesPerClaim)) < candidates.size();)
         for (size_t k = i; k < std::min(i + kCandidatesPerClaim, candidates.size()); ++k)
           scores[k] = evaluate(c, candidates[k]);
@@ -1245,6 +1273,7 @@ LogicalResult Planner::planGeneric(Plan &plan) {
     Score score;
     int64_t pieces = 0;
     const Candidate *candidate = nullptr;
+    bool mirror = false; ///< with the candidate's mirrorable weights mirrored
   } best;
   // Takes the better of each candidate in turn: one that fits, then the
   // fewest cycles, then the fewest pieces; when none fits, the least memory.
@@ -1254,20 +1283,7 @@ LogicalResult Planner::planGeneric(Plan &plan) {
     return score.cycles + static_cast<int64_t>(kMirrorCyclesPerByte * score.mirroredBytes);
   };
   auto choose = [&](const std::vector<Candidate> &candidates) {
-    std::vector<Score> scores = costAll(candidates);
-    // Mirrors are taken only where they save a good part of the op's
-    // cycles: on an op its compute dominates, copies would take memory for
-    // little.
-    int64_t plainCycles = std::numeric_limits<int64_t>::max();
-    for (auto [candidate, score] : llvm::zip(candidates, scores))
-      if (!candidate.mirror && score.fits)
-        plainCycles = std::min(plainCycles, score.cycles);
-    for (auto [candidate, score] : llvm::zip(candidates, scores))
-      if (candidate.mirror && score.fits &&
-          score.cycles > (1.0 - kMinMirrorSaving) * static_cast<double>(plainCycles)) {
-        score.fits = false;
-        score.memory = std::numeric_limits<int64_t>::max();
-      }
+    std::vector<Scores> scores = costAll(candidates);
     auto better = [&](const Score &score, int64_t pieces) {
       if (!best.valid)
         return true;
@@ -1279,9 +1295,21 @@ LogicalResult Planner::planGeneric(Plan &plan) {
         return priced(score) < priced(best.score);
       return pieces < best.pieces;
     };
-    for (auto [candidate, score] : llvm::zip(candidates, scores))
-      if (better(score, candidate.pieces))
-        best = {true, score, candidate.pieces, &candidate};
+    // Mirrors are taken only where they save a good part of the op's
+    // cycles: on an op its compute dominates, copies would take memory for
+    // little.
+    int64_t plainCycles = std::numeric_limits<int64_t>::max();
+    for (const Scores &both : scores)
+      if (both[0].fits)
+        plainCycles = std::min(plainCycles, both[0].cycles);
+    for (auto [candidate, both] : llvm::zip(candidates, scores)) {
+      if (better(both[0], candidate.pieces))
+        best = {true, both[0], candidate.pieces, &candidate, false};
+      if (both[1].fits &&
+          both[1].cycles <= (1.0 - kMinMirrorSaving) * static_cast<double>(plainCycles) &&
+          better(both[1], candidate.pieces))
+        best = {true, both[1], candidate.pieces, &candidate, true};
+    }
   };
   // The state's home first, then an odometer over the candidate lists,
   // pruned by the tile count.
@@ -1302,9 +1330,6 @@ LogicalResult Planner::planGeneric(Plan &plan) {
     if (pieces <= windowTiles_) {
       ++counted;
       candidates.push_back({chunks, nullptr, pieces});
-      // Its twin with the weights mirrored, chosen only when cheaper.
-      if (mirrorRoom > 0)
-        candidates.push_back({chunks, nullptr, pieces, /*mirror=*/true});
     }
     int64_t j = rank - 1;
     while (j >= 0 && ++at[j] == cands[j].size())
@@ -1457,7 +1482,7 @@ LogicalResult Planner::planGeneric(Plan &plan) {
     if (!leaf)
     leaf = in.value;
     auto aligned = alignedMapping(in.value, in.access, plan, plan.mapping);
-    if (aligned && canMirror && best.candidate->mirror) {
+    if (aligned && canMirror && best.mirror) {
       TileMapping mirrored = mirroredMapping(*aligned, plan.mapping);
       int64_t bytes = elementBytes(in.value.getType());
       mirrored.forEachPiece([&](int64_t tile, const Box &box) {
