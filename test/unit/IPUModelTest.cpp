@@ -359,6 +359,24 @@ TEST(IPUModel, ComputesExchangesAndCopiesLikeTheProgramSays) {
   EXPECT_NEAR(end, cost.seconds((*model)->target().clockHz) * 1e6, 1e-6);
 }
 
+/// y [6,6] (variable 2) = a [6] (variable 0, the rows) times b [6]
+/// (variable 1, the columns), one vertex of `cycles` per 2x2 piece.
+ComputeSet outerProduct(int64_t cycles) {
+  ComputeSet cs;
+  cs.name = "outer";
+  cs.loopRanges = {6, 6};
+  cs.outputLoops = {0, 1};
+  AccessMap rows, cols;
+  rows.coeffs = {{1, 0}};
+  rows.consts = {0};
+  cols.coeffs = {{0, 1}};
+  cols.consts = {0};
+  cs.inputs = {{0, rows}, {1, cols}};
+  cs.outputs = {2};
+  cs.kernels = {{"vertex_outer_entry", {2, 2}, cycles, 200}};
+  return cs;
+}
+
 TEST(IPUModel, VerticesSharingReceivedRegionsGetTheRightOnes) {
   // y [6,6] in 2x2 pieces on tiles 0..8; a [6] on tile 10, b [6] on tile
   // 11. Each region of a and of b goes to three vertices, so the fused step
@@ -378,19 +396,7 @@ TEST(IPUModel, VerticesSharingReceivedRegionsGetTheRightOnes) {
     p.variables.push_back(variable("b", {6}, VarKind::Input, TileMapping::singleTile({6}, 11)));
     p.variables.push_back(
         variable("y", {6, 6}, VarKind::Activation, grid({6, 6}, {2, 2}, {3, 1}, 0)));
-    ComputeSet cs;
-    cs.name = "outer";
-    cs.loopRanges = {6, 6};
-    cs.outputLoops = {0, 1};
-    AccessMap rows, cols;
-    rows.coeffs = {{1, 0}};
-    rows.consts = {0};
-    cols.coeffs = {{0, 1}};
-    cols.consts = {0};
-    cs.inputs = {{0, rows}, {1, cols}};
-    cs.outputs = {2};
-    cs.kernels = {{"vertex_outer_entry", {2, 2}, cycles, 200}};
-    p.computeSets.push_back(cs);
+    p.computeSets.push_back(outerProduct(cycles));
     p.steps = {{Step::Kind::Compute, 0}};
     p.inputs = {0, 1};
     p.outputs = {2};
@@ -452,19 +458,7 @@ TEST(IPUModel, MirroredWeightsAreLoadedIntoEveryCopyAndReadInPlace) {
   p.variables[1].weight = 0;
   p.variables.push_back(
       variable("y", {6, 6}, VarKind::Activation, grid({6, 6}, {2, 2}, {3, 1}, 0)));
-  ComputeSet cs;
-  cs.name = "outer";
-  cs.loopRanges = {6, 6};
-  cs.outputLoops = {0, 1};
-  AccessMap rows, cols;
-  rows.coeffs = {{1, 0}};
-  rows.consts = {0};
-  cols.coeffs = {{0, 1}};
-  cols.consts = {0};
-  cs.inputs = {{0, rows}, {1, cols}};
-  cs.outputs = {2};
-  cs.kernels = {{"vertex_outer_entry", {2, 2}, 10, 200}};
-  p.computeSets.push_back(cs);
+  p.computeSets.push_back(outerProduct(10));
   p.steps = {{Step::Kind::Compute, 0}};
   p.inputs = {0};
   p.outputs = {2};

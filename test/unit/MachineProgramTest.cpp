@@ -550,6 +550,15 @@ TEST(MachineProgram, JSONRoundTrips) {
   EXPECT_FALSE(static_cast<bool>(back->verify(4)));
 }
 
+/// That `bad` fails verification on 4 tiles with an error containing
+/// `message`.
+void expectError(const MachineProgram &bad, const std::string &message) {
+  llvm::Error err = bad.verify(4);
+  ASSERT_TRUE(static_cast<bool>(err)) << message;
+  std::string got = llvm::toString(std::move(err));
+  EXPECT_NE(got.find(message), std::string::npos) << got;
+}
+
 TEST(MachineProgram, MirroredWeightsRoundTripAreReadInPlaceAndNeverWritten) {
   MachineProgram p = sampleProgram();
   // w, one piece on tile 0, copied onto tiles 1..3: each vertex of cs0
@@ -571,12 +580,6 @@ TEST(MachineProgram, MirroredWeightsRoundTripAreReadInPlaceAndNeverWritten) {
     EXPECT_TRUE(remoteRead(*back, 1, Box{{0}, {4}}, tile).local) << tile;
   }
   // Only weights and constants are mirrored, and no step writes them.
-  auto expectError = [&](MachineProgram bad, const std::string &message) {
-    llvm::Error err = bad.verify(4);
-    ASSERT_TRUE(static_cast<bool>(err)) << message;
-    std::string got = llvm::toString(std::move(err));
-    EXPECT_NE(got.find(message), std::string::npos) << got;
-  };
   MachineProgram activation = p;
   activation.variables[4].mapping.mirrorCounts = {2};
   activation.variables[4].mapping.mirrorStrides = {1};
@@ -617,12 +620,6 @@ TEST(MachineProgram, AllReduceStepsRoundTripAndAreChecked) {
   std::vector<VariableUses> uses = variableUses(*back);
   EXPECT_EQ(uses[dst].firstWrite, 2);
   EXPECT_EQ(uses[2].lastUse, 2);
-  auto expectError = [&](MachineProgram bad, const std::string &message) {
-    llvm::Error err = bad.verify(4);
-    ASSERT_TRUE(static_cast<bool>(err)) << message;
-    std::string got = llvm::toString(std::move(err));
-    EXPECT_NE(got.find(message), std::string::npos) << got;
-  };
   MachineProgram unpaired = p;
   unpaired.allReduces[0].dsts.clear();
   expectError(unpaired, "must pair one or more sources with as many destinations");

@@ -26,6 +26,7 @@
 #include "llvm/ADT/StringSet.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <map>
 #include <set>
