@@ -1702,10 +1702,9 @@ json::Value MachineProgram::toJSON() const {
     }
     if (v.copies != 1)
       o["copies"] = v.copies;
-    if (v.base >= 0)
+    if (v.base >= 0) {
       o["base"] = v.base;
-    else
-    {
+    } else {
       json::Object m{{"chunks", ints(v.mapping.chunks)},
                      {"strides", ints(v.mapping.tileStrides)},
                      {"first", v.mapping.firstTile}};
