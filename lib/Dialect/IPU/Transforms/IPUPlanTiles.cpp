@@ -1483,8 +1483,11 @@ LogicalResult Planner::planGeneric(Plan &plan) {
     if (!leaf)
     leaf = in.value;
     auto aligned = alignedMapping(in.value, in.access, plan, plan.mapping);
-    if (aligned && canMirror && best.mirror) {
-      TileMapping mirrored = mirroredMapping(*aligned, plan.mapping);
+    // Mirrored as costed: a weight one block reads all of is placed as it
+    // would be unmirrored.
+    if (TileMapping mirrored;
+        aligned && canMirror && best.mirror &&
+        (mirrored = mirroredMapping(*aligned, plan.mapping)).isMirrored()) {
       int64_t bytes = elementBytes(in.value.getType());
       mirrored.forEachPiece([&](int64_t tile, const Box &box) {
         weightBytesOnTile_[tile] += box.numElements() * bytes;
