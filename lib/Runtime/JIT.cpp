@@ -185,7 +185,7 @@ llvm::Expected<const llvm::Target *> lookupHostTarget() {
 }
 
 llvm::Expected<std::string> compileToObject(llvm::Module &module, llvm::StringRef cpu,
-                                            llvm::StringRef features) {
+                                            llvm::StringRef features, bool unrollLoops) {
   auto fail = [](const llvm::Twine &msg) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
   };
@@ -205,7 +205,9 @@ llvm::Expected<std::string> compileToObject(llvm::Module &module, llvm::StringRe
   llvm::FunctionAnalysisManager fam;
   llvm::CGSCCAnalysisManager cgam;
   llvm::ModuleAnalysisManager mam;
-  llvm::PassBuilder builder(machine.get());
+  llvm::PipelineTuningOptions tuning;
+  tuning.LoopUnrolling = unrollLoops;
+  llvm::PassBuilder builder(machine.get(), tuning);
   builder.registerModuleAnalyses(mam);
   builder.registerCGSCCAnalyses(cgam);
   builder.registerFunctionAnalyses(fam);

@@ -46,9 +46,12 @@ llvm::Expected<const llvm::Target *> lookupHostTarget();
 /// feature string, "+avx2,-avx512f,..."): a relocatable object's bytes. The
 /// compiler's vertex kernels and the runtime's host reference code both go
 /// through it. Each call makes its own target machine: calls on separate
-/// threads (each module in its own LLVMContext) are safe.
+/// threads (each module in its own LLVMContext) are safe. `unrollLoops`
+/// false leaves LLVM's loop unroller out of O2 (the vectorizers stay): for
+/// code whose loops were unrolled as far as pays before LLVM sees them.
 llvm::Expected<std::string> compileToObject(llvm::Module &module, llvm::StringRef cpu,
-                                            llvm::StringRef features);
+                                            llvm::StringRef features,
+                                            bool unrollLoops = true);
 
 /// Host reference code in LLVM IR, unoptimized (what
 /// tessera::compileHostReference translates), optimized and compiled for
