@@ -380,6 +380,7 @@ public:
   /// What the planner did, for the pass's statistics.
   struct Counts {
     int64_t planned = 0, split = 0, epilogues = 0, overBudget = 0, mirrored = 0;
+    int64_t costedCandidates = 0, boundedCandidates = 0;
   };
   const Counts &counts() const { return counts_; }
   /// Emit a remark on each op explaining its plan (the pass's `explain`).
@@ -935,6 +936,10 @@ constexpr double kMirrorCyclesPerByte = 0.2;
 /// The least share of an op's cycles a mirror must save.
 constexpr double kMinMirrorSaving = 0.25;
 
+/// Every this-many-th candidate grid is costed first: the best of them
+/// that fits bounds the rest, and a candidate whose compute alone takes
+/// longer is not costed (see Planner::planGeneric).
+constexpr size_t kBoundingStride = 8;
 /// Grids costed per op at most (an op is planned several times when its
 /// reduction may split): bounds compile time on many-dimensional ops.
 constexpr int64_t kMaxCandidatesCosted = 1000;
@@ -1092,17 +1097,68 @@ LogicalResult Planner::planGeneric(Plan &plan) {
       it->second = runtime::remoteRead(prog_, var, region, tile);
     return it->second;
   };
+  // The candidate's mapping, in c's scratch.
+  auto mappingOf = [&](Costing &c, const Candidate &candidate) -> TileMapping & {
+    if (candidate.given)
+      c.m = *candidate.given;
+    else
+      gridOf(candidate.chunks, c.m);
+    return c.m;
+  };
+  // The pieces a candidate is costed by: the first, a central and the last
+  // (edges and holders differ). The central one is central in every
+  // dimension: an operand placed with the pieces of index 0 along some
+  // dimensions (a weight block, on the first of the tiles sharing it) is
+  // local to the first piece, and to the middle one in row-major order,
+  // but remote for most vertices.
+  auto findCostedPieces = [&](Costing &c, const TileMapping &m) {
+    c.perDim.resize(rank);
+    c.first.assign(rank, 0);
+    c.central.resize(rank);
+    c.last.resize(rank);
+    for (int64_t j = 0; j < rank; ++j) {
+      c.perDim[j] = std::max<int64_t>(1, (shape[j] + m.chunks[j] - 1) / m.chunks[j]);
+      c.central[j] = c.perDim[j] / 2;
+      c.last[j] = c.perDim[j] - 1;
+    }
+  };
+  // The loop box whose outputs are `piece`.
+  auto loopsOf = [&](const Box &piece) {
+    Box loops;
+    loops.offsets.assign(plan.loopRanges.size(), 0);
+    loops.sizes.assign(plan.loopRanges.begin(), plan.loopRanges.end());
+    for (int64_t j = 0; j < rank; ++j) {
+      loops.offsets[plan.outputLoops[j]] = piece.offsets[j];
+      loops.sizes[plan.outputLoops[j]] = piece.sizes[j];
+    }
+    return loops;
+  };
+  // What a vertex computing `piece` fills before it reads: its init's
+  // constant, unless that starts its accumulators.
+  auto fillBytesOf = [&](const Box &piece) -> int64_t {
+    return plan.fillsInit() && !plan.fillFolded ? piece.numElements() * outElementBytes : 0;
+  };
+  // No score of the candidate has fewer cycles: its slowest costed piece's
+  // compute, no padding read (a score adds the padding's writes, the
+  // exchange, a state's copy back and mirrors' price, none negative). It
+  // takes no operand's mapping or region, which costing mostly is.
+  auto computeBound = [&](Costing &c, const Candidate &candidate) {
+    const TileMapping &m = mappingOf(c, candidate);
+    findCostedPieces(c, m);
+    int64_t worst = 0;
+    for (const std::vector<int64_t> *idx : {&c.first, &c.central, &c.last}) {
+      Box piece = m.pieceBox(*idx);
+      worst = std::max(worst, vertexCycles(plan, opWork, loopsOf(piece), cost_, fillBytesOf(piece)));
+    }
+    return worst;
+  };
   // Costs one candidate as it is (its first score) and with its mirrorable
   // weights mirrored (its second; not fitting when none is, or when the
   // copies would pass the cap): the two differ only in those weights'
   // reads and resident pieces, and share the rest of the costing.
   using Scores = std::array<Score, 2>;
   auto evaluate = [&](Costing &c, const Candidate &candidate) -> Scores {
-    TileMapping &m = c.m;
-    if (candidate.given)
-      m = *candidate.given;
-    else
-      gridOf(candidate.chunks, m);
+    TileMapping &m = mappingOf(c, candidate);
     // Unplaced leaves take the mapping they would get with this plan, and
     // mirrorable weights their mirrored one too, in variables of their own.
     size_t tentative = c.firstTentative, mirrorSlot = c.firstMirrored;
@@ -1144,21 +1200,7 @@ LogicalResult Planner::planGeneric(Plan &plan) {
     // Mirrored, unless nothing is or the copies would pass the weights'
     // share, or take much of it for one op.
     int variants = mirroredPieceBytes > 0 && mirroredPieceBytes <= mirrorCap ? 2 : 1;
-    // Cost the first, a central and the last piece: edges and holders
-    // differ. The central one is central in every dimension: an operand
-    // placed with the pieces of index 0 along some dimensions (a weight
-    // block, on the first of the tiles sharing it) is local to the first
-    // piece, and to the middle one in row-major order, but remote for
-    // most vertices.
-    c.perDim.resize(rank);
-    c.first.assign(rank, 0);
-    c.central.resize(rank);
-    c.last.resize(rank);
-    for (int64_t j = 0; j < rank; ++j) {
-      c.perDim[j] = std::max<int64_t>(1, (shape[j] + m.chunks[j] - 1) / m.chunks[j]);
-      c.central[j] = c.perDim[j] / 2;
-      c.last[j] = c.perDim[j] - 1;
-    }
+    findCostedPieces(c, m);
     // A step's exchange phase ends when its busiest tile is done, and so
     // does its compute phase: the step takes the slowest exchange plus the
     // slowest vertex, wherever each is (an edge piece may receive most,
@@ -1168,13 +1210,7 @@ LogicalResult Planner::planGeneric(Plan &plan) {
     for (const std::vector<int64_t> *idx : {&c.first, &c.central, &c.last}) {
       Box piece = m.pieceBox(*idx);
       int64_t tile = m.tileOf(*idx);
-      Box loops;
-      loops.offsets.assign(plan.loopRanges.size(), 0);
-      loops.sizes.assign(plan.loopRanges.begin(), plan.loopRanges.end());
-      for (int64_t j = 0; j < rank; ++j) {
-        loops.offsets[plan.outputLoops[j]] = piece.offsets[j];
-        loops.sizes[plan.outputLoops[j]] = piece.sizes[j];
-      }
+      Box loops = loopsOf(piece);
       int64_t received[2] = {0, 0}, regions[2] = {0, 0}, padding[2] = {0, 0},
               memory[2] = {piece.numElements() * outBytes, piece.numElements() * outBytes};
       for (auto [in, var, mirroredVar, bytes] :
@@ -1194,9 +1230,7 @@ LogicalResult Planner::planGeneric(Plan &plan) {
       }
       // The vertex writes the padding it reads itself, and its init's
       // constant unless that starts its accumulators.
-      int64_t fill = plan.fillsInit() && !plan.fillFolded
-                         ? piece.numElements() * outElementBytes
-                         : 0;
+      int64_t fill = fillBytesOf(piece);
       int64_t compute = vertexCycles(plan, opWork, loops, cost_, padding[0] + fill);
       for (int k = 0; k < variants; ++k) {
         // What the tile holds already, and (at most a piece of each) the
@@ -1230,18 +1264,21 @@ LogicalResult Planner::planGeneric(Plan &plan) {
     }
     return scores;
   };
-  // Costs every candidate, the threads taking runs of a few consecutive
-  // ones in turn (consecutive candidates, differing in the last dimensions
-  // the odometer turns, read the same regions of most operands: each
-  // thread's view reads keep them). Each thread's unplaced leaves take
-  // variables of their own, gone with the costing.
+  // Costs the candidates numbered `which`, the threads taking runs of a
+  // few consecutive ones in turn (consecutive candidates, differing in the
+  // last dimensions the odometer turns, read the same regions of most
+  // operands: each thread's view reads keep them), except those whose
+  // compute alone passes `bound`: sets `costed` for the others. Each
+  // thread's unplaced leaves take variables of their own, gone with the
+  // costing.
   constexpr size_t kMinCandidatesPerThread = 32, kCandidatesPerClaim = 8;
-  auto costAll = [&](const std::vector<Candidate> &candidates) {
-    std::vector<Scores> scores(candidates.size());
+  constexpr int64_t kNoBound = std::numeric_limits<int64_t>::max();
+  auto costAll = [&](const std::vector<Candidate> &candidates, ArrayRef<size_t> which,
+                     int64_t bound, std::vector<Scores> &scores, std::vector<char> &costed) {
     MLIRContext *ctx = plan.op.getContext();
     size_t threads = 1;
     if (ctx->isMultithreadingEnabled())
-      threads = std::clamp<size_t>(candidates.size() / kMinCandidatesPerThread, 1,
+      threads = std::clamp<size_t>(which.size() / kMinCandidatesPerThread, 1,
                                    ctx->getNumThreads());
     size_t perThread = unplacedInputs + mirrorableInputs;
     prog_.variables.resize(placedVariables + threads * perThread);
@@ -1250,9 +1287,14 @@ LogicalResult Planner::planGeneric(Plan &plan) {
       Costing c;
       c.firstTentative = placedVariables + thread * perThread;
       c.firstMirrored = c.firstTentative + unplacedInputs;
-      for (size_t i; (i = next.fetch_add(kCandidatesPerClaim)) < candidates.size();)
-        for (size_t k = i; k < std::min(i + kCandidatesPerClaim, candidates.size()); ++k)
-          scores[k] = evaluate(c, candidates[k]);
+      for (size_t i; (i = next.fetch_add(kCandidatesPerClaim)) < which.size();)
+        for (size_t k = i; k < std::min(i + kCandidatesPerClaim, which.size()); ++k) {
+          const Candidate &candidate = candidates[which[k]];
+          if (bound != kNoBound && computeBound(c, candidate) > bound)
+            continue;
+          scores[which[k]] = evaluate(c, candidate);
+          costed[which[k]] = true;
+        }
     };
     if (threads == 1) {
       work(0);
@@ -1267,7 +1309,6 @@ LogicalResult Planner::planGeneric(Plan &plan) {
       others.wait();
     }
     prog_.variables.resize(placedVariables);
-    return scores;
   };
   struct Best {
     bool valid = false;
@@ -1284,7 +1325,25 @@ LogicalResult Planner::planGeneric(Plan &plan) {
     return score.cycles + static_cast<int64_t>(kMirrorCyclesPerByte * score.mirroredBytes);
   };
   auto choose = [&](const std::vector<Candidate> &candidates) {
-    std::vector<Scores> scores = costAll(candidates);
+    // Every kBoundingStride-th candidate first (the state's home among
+    // them): the fewest cycles of those that fit bound the others, which
+    // are costed only when their compute alone does not pass it. A
+    // candidate left out has more cycles, mirrored or not, than one that
+    // fits: it could not be chosen, nor lower the least cycles without
+    // mirrors below. The choice is the one costing them all makes.
+    std::vector<Scores> scores(candidates.size());
+    std::vector<char> costed(candidates.size(), false);
+    std::vector<size_t> first, rest;
+    for (size_t i = 0; i < candidates.size(); ++i)
+      (i % kBoundingStride == 0 ? first : rest).push_back(i);
+    costAll(candidates, first, kNoBound, scores, costed);
+    int64_t bound = kNoBound;
+    for (size_t i : first)
+      if (scores[i][0].fits)
+        bound = std::min(bound, scores[i][0].cycles);
+    costAll(candidates, rest, bound, scores, costed);
+    counts_.costedCandidates += llvm::count(costed, true);
+    counts_.boundedCandidates += llvm::count(costed, false);
     auto better = [&](const Score &score, int64_t pieces) {
       if (!best.valid)
         return true;
@@ -1300,10 +1359,12 @@ LogicalResult Planner::planGeneric(Plan &plan) {
     // cycles: on an op its compute dominates, copies would take memory for
     // little.
     int64_t plainCycles = std::numeric_limits<int64_t>::max();
-    for (const Scores &both : scores)
-      if (both[0].fits)
+    for (auto [both, wasCosted] : llvm::zip(scores, costed))
+      if (wasCosted && both[0].fits)
         plainCycles = std::min(plainCycles, both[0].cycles);
-    for (auto [candidate, both] : llvm::zip(candidates, scores)) {
+    for (auto [candidate, both, wasCosted] : llvm::zip(candidates, scores, costed)) {
+      if (!wasCosted)
+        continue;
       if (better(both[0], candidate.pieces))
         best = {true, both[0], candidate.pieces, &candidate, false};
       if (both[1].fits &&
@@ -2357,6 +2418,8 @@ struct IPUPlanTiles : tessera::ipu::impl::IPUPlanTilesBase<IPUPlanTiles> {
     numEpilogues += planner.counts().epilogues;
     numOverBudget += planner.counts().overBudget;
     numMirrored += planner.counts().mirrored;
+    numCostedCandidates += planner.counts().costedCandidates;
+    numBoundedCandidates += planner.counts().boundedCandidates;
   }
 };
 

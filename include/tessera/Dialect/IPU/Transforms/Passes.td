@@ -172,6 +172,11 @@ def IPUPlanTiles : Pass<"ipu-plan-tiles", "::mlir::ModuleOp"> {
               "ops planned over the memory budget (nothing fit)">,
     Statistic<"numMirrored", "mirrored-weights",
               "weights mirrored on the blocks of tiles that read them">,
+    Statistic<"numCostedCandidates", "costed-candidates",
+              "candidate grids costed">,
+    Statistic<"numBoundedCandidates", "bounded-candidates",
+              "candidate grids not costed: their compute alone took longer "
+              "than a costed grid that fits">,
   ];
   let dependentDialects = ["::tessera::ipu::IPUDialect",
                            "::mlir::affine::AffineDialect",
