@@ -70,8 +70,6 @@ constexpr int64_t kMaxCoefficient = int64_t(1) << 32;
 // Box, TileMapping
 //===----------------------------------------------------------------------===//
 
-int64_t Box::numElements() const { return product(sizes); }
-
 TileMapping TileMapping::singleTile(llvm::ArrayRef<int64_t> shape, int64_t tile) {
   TileMapping m;
   m.shape = shape.vec();
@@ -158,7 +156,9 @@ Box TileMapping::pieceBox(llvm::ArrayRef<int64_t> piece) const {
 
 void TileMapping::forEachPiece(
     llvm::function_ref<void(int64_t tile, const Box &)> fn) const {
-  std::vector<int64_t> n = piecesPerDim(), p(n.size(), 0);
+  llvm::SmallVector<int64_t, 8> n, p(shape.size(), 0);
+  for (size_t d = 0; d < shape.size(); ++d)
+    n.push_back(std::max<int64_t>(1, ceilDiv(shape[d], chunks[d])));
   int64_t count = product(n);
   for (int64_t i = 0; i < count; ++i) {
     fn(tileOf(p), pieceBox(p));
@@ -854,10 +854,13 @@ bool forEachOverlap(const MachineProgram &program, int64_t var, const Box &regio
   const TileMapping &m = program.storage(var).mapping;
   int64_t rank = m.rank();
   const Box &r = regionInStorage;
-  std::vector<int64_t> ppd = m.piecesPerDim(), first(rank), last(rank), idx(rank);
+  // On the stack: the planner and the cost estimate ask this per candidate
+  // piece and operand.
+  llvm::SmallVector<int64_t, 8> first(rank), last(rank), idx(rank);
   for (int64_t d = 0; d < rank; ++d) {
-    first[d] = std::min(r.offsets[d] / m.chunks[d], ppd[d] - 1);
-    last[d] = std::min((r.offsets[d] + r.sizes[d] - 1) / m.chunks[d], ppd[d] - 1);
+    int64_t pieces = std::max<int64_t>(1, ceilDiv(m.shape[d], m.chunks[d]));
+    first[d] = std::min(r.offsets[d] / m.chunks[d], pieces - 1);
+    last[d] = std::min((r.offsets[d] + r.sizes[d] - 1) / m.chunks[d], pieces - 1);
   }
   idx = first;
   // One Overlap reused for every piece: this runs per vertex and operand in
