@@ -8,13 +8,13 @@
 #include "tessera/Runtime/PhasePool.h"
 #include "tessera/Target/CostModel.h"
 
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
 #include <numeric>
-#include <set>
 
 namespace tessera::runtime {
 
@@ -132,9 +132,16 @@ StepCost stepCost(const MachineProgram &program, const target::CostModel &cost, 
     const ComputeSet &cs = program.computeSets[step.index];
     // Per input, the regions already sent (to any tile, and to each IPU):
     // vertices reading the same region (a weight block several tiles
-    // share) receive one broadcast of it.
-    std::vector<std::set<std::vector<int64_t>>> sentRegions(cs.inputs.size());
-    std::vector<std::set<std::vector<int64_t>>> linkedRegions(cs.inputs.size());
+    // share) receive one broadcast of it. Keyed by the region's offsets and
+    // sizes (then the IPU) as bytes: a hash set, exact, that allocates only
+    // for a region it has not seen (this runs per vertex and operand).
+    std::vector<llvm::StringSet<>> sentRegions(cs.inputs.size());
+    std::vector<llvm::StringSet<>> linkedRegions(cs.inputs.size());
+    llvm::SmallVector<int64_t, 16> key;
+    auto bytesOf = [](llvm::ArrayRef<int64_t> words) {
+      return llvm::StringRef(reinterpret_cast<const char *>(words.data()),
+                             words.size() * sizeof(int64_t));
+    };
     program.variables[cs.outputs[0]].mapping.forEachPiece([&](int64_t tile,
                                                               const Box &piece) {
       if (piece.numElements() == 0)
@@ -148,11 +155,11 @@ StepCost stepCost(const MachineProgram &program, const target::CostModel &cost, 
         if (isLocalPiece(program, in.var, region, tile))
           continue;
         padding += paddingBytes(program, in.var, region);
-        std::vector<int64_t> key(region.offsets.begin(), region.offsets.end());
-        key.insert(key.end(), region.sizes.begin(), region.sizes.end());
-        bool send = sentRegions[i].insert(key).second;
+        key.assign(region.offsets.begin(), region.offsets.end());
+        key.append(region.sizes.begin(), region.sizes.end());
+        bool send = sentRegions[i].insert(bytesOf(key)).second;
         key.push_back(tile / tilesPerIPU);
-        bool link = linkedRegions[i].insert(std::move(key)).second;
+        bool link = linkedRegions[i].insert(bytesOf(key)).second;
         moveRegion(exchange, program, in.var, region, tile, send, link);
       }
       // The kernel's cycles are the planner's (from the same cost model);
