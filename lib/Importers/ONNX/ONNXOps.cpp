@@ -592,7 +592,8 @@ LogicalResult maxPoolWithIndices(NodeImporter &n, const WindowAttrs &attrs,
                                 b.getF64FloatAttr(lowest)));
   int64_t spatialSize = g::numElements(ArrayRef(xs).drop_front(2));
   // Constants: a base per image and channel, input positions per kernel
-  // offset and output position.
+  // offset and output position (the bound on their count kept from when
+  // they were one constant each).
   if (failed(n.checkConstantElements({xs[0], xs[1]}, "the indices' base")) ||
       failed(n.checkConstantElements({g::numElements(attrs.kernel),
                                       g::numElements(ArrayRef(out).drop_front(2))},
@@ -606,8 +607,7 @@ LogicalResult maxPoolWithIndices(NodeImporter &n, const WindowAttrs &attrs,
   Ints baseShape = {xs[0], xs[1]};
   baseShape.append(k, 1);
   TESSERA_ASSIGN_OR_FAIL(baseR, n.reshape(baseC, baseShape));
-  Ints outSpatial(out.begin() + 2, out.end());
-  int64_t positions = g::numElements(outSpatial), offsets = g::numElements(attrs.kernel);
+  int64_t offsets = g::numElements(attrs.kernel);
   Value best, bestIdx;
   for (int64_t off = 0; off < offsets; ++off) {
     Ints kpos(k);
@@ -625,32 +625,32 @@ LogicalResult maxPoolWithIndices(NodeImporter &n, const WindowAttrs &attrs,
                                                      b.getDenseI64ArrayAttr(limits),
                                                      b.getDenseI64ArrayAttr(steps)));
     // Flat input positions of this offset for every output position
-    // (clamped where the window reaches into padding: never the maximum).
-    Ints idx(positions);
-    for (int64_t p = 0; p < positions; ++p) {
-      Ints o(k);
-      for (int64_t i = k - 1, rest = p; i >= 0; --i) {
-        o[i] = rest % outSpatial[i];
-        rest /= outSpatial[i];
-      }
-      int64_t flat = 0;
-      Ints coord(k);
-      for (int64_t i = 0; i < k; ++i)
-        coord[i] = std::clamp<int64_t>(o[i] * attrs.strides[i] - attrs.pads[i] +
-                                           kpos[i] * attrs.dilations[i],
-                                       0, xs[2 + i] - 1);
+    // (clamped where the window reaches into padding: never the maximum):
+    // the base plus, per spatial dimension, its clamped coordinate times
+    // its weight in the flat index, broadcast over the others. Constants of
+    // the output's extent per dimension, not of its every position (filled
+    // element by element, a fuzzed model took the instrumented importer 27 s).
+    Value candIdx = baseR;
+    for (int64_t i = 0; i < k; ++i) {
+      int64_t weight = 1;
       if (columnMajor)
-        flat = coord[1] * xs[2] + coord[0];
+        weight = i == 1 ? xs[2] : 1;
       else
-        for (int64_t i = 0; i < k; ++i)
-          flat = flat * xs[2 + i] + coord[i];
-      idx[p] = flat;
+        for (int64_t j = i + 1; j < k; ++j)
+          weight *= xs[2 + j];
+      Ints term(out[2 + i]);
+      for (int64_t o = 0; o < out[2 + i]; ++o)
+        term[o] = std::clamp<int64_t>(o * attrs.strides[i] - attrs.pads[i] +
+                                          kpos[i] * attrs.dilations[i],
+                                      0, xs[2 + i] - 1) *
+                  weight;
+      Ints termShape(rank, 1);
+      termShape[2 + i] = out[2 + i];
+      Value termC = n.constant(DenseElementsAttr::get(RankedTensorType::get(termShape, i64),
+                                                      ArrayRef<int64_t>(term)));
+      TESSERA_ASSIGN_OR_FAIL(sum, n.infer<g::AddOp>(candIdx, termC));
+      candIdx = sum;
     }
-    Ints idxShape = {1, 1};
-    idxShape.append(outSpatial.begin(), outSpatial.end());
-    Value idxC = n.constant(DenseElementsAttr::get(RankedTensorType::get(idxShape, i64),
-                                                   ArrayRef<int64_t>(idx)));
-    TESSERA_ASSIGN_OR_FAIL(candIdx, n.infer<g::AddOp>(baseR, idxC));
     if (!best) {
       best = cand;
       bestIdx = candIdx;
