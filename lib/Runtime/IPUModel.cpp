@@ -879,7 +879,11 @@ Expected<std::unique_ptr<IPUModel>> IPUModel::create(const Executable &executabl
   if (auto err = checkProgramAgreesWithSignature(executable))
     return std::move(err);
 
-  auto plan = planMemory(p, numTiles, target->bytesPerTile);
+  // The host's threads, for loading (the memory plan, each step's table)
+  // and then for running.
+  impl->pool = std::make_unique<PhasePool>(
+      llvm::hardware_concurrency(threads).compute_thread_count());
+  auto plan = planMemory(p, numTiles, target->bytesPerTile, nullptr, impl->pool.get());
   if (!plan)
     return plan.takeError();
   impl->plan = std::move(*plan);
@@ -1010,8 +1014,6 @@ Expected<std::unique_ptr<IPUModel>> IPUModel::create(const Executable &executabl
     }
   }
 
-  impl->pool = std::make_unique<PhasePool>(
-      llvm::hardware_concurrency(threads).compute_thread_count());
   // Each step's table depends only on the program and the plan: the steps
   // are resolved on the host's threads (most of the load time).
   impl->tables.resize(p.steps.size());

@@ -19,6 +19,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tessera/Runtime/MemoryPlan.h"
+#include "tessera/Runtime/PhasePool.h"
 
 #include "llvm/ADT/BitVector.h"
 #include "llvm/ADT/STLExtras.h"
@@ -193,7 +194,7 @@ json::Value OutOfMemory::toJSON() const {
 }
 
 Expected<MemoryPlan> planMemory(const MachineProgram &program, int64_t numTiles,
-                                int64_t bytesPerTile, OutOfMemory *report) {
+                                int64_t bytesPerTile, OutOfMemory *report, PhasePool *pool) {
   if (auto err = program.verify(numTiles))
     return std::move(err);
   const int64_t numSteps = program.steps.size();
@@ -249,35 +250,48 @@ Expected<MemoryPlan> planMemory(const MachineProgram &program, int64_t numTiles,
   }
 
   // Receive buffers: one per (compute set, input) that some vertex cannot
-  // read in place, as large as the largest such region.
-  std::vector<std::vector<int64_t>> recvAlloc(program.computeSets.size());
-  for (size_t c = 0; c < program.computeSets.size(); ++c) {
+  // read in place, as large as the largest such region. Sized per compute
+  // set on the pool's threads (each walks its vertices' regions: most of
+  // the plan's time on a training step), then numbered in order.
+  std::vector<std::vector<Allocation>> receiving(program.computeSets.size());
+  auto sizeReceiveBuffers = [&](size_t c) {
     const ComputeSet &cs = program.computeSets[c];
-    recvAlloc[c].assign(cs.inputs.size(), -1);
+    receiving[c].resize(cs.inputs.size());
     if (firstRun[c] < 0)
-      continue;
+      return;
     const TileMapping &outMap = program.variables[cs.outputs[0]].mapping;
     for (size_t i = 0; i < cs.inputs.size(); ++i) {
       const auto &in = cs.inputs[i];
       const Variable &var = program.variables[in.var];
-      Allocation a;
+      Allocation &a = receiving[c][i];
       a.name = (cs.name.empty() ? "cs" + std::to_string(c) : cs.name) + " input " +
                std::to_string(i);
       a.category = Temporaries;
       a.order = 1;
       a.birth = firstRun[c];
       a.death = lastRun[c];
-        outMap.forEachPiece([&](int64_t tile, const Box &piece) {
+      outMap.forEachPiece([&](int64_t tile, const Box &piece) {
         if (piece.numElements() == 0)
           return;
         Box region = in.map.region(cs.loopBox(piece), var.shape);
         if (!isLocalPiece(program, in.var, region, tile))
           a.add(tile, region.numElements() * var.elementBytes());
       });
-      if (a.perTile.empty())
+    }
+  };
+  if (pool)
+    pool->run(receiving.size(), sizeReceiveBuffers);
+  else
+    for (size_t c = 0; c < receiving.size(); ++c)
+      sizeReceiveBuffers(c);
+  std::vector<std::vector<int64_t>> recvAlloc(program.computeSets.size());
+  for (size_t c = 0; c < receiving.size(); ++c) {
+    recvAlloc[c].assign(receiving[c].size(), -1);
+    for (size_t i = 0; i < receiving[c].size(); ++i) {
+      if (receiving[c][i].perTile.empty())
         continue;
       recvAlloc[c][i] = allocs.size();
-      allocs.push_back(std::move(a));
+      allocs.push_back(std::move(receiving[c][i]));
     }
   }
 

@@ -24,6 +24,8 @@
 
 namespace tessera::runtime {
 
+class PhasePool;
+
 /// Bytes by what they hold (the categories of the out-of-memory report).
 struct MemoryByCategory {
   int64_t weights = 0;     ///< weights and constants
@@ -96,10 +98,12 @@ struct OutOfMemory {
 };
 
 /// Plans `program` on `numTiles` tiles of `bytesPerTile`. On overflow returns
-/// an error whose message is `report->message()` and fills `report`.
+/// an error whose message is `report->message()` and fills `report`. With a
+/// `pool`, the receive buffers are sized on its threads (the same plan).
 llvm::Expected<MemoryPlan> planMemory(const MachineProgram &program,
                                       int64_t numTiles, int64_t bytesPerTile,
-                                      OutOfMemory *report = nullptr);
+                                      OutOfMemory *report = nullptr,
+                                      PhasePool *pool = nullptr);
 
 /// `v` with thousands separated by commas, as reports print counts.
 std::string withCommas(int64_t v);

@@ -10,8 +10,10 @@
 #include "tessera/Dialect/IPU/Transforms/Passes.h"
 #include "tessera/Runtime/FileUtils.h"
 #include "tessera/Runtime/MemoryPlan.h"
+#include "tessera/Runtime/PhasePool.h"
 
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Threading.h"
 #include "llvm/Support/raw_ostream.h"
 
 namespace tessera::ipu {
@@ -47,8 +49,11 @@ struct IPUAllocateMemory
     if (failed(program))
       return signalPassFailure();
     runtime::OutOfMemory oom;
+    runtime::PhasePool pool(getContext().isMultithreadingEnabled()
+                                ? llvm::hardware_concurrency().compute_thread_count()
+                                : 1);
     auto plan = runtime::planMemory(*program, target->totalTiles(),
-                                    target->bytesPerTile, &oom);
+                                    target->bytesPerTile, &oom, &pool);
     if (!plan) {
       std::string message = llvm::toString(plan.takeError());
       writeReport(llvm::json::Object{{"fits", false}, {"out_of_memory", oom.toJSON()}});
