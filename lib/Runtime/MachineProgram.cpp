@@ -129,7 +129,7 @@ std::vector<int64_t> TileMapping::piecesPerDim() const {
   std::vector<int64_t> n;
   n.reserve(shape.size());
   for (size_t d = 0; d < shape.size(); ++d)
-    n.push_back(std::max<int64_t>(1, ceilDiv(shape[d], chunks[d])));
+    n.push_back(piecesAlong(d));
   return n;
 }
 
@@ -158,7 +158,7 @@ void TileMapping::forEachPiece(
     llvm::function_ref<void(int64_t tile, const Box &)> fn) const {
   llvm::SmallVector<int64_t, 8> n, p(shape.size(), 0);
   for (size_t d = 0; d < shape.size(); ++d)
-    n.push_back(std::max<int64_t>(1, ceilDiv(shape[d], chunks[d])));
+    n.push_back(piecesAlong(d));
   int64_t count = product(n);
   for (int64_t i = 0; i < count; ++i) {
     fn(tileOf(p), pieceBox(p));
@@ -200,7 +200,7 @@ std::optional<Box> TileMapping::pieceOnTile(int64_t tile) const {
   // copy, not a box).
   llvm::SmallVector<int64_t, 8> n, strides(tileStrides.begin(), tileStrides.end());
   for (size_t d = 0; d < shape.size(); ++d)
-    n.push_back(std::max<int64_t>(1, ceilDiv(shape[d], chunks[d])));
+    n.push_back(piecesAlong(d));
   n.append(mirrorCounts.begin(), mirrorCounts.end());
   strides.append(mirrorStrides.begin(), mirrorStrides.end());
   // Decode the tile greedily, largest stride first: exact for the mixed-radix
@@ -858,7 +858,7 @@ bool forEachOverlap(const MachineProgram &program, int64_t var, const Box &regio
   // piece and operand.
   llvm::SmallVector<int64_t, 8> first(rank), last(rank), idx(rank);
   for (int64_t d = 0; d < rank; ++d) {
-    int64_t pieces = std::max<int64_t>(1, ceilDiv(m.shape[d], m.chunks[d]));
+    int64_t pieces = m.piecesAlong(d);
     first[d] = std::min(r.offsets[d] / m.chunks[d], pieces - 1);
     last[d] = std::min((r.offsets[d] + r.sizes[d] - 1) / m.chunks[d], pieces - 1);
   }

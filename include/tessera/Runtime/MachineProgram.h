@@ -25,6 +25,7 @@
 #include "llvm/Support/Error.h"
 #include "llvm/Support/JSON.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -82,6 +83,11 @@ struct TileMapping {
                             int64_t numTiles, int64_t grainBytes = 128);
 
   int64_t rank() const { return shape.size(); }
+  /// Pieces along dimension d (at least 1): inline, as the planner and the
+  /// cost estimate ask it per piece without building piecesPerDim().
+  int64_t piecesAlong(size_t d) const {
+    return std::max<int64_t>(1, (shape[d] + chunks[d] - 1) / chunks[d]);
+  }
   std::vector<int64_t> piecesPerDim() const;
   /// Pieces of one copy.
   int64_t numPieces() const;

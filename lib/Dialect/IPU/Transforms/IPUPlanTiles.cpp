@@ -1097,14 +1097,6 @@ LogicalResult Planner::planGeneric(Plan &plan) {
       it->second = runtime::remoteRead(prog_, var, region, tile);
     return it->second;
   };
-  // The candidate's mapping, in c's scratch.
-  auto mappingOf = [&](Costing &c, const Candidate &candidate) -> TileMapping & {
-    if (candidate.given)
-      c.m = *candidate.given;
-    else
-      gridOf(candidate.chunks, c.m);
-    return c.m;
-  };
   // The pieces a candidate is costed by: the first, a central and the last
   // (edges and holders differ). The central one is central in every
   // dimension: an operand placed with the pieces of index 0 along some
@@ -1117,7 +1109,7 @@ LogicalResult Planner::planGeneric(Plan &plan) {
     c.central.resize(rank);
     c.last.resize(rank);
     for (int64_t j = 0; j < rank; ++j) {
-      c.perDim[j] = std::max<int64_t>(1, (shape[j] + m.chunks[j] - 1) / m.chunks[j]);
+      c.perDim[j] = m.piecesAlong(j);
       c.central[j] = c.perDim[j] / 2;
       c.last[j] = c.perDim[j] - 1;
     }
@@ -1138,13 +1130,12 @@ LogicalResult Planner::planGeneric(Plan &plan) {
   auto fillBytesOf = [&](const Box &piece) -> int64_t {
     return plan.fillsInit() && !plan.fillFolded ? piece.numElements() * outElementBytes : 0;
   };
-  // No score of the candidate has fewer cycles: its slowest costed piece's
-  // compute, no padding read (a score adds the padding's writes, the
-  // exchange, a state's copy back and mirrors' price, none negative). It
-  // takes no operand's mapping or region, which costing mostly is.
-  auto computeBound = [&](Costing &c, const Candidate &candidate) {
-    const TileMapping &m = mappingOf(c, candidate);
-    findCostedPieces(c, m);
+  // No score of the candidate mapped by `m`, its costed pieces in `c`, has
+  // fewer cycles: its slowest costed piece's compute, no padding read (a
+  // score adds the padding's writes, the exchange, a state's copy back and
+  // mirrors' price, none negative). It takes no operand's mapping or
+  // region, which costing mostly is.
+  auto computeBound = [&](const Costing &c, const TileMapping &m) {
     int64_t worst = 0;
     for (const std::vector<int64_t> *idx : {&c.first, &c.central, &c.last}) {
       Box piece = m.pieceBox(*idx);
@@ -1155,10 +1146,20 @@ LogicalResult Planner::planGeneric(Plan &plan) {
   // Costs one candidate as it is (its first score) and with its mirrorable
   // weights mirrored (its second; not fitting when none is, or when the
   // copies would pass the cap): the two differ only in those weights'
-  // reads and resident pieces, and share the rest of the costing.
+  // reads and resident pieces, and share the rest of the costing. None
+  // when its compute alone passes `bound`.
   using Scores = std::array<Score, 2>;
-  auto evaluate = [&](Costing &c, const Candidate &candidate) -> Scores {
-    TileMapping &m = mappingOf(c, candidate);
+  constexpr int64_t kNoBound = std::numeric_limits<int64_t>::max();
+  auto evaluate = [&](Costing &c, const Candidate &candidate,
+                      int64_t bound) -> std::optional<Scores> {
+    TileMapping &m = c.m;
+    if (candidate.given)
+      m = *candidate.given;
+    else
+      gridOf(candidate.chunks, m);
+    findCostedPieces(c, m);
+    if (bound != kNoBound && computeBound(c, m) > bound)
+      return std::nullopt;
     // Unplaced leaves take the mapping they would get with this plan, and
     // mirrorable weights their mirrored one too, in variables of their own.
     size_t tentative = c.firstTentative, mirrorSlot = c.firstMirrored;
@@ -1200,7 +1201,6 @@ LogicalResult Planner::planGeneric(Plan &plan) {
     // Mirrored, unless nothing is or the copies would pass the weights'
     // share, or take much of it for one op.
     int variants = mirroredPieceBytes > 0 && mirroredPieceBytes <= mirrorCap ? 2 : 1;
-    findCostedPieces(c, m);
     // A step's exchange phase ends when its busiest tile is done, and so
     // does its compute phase: the step takes the slowest exchange plus the
     // slowest vertex, wherever each is (an edge piece may receive most,
@@ -1272,7 +1272,6 @@ LogicalResult Planner::planGeneric(Plan &plan) {
   // thread's unplaced leaves take variables of their own, gone with the
   // costing.
   constexpr size_t kMinCandidatesPerThread = 32, kCandidatesPerClaim = 8;
-  constexpr int64_t kNoBound = std::numeric_limits<int64_t>::max();
   auto costAll = [&](const std::vector<Candidate> &candidates, ArrayRef<size_t> which,
                      int64_t bound, std::vector<Scores> &scores, std::vector<char> &costed) {
     MLIRContext *ctx = plan.op.getContext();
@@ -1289,11 +1288,10 @@ LogicalResult Planner::planGeneric(Plan &plan) {
       c.firstMirrored = c.firstTentative + unplacedInputs;
       for (size_t i; (i = next.fetch_add(kCandidatesPerClaim)) < which.size();)
         for (size_t k = i; k < std::min(i + kCandidatesPerClaim, which.size()); ++k) {
-          const Candidate &candidate = candidates[which[k]];
-          if (bound != kNoBound && computeBound(c, candidate) > bound)
-            continue;
-          scores[which[k]] = evaluate(c, candidate);
-          costed[which[k]] = true;
+          if (std::optional<Scores> both = evaluate(c, candidates[which[k]], bound)) {
+            scores[which[k]] = *both;
+            costed[which[k]] = true;
+          }
         }
     };
     if (threads == 1) {
