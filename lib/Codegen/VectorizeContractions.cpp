@@ -12,6 +12,14 @@
 // LLVM's own vectorizer, given the scalar loop nest, keeps one accumulator
 // in memory and vectorizes only the innermost loop.
 //
+// A kernel generic over some of its piece's sizes (one kernel for the
+// pieces of a compute set that differ in them) has loops of dynamic range
+// and buffers of dynamic strides: those loops run their full tiles in a
+// loop and the rest one row, or one masked vector, at a time, and the
+// addresses take the strides the buffers carry. Each output element still
+// sums its terms in the op's order, so the results are those of a kernel
+// specialised to the piece's shape.
+//
 //===----------------------------------------------------------------------===//
 
 #include "tessera/Codegen/Passes.h"
@@ -31,6 +39,7 @@
 #include "llvm/ADT/DenseMap.h"
 
 #include <functional>
+#include <limits>
 
 namespace tessera {
 #define GEN_PASS_DEF_VECTORIZECONTRACTIONS
@@ -47,6 +56,9 @@ constexpr int64_t kDefaultVectorBits = 512;
 /// Accumulators a tile may hold, and rows (U) it may span.
 constexpr int64_t kMaxAccumulators = 16;
 constexpr int64_t kMaxRows = 8;
+
+/// A loop range, coefficient or size known only at run time.
+constexpr int64_t kDynamic = ShapedType::kDynamic;
 
 /// An operand index expression as sum_l coeffs[l] * loop_l + constant.
 struct LinearExpr {
@@ -128,8 +140,14 @@ struct PhaseSplit {
 /// of its storage from its offset (every dimension's stride folded in).
 struct Operand {
   Value buffer;
+  /// A coefficient (or the constant) is kDynamic where a stride it takes is
+  /// known only at run time (a dimension of dynamic size inside it); the
+  /// emitter computes it from `dims` and the buffer's strides.
   LinearExpr address;
-  int64_t span = 0; ///< elements from the first to one past the last
+  int64_t span = 0; ///< elements from the first to one past the last (or kDynamic)
+  /// The map's expression of each dimension of the buffer, for the
+  /// coefficients that are kDynamic.
+  SmallVector<LinearExpr> dims;
   /// The last dimension's index (its stride is 1), and whether the storage
   /// is dense row-major: what splitting into phases needs.
   LinearExpr last;
@@ -183,23 +201,30 @@ struct Plan {
   int64_t stackBytes = 0; ///< what the phase-split copies take
 };
 
-/// Fills `o` for the buffer `v` read through `map`: needs static strides
-/// (the offset may be dynamic) and an affine-linear map. A tensor of static
-/// shape (foldsFillIntoAccumulators' question) is taken as the dense buffer
-/// it bufferizes to: a slice's strides differ, but stay static.
+/// Fills `o` for the buffer `v` read through `map`: needs an affine-linear
+/// map, and strides that are static or (a dense buffer with dimensions of
+/// dynamic size) follow from its shape. A tensor (foldsFillIntoAccumulators'
+/// question) is taken as the dense buffer it bufferizes to: a slice's
+/// strides differ, but stay static, or dynamic alike.
 bool addressLinearly(Value v, AffineMap map, unsigned numLoops, Operand &o) {
   auto type = dyn_cast<ShapedType>(v.getType());
-  if (!type || !type.hasStaticShape())
+  if (!type || !type.hasRank())
     return false;
   SmallVector<int64_t> strides;
   if (auto memref = dyn_cast<MemRefType>(type)) {
     int64_t offset;
     if (failed(memref.getStridesAndOffset(strides, offset)) ||
-        llvm::any_of(strides,
-                     [](int64_t s) { return ShapedType::isDynamic(s) || s < 0; }))
+        llvm::any_of(strides, [](int64_t s) { return !ShapedType::isDynamic(s) && s < 0; }) ||
+        (!memref.getLayout().isIdentity() &&
+         llvm::any_of(strides, [](int64_t s) { return ShapedType::isDynamic(s); })))
       return false;
   } else if (isa<RankedTensorType>(type)) {
-    strides = computeSuffixProduct(type.getShape());
+    strides.assign(type.getRank(), 1);
+    for (int64_t d = type.getRank() - 2; d >= 0; --d)
+      strides[d] = ShapedType::isDynamic(strides[d + 1]) ||
+                           type.isDynamicDim(d + 1)
+                       ? kDynamic
+                       : strides[d + 1] * type.getDimSize(d + 1);
   } else {
     return false;
   }
@@ -210,15 +235,29 @@ bool addressLinearly(Value v, AffineMap map, unsigned numLoops, Operand &o) {
     auto lin = linearize(e, numLoops);
     if (!lin || llvm::any_of(lin->coeffs, [](int64_t c) { return c < 0; }))
       return false;
+    bool dynamicStride = ShapedType::isDynamic(strides[d]);
     for (unsigned l = 0; l < numLoops; ++l)
-      o.address.coeffs[l] += lin->coeffs[l] * strides[d];
-    o.address.constant += lin->constant * strides[d];
-    o.span += (type.getDimSize(d) - 1) * strides[d];
+      if (lin->coeffs[l] != 0)
+        o.address.coeffs[l] = dynamicStride || o.address.coeffs[l] == kDynamic
+                                  ? kDynamic
+                                  : o.address.coeffs[l] + lin->coeffs[l] * strides[d];
+    if (lin->constant != 0)
+      o.address.constant = dynamicStride || o.address.constant == kDynamic
+                               ? kDynamic
+                               : o.address.constant + lin->constant * strides[d];
+    // A dimension of size 1 adds nothing to the span, whatever its stride.
+    if (type.isDynamicDim(d) || type.getDimSize(d) != 1)
+      o.span = dynamicStride || type.isDynamicDim(d) || o.span == kDynamic
+                   ? kDynamic
+                   : o.span + (type.getDimSize(d) - 1) * strides[d];
+    o.dims.push_back(*lin);
     if (d + 1 == map.getNumResults())
       o.last = *lin;
   }
   int64_t dense = 1;
-  o.rowMajor = type.getRank() > 0;
+  // Only a buffer of static shape is split into phases (its copy is sized
+  // on the stack).
+  o.rowMajor = type.getRank() > 0 && type.hasStaticShape();
   for (int64_t d = type.getRank() - 1; d >= 0; --d) {
     o.rowMajor &= strides[d] == dense;
     dense *= type.getDimSize(d);
@@ -245,14 +284,15 @@ void collapseLoops(Plan &p, ArrayRef<utils::IteratorType> iterators) {
     merged = false;
     for (unsigned a = 0; a < numLoops && !merged; ++a)
       for (unsigned b = 0; b < numLoops && !merged; ++b) {
-        if (a == b || iterators[a] != iterators[b] || p.ranges[a] < 2 ||
-            p.ranges[b] < 2)
+        if (a == b || iterators[a] != iterators[b] || ShapedType::isDynamic(p.ranges[a]) ||
+            ShapedType::isDynamic(p.ranges[b]) || p.ranges[a] < 2 || p.ranges[b] < 2)
           continue;
         if (iterators[a] == utils::IteratorType::reduction &&
             nextReduction(a) != b)
           continue;
         if (!llvm::all_of(operands, [&](Operand *o) {
-              return o->address.coeffs[a] == o->address.coeffs[b] * p.ranges[b];
+              return o->address.coeffs[a] != kDynamic && o->address.coeffs[b] != kDynamic &&
+                     o->address.coeffs[a] == o->address.coeffs[b] * p.ranges[b];
             }))
           continue;
         p.ranges[b] *= p.ranges[a];
@@ -375,7 +415,8 @@ void findInitializer(Plan &p) {
   int64_t fromOffset, toOffset;
   if (from.getShape() != to.getShape() || from.getElementType() != to.getElementType() ||
       failed(from.getStridesAndOffset(fromStrides, fromOffset)) ||
-      failed(to.getStridesAndOffset(toStrides, toOffset)) || fromStrides != toStrides)
+      failed(to.getStridesAndOffset(toStrides, toOffset)) || fromStrides != toStrides ||
+      (!from.hasStaticShape() && !(from.getLayout().isIdentity() && to.getLayout().isIdentity())))
     return;
   p.initializer = prev;
   p.initFrom.buffer = source;
@@ -401,6 +442,8 @@ constexpr int64_t kMaxPhaseSplitBytesPerFunction = 256 * 1024;
 void splitPhases(Plan &p, Input &in, ArrayRef<utils::IteratorType> iterators,
                  ArrayRef<int64_t> ranges, int64_t stackLeft) {
   int64_t s = in.address.coeffs[p.colLoop];
+  if (llvm::any_of(p.ranges, [](int64_t r) { return ShapedType::isDynamic(r); }))
+    return;
   if ((in.access != Access::Strided && in.access != Access::Gather) || !in.rowMajor ||
       s > kMaxPhaseSplitStride || in.last.coeffs[p.colLoop] != s)
     return;
@@ -482,8 +525,14 @@ std::optional<Plan> planContraction(linalg::GenericOp op, int64_t stackLeft,
   p.combine = acc->combine;
   p.ranges = op.getStaticLoopRanges();
   unsigned numLoops = p.ranges.size();
-  if (llvm::any_of(p.ranges, [](int64_t r) { return r <= 0; }))
+  if (llvm::any_of(p.ranges, [](int64_t r) { return !ShapedType::isDynamic(r) && r <= 0; }))
     return std::nullopt;
+  // A dynamic range plans as a long one: its full tiles run in a loop, the
+  // rest one row or vector at a time.
+  auto extent = [&](unsigned l) {
+    return ShapedType::isDynamic(p.ranges[l]) ? std::numeric_limits<int32_t>::max()
+                                              : p.ranges[l];
+  };
   OpOperand *init = op.getDpsInitOperand(0);
   Type element = getElementTypeOrSelf(init->get().getType());
   if (!(element.isF32() || element.isF64() || element.isF16()) ||
@@ -522,7 +571,7 @@ std::optional<Plan> planContraction(linalg::GenericOp op, int64_t stackLeft,
   bool found = false;
   for (unsigned l = 0; l < numLoops && !found; ++l)
     if (iterators[l] == utils::IteratorType::parallel &&
-        p.out.address.coeffs[l] == 1 && p.ranges[l] >= 2) {
+        p.out.address.coeffs[l] == 1 && extent(l) >= 2) {
       p.colLoop = l;
       found = true;
     }
@@ -530,9 +579,12 @@ std::optional<Plan> planContraction(linalg::GenericOp op, int64_t stackLeft,
     return std::nullopt;
   p.vectorBits = vectorBits;
   p.lanes = std::min<int64_t>(vectorBits / element.getIntOrFloatBitWidth(),
-                              llvm::PowerOf2Ceil(p.ranges[p.colLoop]));
+                              llvm::PowerOf2Ceil(extent(p.colLoop)));
   for (Input *in : {&p.lhs, &p.rhs}) {
     int64_t stride = in->address.coeffs[p.colLoop];
+    // Lanes a stride apart known only at run time: left to the loops.
+    if (stride == kDynamic)
+      return std::nullopt;
     in->access = stride == 0                           ? Access::Broadcast
                  : stride == 1                         ? Access::Contiguous
                  : stride * p.lanes <= kMaxStridedLoad ? Access::Strided
@@ -549,7 +601,7 @@ std::optional<Plan> planContraction(linalg::GenericOp op, int64_t stackLeft,
   };
   auto isRowCandidate = [&](unsigned l) {
     return iterators[l] == utils::IteratorType::parallel && l != p.colLoop &&
-           p.ranges[l] >= 2 && !llvm::is_contained(p.rowLoops, l);
+           extent(l) >= 2 && !llvm::is_contained(p.rowLoops, l);
   };
   int64_t best = -1;
   unsigned rowLoop = 0;
@@ -559,7 +611,7 @@ std::optional<Plan> planContraction(linalg::GenericOp op, int64_t stackLeft,
     bool reuses = (p.lhs.access == Access::Broadcast || !varies(p.lhs, l)) &&
                   (p.rhs.access == Access::Broadcast || !varies(p.rhs, l));
     int64_t score =
-        (reuses ? 1 << 20 : 0) + std::min<int64_t>(p.ranges[l], kMaxRows);
+        (reuses ? 1 << 20 : 0) + std::min<int64_t>(extent(l), kMaxRows);
     if (score > best) {
       best = score;
       rowLoop = l;
@@ -568,10 +620,10 @@ std::optional<Plan> planContraction(linalg::GenericOp op, int64_t stackLeft,
   int64_t rows = 1;
   if (best >= 0) {
     p.rowLoops.push_back(rowLoop);
-    rows = std::min<int64_t>(p.ranges[rowLoop], kMaxRows);
+    rows = std::min<int64_t>(extent(rowLoop), kMaxRows);
     p.rowTiles.push_back(rows);
   }
-  int64_t columnChunks = llvm::divideCeil(p.ranges[p.colLoop], p.lanes);
+  int64_t columnChunks = llvm::divideCeil(extent(p.colLoop), p.lanes);
   p.chunks = std::clamp<int64_t>(kMaxAccumulators / rows, 1, columnChunks);
   // Accumulators to spare (a convolution's 6 output channels of one vector
   // each): a second row loop, one the broadcast operands do not vary with
@@ -585,14 +637,14 @@ std::optional<Plan> planContraction(linalg::GenericOp op, int64_t stackLeft,
         continue;
       bool reuses = (p.lhs.access != Access::Broadcast || !varies(p.lhs, l)) &&
                     (p.rhs.access != Access::Broadcast || !varies(p.rhs, l));
-      if (reuses && p.ranges[l] > best) {
-        best = p.ranges[l];
+      if (reuses && extent(l) > best) {
+        best = extent(l);
         rowLoop = l;
       }
     }
     if (best >= 0) {
       p.rowLoops.push_back(rowLoop);
-      p.rowTiles.push_back(std::min<int64_t>(p.ranges[rowLoop], spare));
+      p.rowTiles.push_back(std::min<int64_t>(extent(rowLoop), spare));
     }
   }
   for (Input *in : {&p.lhs, &p.rhs})
@@ -615,6 +667,15 @@ public:
       : b(b), p(p), loc(p.op->getLoc()), loops(p.ranges.size()) {}
 
   void emit() {
+    // Ranges and strides known only at run time, read once before the loops.
+    linalg::LinalgOp op = p.op; // a handle of our own: createLoopRanges is not const
+    if (llvm::any_of(p.ranges, [](int64_t r) { return ShapedType::isDynamic(r); }))
+      for (auto [l, range] : llvm::enumerate(op.createLoopRanges(b, loc)))
+        if (ShapedType::isDynamic(p.ranges[l]))
+          dynamicRanges[l] = getValueOrCreateConstantIndexOp(b, loc, range.size);
+    for (const Operand *o : {&p.out, static_cast<const Operand *>(&p.lhs),
+                             static_cast<const Operand *>(&p.rhs)})
+      addDynamicAddress(*o);
     if (p.initFrom.buffer)
       initFrom = flatten(p.initFrom);
     out = flatten(p.out);
@@ -635,11 +696,63 @@ private:
   SmallVector<OpFoldResult> loops;
   /// The operands' storage as 1-D buffers, addressed by Operand::address.
   Value out, lhs, rhs, initFrom;
+  /// The dynamic loop ranges, by loop.
+  llvm::DenseMap<unsigned, Value> dynamicRanges;
+  /// An operand's coefficients (by loop) and constant that are kDynamic in
+  /// its address, computed from its buffer's strides.
+  struct DynamicAddress {
+    llvm::DenseMap<unsigned, Value> coeffs;
+    Value constant;
+  };
+  llvm::DenseMap<const Operand *, DynamicAddress> dynamicAddresses;
 
-  Value flatten(const Operand &o) { return flatten(o.buffer, o.span); }
+  /// Loop `l`'s range: a constant, or its value at run time.
+  OpFoldResult range(unsigned l) {
+    if (ShapedType::isDynamic(p.ranges[l]))
+      return dynamicRanges.lookup(l);
+    return b.getIndexAttr(p.ranges[l]);
+  }
+
+  /// Computes `o`'s kDynamic coefficients: sum over its dimensions of the
+  /// map's coefficient times the dimension's stride.
+  void addDynamicAddress(const Operand &o) {
+    bool dynamic = o.address.constant == kDynamic ||
+                   llvm::is_contained(o.address.coeffs, kDynamic);
+    if (!dynamic)
+      return;
+    auto metadata = memref::ExtractStridedMetadataOp::create(b, loc, o.buffer);
+    DynamicAddress &a = dynamicAddresses[&o];
+    auto sum = [&](auto termOf) {
+      Value total = index(0);
+      for (auto [d, dim] : llvm::enumerate(o.dims))
+        if (int64_t c = termOf(dim); c != 0)
+          total = arith::AddIOp::create(
+              b, loc, total,
+              arith::MulIOp::create(b, loc, metadata.getStrides()[d], index(c)));
+      return total;
+    };
+    for (auto [l, c] : llvm::enumerate(o.address.coeffs))
+      if (c == kDynamic)
+        a.coeffs[l] = sum([&](const LinearExpr &e) { return e.coeffs[l]; });
+    if (o.address.constant == kDynamic)
+      a.constant = sum([](const LinearExpr &e) { return e.constant; });
+  }
+
+  Value flatten(const Operand &o) {
+    if (o.span != kDynamic)
+      return flatten(o.buffer, b.getIndexAttr(o.span));
+    // Elements from the first to one past the last: 1 + sum (size - 1) x stride.
+    auto metadata = memref::ExtractStridedMetadataOp::create(b, loc, o.buffer);
+    Value span = index(1);
+    for (auto [size, stride] : llvm::zip(metadata.getSizes(), metadata.getStrides()))
+      span = arith::AddIOp::create(
+          b, loc, span,
+          arith::MulIOp::create(b, loc, arith::SubIOp::create(b, loc, size, index(1)), stride));
+    return flatten(o.buffer, span);
+  }
 
   /// `buffer`'s storage as a 1-D buffer of `span` elements.
-  Value flatten(Value buffer, int64_t span) {
+  Value flatten(Value buffer, OpFoldResult span) {
     auto type = cast<MemRefType>(buffer.getType());
     SmallVector<int64_t> strides;
     int64_t staticOffset;
@@ -649,11 +762,12 @@ private:
       offset = memref::ExtractStridedMetadataOp::create(b, loc, buffer)
                    .getOffset();
     auto layout = StridedLayoutAttr::get(b.getContext(), staticOffset, {1});
-    auto flatType = MemRefType::get({span}, type.getElementType(), layout);
-    return memref::ReinterpretCastOp::create(
-        b, loc, flatType, buffer, offset,
-        ArrayRef<OpFoldResult>{b.getIndexAttr(span)},
-        ArrayRef<OpFoldResult>{b.getIndexAttr(1)});
+    std::optional<int64_t> staticSpan = getConstantIntValue(span);
+    auto flatType = MemRefType::get({staticSpan ? *staticSpan : kDynamic},
+                                    type.getElementType(), layout);
+    return memref::ReinterpretCastOp::create(b, loc, flatType, buffer, offset,
+                                             ArrayRef<OpFoldResult>{span},
+                                             ArrayRef<OpFoldResult>{b.getIndexAttr(1)});
   }
 
   /// Input `o`'s phase-split copy (see PhaseSplit), in a stack buffer: per
@@ -664,7 +778,7 @@ private:
     const PhaseSplit &split = *o.phases;
     int64_t s = split.stride, width = split.width, h = split.phaseWidth;
     Type element = getElementTypeOrSelf(o.buffer.getType());
-    Value source = flatten(o.buffer, split.rows * width);
+    Value source = flatten(o.buffer, b.getIndexAttr(split.rows * width));
     Value copy;
     {
       // At the function's entry, so that an op in a loop does not grow the
@@ -719,9 +833,9 @@ private:
 
   /// The element of `o` at the current loop values.
   SmallVector<Value, 1> address(const Operand &o) {
-    AffineExpr e = b.getAffineConstantExpr(o.address.constant);
+    AffineExpr e = b.getAffineConstantExpr(o.address.constant == kDynamic ? 0 : o.address.constant);
     for (auto [l, c] : llvm::enumerate(o.address.coeffs))
-      if (c != 0)
+      if (c != 0 && c != kDynamic)
         e = e + b.getAffineDimExpr(l) * c;
     if (o.phases) {
       // Position r in the source row: phase r mod s, r floordiv s into it.
@@ -734,7 +848,20 @@ private:
     }
     OpFoldResult v = affine::makeComposedFoldedAffineApply(
         b, loc, AffineMap::get(loops.size(), 0, e), loops);
-    return {getValueOrCreateConstantIndexOp(b, loc, v)};
+    Value at = getValueOrCreateConstantIndexOp(b, loc, v);
+    // The terms of strides known only at run time.
+    auto dynamic = dynamicAddresses.find(&o);
+    if (dynamic == dynamicAddresses.end())
+      return {at};
+    for (auto [l, coeff] : dynamic->second.coeffs)
+      if (getConstantIntValue(loops[l]) != 0)
+        at = arith::AddIOp::create(
+            b, loc, at,
+            arith::MulIOp::create(b, loc, coeff,
+                                  getValueOrCreateConstantIndexOp(b, loc, loops[l])));
+    if (dynamic->second.constant)
+      at = arith::AddIOp::create(b, loc, at, dynamic->second.constant);
+    return {at};
   }
 
   Value index(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
@@ -756,14 +883,40 @@ private:
                        });
   }
 
+  /// A loop [lo, hi) step `step` of a range known only at run time.
+  void forRange(OpFoldResult lo, OpFoldResult hi, int64_t step,
+                const std::function<void(Value)> &fn) {
+    scf::ForOp::create(b, loc, getValueOrCreateConstantIndexOp(b, loc, lo),
+                       getValueOrCreateConstantIndexOp(b, loc, hi), index(step), ValueRange{},
+                       [&](OpBuilder &nested, Location, Value iv, ValueRange) {
+                         OpBuilder::InsertionGuard guard(b);
+                         b.setInsertionPointToStart(nested.getInsertionBlock());
+                         fn(iv);
+                         scf::YieldOp::create(b, loc);
+                       });
+  }
+
+  /// `range` rounded down to a multiple of `step`, at run time.
+  Value roundDown(OpFoldResult range, int64_t step) {
+    AffineExpr d = b.getAffineDimExpr(0);
+    return getValueOrCreateConstantIndexOp(
+        b, loc,
+        affine::makeComposedFoldedAffineApply(b, loc, AffineMap::get(1, 0, d.floorDiv(step) * step),
+                                              {range}));
+  }
+
   /// Parallel loops outside the tile, then the tiles over rows and columns.
   void outer(size_t i) {
     if (i < p.outerLoops.size()) {
       unsigned l = p.outerLoops[i];
-      forRange(0, p.ranges[l], 1, [&](Value iv) {
+      auto body = [&](Value iv) {
         loops[l] = iv;
         outer(i + 1);
-      });
+      };
+      if (ShapedType::isDynamic(p.ranges[l]))
+        forRange(b.getIndexAttr(0), range(l), 1, body);
+      else
+        forRange(0, p.ranges[l], 1, body);
       return;
     }
     rowBlocks(0, Rows());
@@ -798,13 +951,20 @@ private:
       return;
     }
     int64_t range = p.ranges[p.rowLoops[k]], u = p.rowTiles[k];
-    int64_t full = range / u * u;
     auto next = [&](Value start, int64_t count) {
       Rows inner = rows;
       inner.starts.push_back(start);
       inner.counts.push_back(count);
       rowBlocks(k + 1, inner);
     };
+    if (ShapedType::isDynamic(range)) {
+      // Full blocks, then the rest a row at a time.
+      Value full = roundDown(this->range(p.rowLoops[k]), u);
+      forRange(index(0), full, u, [&](Value r0) { next(r0, u); });
+      forRange(full, this->range(p.rowLoops[k]), 1, [&](Value r) { next(r, 1); });
+      return;
+    }
+    int64_t full = range / u * u;
     if (full > 0)
       forRange(0, full, u, [&](Value r0) { next(r0, u); });
     if (range > full)
@@ -814,6 +974,22 @@ private:
   void columns(const Rows &rows) {
     int64_t range = p.ranges[p.colLoop];
     int64_t block = p.chunks * p.lanes;
+    if (ShapedType::isDynamic(range)) {
+      // Full tiles, then the rest a vector at a time, the last masked.
+      Value end = getValueOrCreateConstantIndexOp(b, loc, this->range(p.colLoop));
+      Value full = roundDown(end, block);
+      forRange(index(0), full, block, [&](Value c0) {
+        tile(rows, c0, SmallVector<int64_t>(p.chunks, p.lanes));
+      });
+      forRange(full, end, p.lanes, [&](Value c0) {
+        AffineExpr c = b.getAffineDimExpr(0), e = b.getAffineDimExpr(1);
+        dynamicLanes = affine::AffineMinOp::create(
+            b, loc, AffineMap::get(2, 0, {e - c, b.getAffineConstantExpr(p.lanes)}, b.getContext()),
+            ValueRange{c0, end});
+        tile(rows, c0, {kDynamicLanes});
+      });
+      return;
+    }
     int64_t full = range / block * block;
     if (full > 0)
       forRange(0, full, block, [&](Value c0) {
@@ -840,11 +1016,18 @@ private:
     loops[p.colLoop] = plus(col0, chunk * p.lanes);
   }
 
-  Value mask(int64_t lanes) {
-    auto type = VectorType::get({p.lanes}, b.getI1Type());
-    return vector::ConstantMaskOp::create(b, loc, type,
-                                          ArrayRef<int64_t>{lanes});
+  /// A vector's lanes in use: a count, or kDynamicLanes for dynamicLanes.
+  static constexpr int64_t kDynamicLanes = -1;
+  Value dynamicLanes;
+
+  /// A mask of `type`'s shape with its first `lanes` set.
+  Value mask(VectorType type, int64_t lanes) {
+    auto maskType = VectorType::get(type.getShape(), b.getI1Type());
+    if (lanes == kDynamicLanes)
+      return vector::CreateMaskOp::create(b, loc, maskType, ValueRange{dynamicLanes});
+    return vector::ConstantMaskOp::create(b, loc, maskType, ArrayRef<int64_t>{lanes});
   }
+  Value mask(int64_t lanes) { return mask(p.vectorType, lanes); }
   Value zeros(VectorType type) {
     return arith::ConstantOp::create(b, loc, cast<TypedAttr>(b.getZeroAttr(type)));
   }
@@ -876,9 +1059,16 @@ private:
       // last lane's element (the row may end the buffer).
       int64_t s = in.address.coeffs[p.colLoop];
       auto wide = VectorType::get({s * p.lanes}, stored);
-      auto wideMask = VectorType::get({s * p.lanes}, b.getI1Type());
-      Value m = vector::ConstantMaskOp::create(
-          b, loc, wideMask, ArrayRef<int64_t>{(lanes - 1) * s + 1});
+      Value m;
+      if (lanes == kDynamicLanes) {
+        AffineExpr n = b.getAffineDimExpr(0);
+        Value count = affine::AffineApplyOp::create(b, loc, AffineMap::get(1, 0, (n - 1) * s + 1),
+                                                    ValueRange{dynamicLanes});
+        m = vector::CreateMaskOp::create(
+            b, loc, VectorType::get({s * p.lanes}, b.getI1Type()), ValueRange{count});
+      } else {
+        m = mask(wide, (lanes - 1) * s + 1);
+      }
       Value row =
           vector::MaskedLoadOp::create(b, loc, wide, buffer, idx, m, zeros(wide));
       SmallVector<int64_t> pick;

@@ -88,14 +88,13 @@ func.func @unit_last_dim(%a: memref<7x5xf32>, %b: memref<5x1xf32>, %c: memref<7x
 
 // -----
 
-// Not an accumulation (out - x is not associative), an integer matmul and a
-// dynamic shape are left to convert-linalg-to-loops.
+// Not an accumulation (out - x is not associative) and an integer matmul
+// are left to convert-linalg-to-loops.
 // CHECK-LABEL: func.func @left_alone
-// CHECK-COUNT-3: linalg.generic
+// CHECK-COUNT-2: linalg.generic
 // CHECK-NOT: vector.
 func.func @left_alone(%a: memref<4x8xf32>, %c: memref<4xf32>, %ia: memref<4x8xi32>,
-                      %ib: memref<8x16xi32>, %ic: memref<4x16xi32>,
-                      %da: memref<?x8xf32>, %db: memref<8x16xf32>, %dc: memref<?x16xf32>) {
+                      %ib: memref<8x16xi32>, %ic: memref<4x16xi32>) {
   linalg.generic {indexing_maps = [affine_map<(i, k) -> (i, k)>, affine_map<(i, k) -> (i)>],
                   iterator_types = ["parallel", "reduction"]}
       ins(%a : memref<4x8xf32>) outs(%c : memref<4xf32>) {
@@ -104,7 +103,47 @@ func.func @left_alone(%a: memref<4x8xf32>, %c: memref<4xf32>, %ia: memref<4x8xi3
     linalg.yield %m : f32
   }
   linalg.matmul ins(%ia, %ib : memref<4x8xi32>, memref<8x16xi32>) outs(%ic : memref<4x16xi32>)
-  linalg.matmul ins(%da, %db : memref<?x8xf32>, memref<8x16xf32>) outs(%dc : memref<?x16xf32>)
+  return
+}
+
+// -----
+
+// A kernel generic over its piece's rows (the last, shorter piece of a
+// split runs the same code): full blocks of 8 rows in a loop to the range
+// rounded down, then the rest a row at a time; the columns stay static.
+// CHECK-LABEL: func.func @dynamic_rows
+// CHECK-NOT: linalg.generic
+// CHECK: %[[M:.*]] = memref.dim %{{.*}}, %c0 : memref<?x8xf32>
+// CHECK: %[[FULL:.*]] = affine.apply #{{.*}}()[%[[M]]]
+// CHECK: scf.for %{{.*}} = %c0 to %[[FULL]] step %c8
+// CHECK-COUNT-8: vector.fma {{.*}} : vector<16xf32>
+// CHECK: scf.for %{{.*}} = %[[FULL]] to %[[M]] step %c1
+// CHECK: vector.fma {{.*}} : vector<16xf32>
+// CHECK-NOT: vector.fma
+// CHECK: return
+func.func @dynamic_rows(%a: memref<?x8xf32>, %b: memref<8x16xf32>, %c: memref<?x16xf32>) {
+  linalg.matmul ins(%a, %b : memref<?x8xf32>, memref<8x16xf32>) outs(%c : memref<?x16xf32>)
+  return
+}
+
+// -----
+
+// Generic over its columns as well: the rows' strides are read from the
+// buffers, and the columns past the last full tile go a vector at a time
+// under a mask of the lanes left.
+// CHECK-LABEL: func.func @dynamic_columns
+// CHECK-NOT: linalg.generic
+// CHECK-DAG: memref.extract_strided_metadata %{{.*}} : memref<4x?xf32>
+// CHECK-DAG: memref.extract_strided_metadata %{{.*}} : memref<8x?xf32>
+// CHECK: scf.for
+// CHECK: vector.fma
+// CHECK: affine.min
+// CHECK: vector.create_mask
+// CHECK: vector.maskedload
+// CHECK: vector.fma
+// CHECK: vector.maskedstore
+func.func @dynamic_columns(%a: memref<4x8xf32>, %b: memref<8x?xf32>, %c: memref<4x?xf32>) {
+  linalg.matmul ins(%a, %b : memref<4x8xf32>, memref<8x?xf32>) outs(%c : memref<4x?xf32>)
   return
 }
 

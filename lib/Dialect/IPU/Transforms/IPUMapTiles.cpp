@@ -49,6 +49,7 @@ private:
   LogicalResult readPlan(linalg::GenericOp op, ipu::PlanAttr attr, Plan &plan);
   LogicalResult emitComputeSet(Plan &plan, OpBuilder &b);
   FailureOr<func::FuncOp> outlineKernel(Plan &plan, ArrayRef<int64_t> pieceSizes,
+                                        const std::vector<bool> &sizeFromDescriptor,
                                         StringRef name);
 
   ModuleOp module_;
@@ -173,6 +174,7 @@ static bool fillIsFolded(func::FuncOp kernel) {
 
 FailureOr<func::FuncOp> TileMapper::outlineKernel(Plan &plan,
                                                ArrayRef<int64_t> pieceSizes,
+                                               const std::vector<bool> &sizeFromDescriptor,
                                                StringRef name) {
   linalg::GenericOp op = plan.op;
   MLIRContext *ctx = op.getContext();
@@ -185,19 +187,25 @@ FailureOr<func::FuncOp> TileMapper::outlineKernel(Plan &plan,
     loops.sizes[l] = pieceSizes[j];
 
   // Signature: loop offsets, input regions, output pieces. A kernel generic
-  // over the piece's shape has a dynamic size wherever the piece's shape
-  // shows: the output's dimensions, and the inputs' that output loops index.
-  bool generic = runsShapeGeneric(plan);
+  // over some of the piece's sizes (loopsReadFromDescriptor) has a dynamic
+  // size wherever they show: those of the output's dimensions, and the
+  // inputs' that those output loops index.
+  bool generic = llvm::is_contained(sizeFromDescriptor, true);
+  auto readsDynamicLoop = [&](ArrayRef<int64_t> row) {
+    for (auto [j, l] : llvm::enumerate(plan.outputLoops))
+      if (sizeFromDescriptor[j] && row[l] != 0)
+        return true;
+    return false;
+  };
   SmallVector<Type> argTypes(numLoops, IndexType::get(ctx));
   SmallVector<RankedTensorType> inTypes;
   for (const Input &in : plan.inputs) {
     auto t = cast<RankedTensorType>(resolve(in.value).getType());
     Box region = in.access.region(loops, t.getShape());
     SmallVector<int64_t> sizes(region.sizes.begin(), region.sizes.end());
-    if (generic)
-      for (auto [k, row] : llvm::enumerate(in.access.coeffs))
-        if (llvm::any_of(plan.outputLoops, [&](int64_t l) { return row[l] != 0; }))
-          sizes[k] = ShapedType::kDynamic;
+    for (auto [k, row] : llvm::enumerate(in.access.coeffs))
+      if (readsDynamicLoop(row))
+        sizes[k] = ShapedType::kDynamic;
     // A captured tensor read in blocks (a gather split by its table's
     // rows) whose last block is shorter: pieces of one output shape read
     // regions of two shapes, so that size comes from the descriptor (the
@@ -211,8 +219,9 @@ FailureOr<func::FuncOp> TileMapper::outlineKernel(Plan &plan,
     argTypes.push_back(MemRefType::get(sizes, t.getElementType()));
   }
   SmallVector<int64_t> outSizes(pieceSizes);
-  if (generic)
-    outSizes.assign(pieceSizes.size(), ShapedType::kDynamic);
+  for (auto [j, dynamic] : llvm::enumerate(sizeFromDescriptor))
+    if (dynamic)
+      outSizes[j] = ShapedType::kDynamic;
   SmallVector<RankedTensorType> outTypes;
   SmallVector<Type> resultElements(op->getResultTypes());
   // An epilogue of another type writes a piece of its own, after the op's.
@@ -319,7 +328,7 @@ FailureOr<func::FuncOp> TileMapper::outlineKernel(Plan &plan,
     bool isOutput = output != plan.outputLoops.end();
     offsets.push_back(isOutput ? OpFoldResult(entry->getArgument(l))
                                : OpFoldResult(b.getIndexAttr(0)));
-    if (generic && isOutput)
+    if (isOutput && sizeFromDescriptor[output - plan.outputLoops.begin()])
       sizes.push_back(
           tensor::DimOp::create(b, loc, outArgs.front(), output - plan.outputLoops.begin())
               .getResult());
@@ -579,12 +588,13 @@ func::FuncOp TileMapper::findOrAddKernel(func::FuncOp kernel) {
 LogicalResult TileMapper::emitComputeSet(Plan &plan, OpBuilder &b) {
   linalg::GenericOp op = plan.op;
   std::string name = "cs" + std::to_string(computeSets_++);
-  // A kernel per distinct piece shape; kernels generic over the shape are
-  // one function under each.
+  // A kernel per distinct piece shape; kernels generic over the sizes in
+  // which the shapes differ are one function under each.
   std::vector<std::vector<int64_t>> shapes = plan.mapping.pieceShapes();
   SmallVector<Attribute> kernels;
   SmallVector<int64_t> cycles;
-  bool generic = runsShapeGeneric(plan);
+  std::vector<bool> sizeFromDescriptor = loopsReadFromDescriptor(plan, shapes);
+  bool generic = llvm::is_contained(sizeFromDescriptor, true);
   bool foldsFill = false; // the current kernel's
   for (auto [k, shape] : llvm::enumerate(shapes)) {
     if (generic && !kernels.empty()) {
@@ -592,7 +602,7 @@ LogicalResult TileMapper::emitComputeSet(Plan &plan, OpBuilder &b) {
       kernels.push_back(kernels.front());
     } else {
       std::string kernelName = "vertex_" + name + "_" + std::to_string(k);
-      FailureOr<func::FuncOp> kernel = outlineKernel(plan, shape, kernelName);
+      FailureOr<func::FuncOp> kernel = outlineKernel(plan, shape, sizeFromDescriptor, kernelName);
       if (failed(kernel))
         return failure();
       (*kernel)->setAttr("ipu.code_bytes", b.getI64IntegerAttr(vertexCodeBytes(plan, cost_)));

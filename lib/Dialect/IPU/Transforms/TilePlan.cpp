@@ -528,18 +528,39 @@ LogicalResult addEpilogueInputs(linalg::GenericOp generic, Value result, Plan &p
 }
 
 
-bool runsShapeGeneric(const Plan &plan) {
+/// Whether `plan`'s kernels can read piece sizes from the descriptors at
+/// all: ops that read boxes of their operands and no tensor.empty inputs
+/// (which become empties of the piece's shape inside the kernel, which
+/// needs it static), and no scatter.
+static bool readsSizesFromDescriptors(const Plan &plan) {
   linalg::GenericOp op = plan.op;
-  if (op.getNumReductionLoops() != 0 || plan.epilogue || plan.scatterAxis >= 0 ||
-      plan.outputLoops.empty())
+  if (plan.scatterAxis >= 0 || plan.outputLoops.empty())
     return false;
   if (llvm::any_of(plan.inputs, [](const Input &in) { return in.captured || in.access.full; }))
     return false;
-  // Inputs that only give a shape (tensor.empty) become empties of the
-  // piece's shape inside the kernel, which needs it static.
   return llvm::none_of(op.getDpsInputOperands(), [](mlir::OpOperand *in) {
     return in->get().getDefiningOp<mlir::tensor::EmptyOp>();
   });
+}
+
+bool runsShapeGeneric(const Plan &plan) {
+  linalg::GenericOp op = plan.op;
+  return op.getNumReductionLoops() == 0 && !plan.epilogue &&
+         readsSizesFromDescriptors(plan);
+}
+
+std::vector<bool> loopsReadFromDescriptor(const Plan &plan,
+                                          const std::vector<std::vector<int64_t>> &pieceShapes) {
+  size_t rank = plan.outputLoops.size();
+  if (runsShapeGeneric(plan))
+    return std::vector<bool>(rank, true);
+  std::vector<bool> dynamic(rank, false);
+  if (pieceShapes.size() < 2 || !readsSizesFromDescriptors(plan))
+    return dynamic;
+  for (const std::vector<int64_t> &shape : pieceShapes)
+    for (size_t j = 0; j < rank; ++j)
+      dynamic[j] = dynamic[j] || shape[j] != pieceShapes.front()[j];
+  return dynamic;
 }
 
 } // namespace tessera::ipu::tiling
