@@ -388,11 +388,15 @@ FailureOr<func::FuncOp> TileMapper::outlineKernel(Plan &plan,
     if (llvm::is_contained(inArgs, source))
       continue;
     if (localPlaceholders.contains(source)) {
+      // An input that only gives a shape: an empty of the slice's sizes
+      // (dynamic where they follow a size read from the descriptor).
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPoint(tiledOp);
       auto t = cast<RankedTensorType>(v.getType());
-      operand.set(
-          tensor::EmptyOp::create(b, loc, t.getShape(), t.getElementType()));
+      auto slice = v.getDefiningOp<tensor::ExtractSliceOp>();
+      SmallVector<OpFoldResult> sizes =
+          slice ? slice.getMixedSizes() : getAsIndexOpFoldResult(ctx, t.getShape());
+      operand.set(tensor::EmptyOp::create(b, loc, sizes, t.getElementType()));
       continue;
     }
     auto it = placeholderInput.find(source);

@@ -529,18 +529,14 @@ LogicalResult addEpilogueInputs(linalg::GenericOp generic, Value result, Plan &p
 
 
 /// Whether `plan`'s kernels can read piece sizes from the descriptors at
-/// all: ops that read boxes of their operands and no tensor.empty inputs
-/// (which become empties of the piece's shape inside the kernel, which
-/// needs it static), and no scatter.
+/// all: ops that read boxes of their operands (inputs that only give a
+/// shape, tensor.empty, become empties of the piece's sizes), and no
+/// scatter.
 static bool readsSizesFromDescriptors(const Plan &plan) {
-  linalg::GenericOp op = plan.op;
   if (plan.scatterAxis >= 0 || plan.outputLoops.empty())
     return false;
-  if (llvm::any_of(plan.inputs, [](const Input &in) { return in.captured || in.access.full; }))
-    return false;
-  return llvm::none_of(op.getDpsInputOperands(), [](mlir::OpOperand *in) {
-    return in->get().getDefiningOp<mlir::tensor::EmptyOp>();
-  });
+  return llvm::none_of(plan.inputs,
+                       [](const Input &in) { return in.captured || in.access.full; });
 }
 
 bool runsShapeGeneric(const Plan &plan) {
