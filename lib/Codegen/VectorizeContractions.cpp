@@ -276,7 +276,8 @@ void collapseLoops(Plan &p, ArrayRef<utils::IteratorType> iterators) {
   unsigned numLoops = p.ranges.size();
   auto nextReduction = [&](unsigned a) -> std::optional<unsigned> {
     for (unsigned c = a + 1; c < numLoops; ++c)
-      if (iterators[c] == utils::IteratorType::reduction && p.ranges[c] > 1)
+      if (iterators[c] == utils::IteratorType::reduction &&
+          (ShapedType::isDynamic(p.ranges[c]) || p.ranges[c] > 1))
         return c;
     return std::nullopt;
   };
@@ -896,15 +897,6 @@ private:
                        });
   }
 
-  /// `range` rounded down to a multiple of `step`, at run time.
-  Value roundDown(OpFoldResult range, int64_t step) {
-    AffineExpr d = b.getAffineDimExpr(0);
-    return getValueOrCreateConstantIndexOp(
-        b, loc,
-        affine::makeComposedFoldedAffineApply(b, loc, AffineMap::get(1, 0, d.floorDiv(step) * step),
-                                              {range}));
-  }
-
   /// Parallel loops outside the tile, then the tiles over rows and columns.
   void outer(size_t i) {
     if (i < p.outerLoops.size()) {
@@ -928,6 +920,10 @@ private:
   struct Rows {
     SmallVector<Value, 2> starts;
     SmallVector<int64_t, 2> counts;
+    /// A row loop's range where it is known only at run time (else null):
+    /// its last block may pass the end, and rows past it are clamped to
+    /// the last row to read, and not stored.
+    SmallVector<Value, 2> limits;
     int64_t size() const {
       int64_t n = 1;
       for (int64_t c : counts)
@@ -951,17 +947,20 @@ private:
       return;
     }
     int64_t range = p.ranges[p.rowLoops[k]], u = p.rowTiles[k];
-    auto next = [&](Value start, int64_t count) {
+    auto next = [&](Value start, int64_t count, Value limit = Value()) {
       Rows inner = rows;
       inner.starts.push_back(start);
       inner.counts.push_back(count);
+      inner.limits.push_back(limit);
       rowBlocks(k + 1, inner);
     };
     if (ShapedType::isDynamic(range)) {
-      // Full blocks, then the rest a row at a time.
-      Value full = roundDown(this->range(p.rowLoops[k]), u);
-      forRange(index(0), full, u, [&](Value r0) { next(r0, u); });
-      forRange(full, this->range(p.rowLoops[k]), 1, [&](Value r) { next(r, 1); });
+      // Blocks of u rows, the last clamped: one tile body, with as many
+      // independent accumulators for a short last block as for a full one
+      // (a row at a time, a tile's one or two accumulators made its FMAs
+      // wait on each other).
+      Value end = getValueOrCreateConstantIndexOp(b, loc, this->range(p.rowLoops[k]));
+      forRange(index(0), end, u, [&](Value r0) { next(r0, u, end); });
       return;
     }
     int64_t full = range / u * u;
@@ -975,18 +974,20 @@ private:
     int64_t range = p.ranges[p.colLoop];
     int64_t block = p.chunks * p.lanes;
     if (ShapedType::isDynamic(range)) {
-      // Full tiles, then the rest a vector at a time, the last masked.
+      // Tiles of C vectors, each vector masked to the lanes left (none past
+      // the end): the same tile body for the last, partial one.
       Value end = getValueOrCreateConstantIndexOp(b, loc, this->range(p.colLoop));
-      Value full = roundDown(end, block);
-      forRange(index(0), full, block, [&](Value c0) {
-        tile(rows, c0, SmallVector<int64_t>(p.chunks, p.lanes));
-      });
-      forRange(full, end, p.lanes, [&](Value c0) {
+      forRange(index(0), end, block, [&](Value c0) {
         AffineExpr c = b.getAffineDimExpr(0), e = b.getAffineDimExpr(1);
-        dynamicLanes = affine::AffineMinOp::create(
-            b, loc, AffineMap::get(2, 0, {e - c, b.getAffineConstantExpr(p.lanes)}, b.getContext()),
-            ValueRange{c0, end});
-        tile(rows, c0, {kDynamicLanes});
+        chunkLanes.clear();
+        for (int64_t chunk = 0; chunk < p.chunks; ++chunk)
+          chunkLanes.push_back(affine::AffineMinOp::create(
+              b, loc,
+              AffineMap::get(2, 0, {e - c - chunk * p.lanes, b.getAffineConstantExpr(p.lanes)},
+                             b.getContext()),
+              ValueRange{c0, end}));
+        tile(rows, c0, SmallVector<int64_t>(p.chunks, kDynamicLanes));
+        chunkLanes.clear();
       });
       return;
     }
@@ -1009,22 +1010,57 @@ private:
         b, loc, AffineMap::get(1, 0, d + k), {OpFoldResult(v)});
   }
 
-  /// Sets the row and column loops to tile position (row, chunk).
+  /// Sets the row and column loops to tile position (row, chunk); a row
+  /// past a dynamic row loop's end reads its last row.
   void at(const Rows &rows, int64_t row, Value col0, int64_t chunk) {
-    for (size_t k = 0; k < p.rowLoops.size(); ++k)
-      loops[p.rowLoops[k]] = plus(rows.starts[k], rows.position(row, k));
+    for (size_t k = 0; k < p.rowLoops.size(); ++k) {
+      int64_t position = rows.position(row, k);
+      if (Value limit = rows.limits[k]) {
+        AffineExpr d = b.getAffineDimExpr(0), end = b.getAffineDimExpr(1);
+        loops[p.rowLoops[k]] = affine::AffineMinOp::create(
+                                   b, loc,
+                                   AffineMap::get(2, 0, {d + position, end - 1}, b.getContext()),
+                                   ValueRange{rows.starts[k], limit})
+                                   .getResult();
+      } else {
+        loops[p.rowLoops[k]] = plus(rows.starts[k], position);
+      }
+    }
     loops[p.colLoop] = plus(col0, chunk * p.lanes);
+    currentChunk = chunk;
   }
 
-  /// A vector's lanes in use: a count, or kDynamicLanes for dynamicLanes.
+  /// Whether tile row `row` is within every dynamic row loop's range (null
+  /// when no row loop is dynamic).
+  Value rowInRange(const Rows &rows, int64_t row) {
+    Value inRange;
+    for (size_t k = 0; k < p.rowLoops.size(); ++k) {
+      Value limit = rows.limits[k];
+      if (!limit)
+        continue;
+      Value position = getValueOrCreateConstantIndexOp(
+          b, loc, plus(rows.starts[k], rows.position(row, k)));
+      Value below =
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, position, limit);
+      inRange = inRange ? arith::AndIOp::create(b, loc, inRange, below).getResult() : below;
+    }
+    return inRange;
+  }
+
+  /// A vector's lanes in use: a count, or kDynamicLanes for the current
+  /// chunk's count in chunkLanes (a dynamic column loop's tile: the lanes
+  /// left, at most a vector, none or fewer past the end).
   static constexpr int64_t kDynamicLanes = -1;
-  Value dynamicLanes;
+  SmallVector<Value> chunkLanes;
+  int64_t currentChunk = 0;
+
+  Value lanesLeft() { return chunkLanes[currentChunk]; }
 
   /// A mask of `type`'s shape with its first `lanes` set.
   Value mask(VectorType type, int64_t lanes) {
     auto maskType = VectorType::get(type.getShape(), b.getI1Type());
     if (lanes == kDynamicLanes)
-      return vector::CreateMaskOp::create(b, loc, maskType, ValueRange{dynamicLanes});
+      return vector::CreateMaskOp::create(b, loc, maskType, ValueRange{lanesLeft()});
     return vector::ConstantMaskOp::create(b, loc, maskType, ArrayRef<int64_t>{lanes});
   }
   Value mask(int64_t lanes) { return mask(p.vectorType, lanes); }
@@ -1063,7 +1099,7 @@ private:
       if (lanes == kDynamicLanes) {
         AffineExpr n = b.getAffineDimExpr(0);
         Value count = affine::AffineApplyOp::create(b, loc, AffineMap::get(1, 0, (n - 1) * s + 1),
-                                                    ValueRange{dynamicLanes});
+                                                    ValueRange{lanesLeft()});
         m = vector::CreateMaskOp::create(
             b, loc, VectorType::get({s * p.lanes}, b.getI1Type()), ValueRange{count});
       } else {
@@ -1114,7 +1150,15 @@ private:
                                                      zeros())));
       }
     acc = reduce(0, acc, rows, col0, lanes);
-    for (int64_t r = 0; r < rows.size(); ++r)
+    for (int64_t r = 0; r < rows.size(); ++r) {
+      // A row past a dynamic row loop's end (clamped to its last) is not
+      // stored.
+      std::optional<OpBuilder::InsertionGuard> guard;
+      if (Value inRange = rowInRange(rows, r)) {
+        auto ifInRange = scf::IfOp::create(b, loc, inRange, /*withElseRegion=*/false);
+        guard.emplace(b);
+        b.setInsertionPointToStart(ifInRange.thenBlock());
+      }
       for (int64_t c = 0; c < chunks; ++c) {
         at(rows, r, col0, c);
         SmallVector<Value, 1> idx = address(p.out);
@@ -1124,6 +1168,7 @@ private:
         else
           vector::MaskedStoreOp::create(b, loc, out, idx, mask(lanes[c]), v);
       }
+    }
   }
 
   /// The reduction loops, in the op's order, carrying the accumulators.
@@ -1137,7 +1182,7 @@ private:
       return reduce(i + 1, acc, rows, col0, lanes);
     }
     auto loop = scf::ForOp::create(
-        b, loc, index(0), index(p.ranges[l]), index(1), acc,
+        b, loc, index(0), getValueOrCreateConstantIndexOp(b, loc, range(l)), index(1), acc,
         [&](OpBuilder &nested, Location, Value iv, ValueRange carried) {
           OpBuilder::InsertionGuard guard(b);
           b.setInsertionPointToStart(nested.getInsertionBlock());

@@ -109,16 +109,21 @@ func.func @left_alone(%a: memref<4x8xf32>, %c: memref<4xf32>, %ia: memref<4x8xi3
 // -----
 
 // A kernel generic over its piece's rows (the last, shorter piece of a
-// split runs the same code): full blocks of 8 rows in a loop to the range
-// rounded down, then the rest a row at a time; the columns stay static.
+// split runs the same code): blocks of 8 rows to the range, the last one's
+// rows past the end clamped to the last row (each block one tile of 8
+// independent accumulators) and stored only where in range; the columns
+// stay static.
 // CHECK-LABEL: func.func @dynamic_rows
 // CHECK-NOT: linalg.generic
 // CHECK: %[[M:.*]] = memref.dim %{{.*}}, %c0 : memref<?x8xf32>
-// CHECK: %[[FULL:.*]] = affine.apply #{{.*}}()[%[[M]]]
-// CHECK: scf.for %{{.*}} = %c0 to %[[FULL]] step %c8
+// CHECK: scf.for %[[R0:.*]] = %c0 to %[[M]] step %c8
+// CHECK: affine.min #{{.*}}(%[[R0]])[%[[M]]]
+// CHECK: scf.for
 // CHECK-COUNT-8: vector.fma {{.*}} : vector<16xf32>
-// CHECK: scf.for %{{.*}} = %[[FULL]] to %[[M]] step %c1
-// CHECK: vector.fma {{.*}} : vector<16xf32>
+// CHECK: scf.yield
+// CHECK: %[[IN:.*]] = arith.cmpi slt, %[[R0]], %[[M]]
+// CHECK: scf.if %[[IN]]
+// CHECK: vector.store
 // CHECK-NOT: vector.fma
 // CHECK: return
 func.func @dynamic_rows(%a: memref<?x8xf32>, %b: memref<8x16xf32>, %c: memref<?x16xf32>) {
@@ -128,17 +133,18 @@ func.func @dynamic_rows(%a: memref<?x8xf32>, %b: memref<8x16xf32>, %c: memref<?x
 
 // -----
 
-// Generic over its columns as well: the rows' strides are read from the
-// buffers, and the columns past the last full tile go a vector at a time
-// under a mask of the lanes left.
+// Generic over its columns: the rows' strides are read from the buffers,
+// and every tile of 4 vectors (64 columns) masks each vector to the lanes
+// left, none past the end: one tile body for the last, partial tile too.
 // CHECK-LABEL: func.func @dynamic_columns
 // CHECK-NOT: linalg.generic
 // CHECK-DAG: memref.extract_strided_metadata %{{.*}} : memref<4x?xf32>
 // CHECK-DAG: memref.extract_strided_metadata %{{.*}} : memref<8x?xf32>
-// CHECK: scf.for
-// CHECK: vector.fma
-// CHECK: affine.min
+// CHECK: scf.for %{{.*}} = %c0 to %{{.*}} step %c64
+// CHECK-COUNT-4: affine.min
 // CHECK: vector.create_mask
+// CHECK: vector.maskedload
+// CHECK: scf.for
 // CHECK: vector.maskedload
 // CHECK: vector.fma
 // CHECK: vector.maskedstore

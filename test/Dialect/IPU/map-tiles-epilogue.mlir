@@ -98,7 +98,7 @@ module attributes {ipu.target = #ipu.target<"ipu2", ipus = 1, tiles_per_ipu = 16
 // CHECK-NOT: ipu.compute_set
 // CHECK: return %[[Y]]
 // CHECK-LABEL: func.func @vertex_cs0_0
-// CHECK-SAME: %[[RES:arg[0-9]+]]: memref<8x8xf32>, %{{arg[0-9]+}}: memref<8x8xf32>) attributes
+// CHECK-SAME: %[[RES:arg[0-9]+]]: memref<?x?xf32>, %{{arg[0-9]+}}: memref<?x?xf32>) attributes
 // CHECK: %[[R:.*]] = bufferization.to_tensor %[[RES]] restrict :
 // CHECK: %[[MM:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]
 // CHECK: linalg.generic {{.*}} ins(%[[MM]], %[[R]] : {{.*}}) outs(%[[MM]] : {{.*}})
@@ -133,7 +133,7 @@ module attributes {ipu.target = #ipu.target<"ipu2", ipus = 1, tiles_per_ipu = 4,
 // CHECK-NOT: ipu.compute_set
 // CHECK: return %[[Y]]
 // CHECK-LABEL: func.func @vertex_cs0_0
-// CHECK-SAME: %[[BIAS:arg[0-9]+]]: memref<{{[0-9]+}}xf32>, %{{arg[0-9]+}}: memref<{{.*}}xf32>) attributes
+// CHECK-SAME: %[[BIAS:arg[0-9]+]]: memref<?xf32>, %{{arg[0-9]+}}: memref<?x?xf32>) attributes
 // CHECK: %[[B:.*]] = bufferization.to_tensor %[[BIAS]] restrict :
 // CHECK: %[[MM:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]
 // CHECK: linalg.generic {{.*}} ins(%[[MM]], %[[B]] : {{.*}}) outs(%[[MM]] : {{.*}})
@@ -169,12 +169,13 @@ module attributes {ipu.target = #ipu.target<"ipu2", ipus = 1, tiles_per_ipu = 4,
 // CHECK-NOT: ipu.compute_set
 // CHECK: %[[Y:.*]] = ipu.view %[[CS]]#1 : tensor<1x8x8xf16> to tensor<8x8xf16>
 // CHECK: return %[[Y]]
-// The kernel: the sums into the first piece, the rounding into the second.
+// The kernel (generic over shapes): the sums into the first piece, the
+// rounding into the second.
 // CHECK-LABEL: func.func @vertex_cs0_0
-// CHECK-SAME: memref<1x{{[0-9]+}}x8xf32>, %{{.*}}: memref<1x{{[0-9]+}}x8xf16>)
+// CHECK-SAME: memref<?x?x?xf32>, %{{.*}}: memref<?x?x?xf16>)
 // CHECK: %[[MM:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "parallel", "reduction"]
 // CHECK: arith.extf
-// CHECK: %[[ROUNDED:.*]] = linalg.generic {{.*}} ins(%[[MM]], %{{.*}} : tensor<1x{{[0-9]+}}x8xf32>, tensor<{{[0-9]+}}xf16>) outs(%{{.*}} : tensor<1x{{[0-9]+}}x8xf16>)
+// CHECK: %[[ROUNDED:.*]] = linalg.generic {{.*}} ins(%[[MM]], %{{.*}} : tensor<?x?x?xf32>, tensor<?xf16>) outs(%{{.*}} : tensor<?x?x?xf16>)
 // CHECK: arith.truncf
 // CHECK: bufferization.materialize_in_destination %[[MM]]
 // CHECK: bufferization.materialize_in_destination %[[ROUNDED]]

@@ -3,8 +3,9 @@
 // Ops without reductions run one kernel generic over the piece's shape: a
 // ReLU of 8x16 (pieces of 2 rows) and one of 5x16 (2 rows and a remainder
 // of 1) share one kernel, named once per piece shape, whose operands have
-// dynamic sizes. A row sum keeps a kernel specialised by its piece's shape
-// (register-tiled vectorization needs static loops).
+// dynamic sizes. A row sum's kernel is generic too: its rows (an output
+// loop) from the output piece, its 16 columns (a reduction) from the
+// input's region, which holds them whole.
 
 // CHECK-LABEL: func.func @main
 // CHECK: ipu.compute_set "cs0" {{.*}} kernels [@[[RELU:vertex_cs0_0]]]
@@ -16,7 +17,10 @@
 // CHECK: linalg.generic {{.*}} ins(%{{.*}} : tensor<?x?xf32>) outs(%{{.*}} : tensor<?x?xf32>)
 // CHECK-NOT: func.func @vertex_cs1_
 // CHECK-LABEL: func.func @vertex_cs2_0
-// CHECK-SAME: memref<2x16xf32>, %{{.*}}: memref<2xf32>
+// CHECK-SAME: memref<?x?xf32>, %{{.*}}: memref<?xf32>
+// CHECK-DAG: %[[ROWS:.*]] = tensor.dim %{{.*}}, %c0 : tensor<?xf32>
+// CHECK-DAG: %[[COLS:.*]] = tensor.dim %{{.*}}, %c1 : tensor<?x?xf32>
+// CHECK: linalg.generic {{.*}} ins(%{{.*}} : tensor<?x?xf32>) outs(%{{.*}} : tensor<?xf32>)
 module attributes {ipu.target = #ipu.target<"ipu2", ipus = 1, tiles_per_ipu = 4, bytes_per_tile = 638976>} {
   func.func @main(%x: tensor<8x16xf32>, %y: tensor<5x16xf32>) -> (tensor<8x16xf32>, tensor<5x16xf32>, tensor<8xf32>) {
     %zero = arith.constant 0.0 : f32

@@ -49,7 +49,7 @@ private:
   LogicalResult readPlan(linalg::GenericOp op, ipu::PlanAttr attr, Plan &plan);
   LogicalResult emitComputeSet(Plan &plan, OpBuilder &b);
   FailureOr<func::FuncOp> outlineKernel(Plan &plan, ArrayRef<int64_t> pieceSizes,
-                                        const std::vector<bool> &sizeFromDescriptor,
+                                        const std::vector<bool> &rangeFromDescriptor,
                                         StringRef name);
 
   ModuleOp module_;
@@ -174,7 +174,7 @@ static bool fillIsFolded(func::FuncOp kernel) {
 
 FailureOr<func::FuncOp> TileMapper::outlineKernel(Plan &plan,
                                                ArrayRef<int64_t> pieceSizes,
-                                               const std::vector<bool> &sizeFromDescriptor,
+                                               const std::vector<bool> &rangeFromDescriptor,
                                                StringRef name) {
   linalg::GenericOp op = plan.op;
   MLIRContext *ctx = op.getContext();
@@ -187,13 +187,13 @@ FailureOr<func::FuncOp> TileMapper::outlineKernel(Plan &plan,
     loops.sizes[l] = pieceSizes[j];
 
   // Signature: loop offsets, input regions, output pieces. A kernel generic
-  // over some of the piece's sizes (loopsReadFromDescriptor) has a dynamic
-  // size wherever they show: those of the output's dimensions, and the
-  // inputs' that those output loops index.
-  bool generic = llvm::is_contained(sizeFromDescriptor, true);
+  // over some of its loops' ranges (loopsReadFromDescriptor) has a dynamic
+  // size wherever they show: the output's dimensions and the inputs' that
+  // those loops index.
+  bool generic = llvm::is_contained(rangeFromDescriptor, true);
   auto readsDynamicLoop = [&](ArrayRef<int64_t> row) {
-    for (auto [j, l] : llvm::enumerate(plan.outputLoops))
-      if (sizeFromDescriptor[j] && row[l] != 0)
+    for (auto [l, c] : llvm::enumerate(row))
+      if (c != 0 && rangeFromDescriptor[l])
         return true;
     return false;
   };
@@ -219,8 +219,8 @@ FailureOr<func::FuncOp> TileMapper::outlineKernel(Plan &plan,
     argTypes.push_back(MemRefType::get(sizes, t.getElementType()));
   }
   SmallVector<int64_t> outSizes(pieceSizes);
-  for (auto [j, dynamic] : llvm::enumerate(sizeFromDescriptor))
-    if (dynamic)
+  for (auto [j, l] : llvm::enumerate(plan.outputLoops))
+    if (rangeFromDescriptor[l])
       outSizes[j] = ShapedType::kDynamic;
   SmallVector<RankedTensorType> outTypes;
   SmallVector<Type> resultElements(op->getResultTypes());
@@ -328,10 +328,16 @@ FailureOr<func::FuncOp> TileMapper::outlineKernel(Plan &plan,
     bool isOutput = output != plan.outputLoops.end();
     offsets.push_back(isOutput ? OpFoldResult(entry->getArgument(l))
                                : OpFoldResult(b.getIndexAttr(0)));
-    if (isOutput && sizeFromDescriptor[output - plan.outputLoops.begin()])
+    // A dynamic range: the output piece's size, or a reduction's from the
+    // input dimension that gives it.
+    if (rangeFromDescriptor[l] && isOutput)
       sizes.push_back(
           tensor::DimOp::create(b, loc, outArgs.front(), output - plan.outputLoops.begin())
               .getResult());
+    else if (rangeFromDescriptor[l])
+      sizes.push_back(tensor::DimOp::create(b, loc, inArgs[inputDimOfLoop(plan, l)->first],
+                                            inputDimOfLoop(plan, l)->second)
+                          .getResult());
     else
       sizes.push_back(b.getIndexAttr(loops.sizes[l]));
   }
@@ -592,13 +598,13 @@ func::FuncOp TileMapper::findOrAddKernel(func::FuncOp kernel) {
 LogicalResult TileMapper::emitComputeSet(Plan &plan, OpBuilder &b) {
   linalg::GenericOp op = plan.op;
   std::string name = "cs" + std::to_string(computeSets_++);
-  // A kernel per distinct piece shape; kernels generic over the sizes in
-  // which the shapes differ are one function under each.
+  // A kernel per distinct piece shape; a kernel generic over the shapes is
+  // one function under each.
   std::vector<std::vector<int64_t>> shapes = plan.mapping.pieceShapes();
   SmallVector<Attribute> kernels;
   SmallVector<int64_t> cycles;
-  std::vector<bool> sizeFromDescriptor = loopsReadFromDescriptor(plan, shapes);
-  bool generic = llvm::is_contained(sizeFromDescriptor, true);
+  std::vector<bool> rangeFromDescriptor = loopsReadFromDescriptor(plan);
+  bool generic = llvm::is_contained(rangeFromDescriptor, true);
   bool foldsFill = false; // the current kernel's
   for (auto [k, shape] : llvm::enumerate(shapes)) {
     if (generic && !kernels.empty()) {
@@ -606,7 +612,7 @@ LogicalResult TileMapper::emitComputeSet(Plan &plan, OpBuilder &b) {
       kernels.push_back(kernels.front());
     } else {
       std::string kernelName = "vertex_" + name + "_" + std::to_string(k);
-      FailureOr<func::FuncOp> kernel = outlineKernel(plan, shape, sizeFromDescriptor, kernelName);
+      FailureOr<func::FuncOp> kernel = outlineKernel(plan, shape, rangeFromDescriptor, kernelName);
       if (failed(kernel))
         return failure();
       (*kernel)->setAttr("ipu.code_bytes", b.getI64IntegerAttr(vertexCodeBytes(plan, cost_)));

@@ -135,12 +135,20 @@ static void capturedAccess(linalg::GenericOp op, Value captured, AffineMap &map,
   access.extents.assign(extents.begin(), extents.end());
 }
 /// its reshape to `to`, which only adds or drops unit dimensions.
+///
+/// A unit dimension of `to` keeps the index of the unit dimension of `from`
+/// at its place (both are 0), so that the map reads the same whether a
+/// dimension is 1 or not: a batch of 1 (N x 1 x C x H x W convolution
+/// output -> N x C x H x W) indexes like a batch of 2, and kernels compiled
+/// for one serve the other. Other unit dimensions of `to` read 0.
 AffineMap reshapedMap(AffineMap map, ArrayRef<int64_t> from, ArrayRef<int64_t> to) {
   SmallVector<AffineExpr> exprs;
   size_t j = 0;
   for (int64_t d : to) {
     if (d == 1) {
-      exprs.push_back(getAffineConstantExpr(0, map.getContext()));
+      bool paired = j < from.size() && from[j] == 1;
+      exprs.push_back(paired ? map.getResult(j++)
+                             : getAffineConstantExpr(0, map.getContext()));
       continue;
     }
     while (from[j] == 1)
@@ -545,17 +553,29 @@ bool runsShapeGeneric(const Plan &plan) {
          readsSizesFromDescriptors(plan);
 }
 
-std::vector<bool> loopsReadFromDescriptor(const Plan &plan,
-                                          const std::vector<std::vector<int64_t>> &pieceShapes) {
-  size_t rank = plan.outputLoops.size();
-  if (runsShapeGeneric(plan))
-    return std::vector<bool>(rank, true);
-  std::vector<bool> dynamic(rank, false);
-  if (pieceShapes.size() < 2 || !readsSizesFromDescriptors(plan))
+std::optional<std::pair<size_t, size_t>> inputDimOfLoop(const Plan &plan, int64_t loop) {
+  for (auto [i, in] : llvm::enumerate(plan.inputs)) {
+    if (in.captured || in.access.full)
+      continue;
+    for (auto [k, row] : llvm::enumerate(in.access.coeffs)) {
+      bool exactly = row[loop] == 1;
+      for (auto [l, c] : llvm::enumerate(row))
+        exactly &= static_cast<int64_t>(l) == loop || c == 0;
+      if (exactly)
+        return std::make_pair(i, k);
+    }
+  }
+  return std::nullopt;
+}
+
+std::vector<bool> loopsReadFromDescriptor(const Plan &plan) {
+  size_t numLoops = plan.loopRanges.size();
+  std::vector<bool> dynamic(numLoops, false);
+  if (!readsSizesFromDescriptors(plan))
     return dynamic;
-  for (const std::vector<int64_t> &shape : pieceShapes)
-    for (size_t j = 0; j < rank; ++j)
-      dynamic[j] = dynamic[j] || shape[j] != pieceShapes.front()[j];
+  for (size_t l = 0; l < numLoops; ++l)
+    dynamic[l] = llvm::is_contained(plan.outputLoops, static_cast<int64_t>(l)) ||
+                 (plan.loopRanges[l] > 1 && inputDimOfLoop(plan, static_cast<int64_t>(l)));
   return dynamic;
 }
 

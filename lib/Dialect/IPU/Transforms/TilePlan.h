@@ -176,21 +176,27 @@ int64_t vertexCycles(const Plan &plan, const target::VertexWork &ofOp, const Box
 /// arithmetic, activations not fused into a convolution, and the
 /// optimizer's update then share one kernel per body whatever the shape:
 /// less code on each tile (ResNet-50 training had 895 kernels and 279 KB
-/// of code on tile 0) and less to compile. Contractions and other
-/// reductions keep kernels specialised by shape, which their
-/// register-tiled vectorization needs.
+/// of code on tile 0) and less to compile. (The kernels of contractions
+/// and other reductions are generic too, but for the ranges of their
+/// reduction loops of one iteration: loopsReadFromDescriptor.)
 bool runsShapeGeneric(const Plan &plan);
-/// For each of `plan`'s output loops, whether its kernels read that size of
-/// the piece from the descriptors rather than being specialised to it:
-/// every output loop for a shape-generic kernel (runsShapeGeneric); for the
-/// others (contractions and reductions, vectorized with register tiles) the
-/// loops in which `pieceShapes` (the mapping's) differ, so that the last,
-/// shorter pieces along a split run the kernel of the full ones: one kernel
-/// per compute set, not one per piece shape (ResNet-50's 109 kernels
-/// were 55 compute sets). None where the kernel must be specialised
-/// (see runsShapeGeneric), or has one piece shape.
-std::vector<bool> loopsReadFromDescriptor(const Plan &plan,
-                                          const std::vector<std::vector<int64_t>> &pieceShapes);
+/// For each of `plan`'s loops, whether its kernels read that loop's range
+/// from the descriptors rather than being specialised to it (a poplibs
+/// codelet reads its sizes from its fields): every output loop of a kernel
+/// generic over shapes, and for contractions and other reductions that read
+/// boxes of their operands also the reduction loops of more than one
+/// iteration that an input's dimension gives (inputDimOfLoop). Such a
+/// kernel runs every piece of its op, and is shared with every op of the
+/// same body and maps: ResNet-50's convolutions are 20 kernels, not 109, a
+/// compile at another batch size finds most of them in the kernel cache,
+/// and a tile running several layers stores one code. A reduction loop of
+/// one iteration stays static (a 1x1 convolution's window), so that the
+/// kernel keeps no loop for it. None for ops that must be specialised (see
+/// runsShapeGeneric's exclusions).
+std::vector<bool> loopsReadFromDescriptor(const Plan &plan);
+/// The input (index in plan.inputs) and its dimension whose region's size
+/// is loop `loop`'s range: a box input read at exactly that loop there.
+std::optional<std::pair<size_t, size_t>> inputDimOfLoop(const Plan &plan, int64_t loop);
 /// Tile memory the code of one of `plan`'s vertices takes.
 int64_t vertexCodeBytes(const Plan &plan, const target::CostModel &cost);
 
