@@ -974,19 +974,25 @@ private:
     int64_t range = p.ranges[p.colLoop];
     int64_t block = p.chunks * p.lanes;
     if (ShapedType::isDynamic(range)) {
-      // Tiles of C vectors, each vector masked to the lanes left (none past
-      // the end): the same tile body for the last, partial one.
+      // Full tiles of C vectors, unmasked; then the rest a vector at a
+      // time (each still a tile of every row's accumulator), masked to the
+      // lanes left: no lanes computed past the end but in the last vector.
       Value end = getValueOrCreateConstantIndexOp(b, loc, this->range(p.colLoop));
-      forRange(index(0), end, block, [&](Value c0) {
-        AffineExpr c = b.getAffineDimExpr(0), e = b.getAffineDimExpr(1);
-        chunkLanes.clear();
-        for (int64_t chunk = 0; chunk < p.chunks; ++chunk)
-          chunkLanes.push_back(affine::AffineMinOp::create(
-              b, loc,
-              AffineMap::get(2, 0, {e - c - chunk * p.lanes, b.getAffineConstantExpr(p.lanes)},
-                             b.getContext()),
-              ValueRange{c0, end}));
-        tile(rows, c0, SmallVector<int64_t>(p.chunks, kDynamicLanes));
+      AffineExpr c = b.getAffineDimExpr(0), e = b.getAffineDimExpr(1);
+      Value full = getValueOrCreateConstantIndexOp(
+          b, loc,
+          affine::makeComposedFoldedAffineApply(
+              b, loc, AffineMap::get(1, 0, c.floorDiv(block) * block), {OpFoldResult(end)}));
+      forRange(index(0), full, block, [&](Value c0) {
+        tile(rows, c0, SmallVector<int64_t>(p.chunks, p.lanes));
+      });
+      forRange(full, end, p.lanes, [&](Value c0) {
+        chunkLanes.assign(1, affine::AffineMinOp::create(
+                                 b, loc,
+                                 AffineMap::get(2, 0, {e - c, b.getAffineConstantExpr(p.lanes)},
+                                                b.getContext()),
+                                 ValueRange{c0, end}));
+        tile(rows, c0, {kDynamicLanes});
         chunkLanes.clear();
       });
       return;

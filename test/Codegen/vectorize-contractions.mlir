@@ -133,21 +133,27 @@ func.func @dynamic_rows(%a: memref<?x8xf32>, %b: memref<8x16xf32>, %c: memref<?x
 
 // -----
 
-// Generic over its columns: the rows' strides are read from the buffers,
-// and every tile of 4 vectors (64 columns) masks each vector to the lanes
-// left, none past the end: one tile body for the last, partial tile too.
+// Generic over its columns: the rows' strides are read from the buffers;
+// full tiles of 4 vectors (64 columns) load and store unmasked, then the
+// columns left go a vector at a time (a tile of 4 accumulators, one per
+// row), masked to the lanes left.
 // CHECK-LABEL: func.func @dynamic_columns
 // CHECK-NOT: linalg.generic
+// CHECK: %[[N:.*]] = memref.dim %{{.*}}, %c1 : memref<8x?xf32>
 // CHECK-DAG: memref.extract_strided_metadata %{{.*}} : memref<4x?xf32>
 // CHECK-DAG: memref.extract_strided_metadata %{{.*}} : memref<8x?xf32>
-// CHECK: scf.for %{{.*}} = %c0 to %{{.*}} step %c64
-// CHECK-COUNT-4: affine.min
+// CHECK: %[[FULL:.*]] = affine.apply #{{.*}}()[%[[N]]]
+// CHECK: scf.for %{{.*}} = %c0 to %[[FULL]] step %c64
+// CHECK-NOT: vector.mask
+// CHECK-COUNT-16: vector.fma
+// CHECK-NOT: vector.mask
+// CHECK: scf.for %[[C0:.*]] = %[[FULL]] to %[[N]] step %c16
+// CHECK: affine.min #{{.*}}(%[[C0]])[%[[N]]]
 // CHECK: vector.create_mask
 // CHECK: vector.maskedload
 // CHECK: scf.for
-// CHECK: vector.maskedload
-// CHECK: vector.fma
-// CHECK: vector.maskedstore
+// CHECK-COUNT-4: vector.fma
+// CHECK-COUNT-4: vector.maskedstore
 func.func @dynamic_columns(%a: memref<4x8xf32>, %b: memref<8x?xf32>, %c: memref<4x?xf32>) {
   linalg.matmul ins(%a, %b : memref<4x8xf32>, memref<8x?xf32>) outs(%c : memref<4x?xf32>)
   return
