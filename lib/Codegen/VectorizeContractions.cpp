@@ -12,13 +12,15 @@
 // LLVM's own vectorizer, given the scalar loop nest, keeps one accumulator
 // in memory and vectorizes only the innermost loop.
 //
-// A kernel generic over some of its piece's sizes (one kernel for the
-// pieces of a compute set that differ in them) has loops of dynamic range
-// and buffers of dynamic strides: those loops run their full tiles in a
-// loop and the rest one row, or one masked vector, at a time, and the
-// addresses take the strides the buffers carry. Each output element still
-// sums its terms in the op's order, so the results are those of a kernel
-// specialised to the piece's shape.
+// A vertex kernel generic over its piece's shape (one kernel for every
+// piece of an op, and every op of the same body and maps) has loops of
+// dynamic range and buffers of dynamic strides. A dynamic row loop runs
+// blocks of the tile's rows, the last one's rows past the end clamped to
+// the last row and not stored; a dynamic column loop runs full tiles, then
+// the columns left a masked vector at a time; the addresses take the
+// strides the buffers carry. Each output element still sums its terms in
+// the op's order, so the results are those of a kernel specialised to the
+// piece's shape.
 //
 //===----------------------------------------------------------------------===//
 
@@ -528,8 +530,8 @@ std::optional<Plan> planContraction(linalg::GenericOp op, int64_t stackLeft,
   unsigned numLoops = p.ranges.size();
   if (llvm::any_of(p.ranges, [](int64_t r) { return !ShapedType::isDynamic(r) && r <= 0; }))
     return std::nullopt;
-  // A dynamic range plans as a long one: its full tiles run in a loop, the
-  // rest one row or vector at a time.
+  // A dynamic range plans as a long one (the emitter clamps the last block
+  // of rows and masks the last columns).
   auto extent = [&](unsigned l) {
     return ShapedType::isDynamic(p.ranges[l]) ? std::numeric_limits<int32_t>::max()
                                               : p.ranges[l];
@@ -699,10 +701,10 @@ private:
   Value out, lhs, rhs, initFrom;
   /// The dynamic loop ranges, by loop.
   llvm::DenseMap<unsigned, Value> dynamicRanges;
-  /// An operand's coefficients (by loop) and constant that are kDynamic in
-  /// its address, computed from its buffer's strides.
+  /// An operand's coefficients (by loop; null where static) and constant
+  /// that are kDynamic in its address, computed from its buffer's strides.
   struct DynamicAddress {
-    llvm::DenseMap<unsigned, Value> coeffs;
+    SmallVector<Value> coeffs;
     Value constant;
   };
   llvm::DenseMap<const Operand *, DynamicAddress> dynamicAddresses;
@@ -723,6 +725,7 @@ private:
       return;
     auto metadata = memref::ExtractStridedMetadataOp::create(b, loc, o.buffer);
     DynamicAddress &a = dynamicAddresses[&o];
+    a.coeffs.assign(o.address.coeffs.size(), Value());
     auto sum = [&](auto termOf) {
       Value total = index(0);
       for (auto [d, dim] : llvm::enumerate(o.dims))
@@ -854,8 +857,8 @@ private:
     auto dynamic = dynamicAddresses.find(&o);
     if (dynamic == dynamicAddresses.end())
       return {at};
-    for (auto [l, coeff] : dynamic->second.coeffs)
-      if (getConstantIntValue(loops[l]) != 0)
+    for (auto [l, coeff] : llvm::enumerate(dynamic->second.coeffs))
+      if (coeff && getConstantIntValue(loops[l]) != 0)
         at = arith::AddIOp::create(
             b, loc, at,
             arith::MulIOp::create(b, loc, coeff,

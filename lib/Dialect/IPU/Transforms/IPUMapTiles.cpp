@@ -330,16 +330,16 @@ FailureOr<func::FuncOp> TileMapper::outlineKernel(Plan &plan,
                                : OpFoldResult(b.getIndexAttr(0)));
     // A dynamic range: the output piece's size, or a reduction's from the
     // input dimension that gives it.
-    if (rangeFromDescriptor[l] && isOutput)
+    if (rangeFromDescriptor[l] && isOutput) {
       sizes.push_back(
           tensor::DimOp::create(b, loc, outArgs.front(), output - plan.outputLoops.begin())
               .getResult());
-    else if (rangeFromDescriptor[l])
-      sizes.push_back(tensor::DimOp::create(b, loc, inArgs[inputDimOfLoop(plan, l)->first],
-                                            inputDimOfLoop(plan, l)->second)
-                          .getResult());
-    else
+    } else if (rangeFromDescriptor[l]) {
+      auto [input, dim] = *inputDimOfLoop(plan, l);
+      sizes.push_back(tensor::DimOp::create(b, loc, inArgs[input], dim).getResult());
+    } else {
       sizes.push_back(b.getIndexAttr(loops.sizes[l]));
+    }
   }
   FailureOr<TilingResult> tiled =
       cast<TilingInterface>(clone.getOperation())
