@@ -895,6 +895,34 @@ bool forEachOverlap(const MachineProgram &program, int64_t var, const Box &regio
   return true;
 }
 
+bool forEachPaddedOverlap(const MachineProgram &program, int64_t var, const Box &region,
+                          llvm::function_ref<void(const Overlap &, int64_t runs)> fn) {
+  const Variable &v = program.variables[var];
+  if (!v.isPadded())
+    return false;
+  std::vector<int64_t> interior = v.interiorShape();
+  const Variable &base = program.storage(var);
+  Box whole;
+  whole.offsets.assign(interior.size(), 0);
+  whole.sizes.assign(interior.begin(), interior.end());
+  // A row of the view is then a row of the base (forEachPaddedRun walks
+  // rows), and the interior is the base reshaped by unit dimensions.
+  if (interior.empty() || base.shape.empty() || base.shape.back() != interior.back() ||
+      !unitDimRegionInBase(interior, base, whole))
+    return false;
+  Box inBase = interiorRegionInBase(program, var, region);
+  if (inBase.numElements() == 0)
+    return true;
+  Box inStorage;
+  return forEachOverlap(program, program.storageIndex(var), inBase, inStorage,
+                        [&](const Overlap &o) {
+                          int64_t runs = 1;
+                          for (size_t d = 0; d + 1 < o.part.sizes.size(); ++d)
+                            runs *= o.part.sizes[d];
+                          fn(o, runs);
+                        });
+}
+
 namespace {
 /// The outermost dimension of `part`'s contiguous rows: the dimensions
 /// after it, which both buffers hold whole, merge into the row.

@@ -73,7 +73,8 @@ struct ExchangeCounter {
 };
 
 /// `region` of `var` moves to tile `to` from the tiles holding it, each
-/// storage piece it overlaps in its rows (a general view: in its runs).
+/// storage piece it overlaps in its rows (a padded view: one run per row
+/// of each piece's part; another view: in its runs).
 void moveRegion(ExchangeCounter &exchange, const MachineProgram &program, int64_t var,
                 const Box &region, int64_t to, bool send = true, bool link = true) {
   int64_t eb = program.variables[var].elementBytes();
@@ -81,6 +82,9 @@ void moveRegion(ExchangeCounter &exchange, const MachineProgram &program, int64_
   if (!forEachOverlap(program, var, region, inStorage, [&](const Overlap &o) {
         exchange.move(o.tile, to, o.part.numElements() * eb,
                       rowCount(o.piece, inStorage, o.part), send, link);
+      }) &&
+      !forEachPaddedOverlap(program, var, region, [&](const Overlap &o, int64_t runs) {
+        exchange.move(o.tile, to, o.part.numElements() * eb, runs, send, link);
       }))
     forEachRun(program, var, region, [&](const Run &r) {
       if (r.tile != kPaddingTile) // padding is the vertex's, not sent

@@ -325,6 +325,14 @@ struct Overlap {
 /// any other view (use forEachRun).
 bool forEachOverlap(const MachineProgram &program, int64_t var, const Box &region,
                     Box &regionInStorage, llvm::function_ref<void(const Overlap &)> fn);
+/// For a padded view whose base keeps its last dimension (a convolution's
+/// input with virtual padding): calls fn with every storage piece the
+/// interior part of `region` overlaps and the runs forEachRun gives that
+/// piece, one per row of its part (forEachRun walks a padded view row by
+/// row): the same runs and bytes, in O(pieces overlapped). Returns false,
+/// calling nothing, for any other variable.
+bool forEachPaddedOverlap(const MachineProgram &program, int64_t var, const Box &region,
+                          llvm::function_ref<void(const Overlap &, int64_t runs)> fn);
 
 /// `rows` rows of `rowBytes` bytes each, `fromStride` and `toStride` bytes
 /// apart, starting `from` and `to` bytes into two buffers.
