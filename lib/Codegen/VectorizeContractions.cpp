@@ -260,7 +260,7 @@ bool addressLinearly(Value v, AffineMap map, unsigned numLoops, Operand &o) {
   // Only a buffer of static shape is split into phases (its copy is sized
   // on the stack).
   o.rowMajor = type.getRank() > 0 && type.hasStaticShape();
-  for (int64_t d = type.getRank() - 1; d >= 0; --d) {
+  for (int64_t d = type.getRank() - 1; d >= 0 && o.rowMajor; --d) {
     o.rowMajor &= strides[d] == dense;
     dense *= type.getDimSize(d);
   }
@@ -878,20 +878,13 @@ private:
       fn(index(lo));
       return;
     }
-    scf::ForOp::create(b, loc, index(lo), index(hi), index(step), ValueRange{},
-                       [&](OpBuilder &nested, Location, Value iv, ValueRange) {
-                         OpBuilder::InsertionGuard guard(b);
-                         b.setInsertionPointToStart(nested.getInsertionBlock());
-                         fn(iv);
-                         scf::YieldOp::create(b, loc);
-                       });
+    forRange(index(lo), index(hi), step, fn);
   }
 
-  /// A loop [lo, hi) step `step` of a range known only at run time.
-  void forRange(OpFoldResult lo, OpFoldResult hi, int64_t step,
-                const std::function<void(Value)> &fn) {
-    scf::ForOp::create(b, loc, getValueOrCreateConstantIndexOp(b, loc, lo),
-                       getValueOrCreateConstantIndexOp(b, loc, hi), index(step), ValueRange{},
+  /// A loop [lo, hi) step `step`, its bounds values (a range known only at
+  /// run time).
+  void forRange(Value lo, Value hi, int64_t step, const std::function<void(Value)> &fn) {
+    scf::ForOp::create(b, loc, lo, hi, index(step), ValueRange{},
                        [&](OpBuilder &nested, Location, Value iv, ValueRange) {
                          OpBuilder::InsertionGuard guard(b);
                          b.setInsertionPointToStart(nested.getInsertionBlock());
@@ -909,7 +902,7 @@ private:
         outer(i + 1);
       };
       if (ShapedType::isDynamic(p.ranges[l]))
-        forRange(b.getIndexAttr(0), range(l), 1, body);
+        forRange(index(0), getValueOrCreateConstantIndexOp(b, loc, range(l)), 1, body);
       else
         forRange(0, p.ranges[l], 1, body);
       return;
@@ -990,13 +983,11 @@ private:
         tile(rows, c0, SmallVector<int64_t>(p.chunks, p.lanes));
       });
       forRange(full, end, p.lanes, [&](Value c0) {
-        chunkLanes.assign(1, affine::AffineMinOp::create(
-                                 b, loc,
-                                 AffineMap::get(2, 0, {e - c, b.getAffineConstantExpr(p.lanes)},
-                                                b.getContext()),
-                                 ValueRange{c0, end}));
+        lanesLeft = affine::AffineMinOp::create(
+            b, loc, AffineMap::get(2, 0, {e - c, b.getAffineConstantExpr(p.lanes)}, b.getContext()),
+            ValueRange{c0, end});
         tile(rows, c0, {kDynamicLanes});
-        chunkLanes.clear();
+        lanesLeft = Value();
       });
       return;
     }
@@ -1036,7 +1027,6 @@ private:
       }
     }
     loops[p.colLoop] = plus(col0, chunk * p.lanes);
-    currentChunk = chunk;
   }
 
   /// Whether tile row `row` is within every dynamic row loop's range (null
@@ -1056,20 +1046,17 @@ private:
     return inRange;
   }
 
-  /// A vector's lanes in use: a count, or kDynamicLanes for the current
-  /// chunk's count in chunkLanes (a dynamic column loop's tile: the lanes
-  /// left, at most a vector, none or fewer past the end).
+  /// A vector's lanes in use: a count, or kDynamicLanes for `lanesLeft`
+  /// (a dynamic column loop's last vectors, one per tile: the lanes left,
+  /// at most a vector).
   static constexpr int64_t kDynamicLanes = -1;
-  SmallVector<Value> chunkLanes;
-  int64_t currentChunk = 0;
-
-  Value lanesLeft() { return chunkLanes[currentChunk]; }
+  Value lanesLeft;
 
   /// A mask of `type`'s shape with its first `lanes` set.
   Value mask(VectorType type, int64_t lanes) {
     auto maskType = VectorType::get(type.getShape(), b.getI1Type());
     if (lanes == kDynamicLanes)
-      return vector::CreateMaskOp::create(b, loc, maskType, ValueRange{lanesLeft()});
+      return vector::CreateMaskOp::create(b, loc, maskType, ValueRange{lanesLeft});
     return vector::ConstantMaskOp::create(b, loc, maskType, ArrayRef<int64_t>{lanes});
   }
   Value mask(int64_t lanes) { return mask(p.vectorType, lanes); }
@@ -1108,7 +1095,7 @@ private:
       if (lanes == kDynamicLanes) {
         AffineExpr n = b.getAffineDimExpr(0);
         Value count = affine::AffineApplyOp::create(b, loc, AffineMap::get(1, 0, (n - 1) * s + 1),
-                                                    ValueRange{lanesLeft()});
+                                                    ValueRange{lanesLeft});
         m = vector::CreateMaskOp::create(
             b, loc, VectorType::get({s * p.lanes}, b.getI1Type()), ValueRange{count});
       } else {
