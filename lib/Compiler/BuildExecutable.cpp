@@ -245,9 +245,26 @@ buildExecutable(MLIRContext &context, const ExecutableRequest &request,
   options.compileTo = Phase::Executable;
   options.vectorBits = vectorBitsOf(request.cpu);
   options.kernelCache = kernelCache ? &*kernelCache : nullptr;
+  // The output and the cache's entry are written in one pass from memory,
+  // the weights from when they are known, while the tiles are planned.
+  std::vector<std::string> destinations{path.str()};
+  std::string cacheWarning;
+  if (!cacheKey.empty()) {
+    if (llvm::Expected<std::string> entry = cacheEntryPath(request.cacheDir, cacheKey))
+      destinations.push_back(*entry);
+    else
+      cacheWarning = "could not store the executable in the cache: " +
+                     llvm::toString(entry.takeError());
+  }
+  // Declared first, destroyed last: the writer's thread may be reading
+  // weights `compiled` owns until the writer is finished or destroyed.
+  CompiledModel compiled;
+  runtime::ExecutableWriter writer(std::move(destinations));
+  options.weightsKnown = [&writer](const CompiledModel &model) {
+    writer.startWeights(model.weightData);
+  };
   TimingScope passTimer = timing.nest("passes");
   options.timing = &passTimer;
-  CompiledModel compiled;
   if (failed(compileModule(*module, options, &compiled)))
     return compileFailed();
   passTimer.stop();
@@ -266,9 +283,13 @@ buildExecutable(MLIRContext &context, const ExecutableRequest &request,
   metadata.outputMode = request.outputMode;
   metadata.outputEvery = request.outputEvery;
   metadata.cacheKey = cacheKey;
-  if (failed(writeExecutableFile(*module, compiled, request.cpu, std::move(metadata), path,
-                                 &codegenTimer, kernelCache ? &*kernelCache : nullptr)))
+  std::string copyErrors;
+  if (failed(writeExecutableFile(*module, compiled, request.cpu, std::move(metadata), writer,
+                                 &codegenTimer, kernelCache ? &*kernelCache : nullptr,
+                                 &copyErrors)))
     return compileFailed();
+  if (!copyErrors.empty())
+    cacheWarning = "could not store the executable in the cache: " + copyErrors;
   BuildResult result;
   if (kernelCache) {
     result.kernelsReused = kernelCache->hits;
@@ -276,11 +297,10 @@ buildExecutable(MLIRContext &context, const ExecutableRequest &request,
     result.kernelsCompiled = kernelCache->misses;
     result.cacheWarning = kernelCache->warning;
   }
+  if (!cacheWarning.empty())
+    result.cacheWarning += (result.cacheWarning.empty() ? "" : "; ") + cacheWarning;
   if (!cacheKey.empty())
-    if (llvm::Error err = storeExecutable(request.cacheDir, cacheKey, path))
-      result.cacheWarning += (result.cacheWarning.empty() ? "" : "; ") +
-                             std::string("could not store the executable in the cache: ") +
-                             llvm::toString(std::move(err));
+    removeStaleCacheTemporaries(request.cacheDir);
   return result;
 }
 

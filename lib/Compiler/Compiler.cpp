@@ -612,6 +612,8 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options,
   compiled.pipelineStages = pipelineStages;
   if (failed(describeModel(module, compiled)))
     return failure();
+  if (options.weightsKnown)
+    options.weightsKnown(compiled);
   OwningOpRef<ModuleOp> mapped = module.clone();
   ipu::setTarget(*mapped, options.target);
   OwningOpRef<ModuleOp> reference = module.clone();
@@ -722,8 +724,8 @@ LogicalResult setInputBatch(ModuleOp module, int64_t batch) {
 
 LogicalResult writeExecutableFile(ModuleOp llvmModule, const CompiledModel &model,
                                   const HostCPU &cpu, runtime::ExecutableMetadata metadata,
-                                  StringRef path, TimingScope *timing,
-                                  KernelCache *kernelCache) {
+                                  runtime::ExecutableWriter &writer, TimingScope *timing,
+                                  KernelCache *kernelCache, std::string *copyErrors) {
   if (runtime::iterationsPerRun(metadata) > 1)
     for (const runtime::TensorInfo &in : model.inputs)
       if (in.shape.empty())
@@ -748,9 +750,43 @@ LogicalResult writeExecutableFile(ModuleOp llvmModule, const CompiledModel &mode
            << "--output-mode every-" << metadata.outputEvery << " must divide the "
            << runtime::iterationsPerRun(metadata)
            << " iterations of a run (device iterations x gradient accumulation)";
+  metadata.inputs = model.inputs;
+  metadata.outputs = model.outputs;
+  metadata.weights = model.weights;
+  metadata.state = model.state;
+  metadata.loss = model.loss;
+  metadata.optimizer = model.optimizer;
+  TimingScope none;
+  TimingScope &parent = timing ? *timing : none;
+  // The estimate the IPU model will count, carried by the executable: on
+  // a thread of its own while the kernels compile (it reads the program,
+  // not their code).
+  std::optional<runtime::CostSummary> cost;
+  std::string estimateError;
+  std::thread estimating;
+  if (model.program) {
+    estimating = std::thread([&] {
+      TimingScope estimateTimer = parent.nest("estimate the program's cycles");
+      llvm::Expected<target::IPUTarget> target =
+          target::makeTarget(metadata.target, metadata.numIPUs, metadata.tilesPerIPU);
+      if (!target) {
+        estimateError = llvm::toString(target.takeError());
+        return;
+      }
+      runtime::PhasePool pool(llvm::hardware_concurrency().compute_thread_count());
+      cost = runtime::estimateProgramCost(metadata, *model.program, *target, &pool);
+    });
+  }
   FailureOr<HostCode> native = emitHostObjects(llvmModule, cpu, timing, kernelCache);
+  if (estimating.joinable())
+    estimating.join();
   if (failed(native))
     return failure();
+  if (!estimateError.empty())
+    return emitError(llvmModule.getLoc()) << estimateError;
+  if (cost)
+    metadata.estimate = {cost->totalCycles, cost->computeCycles(), cost->exchangeCycles(),
+                         cost->syncCycles()};
   // The program calls each kernel by the name its code gives it.
   std::optional<runtime::MachineProgram> program = model.program;
   if (program)
@@ -766,34 +802,13 @@ LogicalResult writeExecutableFile(ModuleOp llvmModule, const CompiledModel &mode
   }
   code += model.referenceMLIR;
   metadata.referenceMLIR = model.referenceMLIR.size();
-  metadata.inputs = model.inputs;
-  metadata.outputs = model.outputs;
-  metadata.weights = model.weights;
-  metadata.state = model.state;
-  metadata.loss = model.loss;
-  metadata.optimizer = model.optimizer;
   metadata.program = std::move(program);
-  TimingScope none;
-  TimingScope &parent = timing ? *timing : none;
-  if (metadata.program) {
-    TimingScope estimateTimer = parent.nest("estimate the program's cycles");
-    // The estimate the IPU model will count, carried by the executable.
-    llvm::Expected<target::IPUTarget> target =
-        target::makeTarget(metadata.target, metadata.numIPUs, metadata.tilesPerIPU);
-    if (!target)
-      return emitError(llvmModule.getLoc()) << llvm::toString(target.takeError());
-    runtime::PhasePool pool(llvm::hardware_concurrency().compute_thread_count());
-    runtime::CostSummary cost =
-        runtime::estimateProgramCost(metadata, *metadata.program, *target, &pool);
-    metadata.estimate = {cost.totalCycles, cost.computeCycles(), cost.exchangeCycles(),
-                         cost.syncCycles()};
-  }
   metadata.hostTriple = llvm::sys::getProcessTriple();
   metadata.hostCPU = cpu.name;
   metadata.hostFeatures = cpu.features;
   TimingScope writeTimer = parent.nest("write the executable");
-  if (llvm::Error err = runtime::writeExecutable(path, std::move(metadata), code,
-                                                 model.weightData))
+  if (llvm::Error err =
+          writer.finish(std::move(metadata), code, model.weightData, copyErrors))
     return emitError(llvmModule.getLoc()) << llvm::toString(std::move(err));
   return success();
 }

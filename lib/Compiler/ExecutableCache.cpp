@@ -32,13 +32,6 @@ llvm::XXH128_hash_t hashBytes(StringRef bytes) {
   return llvm::xxh3_128bits(llvm::arrayRefFromStringRef(bytes));
 }
 
-/// Copies `from` to `to` through a temporary file in `to`'s directory.
-llvm::Error atomicCopy(StringRef from, StringRef to) {
-  auto data = llvm::MemoryBuffer::getFile(from, false, false);
-  if (!data)
-    return fail("cannot read '" + from + "': " + data.getError().message());
-  return runtime::writeFileAtomically(to, (*data)->getBuffer());
-}
 /// Temporary files of compiles killed before their rename ("X.tess.tmp-
 /// abc123"): removed once they are older than any compile still running
 /// could be (an hour).
@@ -163,19 +156,20 @@ CacheLookup lookupExecutable(StringRef dir, StringRef key, StringRef outPath) {
   return result;
 }
 
-llvm::Error storeExecutable(StringRef dir, StringRef key, StringRef path) {
+llvm::Expected<std::string> cacheEntryPath(StringRef dir, StringRef key) {
   if (std::error_code ec = llvm::sys::fs::create_directories(dir))
     return fail("cannot create the cache directory '" + dir + "': " + ec.message());
   llvm::SmallString<256> entry(dir);
   llvm::sys::path::append(entry, key + ".tess");
-  if (llvm::Error err = atomicCopy(path, entry))
-    return err;
+  return entry.str().str();
+}
+
+void removeStaleCacheTemporaries(StringRef dir) {
   removeStaleTemporaries(dir);
   // The kernel cache's objects are written the same way, beside them.
   llvm::SmallString<256> kernels(dir);
   llvm::sys::path::append(kernels, "kernels");
   removeStaleTemporaries(kernels);
-  return llvm::Error::success();
 }
 
 } // namespace tessera

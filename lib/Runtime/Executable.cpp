@@ -4,12 +4,16 @@
 #include "tessera/Runtime/FileUtils.h"
 
 #include "llvm/Support/Endian.h"
+#include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Signals.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Support/xxhash.h"
 
 #include <cstring>
+#include <thread>
 
 using llvm::Expected;
 using llvm::StringRef;
@@ -36,21 +40,94 @@ enum : size_t {
 
 uint64_t alignTo(uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
-/// Covers every byte but the checksum field itself: the header (with that
-/// field zeroed) and a hash of the rest, so header damage is caught too.
+/// The checksum hashes the bytes after the header in blocks of this size,
+/// then the header (its checksum field zeroed) with the blocks' hashes: a
+/// writer that produces the file in pieces (the weights first, while the
+/// compile goes on) hashes each block as it passes, with no image of the
+/// whole file in memory.
+constexpr size_t kChecksumBlock = size_t(1) << 20;
+
+/// Hashes what follows the header, fed in file order in pieces of any size.
+class BlockHasher {
+public:
+  void feed(StringRef bytes) {
+    while (!bytes.empty()) {
+      if (partial_.empty() && bytes.size() >= kChecksumBlock) {
+        hashes_.push_back(hash(bytes.take_front(kChecksumBlock)));
+        bytes = bytes.drop_front(kChecksumBlock);
+        continue;
+      }
+      size_t n = std::min(kChecksumBlock - partial_.size(), bytes.size());
+      partial_.append(bytes.take_front(n));
+      bytes = bytes.drop_front(n);
+      if (partial_.size() == kChecksumBlock) {
+        hashes_.push_back(hash(partial_));
+        partial_.clear();
+      }
+    }
+  }
+  /// The checksum of a file with `header` and the bytes fed so far.
+  uint64_t checksum(StringRef header) {
+    if (!partial_.empty()) {
+      hashes_.push_back(hash(partial_));
+      partial_.clear();
+    }
+    std::string combined(header.take_front(kHeaderSize));
+    std::memset(&combined[kChecksumAt], 0, 8);
+    for (uint64_t h : hashes_) {
+      char le[8];
+      endian::write64le(le, h);
+      combined.append(le, 8);
+    }
+    return hash(combined);
+  }
+
+private:
+  static uint64_t hash(StringRef bytes) {
+    return llvm::xxh3_64bits(llvm::arrayRefFromStringRef(bytes));
+  }
+  std::vector<uint64_t> hashes_;
+  std::string partial_;
+};
+
+/// Covers every byte but the checksum field itself, so header damage is
+/// caught too.
 uint64_t fileChecksum(StringRef image) {
-  char header[kHeaderSize];
-  std::memcpy(header, image.data(), kHeaderSize);
-  std::memset(header + kChecksumAt, 0, 8);
-  uint64_t rest = llvm::xxh3_64bits(llvm::ArrayRef<uint8_t>(
-      reinterpret_cast<const uint8_t *>(image.data()) + kHeaderSize,
-      image.size() - kHeaderSize));
-  char combined[kHeaderSize + 8];
-  std::memcpy(combined, header, kHeaderSize);
-  endian::write64le(combined + kHeaderSize, rest);
-  return llvm::xxh3_64bits(llvm::ArrayRef<uint8_t>(
-      reinterpret_cast<const uint8_t *>(combined), sizeof(combined)));
+  BlockHasher hasher;
+  hasher.feed(image.drop_front(kHeaderSize));
+  return hasher.checksum(image);
 }
+
+/// Where each section goes: the weights right after the header (they are
+/// written first), then the code, then the metadata (known last).
+struct Layout {
+  uint64_t weightOffset = kHeaderSize, weightBytes = 0, codeOffset = 0, codeBytes = 0,
+           metaOffset = 0, metaBytes = 0, fileSize = 0;
+  Layout(uint64_t weights, uint64_t code, uint64_t meta)
+      : weightBytes(weights), codeBytes(code), metaBytes(meta) {
+    codeOffset = alignTo(weightOffset + weightBytes);
+    metaOffset = alignTo(codeOffset + codeBytes);
+    fileSize = metaOffset + metaBytes;
+  }
+  /// The header, its checksum field zero.
+  std::string header() const {
+    std::string h(kHeaderSize, '\0');
+    std::memcpy(h.data(), kMagic, sizeof(kMagic));
+    endian::write32le(&h[kVersionAt], kExecutableFormatVersion);
+    endian::write32le(&h[kHeaderSizeAt], kHeaderSize);
+    endian::write64le(&h[kFileSizeAt], fileSize);
+    endian::write64le(&h[kMetaOffsetAt], metaOffset);
+    endian::write64le(&h[kMetaOffsetAt + 8], metaBytes);
+    endian::write64le(&h[kCodeOffsetAt], codeOffset);
+    endian::write64le(&h[kCodeOffsetAt + 8], codeBytes);
+    endian::write64le(&h[kWeightOffsetAt], weightOffset);
+    endian::write64le(&h[kWeightOffsetAt + 8], weightBytes);
+    return h;
+  }
+};
+
+/// Zeros enough for any padding to kAlign.
+constexpr char kZeros[kAlign] = {};
 
 llvm::Error fail(const llvm::Twine &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
@@ -97,34 +174,26 @@ std::string buildExecutableImage(StringRef metadataJSON, StringRef code, StringR
 
 std::string buildExecutableImage(StringRef metadataJSON, StringRef code, uint64_t weightBytes,
                                  llvm::function_ref<void(char *)> fillWeights) {
-  uint64_t metaOffset = kHeaderSize;
-  uint64_t codeOffset = alignTo(metaOffset + metadataJSON.size());
-  uint64_t weightOffset = alignTo(codeOffset + code.size());
-  uint64_t fileSize = weightOffset + weightBytes;
-  std::string image(fileSize, '\0');
-  std::memcpy(image.data(), kMagic, sizeof(kMagic));
-  endian::write32le(&image[kVersionAt], kExecutableFormatVersion);
-  endian::write32le(&image[kHeaderSizeAt], kHeaderSize);
-  endian::write64le(&image[kFileSizeAt], fileSize);
-  endian::write64le(&image[kMetaOffsetAt], metaOffset);
-  endian::write64le(&image[kMetaOffsetAt + 8], metadataJSON.size());
-  endian::write64le(&image[kCodeOffsetAt], codeOffset);
-  endian::write64le(&image[kCodeOffsetAt + 8], code.size());
-  endian::write64le(&image[kWeightOffsetAt], weightOffset);
-  endian::write64le(&image[kWeightOffsetAt + 8], weightBytes);
-  std::memcpy(&image[metaOffset], metadataJSON.data(), metadataJSON.size());
-  std::memcpy(&image[codeOffset], code.data(), code.size());
-  fillWeights(&image[weightOffset]);
+  Layout layout(weightBytes, code.size(), metadataJSON.size());
+  std::string image(layout.fileSize, '\0');
+  std::string header = layout.header();
+  std::memcpy(image.data(), header.data(), kHeaderSize);
+  fillWeights(&image[layout.weightOffset]);
+  std::memcpy(&image[layout.codeOffset], code.data(), code.size());
+  std::memcpy(&image[layout.metaOffset], metadataJSON.data(), metadataJSON.size());
   endian::write64le(&image[kChecksumAt], fileChecksum(image));
   return image;
 }
 
-llvm::Error writeExecutable(StringRef path, ExecutableMetadata metadata,
-                            StringRef code,
-                            llvm::ArrayRef<llvm::ArrayRef<char>> weights) {
+namespace {
+/// The metadata JSON, each weight's offset and size set from `weights`;
+/// `weightBytes` is set to the weight section's size.
+Expected<std::string> metadataText(ExecutableMetadata &metadata,
+                                   llvm::ArrayRef<llvm::ArrayRef<char>> weights,
+                                   uint64_t &weightBytes) {
   if (weights.size() != metadata.weights.size())
     return fail("internal error: weight data and metadata disagree");
-  uint64_t weightBytes = 0;
+  weightBytes = 0;
   for (auto [info, data] : llvm::zip(metadata.weights, weights)) {
     info.offset = weightBytes;
     info.size = data.size();
@@ -189,15 +258,182 @@ llvm::Error writeExecutable(StringRef path, ExecutableMetadata metadata,
                                     {"sync_cycles", e->syncCycles}};
   std::string metaText;
   llvm::raw_string_ostream(metaText) << json::Value(std::move(meta));
-  // The weights go straight into the image: a model's weights are most of
-  // the compile's memory, and a section built first was one more copy.
-  std::string image =
-      buildExecutableImage(metaText, code, weightBytes, [&](char *section) {
+  return metaText;
+}
+} // namespace
+
+namespace {
+/// One file being written: a temporary file beside `path`, renamed onto it
+/// when complete. A destination that exists and is not a regular file (a
+/// device, a pipe) is written in place at the end, from an image in memory
+/// (renaming over it would replace it; it cannot seek back to the header).
+struct Destination {
+  std::string path;
+  llvm::SmallString<256> temporary;
+  std::unique_ptr<llvm::raw_fd_ostream> os;
+  bool inPlace = false, renamed = false;
+  std::string error;
+
+  /// Removes the temporary file, unless renamed into place.
+  void discard() {
+    if (renamed || temporary.empty())
+      return;
+    if (os) {
+      os->close();
+      os->clear_error();
+      os.reset();
+    }
+    llvm::sys::fs::remove(temporary);
+    llvm::sys::DontRemoveFileOnSignal(temporary);
+    temporary.clear();
+  }
+};
+} // namespace
+
+struct ExecutableWriter::Impl {
+  std::vector<Destination> destinations;
+  /// The weights the thread writes (startWeights), and what it and then
+  /// finish() have appended after the header, hashed as it goes.
+  std::vector<llvm::ArrayRef<char>> started;
+  BlockHasher hasher;
+  uint64_t appended = 0;
+  bool opened = false;
+  std::thread thread;
+
+  void open() {
+    if (opened)
+      return;
+    opened = true;
+    for (Destination &d : destinations) {
+      llvm::sys::fs::file_status status;
+      if (!llvm::sys::fs::status(d.path, status) && llvm::sys::fs::exists(status) &&
+          !llvm::sys::fs::is_regular_file(status)) {
+        d.inPlace = true;
+        continue;
+      }
+      int fd = -1;
+      if (std::error_code ec =
+              llvm::sys::fs::createUniqueFile(d.path + ".tmp-%%%%%%", fd, d.temporary)) {
+        d.error = "cannot create a file next to '" + d.path + "': " + ec.message();
+        d.temporary.clear();
+        continue;
+      }
+      // Removed if the process dies of a signal or a fatal error meanwhile.
+      llvm::sys::RemoveFileOnSignal(d.temporary);
+      d.os = std::make_unique<llvm::raw_fd_ostream>(fd, /*shouldClose=*/true);
+      // The header is written last, when the checksum is known.
+      d.os->seek(kHeaderSize);
+    }
+  }
+  void append(StringRef bytes) {
+    for (Destination &d : destinations)
+      if (d.os)
+        d.os->write(bytes.data(), bytes.size());
+    hasher.feed(bytes);
+    appended += bytes.size();
+  }
+  /// Each weight, then zeros to the next aligned offset.
+  void appendWeights(llvm::ArrayRef<llvm::ArrayRef<char>> weights) {
+    for (llvm::ArrayRef<char> data : weights) {
+      append(StringRef(data.data(), data.size()));
+      append(StringRef(kZeros, alignTo(appended) - appended));
+    }
+  }
+};
+
+ExecutableWriter::ExecutableWriter(std::vector<std::string> paths) : impl_(new Impl) {
+  for (std::string &path : paths) {
+    impl_->destinations.emplace_back();
+    impl_->destinations.back().path = std::move(path);
+  }
+}
+
+ExecutableWriter::~ExecutableWriter() {
+  if (impl_->thread.joinable())
+    impl_->thread.join();
+  for (Destination &d : impl_->destinations)
+    d.discard();
+}
+
+void ExecutableWriter::startWeights(llvm::ArrayRef<llvm::ArrayRef<char>> weights) {
+  if (impl_->thread.joinable() || !impl_->started.empty() || impl_->appended > 0)
+    return;
+  impl_->open();
+  impl_->started.assign(weights.begin(), weights.end());
+  impl_->thread = std::thread([impl = impl_.get()] { impl->appendWeights(impl->started); });
+}
+
+llvm::Error ExecutableWriter::finish(ExecutableMetadata metadata, StringRef code,
+                                     llvm::ArrayRef<llvm::ArrayRef<char>> weights,
+                                     std::string *copyErrors) {
+  Impl &w = *impl_;
+  if (w.thread.joinable())
+    w.thread.join();
+  w.open();
+  uint64_t weightBytes = 0;
+  Expected<std::string> meta = metadataText(metadata, weights, weightBytes);
+  if (!meta)
+    return meta.takeError();
+  // The weights written early must be the first of these, the same bytes.
+  bool prefix = w.started.size() <= weights.size();
+  for (size_t i = 0; prefix && i < w.started.size(); ++i)
+    prefix = w.started[i].data() == weights[i].data() &&
+             w.started[i].size() == weights[i].size();
+  if (!prefix)
+    return fail("internal error: the weights written early are not the executable's");
+  w.appendWeights(weights.drop_front(w.started.size()));
+  w.append(code);
+  Layout layout(weightBytes, code.size(), meta->size());
+  w.append(StringRef(kZeros, layout.metaOffset - kHeaderSize - w.appended));
+  w.append(*meta);
+  std::string header = layout.header();
+  endian::write64le(&header[kChecksumAt], w.hasher.checksum(header));
+  std::string warnings;
+  for (auto [i, d] : llvm::enumerate(w.destinations)) {
+    // No copy of an executable its output did not get.
+    if (i > 0 && !w.destinations.front().error.empty()) {
+      d.discard();
+      continue;
+    }
+    if (d.inPlace) {
+      std::string image = buildExecutableImage(*meta, code, weightBytes, [&](char *section) {
         for (auto [info, data] : llvm::zip(metadata.weights, weights))
           std::memcpy(section + info.offset, data.data(), data.size());
       });
+      if (llvm::Error err = writeFileAtomically(d.path, image))
+        d.error = llvm::toString(std::move(err));
+    } else if (d.os) {
+      d.os->seek(0);
+      d.os->write(header.data(), header.size());
+      d.os->close();
+      if (d.os->has_error()) {
+        d.error = "cannot write '" + d.temporary.str().str() + "' (disk full?)";
+      } else if (std::error_code ec = llvm::sys::fs::rename(d.temporary, d.path)) {
+        d.error = "cannot rename '" + d.temporary.str().str() + "' to '" + d.path +
+                  "': " + ec.message();
+      } else {
+        llvm::sys::DontRemoveFileOnSignal(d.temporary);
+        d.renamed = true;
+      }
+    }
+    if (d.error.empty())
+      continue;
+    d.discard();
+    if (i > 0)
+      warnings += (warnings.empty() ? "" : "; ") + d.error;
+  }
+  if (copyErrors)
+    *copyErrors = warnings;
+  if (!w.destinations.front().error.empty())
+    return fail(w.destinations.front().error);
+  return llvm::Error::success();
+}
+
+llvm::Error writeExecutable(StringRef path, ExecutableMetadata metadata, StringRef code,
+                            llvm::ArrayRef<llvm::ArrayRef<char>> weights) {
   // A killed or failed compile never leaves a partial executable behind.
-  return writeFileAtomically(path, image);
+  ExecutableWriter writer({path.str()});
+  return writer.finish(std::move(metadata), code, weights);
 }
 
 Expected<std::unique_ptr<Executable>> Executable::load(StringRef path) {

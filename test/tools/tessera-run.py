@@ -88,7 +88,7 @@
 # CRC: error: {{.*}}damaged.npz: entry 'x.npy' is damaged (CRC error)
 # FLIPPED: error: '{{.*}}flipped.tess' is damaged (checksum mismatch); recompile the model
 # TRUNCATED: error: '{{.*}}truncated.tess' is truncated or padded
-# VERSION: error: '{{.*}}version.tess' has executable format version 99; this runtime reads version 10 (recompile the model)
+# VERSION: error: '{{.*}}version.tess' has executable format version 99; this runtime reads version 11 (recompile the model)
 # NOTTESS: error: '{{.*}}x.npy' is not a Tessera executable (bad magic)
 # TWICE: error: input 'x' is given twice
 # DEVZERO: error: cannot read '/dev/zero': not a regular file (devices, pipes and directories are not read)

@@ -136,6 +136,126 @@ TEST(Executable, RefusesDamage) {
   llvm::sys::fs::remove(path);
 }
 
+std::string fileBytes(const std::string &path) {
+  auto bytes = llvm::MemoryBuffer::getFile(path);
+  return bytes ? (*bytes)->getBuffer().str() : std::string("(missing)");
+}
+
+/// Files in `dir` whose name contains `part`.
+int filesContaining(llvm::StringRef dir, llvm::StringRef part) {
+  int n = 0;
+  std::error_code ec;
+  for (llvm::sys::fs::directory_iterator it(dir, ec), end; it != end && !ec; it.increment(ec))
+    n += llvm::StringRef(it->path()).contains(part);
+  return n;
+}
+
+// The compile's writer: weights started early on a thread (spanning
+// checksum blocks, so blocks are hashed across pieces), more weights and
+// the rest at finish, written to the output and a copy in the same pass.
+// Both are byte for byte what writeExecutable writes in one go.
+TEST(Executable, WriterStartedEarlyWritesTheSameFileToEveryDestination) {
+  llvm::SmallString<128> dir;
+  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("tessera-writer", dir));
+  std::string out = (dir + "/out.tess").str(), copy = (dir + "/copy.tess").str(),
+              once = (dir + "/once.tess").str();
+  ExecutableMetadata m = metadataWithWeights();
+  WeightInfo c;
+  static_cast<TensorInfo &>(c) = {"c", DType::U8, {3 << 20}};
+  m.weights.push_back(c);
+  std::vector<char> a(12, 1), b = {1, 2, 3, 4, 5}, big(3 << 20);
+  for (size_t i = 0; i < big.size(); ++i)
+    big[i] = static_cast<char>(i * 7 + i / 4096);
+  std::vector<llvm::ArrayRef<char>> weights{a, b, big};
+  {
+    ExecutableWriter writer({out, copy});
+    writer.startWeights(llvm::ArrayRef(weights).take_front(2));
+    std::string copyErrors = "unset";
+    ASSERT_FALSE(llvm::errorToBool(writer.finish(m, "OBJECT", weights, &copyErrors)));
+    EXPECT_EQ(copyErrors, "");
+  }
+  ASSERT_FALSE(llvm::errorToBool(writeExecutable(once, m, "OBJECT", weights)));
+  std::string expected = fileBytes(once);
+  EXPECT_EQ(fileBytes(out), expected);
+  EXPECT_EQ(fileBytes(copy), expected);
+  auto exe = Executable::load(out);
+  ASSERT_TRUE(static_cast<bool>(exe)) << llvm::toString(exe.takeError());
+  EXPECT_EQ((*exe)->weight(2).vec(), big);
+  EXPECT_EQ((*exe)->codeSection(), "OBJECT");
+  // A byte changed in the third MiB is damage.
+  std::string bad = expected;
+  bad[128 + (2 << 20) + 5] ^= 1;
+  std::string badPath = (dir + "/bad.tess").str();
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(badPath, ec);
+    os << bad;
+  }
+  auto damaged = Executable::load(badPath);
+  ASSERT_FALSE(static_cast<bool>(damaged));
+  EXPECT_NE(llvm::toString(damaged.takeError()).find("checksum"), std::string::npos);
+  EXPECT_EQ(filesContaining(dir, ".tmp-"), 0);
+  llvm::sys::fs::remove_directories(dir);
+}
+
+// A compile that fails after the writer started leaves nothing: no output,
+// no copy, no temporary file. Weights at finish that are not the ones
+// started are refused, and nothing is written either.
+TEST(Executable, WriterLeavesNothingBehindWhenTheCompileFails) {
+  llvm::SmallString<128> dir;
+  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("tessera-writer", dir));
+  std::string out = (dir + "/out.tess").str(), copy = (dir + "/copy.tess").str();
+  std::vector<char> a(12, 1), b = {1, 2, 3, 4, 5}, other = {1, 2, 3, 4, 5};
+  {
+    ExecutableWriter writer({out, copy});
+    writer.startWeights({llvm::ArrayRef(a), llvm::ArrayRef(b)});
+  }
+  EXPECT_EQ(filesContaining(dir, ".tess"), 0);
+  {
+    ExecutableWriter writer({out, copy});
+    writer.startWeights({llvm::ArrayRef(a), llvm::ArrayRef(b)});
+    llvm::Error err = writer.finish(metadataWithWeights(), "OBJECT",
+                                    {llvm::ArrayRef(a), llvm::ArrayRef(other)});
+    ASSERT_TRUE(static_cast<bool>(err));
+    EXPECT_NE(llvm::toString(std::move(err)).find("not the executable's"), std::string::npos);
+  }
+  EXPECT_EQ(filesContaining(dir, ".tess"), 0);
+  llvm::sys::fs::remove_directories(dir);
+}
+
+// A copy that cannot be written (the cache's directory is gone) is said,
+// and the output is written all the same; an output that cannot be
+// written is the error, and no copy of it is kept.
+TEST(Executable, WriterSaysWhichDestinationFailed) {
+  llvm::SmallString<128> dir;
+  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("tessera-writer", dir));
+  std::string out = (dir + "/out.tess").str(), copy = (dir + "/copy.tess").str(),
+              missing = (dir + "/no/such/dir/x.tess").str();
+  std::vector<char> a(12, 1), b = {1, 2, 3, 4, 5};
+  std::vector<llvm::ArrayRef<char>> weights{a, b};
+  {
+    ExecutableWriter writer({out, missing});
+    writer.startWeights(weights);
+    std::string copyErrors;
+    ASSERT_FALSE(llvm::errorToBool(
+        writer.finish(metadataWithWeights(), "OBJECT", weights, &copyErrors)));
+    EXPECT_NE(copyErrors.find("cannot create a file next to"), std::string::npos)
+        << copyErrors;
+  }
+  EXPECT_TRUE(static_cast<bool>(Executable::load(out)));
+  llvm::sys::fs::remove(out);
+  {
+    ExecutableWriter writer({missing, copy});
+    writer.startWeights(weights);
+    llvm::Error err = writer.finish(metadataWithWeights(), "OBJECT", weights);
+    ASSERT_TRUE(static_cast<bool>(err));
+    EXPECT_NE(llvm::toString(std::move(err)).find("cannot create a file next to"),
+              std::string::npos);
+  }
+  EXPECT_EQ(filesContaining(dir, ".tess"), 0);
+  llvm::sys::fs::remove_directories(dir);
+}
+
 TEST(Executable, CarriesTheMachineProgram) {
   ExecutableMetadata m = metadataWithWeights();
   MachineProgram &p = m.program.emplace();

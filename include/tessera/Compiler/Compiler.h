@@ -43,6 +43,8 @@ mlir::OwningOpRef<mlir::ModuleOp>
 loadModel(llvm::StringRef path, mlir::MLIRContext *context,
           const onnx_importer::ImportOptions &importOptions);
 
+struct CompiledModel;
+
 struct CompileOptions {
   Phase compileTo = Phase::Graph;
   GraphPipelineOptions graph;
@@ -78,6 +80,11 @@ struct CompileOptions {
   /// The executable phase's kernel cache: kernels it holds compiled are
   /// taken out before lowering (takeCachedKernels), not lowered again.
   KernelCache *kernelCache = nullptr;
+  /// Called once the executable phase's weights are final (before the
+  /// tiles are planned), with the model whose weightData holds them: the
+  /// executable's writer starts writing them then
+  /// (runtime::ExecutableWriter::startWeights).
+  std::function<void(const CompiledModel &)> weightsKnown;
 };
 
 /// What the executable phase needs besides the lowered module: the
@@ -122,14 +129,18 @@ mlir::LogicalResult compileModule(mlir::ModuleOp module,
 
 /// Emits the native code of an executable-phase module (the vertex kernels
 /// in the LLVM dialect) for `cpu` (resolveHostCPU's answer), its kernels
-/// from `kernelCache` where found there, and writes the .tess with
-/// `model.referenceMLIR`; the file records the CPU and its features.
+/// from `kernelCache` where found there, estimates the program's cycles
+/// meanwhile, and finishes the .tess with `model.referenceMLIR` through
+/// `writer` (which may have started on the weights); the file records the
+/// CPU and its features. Copies the writer could not write are said in
+/// `copyErrors`.
 mlir::LogicalResult writeExecutableFile(mlir::ModuleOp llvmModule,
                                         const CompiledModel &model, const HostCPU &cpu,
                                         runtime::ExecutableMetadata metadata,
-                                        llvm::StringRef path,
+                                        runtime::ExecutableWriter &writer,
                                         mlir::TimingScope *timing = nullptr,
-                                        KernelCache *kernelCache = nullptr);
+                                        KernelCache *kernelCache = nullptr,
+                                        std::string *copyErrors = nullptr);
 
 /// The native code of an executable's host reference code
 /// (ExecutableMetadata::referenceMLIR) for the running machine: parsed,

@@ -40,9 +40,14 @@ struct CacheLookup {
 CacheLookup lookupExecutable(llvm::StringRef dir, llvm::StringRef key,
                              llvm::StringRef outPath);
 
-/// Copies the executable at `path` into `dir` as `<key>.tess`, atomically.
-llvm::Error storeExecutable(llvm::StringRef dir, llvm::StringRef key,
-                            llvm::StringRef path);
+/// Where the executable of `key` is stored in `dir` (`<key>.tess`), the
+/// directory created if missing. The compile writes it atomically beside
+/// its output (runtime::ExecutableWriter).
+llvm::Expected<std::string> cacheEntryPath(llvm::StringRef dir, llvm::StringRef key);
+
+/// Removes the temporary files of compiles killed before their rename,
+/// from `dir` and its kernel cache, once they are an hour old.
+void removeStaleCacheTemporaries(llvm::StringRef dir);
 
 } // namespace tessera
 

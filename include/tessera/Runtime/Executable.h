@@ -1,10 +1,12 @@
 //===- Executable.h - the .tess executable container ------------*- C++ -*-===//
 //
 // Layout (little-endian):
-//   [128-byte header][metadata JSON][pad to 64][host object code][pad to 64]
-//   [weights, each 64-byte aligned so the runtime can use them in place]
-// The header holds a magic, the format version, the file size, an xxh3-64
-// checksum of every byte but its own, and the sections' offsets and
+//   [128-byte header][weights, each 64-byte aligned so the runtime can use
+//   them in place][host object code][pad to 64][metadata JSON]
+// The weights come first: a compile writes them while it plans, and the
+// metadata, known last, ends the file. The header holds a magic, the format
+// version, the file size, an xxh3-64 checksum of every byte but its own
+// (of the header and of each MiB after it), and the sections' offsets and
 // sizes. Loading refuses a wrong magic or version, a size mismatch
 // (truncation) and a checksum mismatch (damage) with a message that says so.
 //
@@ -37,7 +39,9 @@ namespace tessera::runtime {
 /// 10: a weight's mapping may be mirrored (`mirror_counts`,
 /// `mirror_strides`): copies of its pieces that the memory plan places and
 /// the runtime loads.
-constexpr uint32_t kExecutableFormatVersion = 10;
+/// 11: the weights follow the header and the metadata ends the file; the
+/// checksum hashes the bytes after the header by the MiB.
+constexpr uint32_t kExecutableFormatVersion = 11;
 
 struct TensorInfo {
   std::string name;
@@ -222,6 +226,35 @@ llvm::Expected<std::vector<Tensor>> runDeviceIterations(
 llvm::Error writeExecutable(llvm::StringRef path, ExecutableMetadata metadata,
                             llvm::StringRef code,
                             llvm::ArrayRef<llvm::ArrayRef<char>> weights);
+
+/// Writes an executable while the compile that makes it goes on: the
+/// weights (most of its bytes, known before the tiles are planned) on a
+/// thread of their own from startWeights(), the rest when finish() has it.
+/// Into a temporary file beside each destination, renamed into place by
+/// finish(): the output, then copies (the executable cache's entry), all
+/// written from memory in the same pass. A writer destroyed unfinished (a
+/// failed compile) removes its temporary files; a signal does too.
+class ExecutableWriter {
+public:
+  explicit ExecutableWriter(std::vector<std::string> paths);
+  ~ExecutableWriter();
+  ExecutableWriter(const ExecutableWriter &) = delete;
+  ExecutableWriter &operator=(const ExecutableWriter &) = delete;
+  /// Starts writing these weights, which must stay alive and unchanged
+  /// until finish(), where they are the first of its weights.
+  void startWeights(llvm::ArrayRef<llvm::ArrayRef<char>> weights);
+  /// Writes the rest (as writeExecutable) and renames every file into
+  /// place. An error is the output's; a copy that could not be written is
+  /// removed and said in `copyErrors`. No copy is kept of an output that
+  /// failed.
+  llvm::Error finish(ExecutableMetadata metadata, llvm::StringRef code,
+                     llvm::ArrayRef<llvm::ArrayRef<char>> weights,
+                     std::string *copyErrors = nullptr);
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 /// A loaded, verified executable (the file is memory-mapped).
 class Executable {
