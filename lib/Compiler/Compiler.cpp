@@ -679,6 +679,28 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options,
       perUpdateOutputs.push_back(s.update);
   runtime::markPerUpdateSteps(*program, perUpdateOutputs);
   compiled.program = std::move(*program);
+  if (options.compileTo == Phase::Executable)
+    compiled.estimate = std::async(std::launch::async, [&compiled, &options] {
+      // What of the signature the estimate reads (the host streams, the
+      // state's updates, the pipeline's fill): as the executable has it.
+      runtime::ExecutableMetadata signature;
+      signature.inputs = compiled.inputs;
+      signature.outputs = compiled.outputs;
+      signature.state = compiled.state;
+      signature.replicas = options.replicas;
+      signature.pipelineStages = compiled.pipelineStages;
+      // The target as the runtime makes it from the executable's metadata,
+      // so that the IPU model counts what the executable says.
+      llvm::Expected<target::IPUTarget> target = target::makeTarget(
+          options.target.name, options.target.numIPUs, options.target.tilesPerIPU);
+      if (!target) {
+        llvm::consumeError(target.takeError()); // said when waited for
+        return std::optional<runtime::CostSummary>();
+      }
+      runtime::PhasePool pool(llvm::hardware_concurrency().compute_thread_count());
+      return std::optional(
+          runtime::estimateProgramCost(signature, *compiled.program, *target, &pool));
+    }).share();
   OwningOpRef<ModuleOp> kernels = vertexKernels(*mapped);
   mapped = nullptr;
   if (options.kernelCache)
@@ -758,35 +780,27 @@ LogicalResult writeExecutableFile(ModuleOp llvmModule, const CompiledModel &mode
   metadata.optimizer = model.optimizer;
   TimingScope none;
   TimingScope &parent = timing ? *timing : none;
-  // The estimate the IPU model will count, carried by the executable: on
-  // a thread of its own while the kernels compile (it reads the program,
-  // not their code).
-  std::optional<runtime::CostSummary> cost;
-  std::string estimateError;
-  std::thread estimating;
-  if (model.program) {
-    estimating = std::thread([&] {
-      TimingScope estimateTimer = parent.nest("estimate the program's cycles");
-      llvm::Expected<target::IPUTarget> target =
-          target::makeTarget(metadata.target, metadata.numIPUs, metadata.tilesPerIPU);
-      if (!target) {
-        estimateError = llvm::toString(target.takeError());
-        return;
-      }
-      runtime::PhasePool pool(llvm::hardware_concurrency().compute_thread_count());
-      cost = runtime::estimateProgramCost(metadata, *model.program, *target, &pool);
-    });
-  }
   FailureOr<HostCode> native = emitHostObjects(llvmModule, cpu, timing, kernelCache);
-  if (estimating.joinable())
-    estimating.join();
   if (failed(native))
     return failure();
-  if (!estimateError.empty())
-    return emitError(llvmModule.getLoc()) << estimateError;
-  if (cost)
+  if (model.program) {
+    // The estimate the IPU model will count, carried by the executable:
+    // begun by compileModule, waited for here.
+    TimingScope estimateTimer = parent.nest("wait for the cycle estimate");
+    std::optional<runtime::CostSummary> cost;
+    if (model.estimate.valid())
+      cost = model.estimate.get();
+    if (!cost) {
+      llvm::Expected<target::IPUTarget> target =
+          target::makeTarget(metadata.target, metadata.numIPUs, metadata.tilesPerIPU);
+      if (!target)
+        return emitError(llvmModule.getLoc()) << llvm::toString(target.takeError());
+      runtime::PhasePool pool(llvm::hardware_concurrency().compute_thread_count());
+      cost = runtime::estimateProgramCost(metadata, *model.program, *target, &pool);
+    }
     metadata.estimate = {cost->totalCycles, cost->computeCycles(), cost->exchangeCycles(),
                          cost->syncCycles()};
+  }
   // The program calls each kernel by the name its code gives it.
   std::optional<runtime::MachineProgram> program = model.program;
   if (program)

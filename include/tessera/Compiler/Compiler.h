@@ -12,6 +12,7 @@
 #include "tessera/Importers/ONNX/ONNXImporter.h"
 #include "tessera/Runtime/Executable.h"
 #include "tessera/Runtime/MachineProgram.h"
+#include "tessera/Runtime/ProgramCost.h"
 #include "tessera/Target/IPUTarget.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -20,6 +21,7 @@
 #include "mlir/Support/Timing.h"
 
 #include <functional>
+#include <future>
 
 namespace mlir {
 class PassManager;
@@ -105,6 +107,11 @@ struct CompiledModel {
   /// The tile-mapped program (llvm and executable phases); its weight and
   /// constant variables index `weights`.
   std::optional<runtime::MachineProgram> program;
+  /// The executable phase's estimate of `program`'s cycles, computed on a
+  /// thread of its own from when the program is known, beside the kernels'
+  /// lowering and codegen (writeExecutableFile waits for it). Declared
+  /// after `program`, which it reads: destroyed, so waited for, first.
+  std::shared_future<std::optional<runtime::CostSummary>> estimate;
   /// The executable phase's host reference code: @main as MLIR bytecode
   /// (buildPrepareHostReferencePipeline), lowered and compiled only when a
   /// run asks for it (compileHostReference).

@@ -1268,12 +1268,15 @@ LogicalResult Planner::planGeneric(Plan &plan) {
   // few consecutive ones in turn (consecutive candidates, differing in the
   // last dimensions the odometer turns, read the same regions of most
   // operands: each thread's view reads keep them), except those whose
-  // compute alone passes `bound`: sets `costed` for the others. Each
-  // thread's unplaced leaves take variables of their own, gone with the
-  // costing.
+  // compute alone passes `bound`: sets `costed` for the others. The bound
+  // tightens as candidates that fit are costed (the fewest cycles of
+  // those), on every thread. Each thread's unplaced leaves take variables
+  // of their own, gone with the costing.
   constexpr size_t kMinCandidatesPerThread = 32, kCandidatesPerClaim = 8;
   auto costAll = [&](const std::vector<Candidate> &candidates, ArrayRef<size_t> which,
-                     int64_t bound, std::vector<Scores> &scores, std::vector<char> &costed) {
+                     int64_t initialBound, std::vector<Scores> &scores,
+                     std::vector<char> &costed) {
+    std::atomic<int64_t> bound{initialBound};
     MLIRContext *ctx = plan.op.getContext();
     size_t threads = 1;
     if (ctx->isMultithreadingEnabled())
@@ -1288,9 +1291,14 @@ LogicalResult Planner::planGeneric(Plan &plan) {
       c.firstMirrored = c.firstTentative + unplacedInputs;
       for (size_t i; (i = next.fetch_add(kCandidatesPerClaim)) < which.size();)
         for (size_t k = i; k < std::min(i + kCandidatesPerClaim, which.size()); ++k) {
-          if (std::optional<Scores> both = evaluate(c, candidates[which[k]], bound)) {
+          if (std::optional<Scores> both =
+                  evaluate(c, candidates[which[k]], bound.load(std::memory_order_relaxed))) {
             scores[which[k]] = *both;
             costed[which[k]] = true;
+            if (int64_t cycles = (*both)[0].cycles; (*both)[0].fits)
+              for (int64_t was = bound.load(std::memory_order_relaxed);
+                   cycles < was && !bound.compare_exchange_weak(was, cycles);)
+                ;
           }
         }
     };
@@ -1325,10 +1333,12 @@ LogicalResult Planner::planGeneric(Plan &plan) {
   auto choose = [&](const std::vector<Candidate> &candidates) {
     // Every kBoundingStride-th candidate first (the state's home among
     // them): the fewest cycles of those that fit bound the others, which
-    // are costed only when their compute alone does not pass it. A
-    // candidate left out has more cycles, mirrored or not, than one that
-    // fits: it could not be chosen, nor lower the least cycles without
-    // mirrors below. The choice is the one costing them all makes.
+    // are costed only when their compute alone does not pass it; the bound
+    // tightens as each pass costs more of them. A candidate left out has
+    // more cycles, mirrored or not, than one that fits: it could not be
+    // chosen, nor lower the least cycles without mirrors below, and one
+    // that ties the best is never left out. The choice is the one costing
+    // them all makes, on any number of threads.
     std::vector<Scores> scores(candidates.size());
     std::vector<char> costed(candidates.size(), false);
     std::vector<size_t> first, rest;
