@@ -15,6 +15,10 @@
 #include <cstring>
 #include <thread>
 
+#ifdef __linux__
+#include <fcntl.h>
+#endif
+
 using llvm::Expected;
 using llvm::StringRef;
 namespace json = llvm::json;
@@ -270,6 +274,7 @@ namespace {
 struct Destination {
   std::string path;
   llvm::SmallString<256> temporary;
+  int fd = -1; ///< os's, while open
   std::unique_ptr<llvm::raw_fd_ostream> os;
   bool inPlace = false, renamed = false;
   std::string error;
@@ -282,6 +287,7 @@ struct Destination {
       os->close();
       os->clear_error();
       os.reset();
+      fd = -1;
     }
     llvm::sys::fs::remove(temporary);
     llvm::sys::DontRemoveFileOnSignal(temporary);
@@ -311,19 +317,32 @@ struct ExecutableWriter::Impl {
         d.inPlace = true;
         continue;
       }
-      int fd = -1;
       if (std::error_code ec =
-              llvm::sys::fs::createUniqueFile(d.path + ".tmp-%%%%%%", fd, d.temporary)) {
+              llvm::sys::fs::createUniqueFile(d.path + ".tmp-%%%%%%", d.fd, d.temporary)) {
         d.error = "cannot create a file next to '" + d.path + "': " + ec.message();
         d.temporary.clear();
         continue;
       }
       // Removed if the process dies of a signal or a fatal error meanwhile.
       llvm::sys::RemoveFileOnSignal(d.temporary);
-      d.os = std::make_unique<llvm::raw_fd_ostream>(fd, /*shouldClose=*/true);
+      d.os = std::make_unique<llvm::raw_fd_ostream>(d.fd, /*shouldClose=*/true);
       // The header is written last, when the checksum is known.
       d.os->seek(kHeaderSize);
     }
+  }
+  /// Allocates each file's first `bytes` on disk now. A file renamed over
+  /// an existing one with blocks still to allocate is written out by ext4
+  /// in the rename (its replace-by-rename heuristic): 0.1-0.3 s for a
+  /// ResNet-50 recompiled to the same path. Where the file system cannot,
+  /// nothing happens.
+  void reserve(uint64_t bytes) {
+#ifdef __linux__
+    for (Destination &d : destinations)
+      if (d.os)
+        (void)::fallocate(d.fd, 0, 0, static_cast<off_t>(bytes));
+#else
+    (void)bytes;
+#endif
   }
   void append(StringRef bytes) {
     for (Destination &d : destinations)
@@ -359,6 +378,10 @@ void ExecutableWriter::startWeights(llvm::ArrayRef<llvm::ArrayRef<char>> weights
   if (impl_->thread.joinable() || !impl_->started.empty() || impl_->appended > 0)
     return;
   impl_->open();
+  uint64_t bytes = kHeaderSize;
+  for (llvm::ArrayRef<char> data : weights)
+    bytes = alignTo(bytes + data.size());
+  impl_->reserve(bytes);
   impl_->started.assign(weights.begin(), weights.end());
   impl_->thread = std::thread([impl = impl_.get()] { impl->appendWeights(impl->started); });
 }
@@ -381,9 +404,10 @@ llvm::Error ExecutableWriter::finish(ExecutableMetadata metadata, StringRef code
              w.started[i].size() == weights[i].size();
   if (!prefix)
     return fail("internal error: the weights written early are not the executable's");
+  Layout layout(weightBytes, code.size(), meta->size());
+  w.reserve(layout.fileSize);
   w.appendWeights(weights.drop_front(w.started.size()));
   w.append(code);
-  Layout layout(weightBytes, code.size(), meta->size());
   w.append(StringRef(kZeros, layout.metaOffset - kHeaderSize - w.appended));
   w.append(*meta);
   std::string header = layout.header();
@@ -406,6 +430,7 @@ llvm::Error ExecutableWriter::finish(ExecutableMetadata metadata, StringRef code
       d.os->seek(0);
       d.os->write(header.data(), header.size());
       d.os->close();
+      d.fd = -1;
       if (d.os->has_error()) {
         d.error = "cannot write '" + d.temporary.str().str() + "' (disk full?)";
       } else if (std::error_code ec = llvm::sys::fs::rename(d.temporary, d.path)) {
