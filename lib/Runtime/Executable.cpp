@@ -303,7 +303,7 @@ struct ExecutableWriter::Impl {
   std::vector<llvm::ArrayRef<char>> started;
   BlockHasher hasher;
   uint64_t appended = 0;
-  bool opened = false;
+  bool opened = false, finished = false;
   std::thread thread;
 
   void open() {
@@ -375,7 +375,8 @@ ExecutableWriter::~ExecutableWriter() {
 }
 
 void ExecutableWriter::startWeights(llvm::ArrayRef<llvm::ArrayRef<char>> weights) {
-  if (impl_->thread.joinable() || !impl_->started.empty() || impl_->appended > 0)
+  if (impl_->thread.joinable() || impl_->finished || !impl_->started.empty() ||
+      impl_->appended > 0)
     return;
   impl_->open();
   uint64_t bytes = kHeaderSize;
@@ -392,6 +393,9 @@ llvm::Error ExecutableWriter::finish(ExecutableMetadata metadata, StringRef code
   Impl &w = *impl_;
   if (w.thread.joinable())
     w.thread.join();
+  if (w.finished)
+    return fail("internal error: an executable writer finished twice");
+  w.finished = true;
   w.open();
   uint64_t weightBytes = 0;
   Expected<std::string> meta = metadataText(metadata, weights, weightBytes);

@@ -109,8 +109,10 @@ struct CompiledModel {
   std::optional<runtime::MachineProgram> program;
   /// The executable phase's estimate of `program`'s cycles, computed on a
   /// thread of its own from when the program is known, beside the kernels'
-  /// lowering and codegen (writeExecutableFile waits for it). Declared
-  /// after `program`, which it reads: destroyed, so waited for, first.
+  /// lowering and codegen (writeExecutableFile waits for it). It reads
+  /// `program` and the CompileOptions given to compileModule: those must
+  /// outlive the model. Declared after `program`: destroyed, so waited
+  /// for, first.
   std::shared_future<std::optional<runtime::CostSummary>> estimate;
   /// The executable phase's host reference code: @main as MLIR bytecode
   /// (buildPrepareHostReferencePipeline), lowered and compiled only when a
