@@ -260,6 +260,8 @@ buildExecutable(MLIRContext &context, const ExecutableRequest &request,
   // weights `compiled` owns until the writer is finished or destroyed.
   CompiledModel compiled;
   runtime::ExecutableWriter writer(std::move(destinations));
+  if (llvm::Error err = writer.open())
+    return std::move(err);
   options.weightsKnown = [&writer](const CompiledModel &model) {
     writer.startWeights(model.weightData);
   };

@@ -374,6 +374,13 @@ ExecutableWriter::~ExecutableWriter() {
     d.discard();
 }
 
+llvm::Error ExecutableWriter::open() {
+  impl_->open();
+  if (const std::string &error = impl_->destinations.front().error; !error.empty())
+    return fail(error);
+  return llvm::Error::success();
+}
+
 void ExecutableWriter::startWeights(llvm::ArrayRef<llvm::ArrayRef<char>> weights) {
   if (impl_->thread.joinable() || impl_->finished || !impl_->started.empty() ||
       impl_->appended > 0)

@@ -19,6 +19,8 @@
 # RUN: not tessera-compile %t/model.onnx --num-ipus=0 2>&1 | FileCheck %s --check-prefix=BADIPUS
 # RUN: not tessera-compile %t/model.onnx --host-cpu=pentium9 -o %t/bad.tess 2>&1 | FileCheck %s --check-prefix=BADCPU
 # RUN: not test -e %t/bad.tess
+# An output that cannot be written is said before the compile's work.
+# RUN: not tessera-compile %t/model.onnx -o %t/no/such/dir/x.tess 2>&1 | FileCheck %s --check-prefix=NODIR
 # RUN: tessera-compile %t/model.onnx --host-cpu=generic -o %t/generic.tess
 # RUN: tessera-run %t/generic.tess --input %t/x.npy | FileCheck %s --check-prefix=GENERIC
 # Output re-enters, as text and as bytecode, and reaches the same IR.
@@ -105,6 +107,8 @@ np.save(os.path.join(out, "x.npy"), np.ones((2, 3, 4), np.float32))
 # BADIPUS: error: --num-ipus must be between 1 and 64, got 0
 # BADCPU: error: --host-cpu=pentium9 is not a CPU LLVM knows for {{.*}}: use native (this machine), generic (any {{.*}} host) or an LLVM CPU name such as x86-64-v3
 # BADCPU-NOT: recognized processor
+# NODIR: error: cannot create a file next to '{{.*}}/no/such/dir/x.tess': No such file or directory
+# NODIR-NOT: kernel cache
 # GENERIC: y: 2x5xf32 {{.*}}[12, 12, 12, 12, 12, ...]
 # MLIRSHAPE: error: --input-shape and --input-type apply to ONNX and TorchScript models; an MLIR input already states its types
 # PRINT: IR Dump After GraphInferShapes

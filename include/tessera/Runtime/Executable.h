@@ -240,6 +240,10 @@ public:
   ~ExecutableWriter();
   ExecutableWriter(const ExecutableWriter &) = delete;
   ExecutableWriter &operator=(const ExecutableWriter &) = delete;
+  /// Creates the temporary files now (startWeights and finish do if not
+  /// done): an output that cannot be written is then said before the
+  /// compile's work. The error is the output's; a copy's waits for finish.
+  llvm::Error open();
   /// Starts writing these weights, which must stay alive and unchanged
   /// until finish(), where they are the first of its weights.
   void startWeights(llvm::ArrayRef<llvm::ArrayRef<char>> weights);
