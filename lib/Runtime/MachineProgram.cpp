@@ -154,36 +154,33 @@ Box TileMapping::pieceBox(llvm::ArrayRef<int64_t> piece) const {
   return b;
 }
 
-void TileMapping::forEachPiece(
-    llvm::function_ref<void(int64_t tile, const Box &)> fn) const {
-  llvm::SmallVector<int64_t, 8> n, p(shape.size(), 0);
-  for (size_t d = 0; d < shape.size(); ++d)
-    n.push_back(piecesAlong(d));
+namespace {
+/// Calls fn(tile, piece index) for every piece in row-major piece order,
+/// and then (mirrored) for every other copy of them, copy after copy.
+void forEachPieceIndex(const TileMapping &m,
+                       llvm::function_ref<void(int64_t, llvm::ArrayRef<int64_t>)> fn) {
+  llvm::SmallVector<int64_t, 8> n, p(m.shape.size(), 0);
+  for (size_t d = 0; d < m.shape.size(); ++d)
+    n.push_back(m.piecesAlong(d));
   int64_t count = product(n);
-  for (int64_t i = 0; i < count; ++i) {
-    fn(tileOf(p), pieceBox(p));
-    for (int64_t d = static_cast<int64_t>(p.size()) - 1; d >= 0; --d) {
-      if (++p[d] < n[d])
+  // The copies' tile offsets: the first copy's, then each mirror index's.
+  llvm::SmallVector<int64_t, 8> offsets{0};
+  std::vector<int64_t> mirror(m.mirrorCounts.size(), 0);
+  for (int64_t copy = 1, copies = m.numCopies(); copy < copies; ++copy) {
+    for (int64_t k = static_cast<int64_t>(mirror.size()) - 1; k >= 0; --k) {
+      if (++mirror[k] < m.mirrorCounts[k])
         break;
-      p[d] = 0;
-    }
-  }
-  if (!isMirrored())
-    return;
-  // The other copies, each the first one shifted by its offset.
-  std::vector<int64_t> m(mirrorCounts.size(), 0);
-  for (int64_t copy = 1, copies = numCopies(); copy < copies; ++copy) {
-    for (int64_t k = static_cast<int64_t>(m.size()) - 1; k >= 0; --k) {
-      if (++m[k] < mirrorCounts[k])
-        break;
-      m[k] = 0;
+      mirror[k] = 0;
     }
     int64_t offset = 0;
-    for (size_t k = 0; k < m.size(); ++k)
-      offset += m[k] * mirrorStrides[k];
+    for (size_t k = 0; k < mirror.size(); ++k)
+      offset += mirror[k] * m.mirrorStrides[k];
+    offsets.push_back(offset);
+  }
+  for (int64_t offset : offsets) {
     std::fill(p.begin(), p.end(), 0);
     for (int64_t i = 0; i < count; ++i) {
-      fn(tileOf(p) + offset, pieceBox(p));
+      fn(m.tileOf(p) + offset, p);
       for (int64_t d = static_cast<int64_t>(p.size()) - 1; d >= 0; --d) {
         if (++p[d] < n[d])
           break;
@@ -191,6 +188,26 @@ void TileMapping::forEachPiece(
       }
     }
   }
+}
+} // namespace
+
+void TileMapping::forEachPiece(
+    llvm::function_ref<void(int64_t tile, const Box &)> fn) const {
+  forEachPieceIndex(*this, [&](int64_t tile, llvm::ArrayRef<int64_t> p) {
+    fn(tile, pieceBox(p));
+  });
+}
+
+void TileMapping::forEachPieceElements(
+    llvm::function_ref<void(int64_t tile, int64_t elements)> fn) const {
+  forEachPieceIndex(*this, [&](int64_t tile, llvm::ArrayRef<int64_t> p) {
+    int64_t elements = 1;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      int64_t lo = std::min(p[d] * chunks[d], shape[d]);
+      elements *= std::min(lo + chunks[d], shape[d]) - lo;
+    }
+    fn(tile, elements);
+  });
 }
 
 std::optional<Box> TileMapping::pieceOnTile(int64_t tile) const {

@@ -269,6 +269,35 @@ TEST(MachineProgram, MirroredPiecesAreCopiesOnTheTilesOfEveryBlock) {
   expectError(unpaired, 16, "1 mirror counts and 0 mirror strides");
 }
 
+// forEachPieceElements walks what forEachPiece walks, in its order, giving
+// each piece's element count: over random grids, edge pieces and mirrors.
+TEST(MachineProgram, ForEachPieceElementsCountsEachPieceForEachPieceVisits) {
+  std::mt19937 rng(7);
+  auto pick = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  for (int trial = 0; trial < 500; ++trial) {
+    TileMapping m;
+    int64_t rank = pick(0, 4), stride = 1;
+    for (int64_t d = 0; d < rank; ++d) {
+      m.shape.push_back(pick(0, 9));
+      m.chunks.push_back(pick(1, 5));
+    }
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      m.tileStrides.insert(m.tileStrides.begin(), stride);
+      stride *= m.piecesAlong(d);
+    }
+    if (pick(0, 1)) {
+      m.mirrorCounts = {pick(2, 3)};
+      m.mirrorStrides = {stride};
+    }
+    std::vector<std::pair<int64_t, int64_t>> boxes, counts;
+    m.forEachPiece([&](int64_t tile, const Box &box) { boxes.push_back({tile, box.numElements()}); });
+    m.forEachPieceElements([&](int64_t tile, int64_t n) { counts.push_back({tile, n}); });
+    ASSERT_EQ(counts, boxes) << "trial " << trial;
+  }
+}
+
 TEST(MachineProgram, PieceShapesAreEveryPiecesShapeOnceInKernelOrder) {
   // 5 x 7 in chunks of 2 x 3: rows of 2 and a remainder of 1, columns of 3
   // and a remainder of 1; a compute set's kernels come in this order.

@@ -100,6 +100,9 @@ struct TileMapping {
   /// Calls fn(tile, box) for every piece in row-major piece order, and then
   /// (mirrored) for every other copy of them, copy after copy.
   void forEachPiece(llvm::function_ref<void(int64_t tile, const Box &)> fn) const;
+  /// The same walk giving each piece's element count only: no Box per
+  /// piece, for the planner's per-tile memory accounting.
+  void forEachPieceElements(llvm::function_ref<void(int64_t tile, int64_t elements)> fn) const;
   /// The piece a tile holds (a copy of it, mirrored), if any.
   std::optional<Box> pieceOnTile(int64_t tile) const;
   /// Elements of the largest piece.

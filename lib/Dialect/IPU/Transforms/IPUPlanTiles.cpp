@@ -678,8 +678,8 @@ void Planner::releaseDead(int64_t now) {
   llvm::erase_if(liveVars_, [&](int64_t var) {
     if (lastUse_[var] >= now)
       return false;
-    prog_.variables[var].mapping.forEachPiece([&](int64_t tile, const runtime::Box &box) {
-      liveOnTile_[tile] -= box.numElements() * liveElementBytes_[var];
+    prog_.variables[var].mapping.forEachPieceElements([&](int64_t tile, int64_t elements) {
+      liveOnTile_[tile] -= elements * liveElementBytes_[var];
     });
     return true;
   });
@@ -697,8 +697,8 @@ int64_t Planner::addVariable(Value v, TileMapping mapping) {
   lastUse_.resize(prog_.variables.size(), -1);
   liveElementBytes_.resize(prog_.variables.size(), 0);
   liveElementBytes_[id] = elementBytes(type);
-  prog_.variables[id].mapping.forEachPiece([&](int64_t tile, const runtime::Box &box) {
-    liveOnTile_[tile] += box.numElements() * liveElementBytes_[id];
+  prog_.variables[id].mapping.forEachPieceElements([&](int64_t tile, int64_t elements) {
+    liveOnTile_[tile] += elements * liveElementBytes_[id];
   });
   liveVars_.push_back(id);
   bind(v, id);
@@ -1537,7 +1537,7 @@ LogicalResult Planner::planGeneric(Plan &plan) {
     if (tiles.empty())
       tiles.resize(numTiles_);
     int64_t bytes = vertexCodeBytes(plan, cost_);
-    plan.mapping.forEachPiece([&](int64_t tile, const Box &) {
+    plan.mapping.forEachPieceElements([&](int64_t tile, int64_t) {
       if (!tiles.test(tile)) {
         tiles.set(tile);
         liveOnTile_[tile] += bytes;
@@ -1558,8 +1558,8 @@ LogicalResult Planner::planGeneric(Plan &plan) {
         aligned && canMirror && best.mirror &&
         (mirrored = mirroredMapping(*aligned, plan.mapping)).isMirrored()) {
       int64_t bytes = elementBytes(in.value.getType());
-      mirrored.forEachPiece([&](int64_t tile, const Box &box) {
-        weightBytesOnTile_[tile] += box.numElements() * bytes;
+      mirrored.forEachPieceElements([&](int64_t tile, int64_t elements) {
+        weightBytesOnTile_[tile] += elements * bytes;
       });
       placeAligned(in.value, mirrored);
       continue;
@@ -1605,8 +1605,8 @@ int64_t Planner::weightOffset(const TileMapping &out, const TileMapping &weight,
     }
   std::vector<std::pair<int64_t, int64_t>> pieces; // tile, bytes
   int64_t lastTile = 0;
-  weight.forEachPiece([&](int64_t tile, const runtime::Box &box) {
-    pieces.push_back({tile, box.numElements() * elementBytes});
+  weight.forEachPieceElements([&](int64_t tile, int64_t elements) {
+    pieces.push_back({tile, elements * elementBytes});
     lastTile = std::max(lastTile, tile);
   });
   auto offsetOf = [&](int64_t block) {
@@ -1783,7 +1783,7 @@ std::optional<TileMapping> Planner::stateHomeOf(linalg::GenericOp op,
       // A copy: costing candidates adds variables (and may move them).
       TileMapping m = prog_.variables[var].mapping;
       bool inWindow = m.numPieces() <= windowTiles_;
-      m.forEachPiece([&](int64_t tile, const Box &) {
+      m.forEachPieceElements([&](int64_t tile, int64_t) {
         inWindow &= tile >= windowFirst_ && tile < windowFirst_ + windowTiles_;
       });
       if (!inWindow || m.shape != std::vector<int64_t>(shape.begin(), shape.end()))
