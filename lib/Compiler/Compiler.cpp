@@ -439,6 +439,20 @@ private:
 /// Runs `work` on a thread of its own, or at once where the context keeps
 /// to one thread (--mlir-disable-threading, which IR printing needs).
 /// wait() returns its result; the destructor waits too.
+/// The cycles the IPU model will count for `program` in an executable with
+/// `metadata`: the target made as the runtime makes it from the metadata,
+/// costed on every core.
+llvm::Expected<runtime::CostSummary>
+estimateExecutableCycles(const runtime::ExecutableMetadata &metadata,
+                         const runtime::MachineProgram &program) {
+  llvm::Expected<target::IPUTarget> target =
+      target::makeTarget(metadata.target, metadata.numIPUs, metadata.tilesPerIPU);
+  if (!target)
+    return target.takeError();
+  runtime::PhasePool pool(llvm::hardware_concurrency().compute_thread_count());
+  return runtime::estimateProgramCost(metadata, program, *target, &pool);
+}
+
 class Concurrently {
 public:
   Concurrently(MLIRContext *context, std::function<LogicalResult()> work) {
@@ -681,25 +695,25 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options,
   compiled.program = std::move(*program);
   if (options.compileTo == Phase::Executable)
     compiled.estimate = std::async(std::launch::async, [&compiled, &options] {
-      // What of the signature the estimate reads (the host streams, the
-      // state's updates, the pipeline's fill): as the executable has it.
+      // What of the metadata the estimate reads (the target, the host
+      // streams, the state's updates, the pipeline's fill): as the
+      // executable will have it.
       runtime::ExecutableMetadata signature;
+      signature.target = options.target.name;
+      signature.numIPUs = options.target.numIPUs;
+      signature.tilesPerIPU = options.target.tilesPerIPU;
       signature.inputs = compiled.inputs;
       signature.outputs = compiled.outputs;
       signature.state = compiled.state;
       signature.replicas = options.replicas;
       signature.pipelineStages = compiled.pipelineStages;
-      // The target as the runtime makes it from the executable's metadata,
-      // so that the IPU model counts what the executable says.
-      llvm::Expected<target::IPUTarget> target = target::makeTarget(
-          options.target.name, options.target.numIPUs, options.target.tilesPerIPU);
-      if (!target) {
-        llvm::consumeError(target.takeError()); // said when waited for
+      llvm::Expected<runtime::CostSummary> cost =
+          estimateExecutableCycles(signature, *compiled.program);
+      if (!cost) {
+        llvm::consumeError(cost.takeError()); // said when waited for
         return std::optional<runtime::CostSummary>();
       }
-      runtime::PhasePool pool(llvm::hardware_concurrency().compute_thread_count());
-      return std::optional(
-          runtime::estimateProgramCost(signature, *compiled.program, *target, &pool));
+      return std::optional(std::move(*cost));
     }).share();
   OwningOpRef<ModuleOp> kernels = vertexKernels(*mapped);
   mapped = nullptr;
@@ -791,12 +805,12 @@ LogicalResult writeExecutableFile(ModuleOp llvmModule, const CompiledModel &mode
     if (model.estimate.valid())
       cost = model.estimate.get();
     if (!cost) {
-      llvm::Expected<target::IPUTarget> target =
-          target::makeTarget(metadata.target, metadata.numIPUs, metadata.tilesPerIPU);
-      if (!target)
-        return emitError(llvmModule.getLoc()) << llvm::toString(target.takeError());
-      runtime::PhasePool pool(llvm::hardware_concurrency().compute_thread_count());
-      cost = runtime::estimateProgramCost(metadata, *model.program, *target, &pool);
+      // Not begun, or failed: again here, for its error.
+      llvm::Expected<runtime::CostSummary> again =
+          estimateExecutableCycles(metadata, *model.program);
+      if (!again)
+        return emitError(llvmModule.getLoc()) << llvm::toString(again.takeError());
+      cost = std::move(*again);
     }
     metadata.estimate = {cost->totalCycles, cost->computeCycles(), cost->exchangeCycles(),
                          cost->syncCycles()};

@@ -108,7 +108,6 @@ np.save(os.path.join(out, "x.npy"), np.ones((2, 3, 4), np.float32))
 # BADCPU: error: --host-cpu=pentium9 is not a CPU LLVM knows for {{.*}}: use native (this machine), generic (any {{.*}} host) or an LLVM CPU name such as x86-64-v3
 # BADCPU-NOT: recognized processor
 # NODIR: error: cannot create a file next to '{{.*}}/no/such/dir/x.tess': No such file or directory
-# NODIR-NOT: kernel cache
 # GENERIC: y: 2x5xf32 {{.*}}[12, 12, 12, 12, 12, ...]
 # MLIRSHAPE: error: --input-shape and --input-type apply to ONNX and TorchScript models; an MLIR input already states its types
 # PRINT: IR Dump After GraphInferShapes
