@@ -385,6 +385,9 @@ public:
   const Counts &counts() const { return counts_; }
   /// Emit a remark on each op explaining its plan (the pass's `explain`).
   void explain() { explain_ = true; }
+  /// Keep, per tile, the most bytes the planner takes it to hold during
+  /// any step (recorded as kAssumedTileBytesAttrName).
+  void recordAssumedMemory() { assumedOnTile_.assign(numTiles_, 0); }
 
   LogicalResult plan();
   /// Records the plans as attributes: #ipu.plan on each generic to run,
@@ -523,7 +526,7 @@ private:
     std::vector<int64_t> weightBytesOnTile;
     std::vector<int64_t> lastUse, liveVars, liveElementBytes, liveOnTile;
     DenseMap<size_t, llvm::BitVector> codeTiles;
-    int64_t unplacedLeafBytes;
+    int64_t unplacedLeafBytes, unplannedCodeBytes;
     DenseMap<int64_t, int64_t> linearCursor;
   };
   Snapshot snapshot() const {
@@ -540,6 +543,7 @@ private:
             liveOnTile_,
             codeTiles_,
             unplacedLeafBytes_,
+            unplannedCodeBytes_,
             linearCursor_};
   }
   void restore(Snapshot s) {
@@ -560,6 +564,7 @@ private:
     liveOnTile_ = std::move(s.liveOnTile);
     codeTiles_ = std::move(s.codeTiles);
     unplacedLeafBytes_ = s.unplacedLeafBytes;
+    unplannedCodeBytes_ = s.unplannedCodeBytes;
     linearCursor_ = std::move(s.linearCursor);
   }
   /// Takes a trial back: the planner's state, and the ops it created.
@@ -569,6 +574,13 @@ private:
       op->erase();
   }
   std::vector<std::pair<size_t, TileMapping>> mappingUndo_;
+  /// Per tile, the most bytes it was taken to hold during a step: what is
+  /// live there, its share of the leaves not placed yet, and the step's
+  /// receive buffers. Empty unless recorded (recordAssumedMemory).
+  std::vector<int64_t> assumedOnTile_;
+  /// Counts the step of `plan` (planned for good) in assumedOnTile_; with
+  /// no plan, what is live between steps.
+  void noteAssumedMemory(const Plan *plan);
   /// Set while planOpOrSplit compares options (cheaper costing).
   bool inTrial_ = false;
   bool explain_ = false;
@@ -636,6 +648,23 @@ private:
   /// share of them already (weights are placed by their first reader,
   /// late layers' after the early layers are planned).
   int64_t unplacedLeafBytes_ = 0;
+  /// Vertex code the ops not planned yet will add, taken to be on every
+  /// tile: code stays from the program's start, so a step holds the code
+  /// of later steps' kernels too (as the allocator places it). Per op to
+  /// plan, the code of the first op of its kind (body, indexing maps and
+  /// shape: the repeated blocks of a network share kernels), released when
+  /// the op is planned and its own code counted on its tiles.
+  int64_t unplannedCodeBytes_ = 0;
+  DenseMap<Operation *, int64_t> reservedCode_;
+  void reserveCode(ArrayRef<Operation *> ops);
+  /// `op` is planned (or absorbed, or no step at all): its reserve goes.
+  void releaseCode(Operation *op) {
+    auto it = reservedCode_.find(op);
+    if (it == reservedCode_.end())
+      return;
+    unplannedCodeBytes_ -= it->second;
+    reservedCode_.erase(it);
+  }
   int64_t lastUseOf(Value v);
   /// The variable that holds `var`'s elements (itself unless a view).
   int64_t storageOf(int64_t var) const {
@@ -935,6 +964,9 @@ constexpr double kMaxMirrorShareOfRoom = 0.25;
 constexpr double kMirrorCyclesPerByte = 0.2;
 /// The least share of an op's cycles a mirror must save.
 constexpr double kMinMirrorSaving = 0.25;
+
+/// The module attribute of the pass's record-assumed-memory option.
+constexpr llvm::StringLiteral kAssumedTileBytesAttrName = "ipu.assumed_tile_bytes";
 
 /// Every this-many-th candidate grid is costed first: the best of them
 /// that fits bounds the rest, and a candidate whose compute alone takes
@@ -1237,7 +1269,8 @@ LogicalResult Planner::planGeneric(Plan &plan) {
         // operands this plan would place.
         int64_t resident =
             liveOnTile_[tile] + tentativePieceBytes[k] +
-            std::max<int64_t>(unplacedLeafBytes_ - tentativeBytes, 0) / numTiles_;
+            std::max<int64_t>(unplacedLeafBytes_ - tentativeBytes, 0) / numTiles_ +
+            unplannedCodeBytes_;
         if (k == 1 && padding[1] != padding[0])
           compute = vertexCycles(plan, opWork, loops, cost_, padding[1] + fill);
         worstExchange[k] = std::max(
@@ -1740,13 +1773,76 @@ LogicalResult Planner::planOp(linalg::GenericOp generic, linalg::GenericOp resul
     }
     if (plan.epilogue && !inTrial_) {
       absorbed_.insert(plan.epilogue);
+      releaseCode(plan.epilogue);
       if (plan.epilogueReshape)
         absorbed_.insert(plan.epilogueReshape);
     }
   }
+  if (!inTrial_ && !plan.isInitProducer && !plan.isEmpty)
+    noteAssumedMemory(&plan);
   planOf_[generic] = plans_.size();
   plans_.push_back(std::move(plan));
   return success();
+}
+
+void Planner::noteAssumedMemory(const Plan *plan) {
+  if (assumedOnTile_.empty())
+    return;
+  std::vector<int64_t> onTile = liveOnTile_;
+  if (plan) {
+    // The receive buffers: each vertex's regions of the operands it does
+    // not hold, as the allocator gives them (it reads the rest in place).
+    plan->mapping.forEachPiece([&](int64_t tile, const Box &piece) {
+      Box loops;
+      loops.offsets.assign(plan->loopRanges.size(), 0);
+      loops.sizes.assign(plan->loopRanges.begin(), plan->loopRanges.end());
+      for (auto [j, loop] : llvm::enumerate(plan->outputLoops)) {
+        loops.offsets[loop] = piece.offsets[j];
+        loops.sizes[loop] = piece.sizes[j];
+      }
+      for (const Input &in : plan->inputs) {
+        int64_t var = variableOf(in.value);
+        if (var < 0)
+          continue;
+        Box region = in.access.region(loops, prog_.variables[var].shape);
+        if (!runtime::isLocalPiece(prog_, var, region, tile))
+          onTile[tile] += region.numElements() * elementBytes(in.value.getType());
+      }
+    });
+  }
+  int64_t share = std::max<int64_t>(unplacedLeafBytes_, 0) / numTiles_ + unplannedCodeBytes_;
+  for (auto [assumed, bytes] : llvm::zip(assumedOnTile_, onTile))
+    assumed = std::max(assumed, bytes + share);
+}
+
+void Planner::reserveCode(ArrayRef<Operation *> ops) {
+  DenseSet<llvm::hash_code> kinds;
+  for (Operation *op : ops) {
+    auto generic = dyn_cast<linalg::GenericOp>(op);
+    if (!generic)
+      continue;
+    llvm::hash_code kind =
+        llvm::hash_combine(generic.getIndexingMaps().getAsOpaquePointer(),
+                           generic->getResultTypes().front().getAsOpaquePointer());
+    int64_t operations = 0;
+    generic->walk([&](Operation *o) {
+      ++operations;
+      kind = llvm::hash_combine(
+          kind, OperationEquivalence::computeHash(o, OperationEquivalence::ignoreHashValue,
+                                                  OperationEquivalence::ignoreHashValue,
+                                                  OperationEquivalence::IgnoreLocations));
+    });
+    if (!kinds.insert(kind).second)
+      continue;
+    int64_t loops = generic.getNumLoops();
+    int64_t bytes = cost_.vertexCodeBytes(loops, operations);
+    // A reduction may be split: its partials' kernel has a loop more, and
+    // the combining step's is about as large.
+    if (generic.getNumReductionLoops() > 0)
+      bytes = 2 * cost_.vertexCodeBytes(loops + 1, operations);
+    reservedCode_[op] = bytes;
+    unplannedCodeBytes_ += bytes;
+  }
 }
 
 bool Planner::isUpdatedState(Value v) {
@@ -2176,6 +2272,7 @@ LogicalResult Planner::plan() {
     position_[&op] = ops.size();
     ops.push_back(&op);
   }
+  reserveCode(ops);
   // Weights (each global once) and inputs, all resident before any op runs.
   {
     llvm::StringSet<> globals;
@@ -2193,6 +2290,7 @@ LogicalResult Planner::plan() {
     Operation &op = *opPtr;
     now_ = position_.lookup(opPtr);
     releaseDead(now_);
+    noteAssumedMemory(nullptr);
     if (failed(enterWindowOf(opPtr)))
       return failure();
     if (isa<func::ReturnOp>(op)) {
@@ -2215,18 +2313,22 @@ LogicalResult Planner::plan() {
       }
       if (failed(planOpOrSplit(generic)))
         return failure();
+      releaseCode(generic);
       continue;
     }
     if (auto insert = dyn_cast<tensor::InsertSliceOp>(op)) {
       placeLinear(insert.getSource());
       if (Operation *fill = insert.getDest().getDefiningOp();
           fill && paddingFills_.contains(fill)) {
-        if (succeeded(addPaddedView(insert)))
+        if (succeeded(addPaddedView(insert))) {
+          releaseCode(fill);
           continue;
+        }
         // Padded for real: the fill is a step after all.
         paddingFills_.erase(fill);
         if (failed(planOpOrSplit(cast<linalg::GenericOp>(fill))))
           return failure();
+        releaseCode(fill);
       }
       Value dest = insert.getDest();
       if (!dest.hasOneUse())
@@ -2296,12 +2398,16 @@ LogicalResult Planner::plan() {
   for (auto [view, source] : deferredViews_)
     if (variableOf(view) < 0)
       placeLinear(view);
+  noteAssumedMemory(nullptr);
   return success();
 }
 
 
 void Planner::record() {
   MLIRContext *ctx = module_.getContext();
+  if (!assumedOnTile_.empty())
+    module_->setAttr(kAssumedTileBytesAttrName,
+                     DenseI64ArrayAttr::get(ctx, assumedOnTile_));
   auto mappingOf = [&](Value v) {
     return ipu::toAttr(ctx, prog_.variables[variableOf(v)].mapping);
   };
@@ -2418,6 +2524,8 @@ struct IPUPlanTiles : tessera::ipu::impl::IPUPlanTilesBase<IPUPlanTiles> {
     Planner planner(module, *main, *target, availableMemoryProportion);
     if (explain)
       planner.explain();
+    if (recordAssumedMemory)
+      planner.recordAssumedMemory();
     if (failed(planner.plan()))
       return signalPassFailure();
     planner.record();

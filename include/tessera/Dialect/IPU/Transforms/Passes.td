@@ -161,6 +161,10 @@ def IPUPlanTiles : Pass<"ipu-plan-tiles", "::mlir::ModuleOp"> {
     Option<"explain", "explain", "bool", /*default=*/"false",
            "Emit a remark on each op with its plan and estimated cycles, and "
            "on each reduction why it was split or not">,
+    Option<"recordAssumedMemory", "record-assumed-memory", "bool", /*default=*/"false",
+           "Record on the module, as ipu.assumed_tile_bytes, the most bytes the "
+           "planner took each tile to hold during any step (to check its "
+           "accounting against the memory plan)">,
   ];
   let statistics = [
     Statistic<"numPlanned", "planned-ops", "linalg.generic ops planned">,
