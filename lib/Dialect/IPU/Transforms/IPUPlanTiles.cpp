@@ -1815,33 +1815,44 @@ void Planner::noteAssumedMemory(const Plan *plan) {
     assumed = std::max(assumed, bytes + share);
 }
 
+/// Operations an absorbed epilogue typically adds to its producer's kernel
+/// (a residual add and a Relu, their generic and yield).
+constexpr int64_t kEpilogueOperations = 4;
+
 void Planner::reserveCode(ArrayRef<Operation *> ops) {
+  // Kernels are generic over shapes: one per body and indexing maps (a
+  // convolution's strides are in its maps), whatever the op's shapes.
   DenseSet<llvm::hash_code> kinds;
+  auto reserve = [&](Operation *op, llvm::hash_code kind, int64_t bytes) {
+    if (kinds.insert(kind).second) {
+      reservedCode_[op] += bytes;
+      unplannedCodeBytes_ += bytes;
+    }
+  };
   for (Operation *op : ops) {
     auto generic = dyn_cast<linalg::GenericOp>(op);
     if (!generic)
       continue;
-    llvm::hash_code kind =
-        llvm::hash_combine(generic.getIndexingMaps().getAsOpaquePointer(),
-                           generic->getResultTypes().front().getAsOpaquePointer());
-    int64_t operations = 0;
-    generic->walk([&](Operation *o) {
+    llvm::hash_code kind = llvm::hash_combine(generic.getIndexingMaps().getAsOpaquePointer(),
+                                              generic.getIteratorTypes().getAsOpaquePointer());
+    int64_t operations = 1;
+    generic.getRegion().walk([&](Operation *o) {
       ++operations;
       kind = llvm::hash_combine(
           kind, OperationEquivalence::computeHash(o, OperationEquivalence::ignoreHashValue,
                                                   OperationEquivalence::ignoreHashValue,
                                                   OperationEquivalence::IgnoreLocations));
     });
-    if (!kinds.insert(kind).second)
-      continue;
     int64_t loops = generic.getNumLoops();
-    int64_t bytes = cost_.vertexCodeBytes(loops, operations);
-    // A reduction may be split: its partials' kernel has a loop more, and
-    // the combining step's is about as large.
-    if (generic.getNumReductionLoops() > 0)
-      bytes = 2 * cost_.vertexCodeBytes(loops + 1, operations);
-    reservedCode_[op] = bytes;
-    unplannedCodeBytes_ += bytes;
+    if (generic.getNumReductionLoops() == 0) {
+      reserve(op, kind, cost_.vertexCodeBytes(loops, operations));
+      continue;
+    }
+    // A reduction may be split: over the tiles, a kernel with a loop more
+    // for the partials and one combining them; or serially, the steps'
+    // kernel and the last step's with the epilogue. Two kernels with a
+    // loop more, each with an epilogue's few operations, cover both.
+    reserve(op, kind, 2 * cost_.vertexCodeBytes(loops + 1, operations + kEpilogueOperations));
   }
 }
 
