@@ -246,7 +246,10 @@ TEST_F(TilePlanner, AssumesAtLeastWhatTheAllocatorPlacesOnEveryTile) {
     ASSERT_TRUE(static_cast<bool>(memory)) << llvm::toString(memory.takeError());
     int64_t used = 0;
     for (int64_t tile = 0; tile < kTiles; ++tile) {
-      EXPECT_GE(assumed[tile], memory->peakBytes[tile]) << "tile " << tile << " code " << memory->peakByCategory[tile].code << " act " << memory->peakByCategory[tile].activations << " tmp " << memory->peakByCategory[tile].temporaries << " w " << memory->peakByCategory[tile].weights;
+      const runtime::MemoryByCategory &at = memory->peakByCategory[tile];
+      EXPECT_GE(assumed[tile], memory->peakBytes[tile])
+          << "tile " << tile << " at its peak: code " << at.code << ", activations "
+          << at.activations << ", temporaries " << at.temporaries << ", weights " << at.weights;
       used += memory->peakBytes[tile] > 0;
     }
     EXPECT_GT(used, 1) << "a plan on one tile checks little";

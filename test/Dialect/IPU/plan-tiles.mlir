@@ -1,5 +1,6 @@
 // RUN: tessera-opt %s --ipu-prepare-for-mapping --ipu-plan-tiles --split-input-file | FileCheck %s
 // RUN: tessera-opt %s --ipu-prepare-for-mapping --ipu-plan-tiles=explain=true --split-input-file -o /dev/null 2>&1 | FileCheck %s --check-prefix=EXPLAIN
+// RUN: tessera-opt %s --ipu-prepare-for-mapping --ipu-plan-tiles=record-assumed-memory=true --split-input-file | FileCheck %s --check-prefix=ASSUMED
 
 // ipu-plan-tiles records its decisions and applies none: every generic
 // stays a linalg.generic with an #ipu.plan, inputs get an ipu.mapping, and
@@ -13,6 +14,13 @@
 // The fill its reader updates in place says so.
 // EXPLAIN: remark: #ipu.plan<mapping = #ipu.mapping<{{.*}}>>: its reader's mapping (the reader updates it in place)
 // EXPLAIN: remark: #ipu.plan<mapping = #ipu.mapping<{{.*}}>, epilogue, in_place>: {{[0-9]+}} estimated cycles on its slowest vertex
+
+// With record-assumed-memory, the module carries the most bytes the planner
+// took each tile to hold during a step, one per tile (the gtest
+// TilePlanner.AssumesAtLeastWhatTheAllocatorPlacesOnEveryTile checks them
+// against the memory plan); without, nothing.
+// ASSUMED: module attributes {ipu.assumed_tile_bytes = array<i64: {{[1-9][0-9]*}}, {{[1-9][0-9]*}}, {{[1-9][0-9]*}}, {{[1-9][0-9]*}}>
+// CHECK-NOT: ipu.assumed_tile_bytes
 
 // The matmul's Relu is its epilogue (no plan of its own), its zero fill is
 // updated in place (the fill takes the matmul's mapping).

@@ -56,7 +56,11 @@ def IPUPlanTiles : Pass<"ipu-plan-tiles", "::mlir::ModuleOp"> {
     cycles of the piece, with a set-up per row of it so that short rows
     cost what they do on the tile, sync) and must keep the vertex's output and receive buffers under
     `available-memory-proportion` of the tile's bytes (the bound is relaxed
-    when nothing fits). Elementwise ops therefore follow their input's
+    when nothing fits), and all the tile holds meanwhile under its size:
+    what is live there, a share of the weights not placed yet, and the
+    vertex code of every kernel, later ops' included (code stays from the
+    program's start; ops not planned yet count once per kind, their body
+    and indexing maps). Elementwise ops therefore follow their input's
     mapping, and matmuls and convolutions pick between output rows, columns,
     channels and spatial splits by what moves least. A fill or broadcast that
     only initializes a contraction takes the contraction's mapping and is
