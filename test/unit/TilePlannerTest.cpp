@@ -234,7 +234,7 @@ TEST_F(TilePlanner, AssumesAtLeastWhatTheAllocatorPlacesOnEveryTile) {
     options.recordAssumedMemory = true;
     pm.addPass(ipu::createIPUPlanTiles(options));
     ASSERT_TRUE(succeeded(pm.run(*module)));
-    auto assumed = (*module)->getAttrOfType<DenseI64ArrayAttr>("ipu.assumed_tile_bytes");
+    auto assumed = (*module)->getAttrOfType<DenseI64ArrayAttr>(ipu::kAssumedTileBytesAttrName);
     ASSERT_TRUE(assumed);
     ASSERT_EQ(assumed.size(), kTiles);
     PassManager apply(&context);

@@ -370,10 +370,10 @@ std::optional<SplitOps> splitGatherByRows(linalg::GenericOp op, Value table, uns
 class Planner {
 public:
   Planner(ModuleOp module, func::FuncOp main, const target::IPUTarget &target,
-          double amp)
+          double availableMemoryProportion)
       : module_(module), main_(main), target_(target), cost_(target),
         numTiles_(target.totalTiles()),
-        budget_(static_cast<int64_t>(amp * target.bytesPerTile)),
+        budget_(static_cast<int64_t>(availableMemoryProportion * target.bytesPerTile)),
         windowTiles_(numTiles_), weightBytesOnTile_(numTiles_, 0),
         liveOnTile_(numTiles_, 0) {}
 
@@ -386,7 +386,7 @@ public:
   /// Emit a remark on each op explaining its plan (the pass's `explain`).
   void explain() { explain_ = true; }
   /// Keep, per tile, the most bytes the planner takes it to hold during
-  /// any step (recorded as kAssumedTileBytesAttrName).
+  /// any step (recorded as ipu::kAssumedTileBytesAttrName).
   void recordAssumedMemory() { assumedOnTile_.assign(numTiles_, 0); }
 
   LogicalResult plan();
@@ -651,9 +651,10 @@ private:
   /// Vertex code the ops not planned yet will add, taken to be on every
   /// tile: code stays from the program's start, so a step holds the code
   /// of later steps' kernels too (as the allocator places it). Per op to
-  /// plan, the code of the first op of its kind (body, indexing maps and
-  /// shape: the repeated blocks of a network share kernels), released when
-  /// the op is planned and its own code counted on its tiles.
+  /// plan, the code of the first op of its kind (body and indexing maps:
+  /// kernels are generic over shapes, and a network's repeated blocks
+  /// share them), released when the op is planned and its own code counted
+  /// on its tiles.
   int64_t unplannedCodeBytes_ = 0;
   DenseMap<Operation *, int64_t> reservedCode_;
   void reserveCode(ArrayRef<Operation *> ops);
@@ -964,9 +965,6 @@ constexpr double kMaxMirrorShareOfRoom = 0.25;
 constexpr double kMirrorCyclesPerByte = 0.2;
 /// The least share of an op's cycles a mirror must save.
 constexpr double kMinMirrorSaving = 0.25;
-
-/// The module attribute of the pass's record-assumed-memory option.
-constexpr llvm::StringLiteral kAssumedTileBytesAttrName = "ipu.assumed_tile_bytes";
 
 /// Every this-many-th candidate grid is costed first: the best of them
 /// that fits bounds the rest, and a candidate whose compute alone takes
@@ -2417,7 +2415,7 @@ LogicalResult Planner::plan() {
 void Planner::record() {
   MLIRContext *ctx = module_.getContext();
   if (!assumedOnTile_.empty())
-    module_->setAttr(kAssumedTileBytesAttrName,
+    module_->setAttr(ipu::kAssumedTileBytesAttrName,
                      DenseI64ArrayAttr::get(ctx, assumedOnTile_));
   auto mappingOf = [&](Value v) {
     return ipu::toAttr(ctx, prog_.variables[variableOf(v)].mapping);

@@ -55,6 +55,9 @@ inline constexpr llvm::StringLiteral kMirrorsAttrName = "ipu.mirrors";
 inline constexpr llvm::StringLiteral kResultMappingsAttrName = "ipu.mappings";
 /// A linalg.generic's #ipu.plan (ipu-plan-tiles -> ipu-map-tiles).
 inline constexpr llvm::StringLiteral kPlanAttrName = "ipu.plan";
+/// On the module, with ipu-plan-tiles' record-assumed-memory: per tile, the
+/// most bytes the planner took it to hold during a step (array<i64>).
+inline constexpr llvm::StringLiteral kAssumedTileBytesAttrName = "ipu.assumed_tile_bytes";
 /// On a tensor.insert_slice that pads: it becomes an ipu.pad_view (virtual
 /// padding, no copy) and the fill of its destination goes.
 inline constexpr llvm::StringLiteral kPaddedViewAttrName = "ipu.padded_view";
