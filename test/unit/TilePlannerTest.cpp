@@ -55,9 +55,10 @@ std::string matmulRelu(int64_t m, int64_t n, int64_t k) {
 })";
 }
 
-/// Two layers, relu(relu(x W1) W2), of MxK, KxH and HxN, on a 64-tile
-/// ipu2: the second weight is placed only when its matmul is planned.
-std::string twoLayers(int64_t m, int64_t k, int64_t h, int64_t n) {
+/// Two layers, relu(relu(x W1) W2), of MxK, KxH and HxN, on 64 ipu2 tiles
+/// (as `ipus` IPUs): the second weight is placed only when its matmul is
+/// planned.
+std::string twoLayers(int64_t m, int64_t k, int64_t h, int64_t n, int64_t ipus = 1) {
   auto t = [](int64_t a, int64_t b) {
     return "tensor<" + std::to_string(a) + "x" + std::to_string(b) + "xf32>";
   };
@@ -75,8 +76,9 @@ std::string twoLayers(int64_t m, int64_t k, int64_t h, int64_t n) {
            ") {\n    ^bb0(%a: f32, %o: f32):\n      %v = arith.maximumf %a, %zero : f32\n"
            "      linalg.yield %v : f32\n    } -> " + y + "\n";
   };
-  return R"(module attributes {ipu.target = #ipu.target<"ipu2", ipus = 1, tiles_per_ipu = )" +
-         std::to_string(kTiles) + R"(, bytes_per_tile = 638976>} {
+  return R"(module attributes {ipu.target = #ipu.target<"ipu2", ipus = )" +
+         std::to_string(ipus) + ", tiles_per_ipu = " + std::to_string(kTiles / ipus) +
+         R"(, bytes_per_tile = 638976>} {
   func.func @main(%x: )" + t(m, k) + ", %w1: " + t(k, h) + ", %w2: " + t(h, n) + ") -> " +
          t(m, n) + " {\n    %zero = arith.constant 0.0 : f32\n" +
          layer("h", "%x", "%w1", m, k, h) + layer("y", "%h", "%w2", m, h, n) +
@@ -224,10 +226,24 @@ TEST_F(TilePlanner, AssumesAtLeastWhatTheAllocatorPlacesOnEveryTile) {
     programs.emplace_back("two layers " + std::to_string(m) + "x" + std::to_string(k) + "x" +
                               std::to_string(h) + "x" + std::to_string(n),
                           twoLayers(m, k, h, n));
+  // A layer per IPU (as a pipeline's stages are placed): each IPU's tiles
+  // hold only its own layer's code.
+  programs.emplace_back("two layers on two IPUs", twoLayers(1024, 512, 1024, 256, /*ipus=*/2));
   for (const auto &[name, text] : programs) {
     SCOPED_TRACE(name);
     OwningOpRef<ModuleOp> module = parse(text);
     ASSERT_TRUE(module);
+    if (name == "two layers on two IPUs") {
+      // The first layer's ops (to its Relu) on IPU 0, the second's on 1.
+      int64_t ipu = 0;
+      module->walk([&](func::FuncOp main) {
+        for (Operation &op : main.getBody().front()) {
+          op.setAttr("graph.ipu", IntegerAttr::get(IntegerType::get(&context, 64), ipu));
+          if (isa<linalg::GenericOp>(op))
+            ipu = 1;
+        }
+      });
+    }
     PassManager pm(&context);
     pm.addPass(ipu::createIPUPrepareForMapping());
     ipu::IPUPlanTilesOptions options;

@@ -526,7 +526,8 @@ private:
     std::vector<int64_t> weightBytesOnTile;
     std::vector<int64_t> lastUse, liveVars, liveElementBytes, liveOnTile;
     DenseMap<size_t, llvm::BitVector> codeTiles;
-    int64_t unplacedLeafBytes, unplannedCodeBytes;
+    int64_t unplacedLeafBytes;
+    std::vector<int64_t> unplannedCodeOnIPU;
     DenseMap<int64_t, int64_t> linearCursor;
   };
   Snapshot snapshot() const {
@@ -543,7 +544,7 @@ private:
             liveOnTile_,
             codeTiles_,
             unplacedLeafBytes_,
-            unplannedCodeBytes_,
+            unplannedCodeOnIPU_,
             linearCursor_};
   }
   void restore(Snapshot s) {
@@ -564,7 +565,7 @@ private:
     liveOnTile_ = std::move(s.liveOnTile);
     codeTiles_ = std::move(s.codeTiles);
     unplacedLeafBytes_ = s.unplacedLeafBytes;
-    unplannedCodeBytes_ = s.unplannedCodeBytes;
+    unplannedCodeOnIPU_ = std::move(s.unplannedCodeOnIPU);
     linearCursor_ = std::move(s.linearCursor);
   }
   /// Takes a trial back: the planner's state, and the ops it created.
@@ -648,23 +649,36 @@ private:
   /// share of them already (weights are placed by their first reader,
   /// late layers' after the early layers are planned).
   int64_t unplacedLeafBytes_ = 0;
-  /// Vertex code the ops not planned yet will add, taken to be on every
-  /// tile: code stays from the program's start, so a step holds the code
-  /// of later steps' kernels too (as the allocator places it). Per op to
-  /// plan, the code of the first op of its kind (body and indexing maps:
-  /// kernels are generic over shapes, and a network's repeated blocks
-  /// share them), released when the op is planned and its own code counted
-  /// on its tiles.
-  int64_t unplannedCodeBytes_ = 0;
-  DenseMap<Operation *, int64_t> reservedCode_;
+  /// Per IPU, vertex code the ops not planned yet will add, taken to be
+  /// on every tile of the IPU they run on: code stays from the program's
+  /// start, so a step holds the code of later steps' kernels too (as the
+  /// allocator places it). Per op to plan, the code of the first op of its
+  /// kind on its IPU (body and indexing maps: kernels are generic over
+  /// shapes, and a network's repeated blocks share them), released when
+  /// the op is planned and its own code counted on its tiles.
+  std::vector<int64_t> unplannedCodeOnIPU_;
+  struct CodeReserve {
+    int64_t ipu = -1; ///< -1: every IPU (an op in no IPU's window)
+    int64_t bytes = 0;
+  };
+  DenseMap<Operation *, CodeReserve> reservedCode_;
   void reserveCode(ArrayRef<Operation *> ops);
+  /// Adds `bytes` to the reserve of `ipu` (-1: of every IPU).
+  void addCodeReserve(int64_t ipu, int64_t bytes) {
+    for (int64_t i = 0; i < static_cast<int64_t>(unplannedCodeOnIPU_.size()); ++i)
+      if (ipu < 0 || ipu == i)
+        unplannedCodeOnIPU_[i] += bytes;
+  }
   /// `op` is planned (or absorbed, or no step at all): its reserve goes.
   void releaseCode(Operation *op) {
     auto it = reservedCode_.find(op);
     if (it == reservedCode_.end())
       return;
-    unplannedCodeBytes_ -= it->second;
+    addCodeReserve(it->second.ipu, -it->second.bytes);
     reservedCode_.erase(it);
+  }
+  int64_t unplannedCodeOn(int64_t tile) const {
+    return unplannedCodeOnIPU_[tile / target_.tilesPerIPU];
   }
   int64_t lastUseOf(Value v);
   /// The variable that holds `var`'s elements (itself unless a view).
@@ -1268,7 +1282,7 @@ LogicalResult Planner::planGeneric(Plan &plan) {
         int64_t resident =
             liveOnTile_[tile] + tentativePieceBytes[k] +
             std::max<int64_t>(unplacedLeafBytes_ - tentativeBytes, 0) / numTiles_ +
-            unplannedCodeBytes_;
+            unplannedCodeOn(tile);
         if (k == 1 && padding[1] != padding[0])
           compute = vertexCycles(plan, opWork, loops, cost_, padding[1] + fill);
         worstExchange[k] = std::max(
@@ -1743,6 +1757,10 @@ LogicalResult Planner::planOp(linalg::GenericOp generic, linalg::GenericOp resul
             else
               placeLinear(in.value);
           }
+        // Its step runs with this mapping (a serial split's earlier steps
+        // receive slices the last one may hold in place).
+        if (!inTrial_)
+          noteAssumedMemory(&producer);
       }
     } else {
       for (Value r : generic->getResults())
@@ -1808,9 +1826,10 @@ void Planner::noteAssumedMemory(const Plan *plan) {
       }
     });
   }
-  int64_t share = std::max<int64_t>(unplacedLeafBytes_, 0) / numTiles_ + unplannedCodeBytes_;
-  for (auto [assumed, bytes] : llvm::zip(assumedOnTile_, onTile))
-    assumed = std::max(assumed, bytes + share);
+  int64_t share = std::max<int64_t>(unplacedLeafBytes_, 0) / numTiles_;
+  for (int64_t tile = 0; tile < numTiles_; ++tile)
+    assumedOnTile_[tile] =
+        std::max(assumedOnTile_[tile], onTile[tile] + share + unplannedCodeOn(tile));
 }
 
 /// Operations an absorbed epilogue typically adds to its producer's kernel
@@ -1819,15 +1838,22 @@ constexpr int64_t kEpilogueOperations = 4;
 
 void Planner::reserveCode(ArrayRef<Operation *> ops) {
   // Kernels are generic over shapes: one per body and indexing maps (a
-  // convolution's strides are in its maps), whatever the op's shapes.
-  DenseSet<llvm::hash_code> kinds;
+  // convolution's strides are in its maps), whatever the op's shapes, on
+  // each IPU that runs it. An op runs on the IPU it is placed on, or the
+  // one of the op before it (as enterWindowOf moves the window).
+  unplannedCodeOnIPU_.assign(target_.numIPUs, 0);
+  DenseSet<std::pair<int64_t, llvm::hash_code>> kinds;
+  int64_t ipu = -1;
   auto reserve = [&](Operation *op, llvm::hash_code kind, int64_t bytes) {
-    if (kinds.insert(kind).second) {
-      reservedCode_[op] += bytes;
-      unplannedCodeBytes_ += bytes;
+    if (kinds.insert({ipu, kind}).second) {
+      reservedCode_[op] = {ipu, reservedCode_.lookup(op).bytes + bytes};
+      addCodeReserve(ipu, bytes);
     }
   };
   for (Operation *op : ops) {
+    if (std::optional<int64_t> placed = graph::placedIpu(op);
+        placed && *placed >= 0 && *placed < target_.numIPUs)
+      ipu = *placed;
     auto generic = dyn_cast<linalg::GenericOp>(op);
     if (!generic)
       continue;
