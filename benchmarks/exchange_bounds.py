@@ -11,8 +11,9 @@ ipu2 (the numbers of include/tessera/Target/IPUTarget.h, repeated below):
   then a compute phase, then a sync, so a step takes its busiest tile's
   receive plus its slowest tile's compute;
 - the planned estimate (`tessera-compile --summary`, every step of the op);
-- bound / roofline and estimate / bound; and for the whole program, the
-  planned cycles on the device against the roofline and the bound.
+- bound / roofline, estimate / bound and estimate / roofline; the ops
+  planned over 4x their roofline; and for the whole program, the planned
+  cycles on the device against the roofline and the bound.
 
 The bound, per op: outputs O (each a sum of K products), operands I (input)
 and W (weights) elements, T tiles. Split the reduction r ways (r partial
@@ -181,11 +182,12 @@ def main():
         bound = lower_bound(outputs, k, k_in, inputs, weights)
         rows.append((name, roofline, bound, planned.get(name)))
     print(f"{'op':48s} {'roofline':>9s} {'bound':>9s} {'planned':>9s} "
-          f"{'bound/roof':>10s} {'plan/bound':>10s}")
+          f"{'bound/roof':>10s} {'plan/bound':>10s} {'plan/roof':>9s}")
     shown = sorted(rows, key=lambda r: -(r[3] or 0) / r[2])[:args.top]
     for name, roofline, bound, plan in shown:
         print(f"{name[-48:]:48s} {roofline:9,.0f} {bound:9,.0f} {plan or 0:9,d} "
-              f"{bound / roofline:10.2f} {(plan or 0) / bound:10.2f}")
+              f"{bound / roofline:10.2f} {(plan or 0) / bound:10.2f} "
+              f"{(plan or 0) / roofline:9.2f}")
     if skipped:
         print(f"skipped (shapes not static, or a 1-D matmul): {', '.join(skipped)}")
     if not rows:
@@ -194,9 +196,14 @@ def main():
     bound = sum(r[2] for r in rows)
     plan = sum(r[3] or 0 for r in rows)
     print(f"{'all ' + str(len(rows)) + ' ops':48s} {roof:9,.0f} {bound:9,.0f} {plan:9,d} "
-          f"{bound / roof:10.2f} {plan / bound:10.2f}")
+          f"{bound / roof:10.2f} {plan / bound:10.2f} {plan / roof:9.2f}")
     share = f"{roof / plan:.1%}" if plan else "not found in the summary"
     print(f"share of the fp32 peak at best: {roof / bound:.1%}; planned: {share}")
+    # Issue 30's per-layer target: no op over 4x its roofline.
+    over = [(r[0], (r[3] or 0) / r[1]) for r in rows if (r[3] or 0) > 4 * r[1]]
+    print(f"ops planned over 4x their roofline: {len(over)}"
+          + "".join(f"\n  {name} {ratio:.2f}x" for name, ratio in
+                    sorted(over, key=lambda o: -o[1])))
     # The whole program: its other ops add to the plan, never to the bound.
     device = planned.get(None)
     if device:
