@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tessera/Compiler/Registration.h"
+#include "tessera/Dialect/Graph/IR/Placement.h"
 #include "tessera/Dialect/IPU/Transforms/Passes.h"
 #include "tessera/Runtime/Executable.h"
 #include "tessera/Runtime/MemoryPlan.h"
@@ -214,7 +215,8 @@ TEST_F(TilePlanner, StepMemoryStaysUnderTheBudgetOnEveryTile) {
 // took the tile to hold during a step (record-assumed-memory) -- is at
 // least what the allocator then places there: the plans' memory checks
 // stand for the program that runs. Shapes that fit unsplit, split over the
-// tiles, in serial steps, and two layers whose second weight is placed late.
+// tiles, in serial steps, two layers whose second weight is placed late,
+// and two layers on two IPUs (code, and the reserve for it, per IPU).
 TEST_F(TilePlanner, AssumesAtLeastWhatTheAllocatorPlacesOnEveryTile) {
   std::vector<std::pair<std::string, std::string>> programs;
   for (auto [m, n, k] : {std::tuple{64, 32, 16}, {7, 13, 5}, {512, 512, 512},
@@ -238,7 +240,7 @@ TEST_F(TilePlanner, AssumesAtLeastWhatTheAllocatorPlacesOnEveryTile) {
       int64_t ipu = 0;
       module->walk([&](func::FuncOp main) {
         for (Operation &op : main.getBody().front()) {
-          op.setAttr("graph.ipu", IntegerAttr::get(IntegerType::get(&context, 64), ipu));
+          op.setAttr(graph::kIpuAttrName, IntegerAttr::get(IntegerType::get(&context, 64), ipu));
           if (isa<linalg::GenericOp>(op))
             ipu = 1;
         }
