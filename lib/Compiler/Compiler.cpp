@@ -436,9 +436,6 @@ private:
   LogicalResult configured = success();
 };
 
-/// Runs `work` on a thread of its own, or at once where the context keeps
-/// to one thread (--mlir-disable-threading, which IR printing needs).
-/// wait() returns its result; the destructor waits too.
 /// The cycles the IPU model will count for `program` in an executable with
 /// `metadata`: the target made as the runtime makes it from the metadata,
 /// costed on every core.
@@ -453,6 +450,9 @@ estimateExecutableCycles(const runtime::ExecutableMetadata &metadata,
   return runtime::estimateProgramCost(metadata, program, *target, &pool);
 }
 
+/// Runs `work` on a thread of its own, or at once where the context keeps
+/// to one thread (--mlir-disable-threading, which IR printing needs).
+/// wait() returns its result; the destructor waits too.
 class Concurrently {
 public:
   Concurrently(MLIRContext *context, std::function<LogicalResult()> work) {

@@ -980,6 +980,23 @@ constexpr double kMirrorCyclesPerByte = 0.2;
 /// The least share of an op's cycles a mirror must save.
 constexpr double kMinMirrorSaving = 0.25;
 
+/// Hashes `op`'s operations into `key` (structure, not values or
+/// locations), the generic itself too when `withOp` (its types carry the
+/// op's shapes); returns how many were hashed.
+static int64_t hashOperations(linalg::GenericOp op, bool withOp, llvm::hash_code &key) {
+  int64_t operations = 0;
+  op->walk([&](Operation *o) {
+    if (!withOp && o == op.getOperation())
+      return;
+    ++operations;
+    key = llvm::hash_combine(
+        key, OperationEquivalence::computeHash(o, OperationEquivalence::ignoreHashValue,
+                                               OperationEquivalence::ignoreHashValue,
+                                               OperationEquivalence::IgnoreLocations));
+  });
+  return operations;
+}
+
 /// Every this-many-th candidate grid is costed first: the best of them
 /// that fits bounds the rest, and a candidate whose compute alone takes
 /// longer is not costed (see Planner::planGeneric).
@@ -1159,16 +1176,6 @@ LogicalResult Planner::planGeneric(Plan &plan) {
     }
   };
   // The loop box whose outputs are `piece`.
-  auto loopsOf = [&](const Box &piece) {
-    Box loops;
-    loops.offsets.assign(plan.loopRanges.size(), 0);
-    loops.sizes.assign(plan.loopRanges.begin(), plan.loopRanges.end());
-    for (int64_t j = 0; j < rank; ++j) {
-      loops.offsets[plan.outputLoops[j]] = piece.offsets[j];
-      loops.sizes[plan.outputLoops[j]] = piece.sizes[j];
-    }
-    return loops;
-  };
   // What a vertex computing `piece` fills before it reads: its init's
   // constant, unless that starts its accumulators.
   auto fillBytesOf = [&](const Box &piece) -> int64_t {
@@ -1183,7 +1190,7 @@ LogicalResult Planner::planGeneric(Plan &plan) {
     int64_t worst = 0;
     for (const std::vector<int64_t> *idx : {&c.first, &c.central, &c.last}) {
       Box piece = m.pieceBox(*idx);
-      worst = std::max(worst, vertexCycles(plan, opWork, loopsOf(piece), cost_, fillBytesOf(piece)));
+      worst = std::max(worst, vertexCycles(plan, opWork, loopsOfPiece(plan, piece), cost_, fillBytesOf(piece)));
     }
     return worst;
   };
@@ -1254,7 +1261,7 @@ LogicalResult Planner::planGeneric(Plan &plan) {
     for (const std::vector<int64_t> *idx : {&c.first, &c.central, &c.last}) {
       Box piece = m.pieceBox(*idx);
       int64_t tile = m.tileOf(*idx);
-      Box loops = loopsOf(piece);
+      Box loops = loopsOfPiece(plan, piece);
       int64_t received[2] = {0, 0}, regions[2] = {0, 0}, padding[2] = {0, 0},
               memory[2] = {piece.numElements() * outBytes, piece.numElements() * outBytes};
       for (auto [in, var, mirroredVar, bytes] :
@@ -1570,14 +1577,7 @@ LogicalResult Planner::planGeneric(Plan &plan) {
                                    ranked.getRank());
     for (linalg::GenericOp op : {plan.op, plan.epilogue})
       if (op)
-        op->walk([&](Operation *o) {
-          if (generic && o == op.getOperation())
-            return;
-          key = llvm::hash_combine(
-              key, OperationEquivalence::computeHash(o, OperationEquivalence::ignoreHashValue,
-                                                     OperationEquivalence::ignoreHashValue,
-                                                     OperationEquivalence::IgnoreLocations));
-        });
+        hashOperations(op, /*withOp=*/!generic, key);
     llvm::BitVector &tiles = codeTiles_[static_cast<size_t>(key)];
     if (tiles.empty())
       tiles.resize(numTiles_);
@@ -1809,13 +1809,7 @@ void Planner::noteAssumedMemory(const Plan *plan) {
     // The receive buffers: each vertex's regions of the operands it does
     // not hold, as the allocator gives them (it reads the rest in place).
     plan->mapping.forEachPiece([&](int64_t tile, const Box &piece) {
-      Box loops;
-      loops.offsets.assign(plan->loopRanges.size(), 0);
-      loops.sizes.assign(plan->loopRanges.begin(), plan->loopRanges.end());
-      for (auto [j, loop] : llvm::enumerate(plan->outputLoops)) {
-        loops.offsets[loop] = piece.offsets[j];
-        loops.sizes[loop] = piece.sizes[j];
-      }
+      Box loops = loopsOfPiece(*plan, piece);
       for (const Input &in : plan->inputs) {
         int64_t var = variableOf(in.value);
         if (var < 0)
@@ -1859,14 +1853,8 @@ void Planner::reserveCode(ArrayRef<Operation *> ops) {
       continue;
     llvm::hash_code kind = llvm::hash_combine(generic.getIndexingMaps().getAsOpaquePointer(),
                                               generic.getIteratorTypes().getAsOpaquePointer());
-    int64_t operations = 1;
-    generic.getRegion().walk([&](Operation *o) {
-      ++operations;
-      kind = llvm::hash_combine(
-          kind, OperationEquivalence::computeHash(o, OperationEquivalence::ignoreHashValue,
-                                                  OperationEquivalence::ignoreHashValue,
-                                                  OperationEquivalence::IgnoreLocations));
-    });
+    // The generic counts as an operation, as vertexCodeBytes counts it.
+    int64_t operations = 1 + hashOperations(generic, /*withOp=*/false, kind);
     int64_t loops = generic.getNumLoops();
     if (generic.getNumReductionLoops() == 0) {
       reserve(op, kind, cost_.vertexCodeBytes(loops, operations));

@@ -491,6 +491,17 @@ int64_t vertexCycles(const Plan &plan, const target::VertexWork &ofOp, const Box
   return cost.vertexCycles(work);
 }
 
+runtime::Box loopsOfPiece(const Plan &plan, const runtime::Box &piece) {
+  runtime::Box loops;
+  loops.offsets.assign(plan.loopRanges.size(), 0);
+  loops.sizes.assign(plan.loopRanges.begin(), plan.loopRanges.end());
+  for (auto [j, loop] : llvm::enumerate(plan.outputLoops)) {
+    loops.offsets[loop] = piece.offsets[j];
+    loops.sizes[loop] = piece.sizes[j];
+  }
+  return loops;
+}
+
 int64_t vertexCodeBytes(const Plan &plan, const target::CostModel &cost) {
   int64_t ops = 0;
   for (linalg::GenericOp op : {plan.op, plan.epilogue})

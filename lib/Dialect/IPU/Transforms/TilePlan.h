@@ -199,6 +199,9 @@ std::vector<bool> loopsReadFromDescriptor(const Plan &plan);
 std::optional<std::pair<size_t, size_t>> inputDimOfLoop(const Plan &plan, int64_t loop);
 /// Tile memory the code of one of `plan`'s vertices takes.
 int64_t vertexCodeBytes(const Plan &plan, const target::CostModel &cost);
+/// The box of `plan`'s loops a vertex computing output `piece` runs: the
+/// piece along the output loops, every reduction loop whole.
+runtime::Box loopsOfPiece(const Plan &plan, const runtime::Box &piece);
 
 } // namespace tessera::ipu::tiling
 
