@@ -1004,6 +1004,10 @@ constexpr size_t kBoundingStride = 8;
 /// Grids costed per op at most (an op is planned several times when its
 /// reduction may split): bounds compile time on many-dimensional ops.
 constexpr int64_t kMaxCandidatesCosted = 1000;
+/// Grids with the smallest pieces costed beyond that bound, and how many
+/// grids past it are searched for them (see Planner::planGeneric).
+constexpr int64_t kFinestGridsBeyondCap = 32;
+constexpr int64_t kMaxEnumeratedBeyondCap = 100000;
 /// The same bound while comparing an op with its reduction splits: the
 /// comparison needs each option's rough cost, the chosen one is then
 /// planned with the full bound.
@@ -1433,6 +1437,45 @@ LogicalResult Planner::planGeneric(Plan &plan) {
         best = {true, both[1], candidate.pieces, &candidate, true};
     }
   };
+  // The odometer's order meets its cap on grids that cut the leading
+  // dimensions finest; the grids with the smallest pieces (all tiles busy,
+  // an even spread) may lie beyond it. The kFinestGridsBeyondCap of those
+  // among the next kMaxEnumeratedBeyondCap grids join the candidates.
+  auto appendFinestGrids = [&](const std::vector<std::vector<int64_t>> &lists,
+                               const std::vector<int64_t> &dims, std::vector<size_t> at,
+                               std::vector<Candidate> &into) {
+    // (piece elements, enumeration order, chunks), the finest first.
+    std::vector<std::tuple<int64_t, int64_t, std::vector<int64_t>>> finest;
+    std::vector<int64_t> chunks(dims.size());
+    for (int64_t seen = 0; seen < kMaxEnumeratedBeyondCap; ++seen) {
+      int64_t pieces = 1, elements = 1;
+      for (size_t j = 0; j < dims.size(); ++j) {
+        chunks[j] = lists[j][at[j]];
+        pieces *= (dims[j] + chunks[j] - 1) / chunks[j];
+        elements *= std::min(chunks[j], dims[j]);
+      }
+      if (pieces <= windowTiles_) {
+        finest.emplace_back(elements, seen, chunks);
+        std::push_heap(finest.begin(), finest.end());
+        if (static_cast<int64_t>(finest.size()) > kFinestGridsBeyondCap) {
+          std::pop_heap(finest.begin(), finest.end());
+          finest.pop_back();
+        }
+      }
+      int64_t j = static_cast<int64_t>(dims.size()) - 1;
+      while (j >= 0 && ++at[j] == lists[j].size())
+        at[j--] = 0;
+      if (j < 0)
+        break;
+    }
+    std::sort_heap(finest.begin(), finest.end());
+    for (auto &[elements, seen, grid] : finest) {
+      int64_t pieces = 1;
+      for (size_t j = 0; j < dims.size(); ++j)
+        pieces *= (dims[j] + grid[j] - 1) / grid[j];
+      into.push_back({std::move(grid), nullptr, pieces});
+    }
+  };
   // The state's home first, then an odometer over the candidate lists,
   // pruned by the tile count.
   std::vector<Candidate> candidates;
@@ -1460,6 +1503,10 @@ LogicalResult Planner::planGeneric(Plan &plan) {
     if (exhausted || counted == cap)
       break;
   }
+  // A contraction's compute dominates its cycles: a tile left idle, or a
+  // piece larger than the others, costs it most.
+  if (!exhausted && opWork.contraction)
+    appendFinestGrids(cands, shape, at, candidates);
   choose(candidates);
   std::vector<Candidate> leastMemory;
   if (!best.score.fits && !exhausted) {
