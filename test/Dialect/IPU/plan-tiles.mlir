@@ -9,8 +9,10 @@
 // check the choices, map-tiles-apply.mlir the application.)
 
 // With explain, each reduction says whether it was split and at what
-// estimated cost against unsplit, and each planned op its plan and cycles.
-// EXPLAIN: remark: {{(not split|split into [0-9]+ partial results)}} along reduction loop 2 (16 iterations): {{[0-9]+}} estimated cycles, against {{[0-9]+}} unsplit
+// estimated cost against unsplit, and the splits it weighed (the partial
+// sums' cycles and the combining step's), and each planned op its plan and
+// cycles.
+// EXPLAIN: remark: {{(not split|split into [0-9]+ partial results)}} along reduction loop 2 (16 iterations): {{[0-9]+}} estimated cycles, against {{[0-9]+}} unsplit; weighed: 2 partial results: {{[0-9]+}} ({{[0-9]+}} partial sums + {{[0-9]+}} combining + sync)
 // The fill its reader updates in place says so.
 // EXPLAIN: remark: #ipu.plan<mapping = #ipu.mapping<{{.*}}>>: its reader's mapping (the reader updates it in place)
 // EXPLAIN: remark: #ipu.plan<mapping = #ipu.mapping<{{.*}}>, epilogue, in_place>: {{[0-9]+}} estimated cycles on its slowest vertex

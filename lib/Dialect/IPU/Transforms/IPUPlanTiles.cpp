@@ -485,12 +485,14 @@ private:
     int64_t cycles = 0;
     bool fits = false;
     int64_t memory = 0;
+    int64_t partialCycles = 0, combineCycles = 0; ///< the two steps'
   };
   SplitCost splitCost(const SplitOps &split) const {
     const Plan &partial = plans_[planOf_.lookup(split.partial)];
     const Plan &combine = plans_[planOf_.lookup(split.combine)];
     return {partial.cycles + combine.cycles + cost_.stepSyncCycles(windowIPUs()),
-            partial.fits && combine.fits, std::max(partial.memory, combine.memory)};
+            partial.fits && combine.fits, std::max(partial.memory, combine.memory),
+            partial.cycles, combine.cycles};
   }
   /// `op`, planned as the ops that replace it, gives way to `with`.
   void replaceSplitOp(linalg::GenericOp op, ValueRange with) {
@@ -2176,6 +2178,10 @@ LogicalResult Planner::planOpOrSplit(linalg::GenericOp op) {
     fitting.emplace_back(1, bestCycles);
   restore(before);
 
+  // The options weighed, for the explanation: each split's cycles, those
+  // of its partial sums and combining steps.
+  std::string weighedText;
+  llvm::raw_string_ostream weighed(weighedText);
   // Split into slices of at least 4 iterations; each split pays the
   // combining step and one more sync. More slices cost less exchange per
   // vertex and more combining: the cost falls, then rises, so the search
@@ -2197,7 +2203,11 @@ LogicalResult Planner::planOpOrSplit(linalg::GenericOp op) {
     undoTrial(before, split.created);
     if (!planned)
       continue;
-    auto [cycles, fits, memory] = *planned;
+    auto [cycles, fits, memory, partialCycles, combineCycles] = *planned;
+    if (explain_)
+      weighed << "; " << pieces << " partial results: " << cycles << " (" << partialCycles
+              << " partial sums + " << combineCycles << " combining + sync"
+              << (fits ? "" : "; over the memory budget") << ")";
     if (better(fits, cycles, memory)) {
       bestCycles = cycles;
       bestFits = fits;
@@ -2238,6 +2248,9 @@ LogicalResult Planner::planOpOrSplit(linalg::GenericOp op) {
         memory = last.memory;
       }
       undoTrial(before, created);
+      if (explain_ && planned)
+        weighed << "; " << steps << " serial steps: " << cycles
+                << (fits ? "" : " (over the memory budget)");
       if (planned && better(fits, cycles, memory)) {
         bestSteps = steps;
         bestCycles = cycles;
@@ -2254,7 +2267,8 @@ LogicalResult Planner::planOpOrSplit(linalg::GenericOp op) {
       op.emitRemark() << "split into " << bestSteps << " serial steps along reduction loop "
                       << loop << " (" << range << " iterations): " << bestCycles
                       << " estimated cycles; no parallel split fits the memory budget"
-                      << (bestFits ? "" : ", nor does this: it needs the least memory");
+                      << (bestFits ? "" : ", nor does this: it needs the least memory")
+                      << "; weighed: unsplit " << unsplitCycles << weighedText;
     ++counts_.split;
     SmallVector<Operation *> created;
     SmallVector<linalg::GenericOp> chain =
@@ -2281,7 +2295,8 @@ LogicalResult Planner::planOpOrSplit(linalg::GenericOp op) {
                                                           " partial results")
                     << " along reduction loop " << loop << " (" << range << " iterations): "
                     << chosenCycles << " estimated cycles, against " << unsplitCycles
-                    << " unsplit" << (unsplitFits ? "" : " (over the memory budget)");
+                    << " unsplit" << (unsplitFits ? "" : " (over the memory budget)")
+                    << (weighedText.empty() ? "" : "; weighed:" + weighedText.substr(1));
   }
   if (bestPieces == 1)
     return planOp(op);

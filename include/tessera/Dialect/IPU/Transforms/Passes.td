@@ -154,7 +154,9 @@ def IPUPlanTiles : Pass<"ipu-plan-tiles", "::mlir::ModuleOp"> {
     shared fill or insert destination, one per reader. `ipu-map-tiles`
     applies the plans. With `explain`, each op gets a remark saying its plan
     and estimated cycles, and each reduction why it was split or not (its
-    cycles split against unsplit); `--mlir-pass-statistics` counts plans,
+    cycles split against unsplit, and every split it weighed: its cycles,
+    those of the partial sums and of the combining step; or the serial
+    steps); `--mlir-pass-statistics` counts plans,
     splits, epilogues and ops over the memory budget.
   }];
   let options = [
