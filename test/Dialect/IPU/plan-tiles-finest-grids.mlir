@@ -7,8 +7,9 @@
 // none that keeps the tiles busy: it costed the op unsplit at 3,562
 // cycles, and only the final search (1,000 grids) found a 2,483-cycle
 // grid (in ResNet-50, where a split costed 3,500, the op was split: 4.74x
-// its roofline). The grids with the smallest pieces are costed too, so the
-// unsplit option weighed is the plan the op then gets.
+// its roofline). A contraction's grids with the smallest pieces, over
+// every chunk size, are costed too, so the unsplit option weighed is the
+// plan the op then gets.
 
 // CHECK: remark: not split along reduction loop 4 (64 iterations): [[CYCLES:[0-9]+]] estimated cycles, against [[CYCLES]] unsplit
 // CHECK: remark: #ipu.plan<mapping = #ipu.mapping<{{.*}}>, epilogue, in_place>: [[CYCLES]] estimated cycles on its slowest vertex{{$}}
