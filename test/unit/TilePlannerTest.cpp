@@ -17,12 +17,17 @@
 #include "tessera/Runtime/MemoryPlan.h"
 #include "tessera/Runtime/ProgramCost.h"
 
+#include "TilePlan.h"
+
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <numeric>
+#include <set>
 #include <string>
 
 using namespace mlir;
@@ -272,6 +277,62 @@ TEST_F(TilePlanner, AssumesAtLeastWhatTheAllocatorPlacesOnEveryTile) {
     }
     EXPECT_GT(used, 1) << "a plan on one tile checks little";
   }
+}
+
+// finestGrids against every grid of every piece count: the same piece sizes
+// in the same order (the count smallest), each grid within the tiles. On
+// ResNet-50's layer1.0/downsample at batch 16 the finest is 2.7% over an
+// even share of 1,472 tiles (20 channels x 8 rows x 56 of 16x256x56x56).
+TEST(FinestGrids, AreTheSmallestPiecesOfAllGridsThatFit) {
+  auto piecesOf = [](const std::vector<int64_t> &shape, const std::vector<int64_t> &chunks) {
+    int64_t pieces = 1;
+    for (size_t j = 0; j < shape.size(); ++j)
+      pieces *= (shape[j] + chunks[j] - 1) / chunks[j];
+    return pieces;
+  };
+  auto elementsOf = [](const std::vector<int64_t> &chunks) {
+    return std::accumulate(chunks.begin(), chunks.end(), int64_t{1}, std::multiplies<>());
+  };
+  for (auto [shape, tiles, count] :
+       {std::tuple{std::vector<int64_t>{4, 6, 5}, int64_t{7}, int64_t{5}},
+        {{16, 9, 13, 2}, 64, 40},
+        {{1, 64, 56, 56}, 1472, 16},
+        {{3}, 8, 4},
+        {{5, 7}, 1, 3}}) {
+    SCOPED_TRACE(::testing::PrintToString(shape) + " on " + std::to_string(tiles));
+    // Every grid, by brute force.
+    std::vector<int64_t> all;
+    std::vector<int64_t> chunks(shape.size(), 1);
+    std::function<void(size_t)> each = [&](size_t j) {
+      if (j == shape.size()) {
+        if (piecesOf(shape, chunks) <= tiles)
+          all.push_back(elementsOf(chunks));
+        return;
+      }
+      // The chunk of each piece count (another chunk with as many pieces
+      // only makes them larger).
+      std::set<int64_t> sizes;
+      for (int64_t p = 1; p <= shape[j]; ++p)
+        sizes.insert((shape[j] + p - 1) / p);
+      for (int64_t c : sizes) {
+        chunks[j] = c;
+        each(j + 1);
+      }
+    };
+    each(0);
+    std::sort(all.begin(), all.end());
+    std::vector<std::vector<int64_t>> finest =
+        tessera::ipu::tiling::finestGrids(shape, tiles, count, 1000000);
+    ASSERT_EQ(static_cast<int64_t>(finest.size()), std::min<int64_t>(count, all.size()));
+    for (size_t i = 0; i < finest.size(); ++i) {
+      EXPECT_LE(piecesOf(shape, finest[i]), tiles);
+      EXPECT_EQ(elementsOf(finest[i]), all[i]) << "grid " << i;
+    }
+  }
+  std::vector<std::vector<int64_t>> resnet =
+      tessera::ipu::tiling::finestGrids({16, 256, 56, 56}, 1472, 1, 1000000);
+  ASSERT_EQ(resnet.size(), 1u);
+  EXPECT_EQ(resnet[0], (std::vector<int64_t>{1, 20, 8, 56}));
 }
 
 } // namespace

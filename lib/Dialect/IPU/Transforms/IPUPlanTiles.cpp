@@ -29,9 +29,7 @@
 #include <array>
 #include <atomic>
 #include <map>
-#include <functional>
 #include <set>
-#include <tuple>
 
 namespace tessera::ipu {
 #define GEN_PASS_DEF_IPUPLANTILES
@@ -1052,68 +1050,6 @@ std::vector<int64_t> chunkCandidates(int64_t dim, int64_t maxPieces) {
   return {chunks.begin(), chunks.end()};
 }
 
-/// The `count` grids of `shape` with the fewest elements in a piece among
-/// those of at most `tiles` pieces, every chunk size of each dimension
-/// considered (ceil(d / p) for p pieces), the finest first, ties in search
-/// order. The grids a planner's candidate lists leave out are mostly
-/// these: 256 channels in 13 pieces of 20, say, which with 8 rows of 56
-/// (7 pieces) and 16 images fill 1,456 of an ipu2's 1,472 tiles, 2.7% over
-/// an even share, where chunks of 256 / 2^k and 1,472 / 2^k left 128 tiles
-/// idle (10.4% over). A depth-first search over the dimensions in turn
-/// drops a branch whose pieces already pass `tiles`, or whose piece cannot
-/// get smaller than the `count`-th found: the dimensions left, of D
-/// elements, split into at most `tiles / pieces` more pieces, leave at
-/// least D / that in each.
-static std::vector<std::vector<int64_t>> finestGrids(ArrayRef<int64_t> shape, int64_t tiles,
-                                                     int64_t count) {
-  const size_t rank = shape.size();
-  std::vector<std::vector<int64_t>> chunkSizes(rank);
-  std::vector<double> elementsAfter(rank + 1, 1.0); // of dimensions j.. on
-  for (size_t j = rank; j-- > 0;) {
-    std::set<int64_t> sizes;
-    for (int64_t p = 1; p <= std::min(shape[j], tiles); ++p)
-      sizes.insert((shape[j] + p - 1) / p);
-    chunkSizes[j].assign(sizes.begin(), sizes.end());
-    elementsAfter[j] = elementsAfter[j + 1] * static_cast<double>(shape[j]);
-  }
-  // A max-heap of (piece elements, search order, chunks): the count finest.
-  using Found = std::tuple<int64_t, int64_t, std::vector<int64_t>>;
-  std::vector<Found> finest;
-  std::vector<int64_t> chunks(rank);
-  int64_t found = 0, nodes = 0;
-  std::function<void(size_t, int64_t, int64_t)> search = [&](size_t j, int64_t pieces,
-                                                             int64_t elements) {
-    if (++nodes > kMaxFinestGridNodes)
-      return;
-    if (static_cast<int64_t>(finest.size()) == count &&
-        static_cast<double>(elements) * elementsAfter[j] / static_cast<double>(tiles / pieces) >=
-            static_cast<double>(std::get<0>(finest.front())))
-      return;
-    if (j == rank) {
-      finest.emplace_back(elements, found++, chunks);
-      std::push_heap(finest.begin(), finest.end());
-      if (static_cast<int64_t>(finest.size()) > count) {
-        std::pop_heap(finest.begin(), finest.end());
-        finest.pop_back();
-      }
-      return;
-    }
-    for (int64_t chunk : chunkSizes[j]) {
-      int64_t more = pieces * ((shape[j] + chunk - 1) / chunk);
-      if (more > tiles)
-        continue;
-      chunks[j] = chunk;
-      search(j + 1, more, elements * chunk);
-    }
-  };
-  search(0, 1, 1);
-  std::sort_heap(finest.begin(), finest.end());
-  std::vector<std::vector<int64_t>> grids;
-  for (Found &f : finest)
-    grids.push_back(std::move(std::get<2>(f)));
-  return grids;
-}
-
 LogicalResult Planner::planGeneric(Plan &plan) {
   auto outType = cast<RankedTensorType>(plan.op->getResult(0).getType());
   std::vector<int64_t> shape(outType.getShape().begin(),
@@ -1542,7 +1478,8 @@ LogicalResult Planner::planGeneric(Plan &plan) {
     std::set<std::vector<int64_t>> listed;
     for (const Candidate &c : candidates)
       listed.insert(c.chunks);
-    for (std::vector<int64_t> &grid : finestGrids(shape, windowTiles_, kFinestGrids))
+    for (std::vector<int64_t> &grid :
+         finestGrids(shape, windowTiles_, kFinestGrids, kMaxFinestGridNodes))
       if (!listed.count(grid)) {
         int64_t pieces = 1;
         for (int64_t j = 0; j < rank; ++j)

@@ -8,6 +8,10 @@
 #include "mlir/IR/Matchers.h"
 #include "mlir/Transforms/RegionUtils.h"
 
+#include <functional>
+#include <set>
+#include <tuple>
+
 using namespace mlir;
 
 namespace tessera::ipu::tiling {
@@ -588,6 +592,56 @@ std::vector<bool> loopsReadFromDescriptor(const Plan &plan) {
     dynamic[l] = llvm::is_contained(plan.outputLoops, static_cast<int64_t>(l)) ||
                  (plan.loopRanges[l] > 1 && inputDimOfLoop(plan, static_cast<int64_t>(l)));
   return dynamic;
+}
+
+std::vector<std::vector<int64_t>> finestGrids(llvm::ArrayRef<int64_t> shape, int64_t tiles,
+                                              int64_t count, int64_t maxNodes) {
+  const size_t rank = shape.size();
+  std::vector<std::vector<int64_t>> chunkSizes(rank);
+  std::vector<double> elementsAfter(rank + 1, 1.0); // of dimensions j.. on
+  for (size_t j = rank; j-- > 0;) {
+    std::set<int64_t> sizes;
+    for (int64_t p = 1; p <= std::min(shape[j], tiles); ++p)
+      sizes.insert((shape[j] + p - 1) / p);
+    chunkSizes[j].assign(sizes.begin(), sizes.end());
+    elementsAfter[j] = elementsAfter[j + 1] * static_cast<double>(shape[j]);
+  }
+  // A max-heap of (piece elements, search order, chunks): the count finest.
+  using Found = std::tuple<int64_t, int64_t, std::vector<int64_t>>;
+  std::vector<Found> finest;
+  std::vector<int64_t> chunks(rank);
+  int64_t found = 0, nodes = 0;
+  std::function<void(size_t, int64_t, int64_t)> search = [&](size_t j, int64_t pieces,
+                                                             int64_t elements) {
+    if (++nodes > maxNodes)
+      return;
+    if (static_cast<int64_t>(finest.size()) == count &&
+        static_cast<double>(elements) * elementsAfter[j] / static_cast<double>(tiles / pieces) >=
+            static_cast<double>(std::get<0>(finest.front())))
+      return;
+    if (j == rank) {
+      finest.emplace_back(elements, found++, chunks);
+      std::push_heap(finest.begin(), finest.end());
+      if (static_cast<int64_t>(finest.size()) > count) {
+        std::pop_heap(finest.begin(), finest.end());
+        finest.pop_back();
+      }
+      return;
+    }
+    for (int64_t chunk : chunkSizes[j]) {
+      int64_t more = pieces * ((shape[j] + chunk - 1) / chunk);
+      if (more > tiles)
+        continue;
+      chunks[j] = chunk;
+      search(j + 1, more, elements * chunk);
+    }
+  };
+  search(0, 1, 1);
+  std::sort_heap(finest.begin(), finest.end());
+  std::vector<std::vector<int64_t>> grids;
+  for (Found &f : finest)
+    grids.push_back(std::move(std::get<2>(f)));
+  return grids;
 }
 
 } // namespace tessera::ipu::tiling
