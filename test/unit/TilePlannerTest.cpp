@@ -329,6 +329,7 @@ TEST(FinestGrids, AreTheSmallestPiecesOfAllGridsThatFit) {
       EXPECT_EQ(elementsOf(finest[i]), all[i]) << "grid " << i;
     }
   }
+  EXPECT_TRUE(tessera::ipu::tiling::finestGrids({4, 4}, 16, 0, 1000000).empty());
   std::vector<std::vector<int64_t>> resnet =
       tessera::ipu::tiling::finestGrids({16, 256, 56, 56}, 1472, 1, 1000000);
   ASSERT_EQ(resnet.size(), 1u);

@@ -596,6 +596,8 @@ std::vector<bool> loopsReadFromDescriptor(const Plan &plan) {
 
 std::vector<std::vector<int64_t>> finestGrids(llvm::ArrayRef<int64_t> shape, int64_t tiles,
                                               int64_t count, int64_t maxNodes) {
+  if (count <= 0)
+    return {};
   const size_t rank = shape.size();
   std::vector<std::vector<int64_t>> chunkSizes(rank);
   std::vector<double> elementsAfter(rank + 1, 1.0); // of dimensions j.. on
