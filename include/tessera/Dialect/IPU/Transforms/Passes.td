@@ -130,8 +130,10 @@ def IPUPlanTiles : Pass<"ipu-plan-tiles", "::mlir::ModuleOp"> {
     Weights are placed by their first reader's plan, also through a view
     that only adds a unit dimension (a convolution's group dimension), so
     that they sit on the tiles that read them. Chunk candidates include
-    piece counts that divide the tile count (1472 = 64 x 23), and a plan is
-    costed at its first, a central and its last piece.
+    piece counts that divide the tile count (1472 = 64 x 23), and the 128
+    grids with the smallest pieces over every chunk size are costed too
+    (a depth-first search, `finestGrids`); a plan is costed at its first, a
+    central and its last piece.
 
     A constant weight read by several blocks of tiles (a convolution's
     weights, read by every block of output positions) may be mirrored: a
