@@ -182,8 +182,9 @@ TEST_F(ImporterTest, DamagedBytesNeverCrash) {
   std::string good = tinyModel({"2", "4"});
   for (size_t cut = 0; cut < good.size(); cut += 3) {
     ImportResult r = import(good.substr(0, cut));
-    if (!r.module)
+    if (!r.module) {
       EXPECT_FALSE(r.diagnostics.empty()) << "cut at " << cut;
+    }
   }
   std::mt19937 rng(1234);
   for (int trial = 0; trial < 300; ++trial) {
@@ -191,8 +192,9 @@ TEST_F(ImporterTest, DamagedBytesNeverCrash) {
     for (int k = 0; k < 3; ++k)
       bad[rng() % bad.size()] = static_cast<char>(rng());
     ImportResult r = import(bad);
-    if (!r.module)
+    if (!r.module) {
       EXPECT_FALSE(r.diagnostics.empty()) << "trial " << trial;
+    }
   }
 }
 
