@@ -26,9 +26,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <numeric>
 #include <set>
 #include <string>
+#include <tuple>
 
 using namespace mlir;
 using namespace tessera;
