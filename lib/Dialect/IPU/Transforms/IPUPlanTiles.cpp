@@ -1449,17 +1449,22 @@ LogicalResult Planner::planGeneric(Plan &plan) {
   std::vector<Candidate> candidates;
   if (home)
     candidates.push_back({home->chunks, &*home, home->numPieces()});
+  // The pieces of the grid of `grid`'s chunks.
+  auto piecesOf = [&](const std::vector<int64_t> &grid) {
+    int64_t pieces = 1;
+    for (int64_t j = 0; j < rank; ++j)
+      pieces *= (shape[j] + grid[j] - 1) / grid[j];
+    return pieces;
+  };
   std::vector<int64_t> chunks(rank, 1);
   std::vector<size_t> at(rank, 0);
   int64_t counted = 0;
   bool exhausted = false;
   int64_t cap = inTrial_ ? kMaxCandidatesCostedInTrials : kMaxCandidatesCosted;
   while (true) {
-    int64_t pieces = 1;
-    for (int64_t j = 0; j < rank; ++j) {
+    for (int64_t j = 0; j < rank; ++j)
       chunks[j] = cands[j][at[j]];
-      pieces *= (shape[j] + chunks[j] - 1) / chunks[j];
-    }
+    int64_t pieces = piecesOf(chunks);
     if (pieces <= windowTiles_) {
       ++counted;
       candidates.push_back({chunks, nullptr, pieces});
@@ -1482,9 +1487,7 @@ LogicalResult Planner::planGeneric(Plan &plan) {
     for (std::vector<int64_t> &grid :
          finestGrids(shape, windowTiles_, kFinestGrids, kMaxFinestGridNodes))
       if (!listed.count(grid)) {
-        int64_t pieces = 1;
-        for (int64_t j = 0; j < rank; ++j)
-          pieces *= (shape[j] + grid[j] - 1) / grid[j];
+        int64_t pieces = piecesOf(grid);
         candidates.push_back({std::move(grid), nullptr, pieces});
       }
   }
@@ -1501,12 +1504,9 @@ LogicalResult Planner::planGeneric(Plan &plan) {
     std::fill(at.begin(), at.end(), 0);
     constexpr int64_t kMaxEnumerated = 200000;
     for (int64_t seen = 0; seen < kMaxEnumerated; ++seen) {
-      int64_t pieces = 1;
-      for (int64_t j = 0; j < rank; ++j) {
+      for (int64_t j = 0; j < rank; ++j)
         chunks[j] = cands[j][at[j]];
-        pieces *= (shape[j] + chunks[j] - 1) / chunks[j];
-      }
-      if (pieces <= windowTiles_) {
+      if (piecesOf(chunks) <= windowTiles_) {
         Box loops;
         loops.offsets.assign(plan.loopRanges.size(), 0);
         loops.sizes.assign(plan.loopRanges.begin(), plan.loopRanges.end());
@@ -1529,9 +1529,7 @@ LogicalResult Planner::planGeneric(Plan &plan) {
     }
     llvm::stable_sort(byMemory, [](const auto &a, const auto &b) { return a.first < b.first; });
     for (int64_t i = 0; i < std::min<int64_t>(cap, byMemory.size()); ++i) {
-      int64_t pieces = 1;
-      for (int64_t j = 0; j < rank; ++j)
-        pieces *= (shape[j] + byMemory[i].second[j] - 1) / byMemory[i].second[j];
+      int64_t pieces = piecesOf(byMemory[i].second);
       leastMemory.push_back({std::move(byMemory[i].second), nullptr, pieces});
     }
     choose(leastMemory);
