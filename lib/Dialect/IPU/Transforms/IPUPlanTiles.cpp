@@ -450,7 +450,20 @@ private:
       addVariable(v, mapping);
   }
 
+  /// Plans one generic: the best of its candidate grids (GridSearch), then
+  /// its kernel's code counted on its tiles and its unplaced operands placed
+  /// where it reads them.
   LogicalResult planGeneric(Plan &plan);
+  friend class GridSearch;
+  /// A tensor the body reads at data-dependent places (a gather's table)
+  /// is held whole along those dimensions by every vertex's tile: fails,
+  /// saying what is too big, when that is more than a tile holds.
+  LogicalResult checkDataDependentReads(Plan &plan);
+  /// Counts the code of `plan`'s kernel on each tile that runs it.
+  void holdKernelCode(Plan &plan);
+  /// Places `plan`'s operands no op placed yet where it reads them
+  /// (mirrored, for a weight in `mirrorable`, when `mirror`).
+  void placeOperands(Plan &plan, const std::vector<bool> &mirrorable, bool mirror);
   /// Plans one generic and places its results (the whole step for one op).
   /// `resultOf`: the op whose result's reader may be this op's epilogue
   /// (a split reduction's combining step finishes the original op's).
@@ -643,7 +656,7 @@ private:
   /// bytes of each variable (the planner's variables carry no dtype).
   std::vector<int64_t> liveVars_, liveElementBytes_;
   std::vector<int64_t> liveOnTile_;
-  /// Per kernel (see planGeneric): the tiles whose liveOnTile_ counts its
+  /// Per kernel (see holdKernelCode): the tiles whose liveOnTile_ counts its
   /// code, once each, as the allocator places it.
   DenseMap<size_t, llvm::BitVector> codeTiles_;
   /// Bytes of weights and inputs no op has placed yet: resident from the
@@ -1001,7 +1014,7 @@ static int64_t hashOperations(linalg::GenericOp op, bool withOp, llvm::hash_code
 
 /// Every this-many-th candidate grid is costed first: the best of them
 /// that fits bounds the rest, and a candidate whose compute alone takes
-/// longer is not costed (see Planner::planGeneric).
+/// longer is not costed (see GridSearch::choose).
 constexpr size_t kBoundingStride = 8;
 /// Grids costed per op at most (an op is planned several times when its
 /// reduction may split): bounds compile time on many-dimensional ops.
@@ -1052,24 +1065,170 @@ std::vector<int64_t> chunkCandidates(int64_t dim, int64_t maxPieces) {
   return {chunks.begin(), chunks.end()};
 }
 
-LogicalResult Planner::planGeneric(Plan &plan) {
+/// One op's search for its plan (Planner::planGeneric runs it): the
+/// candidate grids of its output, each costed by the cost model on three
+/// sample pieces on every thread the context has, and the best kept. What
+/// costing needs of the op and of the planner's state is read once, here;
+/// the search changes nothing the planner keeps but its counts (the
+/// candidates' unplaced operands take variables of prog_ past the placed
+/// ones, gone with each costing).
+class GridSearch {
+public:
+  GridSearch(Planner &planner, Plan &plan);
+
+  // The candidates, costed on every thread the context has: each costing
+  // is independent of the others (a few microseconds each, up to a
+  // thousand per op), and the best is then chosen in the candidates'
+  // order, so the plan is the same on any number of threads.
+  struct Candidate {
+    std::vector<int64_t> chunks;
+    const TileMapping *given = nullptr; ///< a whole mapping instead
+    int64_t pieces = 0;
+  };
+  struct Score {
+    bool fits = false;
+    int64_t cycles = 0, memory = 0;
+    int64_t mirroredBytes = 0; ///< on each tile holding a mirrored piece
+  };
+  using Scores = std::array<Score, 2>;
+  struct Best {
+    bool valid = false;
+    Score score;
+    int64_t pieces = 0;
+    const Candidate *candidate = nullptr;
+    bool mirror = false; ///< with the candidate's mirrorable weights mirrored
+  };
+
+  /// Lists the candidates and costs them: the state's home, the odometer's
+  /// grids and the finest grids, then, when none of those fits and the
+  /// odometer stopped at `cap`, the grids needing the least memory.
+  void run(int64_t cap);
+  /// The best candidate costed (not `valid` when none could be).
+  const Best &best() const { return best_; }
+  /// The mapping of `candidate`.
+  void mappingOf(const Candidate &candidate, TileMapping &m) const {
+    if (candidate.given)
+      m = *candidate.given;
+    else
+      gridOf(candidate.chunks, m);
+  }
+  /// Per input: a constant weight the op may mirror (Planner::isMirrorable).
+  const std::vector<bool> &mirrorableWeights() const { return mirrorable; }
+
+private:
+  // One costing thread's scratch, kept across its candidates (allocating
+  // it for each was a third of the planner's time), and the variables
+  // (of prog_, numbered from `firstTentative`) its candidates' unplaced
+  // leaves take: each thread writes only its own.
+  struct Costing {
+    TileMapping m;
+    std::vector<int64_t> inVars, mirroredVars, perDim, first, central, last;
+    std::map<std::vector<int64_t>, runtime::RemoteRead> viewReads;
+    size_t firstTentative = 0, firstMirrored = 0;
+  };
+
+  // What the search reads of the planner, under the names the planner's
+  // own code gives them (the costing moved here from it).
+  Planner &planner_;
+  MachineProgram &prog_;
+  const target::IPUTarget &target_;
+  const target::CostModel &cost_;
+  const int64_t numTiles_, budget_, windowFirst_, windowTiles_, unplacedLeafBytes_;
+  const std::vector<int64_t> &liveOnTile_;
+  int64_t variableOf(Value v) const { return planner_.variableOf(v); }
+  int64_t unplannedCodeOn(int64_t tile) const { return planner_.unplannedCodeOn(tile); }
+
+  // The op: its output, operands and what costing a piece reads of them.
+  Plan &plan;
+  std::vector<int64_t> shape;
+  int64_t rank;
+  int64_t outElementBytes, outBytes;
+  /// Candidate chunks per dimension of the output.
+  std::vector<std::vector<int64_t>> cands;
+  size_t placedVariables;
+  std::optional<TileMapping> home;
+  int64_t copyBack;
+  target::VertexWork opWork;
+  std::vector<int64_t> inputBytes;
+  std::vector<bool> mirrorable;
+  int64_t unplacedInputs = 0, mirrorableInputs = 0;
+  int64_t mirrorCap = 0;
+
+  /// The lists costed (`best_` points into them).
+  std::vector<Candidate> listed_, leastMemory_;
+  Best best_;
+
+  /// The pieces of the grid of `grid`'s chunks.
+  int64_t piecesOf(const std::vector<int64_t> &grid) const;
+  // The grid of `chunks` in the window, row-major over the tiles.
+  void gridOf(const std::vector<int64_t> &chunks, TileMapping &m) const;
+  /// What a region of `var` costs tile `tile` to read. A general view's
+  /// answers are kept in `c`, by (variable, tile, region): candidates that
+  /// differ only in loops an input does not read ask again for the same
+  /// region, and answering walks the view's runs. Only for variables placed
+  /// before this op (the candidates' tentative leaves use their numbers
+  /// with other mappings).
+  runtime::RemoteRead remoteRead(Costing &c, int64_t var, const Box &region, int64_t tile);
+  // The pieces a candidate is costed by: the first, a central and the last
+  // (edges and holders differ). The central one is central in every
+  // dimension: an operand placed with the pieces of index 0 along some
+  // dimensions (a weight block, on the first of the tiles sharing it) is
+  // local to the first piece, and to the middle one in row-major order,
+  // but remote for most vertices.
+  void findCostedPieces(Costing &c, const TileMapping &m) const;
+  // What a vertex computing `piece` fills before it reads: its init's
+  // constant, unless that starts its accumulators.
+  int64_t fillBytesOf(const Box &piece) const;
+  // No score of the candidate mapped by `m`, its costed pieces in `c`, has
+  // fewer cycles: its slowest costed piece's compute, no padding read (a
+  // score adds the padding's writes, the exchange, a state's copy back and
+  // mirrors' price, none negative). It takes no operand's mapping or
+  // region, which costing mostly is.
+  int64_t computeBound(const Costing &c, const TileMapping &m) const;
+  // Costs one candidate as it is (its first score) and with its mirrorable
+  // weights mirrored (its second; not fitting when none is, or when the
+  // copies would pass the cap): the two differ only in those weights'
+  // reads and resident pieces, and share the rest of the costing. None
+  // when its compute alone passes `bound`.
+  static constexpr int64_t kNoBound = std::numeric_limits<int64_t>::max();
+  std::optional<Scores> evaluate(Costing &c, const Candidate &candidate, int64_t bound);
+  // Costs the candidates numbered `which`, the threads taking runs of a
+  // few consecutive ones in turn (consecutive candidates, differing in the
+  // last dimensions the odometer turns, read the same regions of most
+  // operands: each thread's view reads keep them), except those whose
+  // compute alone passes `bound`: sets `costed` for the others. The bound
+  // tightens as candidates that fit are costed (the fewest cycles of
+  // those), on every thread. Each thread's unplaced leaves take variables
+  // of their own, gone with the costing.
+  static constexpr size_t kMinCandidatesPerThread = 32, kCandidatesPerClaim = 8;
+  void costAll(const std::vector<Candidate> &candidates, ArrayRef<size_t> which,
+               int64_t initialBound, std::vector<Scores> &scores, std::vector<char> &costed);
+  // Takes the better of each candidate in turn: one that fits, then the
+  // fewest cycles, then the fewest pieces; when none fits, the least memory.
+  // A mirrored weight's copies are priced in cycles (a Lagrangian price on
+  // memory), so that a plan pays for its memory only where it saves more.
+  int64_t priced(const Score &score) const;
+  /// Costs `candidates` (every one that could be chosen) and keeps the
+  /// better of the best so far and theirs.
+  void choose(const std::vector<Candidate> &candidates);
+};
+
+GridSearch::GridSearch(Planner &planner, Plan &plan)
+    : planner_(planner), prog_(planner.prog_), target_(planner.target_), cost_(planner.cost_),
+      numTiles_(planner.numTiles_), budget_(planner.budget_),
+      windowFirst_(planner.windowFirst_), windowTiles_(planner.windowTiles_),
+      unplacedLeafBytes_(planner.unplacedLeafBytes_), liveOnTile_(planner.liveOnTile_),
+      plan(plan) {
   auto outType = cast<RankedTensorType>(plan.op->getResult(0).getType());
-  std::vector<int64_t> shape(outType.getShape().begin(),
-                             outType.getShape().end());
-  int64_t rank = shape.size();
-  const int64_t outElementBytes = elementBytes(outType);
-  int64_t outBytes = outElementBytes;
+  shape.assign(outType.getShape().begin(), outType.getShape().end());
+  rank = shape.size();
+  outElementBytes = elementBytes(outType);
+  outBytes = outElementBytes;
   if (plan.epilogueWritesOwnResult())
     outBytes += elementBytes(plan.epilogue->getResult(0).getType());
-  for (const Input &in : plan.inputs)
-    if (!isUnplacedLeaf(in.value) && variableOf(in.value) < 0)
-      return plan.op.emitError(
-          "ipu-plan-tiles: an operand was not placed before "
-          "its use (internal error)");
 
-  // Candidate chunks per dimension, including the chunks of inputs that the
   // output can follow so elementwise chains stay on their tiles.
-  std::vector<std::vector<int64_t>> cands(rank);
+  cands.resize(rank);
   for (int64_t j = 0; j < rank; ++j) {
     cands[j] = chunkCandidates(shape[j], windowTiles_);
     for (const Input &in : plan.inputs) {
@@ -1086,388 +1245,326 @@ LogicalResult Planner::planGeneric(Plan &plan) {
     cands[j].erase(std::unique(cands[j].begin(), cands[j].end()),
                    cands[j].end());
   }
-
-  // The candidates, costed on every thread the context has: each costing
-  // is independent of the others (a few microseconds each, up to a
-  // thousand per op), and the best is then chosen in the candidates'
-  // order, so the plan is the same on any number of threads.
-  struct Candidate {
-    std::vector<int64_t> chunks;
-    const TileMapping *given = nullptr; ///< a whole mapping instead
-    int64_t pieces = 0;
-  };
-  struct Score {
-    bool fits = false;
-    int64_t cycles = 0, memory = 0;
-    int64_t mirroredBytes = 0; ///< on each tile holding a mirrored piece
-  };
-  // The grid of `chunks` in the window, row-major over the tiles.
-  auto gridOf = [&](const std::vector<int64_t> &chunks, TileMapping &m) {
-    m.shape = shape;
-    m.chunks = chunks;
-    m.firstTile = windowFirst_;
-    m.tileStrides.assign(rank, 0);
-    int64_t stride = 1;
-    for (int64_t j = rank - 1; j >= 0; --j) {
-      int64_t n = (shape[j] + chunks[j] - 1) / chunks[j];
-      m.tileStrides[j] = n > 1 ? stride : 0;
-      stride *= n;
-    }
-  };
-  // What a region of a general view costs to read, by (variable, tile,
-  // region): candidates that differ only in loops an input does not read
-  // ask again for the same region, and answering walks the view's runs.
-  // Only variables placed before this op (the candidates' tentative leaves
-  // use their numbers with other mappings). One per costing thread.
-  size_t placedVariables = prog_.variables.size();
+  // The variables placed before this op; the candidates' tentative leaves
+  // take the numbers after them.
+  placedVariables = prog_.variables.size();
   // A state's update computed off its state's tiles is copied there after
   // the step (ProgramCost's state update): that copy counts against every
   // mapping but the state's own, which is a candidate too.
-  std::optional<TileMapping> home = stateHomeOf(plan.op, shape);
-  int64_t copyBack =
+  home = planner.stateHomeOf(plan.op, shape);
+  copyBack =
       home ? cost_.tileExchangeCycles(home->maxPieceElements() * outElementBytes, 1) : 0;
   // What costing a piece reads of the ops, read once.
-  target::VertexWork opWork = opVertexWork(plan, cost_);
-  std::vector<int64_t> inputBytes;
-  std::vector<bool> mirrorable;
-  int64_t unplacedInputs = 0, mirrorableInputs = 0;
+  opWork = opVertexWork(plan, cost_);
   for (const Input &in : plan.inputs) {
     inputBytes.push_back(elementBytes(in.value.getType()));
     unplacedInputs += variableOf(in.value) < 0;
-    mirrorable.push_back(isMirrorable(in));
+    mirrorable.push_back(planner.isMirrorable(in));
     mirrorableInputs += mirrorable.back();
   }
   // What mirrored weights may still add on the fullest tile of the window,
   // and what one op's copies may take of it.
-  int64_t mirrorRoom = 0, mirrorCap = 0;
   if (llvm::is_contained(mirrorable, true)) {
-    int64_t fullest = *std::max_element(weightBytesOnTile_.begin() + windowFirst_,
-                                        weightBytesOnTile_.begin() + windowFirst_ + windowTiles_);
+    auto window = planner.weightBytesOnTile_.begin() + windowFirst_;
+    int64_t fullest = *std::max_element(window, window + windowTiles_);
     int64_t weightRoom = static_cast<int64_t>(kMaxMirroredWeightShareOfBudget * budget_);
-    mirrorRoom = weightRoom - fullest - unplacedLeafBytes_ / numTiles_;
+    int64_t mirrorRoom = weightRoom - fullest - unplacedLeafBytes_ / numTiles_;
     mirrorCap = std::min(mirrorRoom, static_cast<int64_t>(kMaxMirrorShareOfRoom * weightRoom));
   }
-  // One costing thread's scratch, kept across its candidates (allocating
-  // it for each was a third of the planner's time), and the variables
-  // (of prog_, numbered from `firstTentative`) its candidates' unplaced
-  // leaves take: each thread writes only its own.
-  struct Costing {
-    TileMapping m;
-    std::vector<int64_t> inVars, mirroredVars, perDim, first, central, last;
-    std::map<std::vector<int64_t>, runtime::RemoteRead> viewReads;
-    size_t firstTentative = 0, firstMirrored = 0;
-  };
-  auto remoteRead = [&](Costing &c, int64_t var, const Box &region, int64_t tile) {
-    const runtime::Variable &v = prog_.variables[var];
-    if (static_cast<size_t>(var) >= placedVariables || v.base < 0 || v.isPadded())
-      return runtime::remoteRead(prog_, var, region, tile);
-    std::vector<int64_t> key{var, tile};
-    key.insert(key.end(), region.offsets.begin(), region.offsets.end());
-    key.insert(key.end(), region.sizes.begin(), region.sizes.end());
-    auto [it, inserted] = c.viewReads.try_emplace(std::move(key));
-    if (inserted)
-      it->second = runtime::remoteRead(prog_, var, region, tile);
-    return it->second;
-  };
-  // The pieces a candidate is costed by: the first, a central and the last
-  // (edges and holders differ). The central one is central in every
-  // dimension: an operand placed with the pieces of index 0 along some
-  // dimensions (a weight block, on the first of the tiles sharing it) is
-  // local to the first piece, and to the middle one in row-major order,
-  // but remote for most vertices.
-  auto findCostedPieces = [&](Costing &c, const TileMapping &m) {
-    c.perDim.resize(rank);
-    c.first.assign(rank, 0);
-    c.central.resize(rank);
-    c.last.resize(rank);
-    for (int64_t j = 0; j < rank; ++j) {
-      c.perDim[j] = m.piecesAlong(j);
-      c.central[j] = c.perDim[j] / 2;
-      c.last[j] = c.perDim[j] - 1;
-    }
-  };
-  // The loop box whose outputs are `piece`.
-  // What a vertex computing `piece` fills before it reads: its init's
-  // constant, unless that starts its accumulators.
-  auto fillBytesOf = [&](const Box &piece) -> int64_t {
-    return plan.fillsInit() && !plan.fillFolded ? piece.numElements() * outElementBytes : 0;
-  };
-  // No score of the candidate mapped by `m`, its costed pieces in `c`, has
-  // fewer cycles: its slowest costed piece's compute, no padding read (a
-  // score adds the padding's writes, the exchange, a state's copy back and
-  // mirrors' price, none negative). It takes no operand's mapping or
-  // region, which costing mostly is.
-  auto computeBound = [&](const Costing &c, const TileMapping &m) {
-    int64_t worst = 0;
-    for (const std::vector<int64_t> *idx : {&c.first, &c.central, &c.last}) {
-      Box piece = m.pieceBox(*idx);
-      worst = std::max(worst, vertexCycles(plan, opWork, loopsOfPiece(plan, piece), cost_, fillBytesOf(piece)));
-    }
-    return worst;
-  };
-  // Costs one candidate as it is (its first score) and with its mirrorable
-  // weights mirrored (its second; not fitting when none is, or when the
-  // copies would pass the cap): the two differ only in those weights'
-  // reads and resident pieces, and share the rest of the costing. None
-  // when its compute alone passes `bound`.
-  using Scores = std::array<Score, 2>;
-  constexpr int64_t kNoBound = std::numeric_limits<int64_t>::max();
-  auto evaluate = [&](Costing &c, const Candidate &candidate,
-                      int64_t bound) -> std::optional<Scores> {
-    TileMapping &m = c.m;
-    if (candidate.given)
-      m = *candidate.given;
-    else
-      gridOf(candidate.chunks, m);
-    findCostedPieces(c, m);
-    if (bound != kNoBound && computeBound(c, m) > bound)
-      return std::nullopt;
-    // Unplaced leaves take the mapping they would get with this plan, and
-    // mirrorable weights their mirrored one too, in variables of their own.
-    size_t tentative = c.firstTentative, mirrorSlot = c.firstMirrored;
-    c.inVars.clear();
-    c.mirroredVars.clear();
-    int64_t tentativePieceBytes[2] = {0, 0}, tentativeBytes = 0, mirroredPieceBytes = 0;
-    for (auto [in, canMirror] : llvm::zip(plan.inputs, mirrorable)) {
-      int64_t var = variableOf(in.value), mirroredVar = var;
-      if (var < 0) {
-        runtime::Variable &v = prog_.variables[tentative];
-        auto t = cast<RankedTensorType>(in.value.getType());
-        int64_t bytes = elementBytes(t);
-        v.shape.assign(t.getShape().begin(), t.getShape().end());
-        auto aligned = alignedMapping(in.value, in.access, plan, m);
-        v.mapping = aligned ? spreadOverReaders(*aligned, m, bytes)
-                            : linearInWindow(v.shape, bytes);
-        v.mapping.shape = v.shape;
-        var = mirroredVar = tentative++;
-        if (aligned && canMirror && mirrorCap > 0) {
-          TileMapping mirrored = mirroredMapping(*aligned, m);
-          if (mirrored.isMirrored()) {
-            runtime::Variable &w = prog_.variables[mirrorSlot];
-            w.shape = v.shape;
-            w.mapping = std::move(mirrored);
-            w.mapping.shape = w.shape;
-            mirroredVar = mirrorSlot++;
-            mirroredPieceBytes += w.mapping.maxPieceElements() * bytes;
-          }
-        }
-        tentativePieceBytes[0] += v.mapping.maxPieceElements() * bytes;
-        tentativePieceBytes[1] += prog_.variables[mirroredVar].mapping.maxPieceElements() * bytes;
-        if (t.hasStaticShape() && (isa<BlockArgument>(in.value) ||
-                                   in.value.getDefiningOp<ml_program::GlobalLoadConstOp>()))
-          tentativeBytes += t.getNumElements() * bytes;
-      }
-      c.inVars.push_back(var);
-      c.mirroredVars.push_back(mirroredVar);
-    }
-    // Mirrored, unless nothing is or the copies would pass the weights'
-    // share, or take much of it for one op.
-    int variants = mirroredPieceBytes > 0 && mirroredPieceBytes <= mirrorCap ? 2 : 1;
-    // A step's exchange phase ends when its busiest tile is done, and so
-    // does its compute phase: the step takes the slowest exchange plus the
-    // slowest vertex, wherever each is (an edge piece may receive most,
-    // a whole one compute longest).
-    int64_t worstExchange[2] = {0, 0}, worstCompute[2] = {0, 0}, worstMemory[2] = {0, 0},
-            worstTotal[2] = {0, 0};
-    for (const std::vector<int64_t> *idx : {&c.first, &c.central, &c.last}) {
-      Box piece = m.pieceBox(*idx);
-      int64_t tile = m.tileOf(*idx);
-      Box loops = loopsOfPiece(plan, piece);
-      int64_t received[2] = {0, 0}, regions[2] = {0, 0}, padding[2] = {0, 0},
-              memory[2] = {piece.numElements() * outBytes, piece.numElements() * outBytes};
-      for (auto [in, var, mirroredVar, bytes] :
-           llvm::zip(plan.inputs, c.inVars, c.mirroredVars, inputBytes)) {
-        Box region = in.access.region(loops, prog_.variables[var].shape);
-        runtime::RemoteRead read = remoteRead(c, var, region, tile);
-        for (int k = 0; k < variants; ++k) {
-          if (k == 1 && mirroredVar != var)
-            read = remoteRead(c, mirroredVar, region, tile);
-          if (read.local)
-            continue;
-          received[k] += read.bytes;
-          regions[k] += read.regions;
-          padding[k] += read.paddingBytes;
-          memory[k] += region.numElements() * bytes;
+}
+
+int64_t GridSearch::piecesOf(const std::vector<int64_t> &grid) const {
+  int64_t pieces = 1;
+  for (int64_t j = 0; j < rank; ++j)
+    pieces *= (shape[j] + grid[j] - 1) / grid[j];
+  return pieces;
+}
+
+void GridSearch::gridOf(const std::vector<int64_t> &chunks, TileMapping &m) const {
+  m.shape = shape;
+  m.chunks = chunks;
+  m.firstTile = windowFirst_;
+  m.tileStrides.assign(rank, 0);
+  int64_t stride = 1;
+  for (int64_t j = rank - 1; j >= 0; --j) {
+    int64_t n = (shape[j] + chunks[j] - 1) / chunks[j];
+    m.tileStrides[j] = n > 1 ? stride : 0;
+    stride *= n;
+  }
+}
+
+runtime::RemoteRead GridSearch::remoteRead(Costing &c, int64_t var, const Box &region,
+                                           int64_t tile) {
+  const runtime::Variable &v = prog_.variables[var];
+  if (static_cast<size_t>(var) >= placedVariables || v.base < 0 || v.isPadded())
+    return runtime::remoteRead(prog_, var, region, tile);
+  std::vector<int64_t> key{var, tile};
+  key.insert(key.end(), region.offsets.begin(), region.offsets.end());
+  key.insert(key.end(), region.sizes.begin(), region.sizes.end());
+  auto [it, inserted] = c.viewReads.try_emplace(std::move(key));
+  if (inserted)
+    it->second = runtime::remoteRead(prog_, var, region, tile);
+  return it->second;
+}
+
+void GridSearch::findCostedPieces(Costing &c, const TileMapping &m) const {
+  c.perDim.resize(rank);
+  c.first.assign(rank, 0);
+  c.central.resize(rank);
+  c.last.resize(rank);
+  for (int64_t j = 0; j < rank; ++j) {
+    c.perDim[j] = m.piecesAlong(j);
+    c.central[j] = c.perDim[j] / 2;
+    c.last[j] = c.perDim[j] - 1;
+  }
+}
+
+int64_t GridSearch::fillBytesOf(const Box &piece) const {
+  return plan.fillsInit() && !plan.fillFolded ? piece.numElements() * outElementBytes : 0;
+}
+
+int64_t GridSearch::computeBound(const Costing &c, const TileMapping &m) const {
+  int64_t worst = 0;
+  for (const std::vector<int64_t> *idx : {&c.first, &c.central, &c.last}) {
+    Box piece = m.pieceBox(*idx);
+    worst = std::max(worst, vertexCycles(plan, opWork, loopsOfPiece(plan, piece), cost_,
+                                         fillBytesOf(piece)));
+  }
+  return worst;
+}
+
+std::optional<GridSearch::Scores> GridSearch::evaluate(Costing &c, const Candidate &candidate,
+                                                       int64_t bound) {
+  TileMapping &m = c.m;
+  if (candidate.given)
+    m = *candidate.given;
+  else
+    gridOf(candidate.chunks, m);
+  findCostedPieces(c, m);
+  if (bound != kNoBound && computeBound(c, m) > bound)
+    return std::nullopt;
+  // Unplaced leaves take the mapping they would get with this plan, and
+  // mirrorable weights their mirrored one too, in variables of their own.
+  size_t tentative = c.firstTentative, mirrorSlot = c.firstMirrored;
+  c.inVars.clear();
+  c.mirroredVars.clear();
+  int64_t tentativePieceBytes[2] = {0, 0}, tentativeBytes = 0, mirroredPieceBytes = 0;
+  for (auto [in, canMirror] : llvm::zip(plan.inputs, mirrorable)) {
+    int64_t var = variableOf(in.value), mirroredVar = var;
+    if (var < 0) {
+      runtime::Variable &v = prog_.variables[tentative];
+      auto t = cast<RankedTensorType>(in.value.getType());
+      int64_t bytes = elementBytes(t);
+      v.shape.assign(t.getShape().begin(), t.getShape().end());
+      auto aligned = planner_.alignedMapping(in.value, in.access, plan, m);
+      v.mapping = aligned ? planner_.spreadOverReaders(*aligned, m, bytes)
+                          : planner_.linearInWindow(v.shape, bytes);
+      v.mapping.shape = v.shape;
+      var = mirroredVar = tentative++;
+      if (aligned && canMirror && mirrorCap > 0) {
+        TileMapping mirrored = Planner::mirroredMapping(*aligned, m);
+        if (mirrored.isMirrored()) {
+          runtime::Variable &w = prog_.variables[mirrorSlot];
+          w.shape = v.shape;
+          w.mapping = std::move(mirrored);
+          w.mapping.shape = w.shape;
+          mirroredVar = mirrorSlot++;
+          mirroredPieceBytes += w.mapping.maxPieceElements() * bytes;
         }
       }
-      // The vertex writes the padding it reads itself, and its init's
-      // constant unless that starts its accumulators.
-      int64_t fill = fillBytesOf(piece);
-      int64_t compute = vertexCycles(plan, opWork, loops, cost_, padding[0] + fill);
+      tentativePieceBytes[0] += v.mapping.maxPieceElements() * bytes;
+      tentativePieceBytes[1] += prog_.variables[mirroredVar].mapping.maxPieceElements() * bytes;
+      if (t.hasStaticShape() && (isa<BlockArgument>(in.value) ||
+                                 in.value.getDefiningOp<ml_program::GlobalLoadConstOp>()))
+        tentativeBytes += t.getNumElements() * bytes;
+    }
+    c.inVars.push_back(var);
+    c.mirroredVars.push_back(mirroredVar);
+  }
+  // Mirrored, unless nothing is or the copies would pass the weights'
+  // share, or take much of it for one op.
+  int variants = mirroredPieceBytes > 0 && mirroredPieceBytes <= mirrorCap ? 2 : 1;
+  // A step's exchange phase ends when its busiest tile is done, and so
+  // does its compute phase: the step takes the slowest exchange plus the
+  // slowest vertex, wherever each is (an edge piece may receive most,
+  // a whole one compute longest).
+  int64_t worstExchange[2] = {0, 0}, worstCompute[2] = {0, 0}, worstMemory[2] = {0, 0},
+          worstTotal[2] = {0, 0};
+  for (const std::vector<int64_t> *idx : {&c.first, &c.central, &c.last}) {
+    Box piece = m.pieceBox(*idx);
+    int64_t tile = m.tileOf(*idx);
+    Box loops = loopsOfPiece(plan, piece);
+    int64_t received[2] = {0, 0}, regions[2] = {0, 0}, padding[2] = {0, 0},
+            memory[2] = {piece.numElements() * outBytes, piece.numElements() * outBytes};
+    for (auto [in, var, mirroredVar, bytes] :
+         llvm::zip(plan.inputs, c.inVars, c.mirroredVars, inputBytes)) {
+      Box region = in.access.region(loops, prog_.variables[var].shape);
+      runtime::RemoteRead read = remoteRead(c, var, region, tile);
       for (int k = 0; k < variants; ++k) {
-        // What the tile holds already, and (at most a piece of each) the
-        // operands this plan would place.
-        int64_t resident =
-            liveOnTile_[tile] + tentativePieceBytes[k] +
-            std::max<int64_t>(unplacedLeafBytes_ - tentativeBytes, 0) / numTiles_ +
-            unplannedCodeOn(tile);
-        if (k == 1 && padding[1] != padding[0])
-          compute = vertexCycles(plan, opWork, loops, cost_, padding[1] + fill);
-        worstExchange[k] = std::max(
-            worstExchange[k],
-            cost_.exchangePhaseCycles(cost_.tileExchangeCycles(received[k], regions[k])));
-        worstCompute[k] = std::max(worstCompute[k], compute);
-        worstMemory[k] = std::max(worstMemory[k], memory[k]);
-        worstTotal[k] = std::max(worstTotal[k], resident + memory[k]);
+        if (k == 1 && mirroredVar != var)
+          read = remoteRead(c, mirroredVar, region, tile);
+        if (read.local)
+          continue;
+        received[k] += read.bytes;
+        regions[k] += read.regions;
+        padding[k] += read.paddingBytes;
+        memory[k] += region.numElements() * bytes;
       }
     }
-    Scores scores;
-    scores[1] = Score{false, 0, std::numeric_limits<int64_t>::max(), 0};
+    // The vertex writes the padding it reads itself, and its init's
+    // constant unless that starts its accumulators.
+    int64_t fill = fillBytesOf(piece);
+    int64_t compute = vertexCycles(plan, opWork, loops, cost_, padding[0] + fill);
     for (int k = 0; k < variants; ++k) {
-      Score &score = scores[k];
-      score.cycles = worstExchange[k] + worstCompute[k];
-      if (home && !(m.chunks == home->chunks && m.tileStrides == home->tileStrides &&
-                    m.firstTile == home->firstTile))
-        score.cycles += copyBack;
-      // Temporaries within the budget (Poplar's availableMemoryProportion),
-      // and everything within the tile.
-      score.fits = worstMemory[k] <= budget_ && worstTotal[k] <= target_.bytesPerTile;
-      score.memory = worstMemory[k];
-      score.mirroredBytes = k == 1 ? mirroredPieceBytes : 0;
+      // What the tile holds already, and (at most a piece of each) the
+      // operands this plan would place.
+      int64_t resident =
+          liveOnTile_[tile] + tentativePieceBytes[k] +
+          std::max<int64_t>(unplacedLeafBytes_ - tentativeBytes, 0) / numTiles_ +
+          unplannedCodeOn(tile);
+      if (k == 1 && padding[1] != padding[0])
+        compute = vertexCycles(plan, opWork, loops, cost_, padding[1] + fill);
+      worstExchange[k] = std::max(
+          worstExchange[k],
+          cost_.exchangePhaseCycles(cost_.tileExchangeCycles(received[k], regions[k])));
+      worstCompute[k] = std::max(worstCompute[k], compute);
+      worstMemory[k] = std::max(worstMemory[k], memory[k]);
+      worstTotal[k] = std::max(worstTotal[k], resident + memory[k]);
     }
-    return scores;
-  };
-  // Costs the candidates numbered `which`, the threads taking runs of a
-  // few consecutive ones in turn (consecutive candidates, differing in the
-  // last dimensions the odometer turns, read the same regions of most
-  // operands: each thread's view reads keep them), except those whose
-  // compute alone passes `bound`: sets `costed` for the others. The bound
-  // tightens as candidates that fit are costed (the fewest cycles of
-  // those), on every thread. Each thread's unplaced leaves take variables
-  // of their own, gone with the costing.
-  constexpr size_t kMinCandidatesPerThread = 32, kCandidatesPerClaim = 8;
-  auto costAll = [&](const std::vector<Candidate> &candidates, ArrayRef<size_t> which,
-                     int64_t initialBound, std::vector<Scores> &scores,
-                     std::vector<char> &costed) {
-    std::atomic<int64_t> bound{initialBound};
-    MLIRContext *ctx = plan.op.getContext();
-    size_t threads = 1;
-    if (ctx->isMultithreadingEnabled())
-      threads = std::clamp<size_t>(which.size() / kMinCandidatesPerThread, 1,
-                                   ctx->getNumThreads());
-    size_t perThread = unplacedInputs + mirrorableInputs;
-    prog_.variables.resize(placedVariables + threads * perThread);
-    std::atomic<size_t> next{0};
-    auto work = [&](size_t thread) {
-      Costing c;
-      c.firstTentative = placedVariables + thread * perThread;
-      c.firstMirrored = c.firstTentative + unplacedInputs;
-      for (size_t i; (i = next.fetch_add(kCandidatesPerClaim)) < which.size();)
-        for (size_t k = i; k < std::min(i + kCandidatesPerClaim, which.size()); ++k) {
-          if (std::optional<Scores> both =
-                  evaluate(c, candidates[which[k]], bound.load(std::memory_order_relaxed))) {
-            scores[which[k]] = *both;
-            costed[which[k]] = true;
-            if (int64_t cycles = (*both)[0].cycles; (*both)[0].fits)
-              for (int64_t was = bound.load(std::memory_order_relaxed);
-                   cycles < was && !bound.compare_exchange_weak(was, cycles);)
-                ;
-          }
+  }
+  Scores scores;
+  scores[1] = Score{false, 0, std::numeric_limits<int64_t>::max(), 0};
+  for (int k = 0; k < variants; ++k) {
+    Score &score = scores[k];
+    score.cycles = worstExchange[k] + worstCompute[k];
+    if (home && !(m.chunks == home->chunks && m.tileStrides == home->tileStrides &&
+                  m.firstTile == home->firstTile))
+      score.cycles += copyBack;
+    // Temporaries within the budget (Poplar's availableMemoryProportion),
+    // and everything within the tile.
+    score.fits = worstMemory[k] <= budget_ && worstTotal[k] <= target_.bytesPerTile;
+    score.memory = worstMemory[k];
+    score.mirroredBytes = k == 1 ? mirroredPieceBytes : 0;
+  }
+  return scores;
+}
+
+void GridSearch::costAll(const std::vector<Candidate> &candidates, ArrayRef<size_t> which,
+                         int64_t initialBound, std::vector<Scores> &scores,
+                         std::vector<char> &costed) {
+  std::atomic<int64_t> bound{initialBound};
+  MLIRContext *ctx = plan.op.getContext();
+  size_t threads = 1;
+  if (ctx->isMultithreadingEnabled())
+    threads = std::clamp<size_t>(which.size() / kMinCandidatesPerThread, 1,
+                                 ctx->getNumThreads());
+  size_t perThread = unplacedInputs + mirrorableInputs;
+  prog_.variables.resize(placedVariables + threads * perThread);
+  std::atomic<size_t> next{0};
+  auto work = [&](size_t thread) {
+    Costing c;
+    c.firstTentative = placedVariables + thread * perThread;
+    c.firstMirrored = c.firstTentative + unplacedInputs;
+    for (size_t i; (i = next.fetch_add(kCandidatesPerClaim)) < which.size();)
+      for (size_t k = i; k < std::min(i + kCandidatesPerClaim, which.size()); ++k) {
+        if (std::optional<Scores> both =
+                evaluate(c, candidates[which[k]], bound.load(std::memory_order_relaxed))) {
+          scores[which[k]] = *both;
+          costed[which[k]] = true;
+          if (int64_t cycles = (*both)[0].cycles; (*both)[0].fits)
+            for (int64_t was = bound.load(std::memory_order_relaxed);
+                 cycles < was && !bound.compare_exchange_weak(was, cycles);)
+              ;
         }
-    };
-    if (threads == 1) {
-      work(0);
-    } else {
-      // This thread works too, from the start: waiting for pool threads
-      // to wake costs about a tenth of a millisecond, some thousands of
-      // times per model.
-      llvm::ThreadPoolTaskGroup others(ctx->getThreadPool());
-      for (size_t thread = 1; thread < threads; ++thread)
-        others.async([&work, thread] { work(thread); });
-      work(0);
-      others.wait();
-    }
-    prog_.variables.resize(placedVariables);
+      }
   };
-  struct Best {
-    bool valid = false;
-    Score score;
-    int64_t pieces = 0;
-    const Candidate *candidate = nullptr;
-    bool mirror = false; ///< with the candidate's mirrorable weights mirrored
-  } best;
-  // Takes the better of each candidate in turn: one that fits, then the
-  // fewest cycles, then the fewest pieces; when none fits, the least memory.
-  // A mirrored weight's copies are priced in cycles (a Lagrangian price on
-  // memory), so that a plan pays for its memory only where it saves more.
-  auto priced = [&](const Score &score) {
-    return score.cycles + static_cast<int64_t>(kMirrorCyclesPerByte * score.mirroredBytes);
+  if (threads == 1) {
+    work(0);
+  } else {
+    // This thread works too, from the start: waiting for pool threads
+    // to wake costs about a tenth of a millisecond, some thousands of
+    // times per model.
+    llvm::ThreadPoolTaskGroup others(ctx->getThreadPool());
+    for (size_t thread = 1; thread < threads; ++thread)
+      others.async([&work, thread] { work(thread); });
+    work(0);
+    others.wait();
+  }
+  prog_.variables.resize(placedVariables);
+}
+
+int64_t GridSearch::priced(const Score &score) const {
+  return score.cycles + static_cast<int64_t>(kMirrorCyclesPerByte * score.mirroredBytes);
+}
+
+void GridSearch::choose(const std::vector<Candidate> &candidates) {
+  // Every kBoundingStride-th candidate first (the state's home among
+  // them): the fewest cycles of those that fit bound the others, which
+  // are costed only when their compute alone does not pass it; the bound
+  // tightens as each pass costs more of them. A candidate left out has
+  // more cycles, mirrored or not, than one that fits: it could not be
+  // chosen, nor lower the least cycles without mirrors below, and one
+  // that ties the best_ is never left out. The choice is the one costing
+  // them all makes, on any number of threads.
+  std::vector<Scores> scores(candidates.size());
+  std::vector<char> costed(candidates.size(), false);
+  std::vector<size_t> first, rest;
+  for (size_t i = 0; i < candidates.size(); ++i)
+    (i % kBoundingStride == 0 ? first : rest).push_back(i);
+  costAll(candidates, first, kNoBound, scores, costed);
+  int64_t bound = kNoBound;
+  for (size_t i : first)
+    if (scores[i][0].fits)
+      bound = std::min(bound, scores[i][0].cycles);
+  costAll(candidates, rest, bound, scores, costed);
+  planner_.counts_.costedCandidates += llvm::count(costed, true);
+  planner_.counts_.boundedCandidates += llvm::count(costed, false);
+  auto better = [&](const Score &score, int64_t pieces) {
+    if (!best_.valid)
+      return true;
+    if (score.fits != best_.score.fits)
+      return score.fits;
+    if (!score.fits)
+      return score.memory < best_.score.memory;
+    if (priced(score) != priced(best_.score))
+      return priced(score) < priced(best_.score);
+    return pieces < best_.pieces;
   };
-  auto choose = [&](const std::vector<Candidate> &candidates) {
-    // Every kBoundingStride-th candidate first (the state's home among
-    // them): the fewest cycles of those that fit bound the others, which
-    // are costed only when their compute alone does not pass it; the bound
-    // tightens as each pass costs more of them. A candidate left out has
-    // more cycles, mirrored or not, than one that fits: it could not be
-    // chosen, nor lower the least cycles without mirrors below, and one
-    // that ties the best is never left out. The choice is the one costing
-    // them all makes, on any number of threads.
-    std::vector<Scores> scores(candidates.size());
-    std::vector<char> costed(candidates.size(), false);
-    std::vector<size_t> first, rest;
-    for (size_t i = 0; i < candidates.size(); ++i)
-      (i % kBoundingStride == 0 ? first : rest).push_back(i);
-    costAll(candidates, first, kNoBound, scores, costed);
-    int64_t bound = kNoBound;
-    for (size_t i : first)
-      if (scores[i][0].fits)
-        bound = std::min(bound, scores[i][0].cycles);
-    costAll(candidates, rest, bound, scores, costed);
-    counts_.costedCandidates += llvm::count(costed, true);
-    counts_.boundedCandidates += llvm::count(costed, false);
-    auto better = [&](const Score &score, int64_t pieces) {
-      if (!best.valid)
-        return true;
-      if (score.fits != best.score.fits)
-        return score.fits;
-      if (!score.fits)
-        return score.memory < best.score.memory;
-      if (priced(score) != priced(best.score))
-        return priced(score) < priced(best.score);
-      return pieces < best.pieces;
-    };
-    // Mirrors are taken only where they save a good part of the op's
-    // cycles: on an op its compute dominates, copies would take memory for
-    // little.
-    int64_t plainCycles = std::numeric_limits<int64_t>::max();
-    for (auto [both, wasCosted] : llvm::zip(scores, costed))
-      if (wasCosted && both[0].fits)
-        plainCycles = std::min(plainCycles, both[0].cycles);
-    for (auto [candidate, both, wasCosted] : llvm::zip(candidates, scores, costed)) {
-      if (!wasCosted)
-        continue;
-      if (better(both[0], candidate.pieces))
-        best = {true, both[0], candidate.pieces, &candidate, false};
-      if (both[1].fits &&
-          both[1].cycles <= (1.0 - kMinMirrorSaving) * static_cast<double>(plainCycles) &&
-          better(both[1], candidate.pieces))
-        best = {true, both[1], candidate.pieces, &candidate, true};
-    }
-  };
+  // Mirrors are taken only where they save a good part of the op's
+  // cycles: on an op its compute dominates, copies would take memory for
+  // little.
+  int64_t plainCycles = std::numeric_limits<int64_t>::max();
+  for (auto [both, wasCosted] : llvm::zip(scores, costed))
+    if (wasCosted && both[0].fits)
+      plainCycles = std::min(plainCycles, both[0].cycles);
+  for (auto [candidate, both, wasCosted] : llvm::zip(candidates, scores, costed)) {
+    if (!wasCosted)
+      continue;
+    if (better(both[0], candidate.pieces))
+      best_ = {true, both[0], candidate.pieces, &candidate, false};
+    if (both[1].fits &&
+        both[1].cycles <= (1.0 - kMinMirrorSaving) * static_cast<double>(plainCycles) &&
+        better(both[1], candidate.pieces))
+      best_ = {true, both[1], candidate.pieces, &candidate, true};
+  }
+}
+
+void GridSearch::run(int64_t cap) {
   // The state's home first, then an odometer over the candidate lists,
   // pruned by the tile count.
-  std::vector<Candidate> candidates;
   if (home)
-    candidates.push_back({home->chunks, &*home, home->numPieces()});
-  // The pieces of the grid of `grid`'s chunks.
-  auto piecesOf = [&](const std::vector<int64_t> &grid) {
-    int64_t pieces = 1;
-    for (int64_t j = 0; j < rank; ++j)
-      pieces *= (shape[j] + grid[j] - 1) / grid[j];
-    return pieces;
-  };
+    listed_.push_back({home->chunks, &*home, home->numPieces()});
   std::vector<int64_t> chunks(rank, 1);
   std::vector<size_t> at(rank, 0);
   int64_t counted = 0;
   bool exhausted = false;
-  int64_t cap = inTrial_ ? kMaxCandidatesCostedInTrials : kMaxCandidatesCosted;
   while (true) {
     for (int64_t j = 0; j < rank; ++j)
       chunks[j] = cands[j][at[j]];
     int64_t pieces = piecesOf(chunks);
     if (pieces <= windowTiles_) {
       ++counted;
-      candidates.push_back({chunks, nullptr, pieces});
+      listed_.push_back({chunks, nullptr, pieces});
     }
     int64_t j = rank - 1;
     while (j >= 0 && ++at[j] == cands[j].size())
@@ -1481,19 +1578,18 @@ LogicalResult Planner::planGeneric(Plan &plan) {
   // (1,472 tiles are 64 x 23), and the odometer's order reaches its cap on
   // grids that cut the leading dimensions finest.
   {
-    std::set<std::vector<int64_t>> listed;
-    for (const Candidate &c : candidates)
-      listed.insert(c.chunks);
+    std::set<std::vector<int64_t>> seen;
+    for (const Candidate &c : listed_)
+      seen.insert(c.chunks);
     for (std::vector<int64_t> &grid :
          finestGrids(shape, windowTiles_, kFinestGrids, kMaxFinestGridNodes))
-      if (!listed.count(grid)) {
+      if (!seen.count(grid)) {
         int64_t pieces = piecesOf(grid);
-        candidates.push_back({std::move(grid), nullptr, pieces});
+        listed_.push_back({std::move(grid), nullptr, pieces});
       }
   }
-  choose(candidates);
-  std::vector<Candidate> leastMemory;
-  if (!best.score.fits && !exhausted) {
+  choose(listed_);
+  if (!best_.score.fits && !exhausted) {
     // The odometer's order reached its cap before any candidate fit (the
     // ones it costs first cut the leading dimensions finest: an embedding
     // at batch 48 never got to a plan whose table columns fit). Cost the
@@ -1530,20 +1626,42 @@ LogicalResult Planner::planGeneric(Plan &plan) {
     llvm::stable_sort(byMemory, [](const auto &a, const auto &b) { return a.first < b.first; });
     for (int64_t i = 0; i < std::min<int64_t>(cap, byMemory.size()); ++i) {
       int64_t pieces = piecesOf(byMemory[i].second);
-      leastMemory.push_back({std::move(byMemory[i].second), nullptr, pieces});
+      leastMemory_.push_back({std::move(byMemory[i].second), nullptr, pieces});
     }
-    choose(leastMemory);
+    choose(leastMemory_);
   }
+}
+
+LogicalResult Planner::planGeneric(Plan &plan) {
+  for (const Input &in : plan.inputs)
+    if (!isUnplacedLeaf(in.value) && variableOf(in.value) < 0)
+      return plan.op.emitError(
+          "ipu-plan-tiles: an operand was not placed before "
+          "its use (internal error)");
+  GridSearch search(*this, plan);
+  search.run(inTrial_ ? kMaxCandidatesCostedInTrials : kMaxCandidatesCosted);
+  const GridSearch::Best &best = search.best();
   if (!best.valid)
     return plan.op.emitError("ipu-plan-tiles: no way to split this op over ")
          << windowTiles_ << " tiles";
-  {
-    // A tensor the body reads at data-dependent places (a gather's table)
-    // is held whole along those dimensions by every vertex's tile, placed
-    // there or received: when that is more than a tile holds, no plan can
-    // work, and the allocator's report would blame whichever tile
-    // overflowed first. Say what is too big.
-    for (const Input &in : plan.inputs) {
+  if (failed(checkDataDependentReads(plan)))
+    return failure();
+  search.mappingOf(*best.candidate, plan.mapping);
+  plan.cycles = best.score.cycles;
+  plan.fits = best.score.fits;
+  plan.memory = best.score.memory;
+  holdKernelCode(plan);
+  placeOperands(plan, search.mirrorableWeights(), best.mirror);
+  return success();
+}
+
+LogicalResult Planner::checkDataDependentReads(Plan &plan) {
+  // A tensor the body reads at data-dependent places (a gather's table)
+  // is held whole along those dimensions by every vertex's tile, placed
+  // there or received: when that is more than a tile holds, no plan can
+  // work, and the allocator's report would blame whichever tile
+  // overflowed first. Say what is too big.
+  for (const Input &in : plan.inputs) {
     if (!in.captured || in.access.full || in.access.extents.empty())
       continue;
     auto type = cast<RankedTensorType>(in.value.getType());
@@ -1574,59 +1692,55 @@ LogicalResult Planner::planGeneric(Plan &plan) {
       error << "; a table read at data-dependent places along several dimensions is "
                "not split by rows, so one of its slices must fit a tile";
     return error;
-    }
   }
-  if (best.candidate->given)
-    plan.mapping = *best.candidate->given;
-  else
-    gridOf(best.candidate->chunks, plan.mapping);
-  plan.cycles = best.score.cycles;
-  plan.fits = best.score.fits;
-  plan.memory = best.score.memory;
+  return success();
+}
+
+void Planner::holdKernelCode(Plan &plan) {
   // Its vertices' code stays on every tile that runs it, once per kernel:
   // a kernel like one planned before (the same body, epilogue and piece
   // shape; ipu-map-tiles shares those) adds nothing on the tiles that hold
   // it already.
-  {
-    // A shape-generic kernel is its body, indexing maps, operands' element
-    // types and ranks and its fill, whatever the op's shapes.
-    bool generic = runsShapeGeneric(plan);
-    llvm::hash_code key =
-        generic ? llvm::hash_combine(plan.op.getIndexingMaps().getAsOpaquePointer(),
-                                     plan.initFill.getAsOpaquePointer())
-                : llvm::hash_combine_range(plan.mapping.chunks.begin(),
-                                           plan.mapping.chunks.end());
-    if (generic)
-      for (Type t : plan.op->getOperandTypes())
-        if (auto ranked = dyn_cast<RankedTensorType>(t))
-          key = llvm::hash_combine(key, ranked.getElementType().getAsOpaquePointer(),
-                                   ranked.getRank());
-    for (linalg::GenericOp op : {plan.op, plan.epilogue})
-      if (op)
-        hashOperations(op, /*withOp=*/!generic, key);
-    llvm::BitVector &tiles = codeTiles_[static_cast<size_t>(key)];
-    if (tiles.empty())
-      tiles.resize(numTiles_);
-    int64_t bytes = vertexCodeBytes(plan, cost_);
-    plan.mapping.forEachPieceElements([&](int64_t tile, int64_t) {
-      if (!tiles.test(tile)) {
-        tiles.set(tile);
-        liveOnTile_[tile] += bytes;
-      }
-    });
-  }
-  // Place unplaced operands where this plan reads them.
+  // A shape-generic kernel is its body, indexing maps, operands' element
+  // types and ranks and its fill, whatever the op's shapes.
+  bool generic = runsShapeGeneric(plan);
+  llvm::hash_code key =
+      generic ? llvm::hash_combine(plan.op.getIndexingMaps().getAsOpaquePointer(),
+                                   plan.initFill.getAsOpaquePointer())
+              : llvm::hash_combine_range(plan.mapping.chunks.begin(),
+                                         plan.mapping.chunks.end());
+  if (generic)
+    for (Type t : plan.op->getOperandTypes())
+      if (auto ranked = dyn_cast<RankedTensorType>(t))
+        key = llvm::hash_combine(key, ranked.getElementType().getAsOpaquePointer(),
+                                 ranked.getRank());
+  for (linalg::GenericOp op : {plan.op, plan.epilogue})
+    if (op)
+      hashOperations(op, /*withOp=*/!generic, key);
+  llvm::BitVector &tiles = codeTiles_[static_cast<size_t>(key)];
+  if (tiles.empty())
+    tiles.resize(numTiles_);
+  int64_t bytes = vertexCodeBytes(plan, cost_);
+  plan.mapping.forEachPieceElements([&](int64_t tile, int64_t) {
+    if (!tiles.test(tile)) {
+      tiles.set(tile);
+      liveOnTile_[tile] += bytes;
+    }
+  });
+}
+
+void Planner::placeOperands(Plan &plan, const std::vector<bool> &mirrorable, bool mirror) {
   for (auto [in, canMirror] : llvm::zip(plan.inputs, mirrorable)) {
     if (variableOf(in.value) >= 0)
-    continue;
+      continue;
     Value leaf = deferredViews_.lookup(in.value);
     if (!leaf)
-    leaf = in.value;
+      leaf = in.value;
     auto aligned = alignedMapping(in.value, in.access, plan, plan.mapping);
     // Mirrored as costed: a weight one block reads all of is placed as it
     // would be unmirrored.
     if (TileMapping mirrored;
-        aligned && canMirror && best.mirror &&
+        aligned && canMirror && mirror &&
         (mirrored = mirroredMapping(*aligned, plan.mapping)).isMirrored()) {
       int64_t bytes = elementBytes(in.value.getType());
       mirrored.forEachPieceElements([&](int64_t tile, int64_t elements) {
@@ -1635,7 +1749,10 @@ LogicalResult Planner::planGeneric(Plan &plan) {
       placeAligned(in.value, mirrored);
       continue;
     }
-    if (aligned) {
+    if (!aligned) {
+      placeLinear(in.value);
+      continue;
+    }
     // A weight loaded twice keeps the placement of its first load.
     if (auto load = leaf.getDefiningOp<ml_program::GlobalLoadConstOp>();
         load && globalVars_.count(load.getGlobal().getLeafReference())) {
@@ -1650,11 +1767,7 @@ LogicalResult Planner::planGeneric(Plan &plan) {
       placed.firstTile +=
           weightOffset(plan.mapping, placed, elementBytes(in.value.getType()));
     placeAligned(in.value, placed);
-    } else {
-    placeLinear(in.value);
-    }
   }
-  return success();
 }
 
 int64_t Planner::weightOffset(const TileMapping &out, const TileMapping &weight,
