@@ -172,25 +172,95 @@ static bool fillIsFolded(func::FuncOp kernel) {
   return found.wasInterrupted();
 }
 
-FailureOr<func::FuncOp> TileMapper::outlineKernel(Plan &plan,
-                                               ArrayRef<int64_t> pieceSizes,
-                                               const std::vector<bool> &rangeFromDescriptor,
-                                               StringRef name) {
-  linalg::GenericOp op = plan.op;
-  MLIRContext *ctx = op.getContext();
-  Location loc = op.getLoc();
-  int64_t numLoops = plan.loopRanges.size();
+/// Outlines one vertex kernel of a plan (TileMapper::outlineKernel): a
+/// function of the loop offsets, the input regions and the output pieces
+/// that computes one piece of the op, then its epilogue. The op is cloned
+/// onto placeholders of its operands' full shapes, tiled to the piece by
+/// its TilingInterface, and the slices tiling takes of the placeholders
+/// become the region arguments.
+class KernelOutliner {
+public:
+  /// `inputs`: the values of `plan.inputs`, as rewritten so far.
+  KernelOutliner(ModuleOp module, Plan &plan, ArrayRef<Value> inputs,
+                 ArrayRef<int64_t> pieceSizes, const std::vector<bool> &rangeFromDescriptor)
+      : module_(module), plan(plan), inputs(inputs), pieceSizes(pieceSizes),
+        rangeFromDescriptor(rangeFromDescriptor), op(plan.op), ctx(op.getContext()),
+        loc(op.getLoc()), numLoops(plan.loopRanges.size()) {}
+
+  FailureOr<func::FuncOp> outline(StringRef name);
+
+private:
+  /// The kernel's signature, and the function with its entry block.
+  void createFunction(StringRef name);
+  /// Input regions may be the producer's own tile memory (a local piece is
+  /// not copied), so they are read-only; only the output pieces are written.
+  Value argTensor(unsigned argIndex, RankedTensorType type, bool writable);
+  /// Clones the op onto placeholders of its operands (and the body's
+  /// scalar constants).
+  void cloneOntoPlaceholders();
+  /// Tiles the clone to the piece at the loop offsets.
+  LogicalResult tile();
+  /// The tiled op's operands: slices of input placeholders -> region
+  /// arguments; inits -> the output pieces (filled or copied first).
+  LogicalResult bindOperands();
+  LogicalResult bindInit(OpOperand &operand, Value source);
+  LogicalResult bindInput(OpOperand &operand, Value source);
+  /// Captured tensors read in part: their indices shift by the region's
+  /// offsets.
+  void shiftCapturedIndices();
+  /// The pieces to store: the tiled op's, after the epilogue if any.
+  SmallVector<Value> applyEpilogue();
+  /// Stores the pieces, returns, and erases what tiling left unused.
+  void finish(ArrayRef<Value> results);
+
+  ModuleOp module_;
+  Plan &plan;
+  ArrayRef<Value> inputs;
+  ArrayRef<int64_t> pieceSizes;
+  const std::vector<bool> &rangeFromDescriptor;
+  linalg::GenericOp op;
+  MLIRContext *ctx;
+  Location loc;
+  int64_t numLoops;
+  /// The loop box of one piece (at offset 0).
   Box loops;
+  /// Generic over some loops' ranges (read from the descriptor).
+  bool generic = false;
+  SmallVector<RankedTensorType> inTypes, outTypes;
+  func::FuncOp func;
+  Block *entry = nullptr;
+  std::optional<OpBuilder> builder;
+  /// Operand placeholders while tiling; which input each stands for;
+  /// those of inputs that only give a shape.
+  IRMapping mapping;
+  DenseMap<Value, unsigned> placeholderInput;
+  SmallVector<Operation *> placeholders;
+  DenseSet<Value> localPlaceholders;
+  /// The region and output-piece arguments, as tensors.
+  SmallVector<Value> inArgs, outArgs;
+  linalg::GenericOp clone, tiledOp;
+};
+
+FailureOr<func::FuncOp> KernelOutliner::outline(StringRef name) {
   loops.offsets.assign(numLoops, 0);
   loops.sizes.assign(plan.loopRanges.begin(), plan.loopRanges.end());
   for (auto [j, l] : llvm::enumerate(plan.outputLoops))
     loops.sizes[l] = pieceSizes[j];
+  createFunction(name);
+  cloneOntoPlaceholders();
+  if (failed(tile()) || failed(bindOperands()))
+    return failure();
+  shiftCapturedIndices();
+  finish(applyEpilogue());
+  return func;
+}
 
+void KernelOutliner::createFunction(StringRef name) {
   // Signature: loop offsets, input regions, output pieces. A kernel generic
   // over some of its loops' ranges (loopsReadFromDescriptor) has a dynamic
   // size wherever they show: the output's dimensions and the inputs' that
   // those loops index.
-  bool generic = llvm::is_contained(rangeFromDescriptor, true);
+  generic = llvm::is_contained(rangeFromDescriptor, true);
   auto readsDynamicLoop = [&](ArrayRef<int64_t> row) {
     for (auto [l, c] : llvm::enumerate(row))
       if (c != 0 && rangeFromDescriptor[l])
@@ -198,9 +268,8 @@ FailureOr<func::FuncOp> TileMapper::outlineKernel(Plan &plan,
     return false;
   };
   SmallVector<Type> argTypes(numLoops, IndexType::get(ctx));
-  SmallVector<RankedTensorType> inTypes;
-  for (const Input &in : plan.inputs) {
-    auto t = cast<RankedTensorType>(resolve(in.value).getType());
+  for (auto [i, in] : llvm::enumerate(plan.inputs)) {
+    auto t = cast<RankedTensorType>(inputs[i].getType());
     Box region = in.access.region(loops, t.getShape());
     SmallVector<int64_t> sizes(region.sizes.begin(), region.sizes.end());
     for (auto [k, row] : llvm::enumerate(in.access.coeffs))
@@ -222,7 +291,6 @@ FailureOr<func::FuncOp> TileMapper::outlineKernel(Plan &plan,
   for (auto [j, l] : llvm::enumerate(plan.outputLoops))
     if (rangeFromDescriptor[l])
       outSizes[j] = ShapedType::kDynamic;
-  SmallVector<RankedTensorType> outTypes;
   SmallVector<Type> resultElements(op->getResultTypes());
   // An epilogue of another type writes a piece of its own, after the op's.
   if (plan.epilogueWritesOwnResult())
@@ -234,28 +302,25 @@ FailureOr<func::FuncOp> TileMapper::outlineKernel(Plan &plan,
   }
   OpBuilder mb(module_.getBodyRegion());
   mb.setInsertionPointToEnd(module_.getBody());
-  auto func =
+  func =
       func::FuncOp::create(mb, loc, name, FunctionType::get(ctx, argTypes, {}));
   func->setAttr(ipu::kVertexAttrName, UnitAttr::get(ctx));
-  Block *entry = func.addEntryBlock();
-  OpBuilder b = OpBuilder::atBlockBegin(entry);
+  entry = func.addEntryBlock();
+  builder.emplace(OpBuilder::atBlockBegin(entry));
 
-  // Input regions may be the producer's own tile memory (a local piece is
-  // not copied), so they are read-only; only the output pieces are written.
-  auto argTensor = [&](unsigned argIndex, RankedTensorType type,
-                       bool writable) -> Value {
-    return bufferization::ToTensorOp::create(b, loc, type,
-                                             entry->getArgument(argIndex),
-                                             /*restrict=*/true, writable);
-  };
+}
+
+Value KernelOutliner::argTensor(unsigned argIndex, RankedTensorType type, bool writable) {
+  return bufferization::ToTensorOp::create(*builder, loc, type, entry->getArgument(argIndex),
+                                           /*restrict=*/true, writable);
+}
+
+void KernelOutliner::cloneOntoPlaceholders() {
+  OpBuilder &b = *builder;
   // Placeholders of full shape stand for the operands while tiling; each
   // slice tiling takes of them is then replaced by the region argument.
-  IRMapping mapping;
-  DenseMap<Value, unsigned> placeholderInput;
-  SmallVector<Operation *> placeholders;
-  SmallVector<Value> inArgs;
   for (auto [i, in] : llvm::enumerate(plan.inputs)) {
-    Value value = resolve(in.value);
+    Value value = inputs[i];
     Value arg = argTensor(numLoops + i, inTypes[i], /*writable=*/false);
     inArgs.push_back(arg);
     // Whole inputs (captured, or read through a map that is not a box) are
@@ -272,7 +337,6 @@ FailureOr<func::FuncOp> TileMapper::outlineKernel(Plan &plan,
     if (!mapping.contains(value))
       mapping.map(value, ph.getResult());
   }
-  DenseSet<Value> localPlaceholders;
   for (OpOperand *in : op.getDpsInputOperands()) {
     if (mapping.contains(in->get()) ||
         !in->get().getDefiningOp<tensor::EmptyOp>())
@@ -293,7 +357,6 @@ FailureOr<func::FuncOp> TileMapper::outlineKernel(Plan &plan,
       mapping.map(v, b.clone(*v.getDefiningOp())->getResult(0));
   // The inits: output placeholders (read only when the body reads them and
   // they are not inputs already).
-  SmallVector<Value> outArgs;
   for (auto [k, t] : llvm::enumerate(outTypes))
     outArgs.push_back(
         argTensor(numLoops + plan.inputs.size() + k, t, /*writable=*/true));
@@ -305,7 +368,7 @@ FailureOr<func::FuncOp> TileMapper::outlineKernel(Plan &plan,
     placeholders.push_back(ph);
     mapping.map(init.get(), ph.getResult());
   }
-  auto clone = cast<linalg::GenericOp>(b.clone(*op, mapping));
+  clone = cast<linalg::GenericOp>(b.clone(*op, mapping));
   // The plan is the compute set's, not the kernel's: kernels that differ
   // only in it are the same code.
   clone->removeAttr(ipu::kPlanAttrName);
@@ -315,13 +378,17 @@ FailureOr<func::FuncOp> TileMapper::outlineKernel(Plan &plan,
   for (auto [i, in] : llvm::enumerate(plan.inputs)) {
     if (!in.captured)
       continue;
-    Value mapped = mapping.lookupOrNull(resolve(in.value));
+    Value mapped = mapping.lookupOrNull(inputs[i]);
     if (mapped && mapped != inArgs[i])
       mapped.replaceUsesWithIf(inArgs[i], [&](OpOperand &use) {
         return clone->isProperAncestor(use.getOwner());
       });
   }
 
+}
+
+LogicalResult KernelOutliner::tile() {
+  OpBuilder &b = *builder;
   SmallVector<OpFoldResult> offsets, sizes;
   for (int64_t l = 0; l < numLoops; ++l) {
     auto output = llvm::find(plan.outputLoops, l);
@@ -347,117 +414,132 @@ FailureOr<func::FuncOp> TileMapper::outlineKernel(Plan &plan,
   if (failed(tiled) || tiled->tiledOps.size() != 1)
     return op.emitError(
         "ipu-map-tiles: could not tile this op (internal error)");
-  auto tiledOp = cast<linalg::GenericOp>(tiled->tiledOps.front());
+  tiledOp = cast<linalg::GenericOp>(tiled->tiledOps.front());
+  return success();
+}
 
-  // Operands: slices of input placeholders -> region arguments.
+LogicalResult KernelOutliner::bindOperands() {
   for (OpOperand &operand : tiledOp->getOpOperands()) {
     Value v = operand.get();
     if (!isa<RankedTensorType>(v.getType()))
       continue;
-    bool isInit = tiledOp.isDpsInit(&operand);
     Value source = v;
     if (auto slice = v.getDefiningOp<tensor::ExtractSliceOp>())
       source = slice.getSource();
-    if (isInit) {
-      unsigned k = operand.getOperandNumber() - tiledOp.getNumDpsInputs();
-      // An init that is a separate input (a reduction's zeros, shared by
-      // other readers) is copied into the output piece, which the op then
-      // accumulates into: the input region itself is never written.
-      Value replacement = outArgs[k];
-      if (plan.fillsInit()) {
-        OpBuilder::InsertionGuard guard(b);
-        b.setInsertionPoint(tiledOp);
-        Value value = arith::ConstantOp::create(b, loc, plan.initFill);
-        replacement = linalg::FillOp::create(b, loc, ValueRange{value},
-                                             ValueRange{outArgs[k]})
-                          ->getResult(0);
-      }
-      if (auto it = placeholderInput.find(source);
-          it != placeholderInput.end()) {
-        Value region = inArgs[it->second];
-        if (region.getType() != v.getType())
-          return op.emitError("ipu-map-tiles: init region ")
-                 << v.getType() << " differs from " << region.getType()
-                 << " (internal error)";
-        OpBuilder::InsertionGuard guard(b);
-        b.setInsertionPoint(tiledOp);
-        replacement =
-            linalg::CopyOp::create(b, loc, region, outArgs[k]).getResult(0);
-      }
-      if (replacement.getType() != v.getType())
-        return op.emitError("ipu-map-tiles: init region ")
-               << v.getType() << " differs from " << replacement.getType()
-               << " (internal error)";
-      operand.set(replacement);
-      continue;
-    }
-    if (llvm::is_contained(inArgs, source))
-      continue;
-    if (localPlaceholders.contains(source)) {
-      // An input that only gives a shape: an empty of the slice's sizes
-      // (dynamic where they follow a size read from the descriptor).
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPoint(tiledOp);
-      auto t = cast<RankedTensorType>(v.getType());
-      auto slice = v.getDefiningOp<tensor::ExtractSliceOp>();
-      SmallVector<OpFoldResult> sizes =
-          slice ? slice.getMixedSizes() : getAsIndexOpFoldResult(ctx, t.getShape());
-      operand.set(tensor::EmptyOp::create(b, loc, sizes, t.getElementType()));
-      continue;
-    }
-    auto it = placeholderInput.find(source);
-    if (it == placeholderInput.end())
-      return op.emitError("ipu-map-tiles: an operand of the tiled op is not a "
-                          "region of an input (internal error)");
-    const Input &input = plan.inputs[it->second];
-    Value arg = inArgs[it->second];
-    AffineMap map = tiledOp.getMatchingIndexingMap(&operand);
-    if (map != input.map)
-      return op.emitError("ipu-map-tiles: an input read through the map ")
-             << AffineMapAttr::get(map) << " was planned for "
-             << AffineMapAttr::get(input.map) << " (internal error)";
-    // Tiling takes the slice of an operand read at coeffs * loop + consts
-    // from coeffs * offsets, consts left out, with an extent of
-    // coeffs * (sizes - 1) + consts + 1, and keeps the op's map. The planned
-    // region (AccessMap::region, which the IPU model hands the vertex) starts
-    // at coeffs * offsets + consts and holds only what the op reads,
-    // coeffs * (sizes - 1) + 1: the kernel reads it through the map less
-    // its constants. (A strided slice's generic reads stride * i + offset.)
-    auto sliceType = cast<RankedTensorType>(v.getType());
-    auto argType = cast<RankedTensorType>(arg.getType());
-    SmallVector<AffineExpr> shifted;
-    bool regionsAgree = sliceType.getRank() == argType.getRank() &&
-                        (generic || sliceType.hasStaticShape()) &&
-                        sliceType.getElementType() == argType.getElementType();
-    for (auto [j, e] : llvm::enumerate(map.getResults())) {
-      shifted.push_back(e - input.access.consts[j]);
-      // A shape-generic kernel's sizes that follow the piece are dynamic on
-      // both sides (the slice's come from the output's sizes).
-      int64_t slice = sliceType.getDimSize(j), region = argType.getDimSize(j);
-      if (regionsAgree)
-        regionsAgree = ShapedType::isDynamic(slice) || ShapedType::isDynamic(region)
-                           ? ShapedType::isDynamic(slice) == ShapedType::isDynamic(region)
-                           : slice - input.access.consts[j] == region;
-    }
-    if (!regionsAgree)
-      return op.emitError("ipu-map-tiles: input region ")
-             << v.getType() << " of the tiled op, less the map's constants "
-             << ArrayRef<int64_t>(input.access.consts)
-             << ", differs from the planned " << arg.getType()
-             << " (internal error)";
-    operand.set(arg);
-    if (llvm::any_of(input.access.consts, [](int64_t c) { return c != 0; })) {
-      SmallVector<AffineMap> maps = tiledOp.getIndexingMapsArray();
-      maps[operand.getOperandNumber()] =
-          simplifyAffineMap(AffineMap::get(map.getNumDims(),
-                                           map.getNumSymbols(), shifted,
-                                           map.getContext()));
-      tiledOp.setIndexingMapsAttr(b.getAffineMapArrayAttr(maps));
-    }
+    if (failed(tiledOp.isDpsInit(&operand) ? bindInit(operand, source)
+                                           : bindInput(operand, source)))
+      return failure();
   }
-  // Captured tensors read in part (a gather's table, by the columns of the
-  // piece): the argument holds only the region, so the body's indices,
-  // which tiling made global, shift by the region's offsets.
+  return success();
+}
+
+LogicalResult KernelOutliner::bindInit(OpOperand &operand, Value source) {
+  OpBuilder &b = *builder;
+  Value v = operand.get();
+  unsigned k = operand.getOperandNumber() - tiledOp.getNumDpsInputs();
+  // An init that is a separate input (a reduction's zeros, shared by
+  // other readers) is copied into the output piece, which the op then
+  // accumulates into: the input region itself is never written.
+  Value replacement = outArgs[k];
+  if (plan.fillsInit()) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(tiledOp);
+    Value value = arith::ConstantOp::create(b, loc, plan.initFill);
+    replacement = linalg::FillOp::create(b, loc, ValueRange{value},
+                                         ValueRange{outArgs[k]})
+                      ->getResult(0);
+  }
+  if (auto it = placeholderInput.find(source);
+      it != placeholderInput.end()) {
+    Value region = inArgs[it->second];
+    if (region.getType() != v.getType())
+      return op.emitError("ipu-map-tiles: init region ")
+             << v.getType() << " differs from " << region.getType()
+             << " (internal error)";
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(tiledOp);
+    replacement =
+        linalg::CopyOp::create(b, loc, region, outArgs[k]).getResult(0);
+  }
+  if (replacement.getType() != v.getType())
+    return op.emitError("ipu-map-tiles: init region ")
+           << v.getType() << " differs from " << replacement.getType()
+           << " (internal error)";
+  operand.set(replacement);
+  return success();
+}
+
+LogicalResult KernelOutliner::bindInput(OpOperand &operand, Value source) {
+  OpBuilder &b = *builder;
+  Value v = operand.get();
+  if (llvm::is_contained(inArgs, source))
+    return success();
+  if (localPlaceholders.contains(source)) {
+    // An input that only gives a shape: an empty of the slice's sizes
+    // (dynamic where they follow a size read from the descriptor).
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(tiledOp);
+    auto t = cast<RankedTensorType>(v.getType());
+    auto slice = v.getDefiningOp<tensor::ExtractSliceOp>();
+    SmallVector<OpFoldResult> sizes =
+        slice ? slice.getMixedSizes() : getAsIndexOpFoldResult(ctx, t.getShape());
+    operand.set(tensor::EmptyOp::create(b, loc, sizes, t.getElementType()));
+    return success();
+  }
+  auto it = placeholderInput.find(source);
+  if (it == placeholderInput.end())
+    return op.emitError("ipu-map-tiles: an operand of the tiled op is not a "
+                        "region of an input (internal error)");
+  const Input &input = plan.inputs[it->second];
+  Value arg = inArgs[it->second];
+  AffineMap map = tiledOp.getMatchingIndexingMap(&operand);
+  if (map != input.map)
+    return op.emitError("ipu-map-tiles: an input read through the map ")
+           << AffineMapAttr::get(map) << " was planned for "
+           << AffineMapAttr::get(input.map) << " (internal error)";
+  // Tiling takes the slice of an operand read at coeffs * loop + consts
+  // from coeffs * offsets, consts left out, with an extent of
+  // coeffs * (sizes - 1) + consts + 1, and keeps the op's map. The planned
+  // region (AccessMap::region, which the IPU model hands the vertex) starts
+  // at coeffs * offsets + consts and holds only what the op reads,
+  // coeffs * (sizes - 1) + 1: the kernel reads it through the map less
+  // its constants. (A strided slice's generic reads stride * i + offset.)
+  auto sliceType = cast<RankedTensorType>(v.getType());
+  auto argType = cast<RankedTensorType>(arg.getType());
+  SmallVector<AffineExpr> shifted;
+  bool regionsAgree = sliceType.getRank() == argType.getRank() &&
+                      (generic || sliceType.hasStaticShape()) &&
+                      sliceType.getElementType() == argType.getElementType();
+  for (auto [j, e] : llvm::enumerate(map.getResults())) {
+    shifted.push_back(e - input.access.consts[j]);
+    // A shape-generic kernel's sizes that follow the piece are dynamic on
+    // both sides (the slice's come from the output's sizes).
+    int64_t slice = sliceType.getDimSize(j), region = argType.getDimSize(j);
+    if (regionsAgree)
+      regionsAgree = ShapedType::isDynamic(slice) || ShapedType::isDynamic(region)
+                         ? ShapedType::isDynamic(slice) == ShapedType::isDynamic(region)
+                         : slice - input.access.consts[j] == region;
+  }
+  if (!regionsAgree)
+    return op.emitError("ipu-map-tiles: input region ")
+           << v.getType() << " of the tiled op, less the map's constants "
+           << ArrayRef<int64_t>(input.access.consts)
+           << ", differs from the planned " << arg.getType()
+           << " (internal error)";
+  operand.set(arg);
+  if (llvm::any_of(input.access.consts, [](int64_t c) { return c != 0; })) {
+    SmallVector<AffineMap> maps = tiledOp.getIndexingMapsArray();
+    maps[operand.getOperandNumber()] =
+        simplifyAffineMap(AffineMap::get(map.getNumDims(),
+                                         map.getNumSymbols(), shifted,
+                                         map.getContext()));
+    tiledOp.setIndexingMapsAttr(b.getAffineMapArrayAttr(maps));
+  }
+  return success();
+}
+
+void KernelOutliner::shiftCapturedIndices() {
+  OpBuilder &b = *builder;
   for (auto [i, in] : llvm::enumerate(plan.inputs)) {
     if (!in.captured || in.access.full)
       continue;
@@ -489,6 +571,10 @@ FailureOr<func::FuncOp> TileMapper::outlineKernel(Plan &plan,
               b, loc, extract.getIndices()[k], offset));
     });
   }
+}
+
+SmallVector<Value> KernelOutliner::applyEpilogue() {
+  OpBuilder &b = *builder;
   SmallVector<Value> results(tiledOp->getResults());
   if (plan.epilogue) {
     // The epilogue's body on the piece, element for element: in place, or
@@ -537,6 +623,11 @@ FailureOr<func::FuncOp> TileMapper::outlineKernel(Plan &plan,
     else
       results = {epilogue->getResult(0)};
   }
+  return results;
+}
+
+void KernelOutliner::finish(ArrayRef<Value> results) {
+  OpBuilder &b = *builder;
   for (auto [k, result] : llvm::enumerate(results)) {
     auto store = bufferization::MaterializeInDestinationOp::create(
         b, loc, Type(), result,
@@ -557,7 +648,16 @@ FailureOr<func::FuncOp> TileMapper::outlineKernel(Plan &plan,
   for (Operation *p : placeholders)
     if (p->use_empty())
       p->erase();
-  return func;
+}
+
+FailureOr<func::FuncOp> TileMapper::outlineKernel(Plan &plan,
+                                               ArrayRef<int64_t> pieceSizes,
+                                               const std::vector<bool> &rangeFromDescriptor,
+                                               StringRef name) {
+  SmallVector<Value> inputs;
+  for (const Input &in : plan.inputs)
+    inputs.push_back(resolve(in.value));
+  return KernelOutliner(module_, plan, inputs, pieceSizes, rangeFromDescriptor).outline(name);
 }
 
 
