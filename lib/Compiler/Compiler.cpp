@@ -316,26 +316,46 @@ LogicalResult bindProgramWeights(ModuleOp mapped, runtime::MachineProgram &progr
   return success();
 }
 
+/// The training pipeline's options of a compile.
+static TrainingPipelineOptions trainingPipelineOptions(const CompileOptions &options) {
+  TrainingPipelineOptions training = options.training;
+  training.precision = options.graph.precision;
+  training.partialsType = options.graph.partialsType;
+  training.targetName = options.target.name;
+  training.tiles = options.target.totalTiles();
+  training.replicas = options.replicas;
+  return training;
+}
+
 /// After an out-of-memory error mapping `module` (at the linalg phase):
 /// maps it again with each lever the error could name -- a smaller
-/// available memory proportion (less temporary memory per op), then more
-/// IPUs -- and says which is the first that fits, or that none did. Only
-/// planning and allocation run, quietly; no code is generated. With
-/// pipeline stages the ops are already on their IPUs, so more IPUs means
-/// new stages: that lever is named, not tried.
-void adviseOnOutOfMemory(ModuleOp module, const CompileOptions &options,
+/// available memory proportion (less temporary memory per op), then, for
+/// a training step that keeps every activation, recomputation
+/// (`--recompute auto`: activations the backward pass computes again
+/// instead of keeping; the step is built again from `forward`, the module
+/// before the training pipeline), then more IPUs -- and says which is the
+/// first that fits, or that none did: the levers in the order of what they
+/// cost, cycles before chips. Only the pipelines up to planning and
+/// allocation run, quietly; no code is generated. With pipeline stages the
+/// ops are already on their IPUs, so more IPUs means new stages: that
+/// lever is named, not tried.
+void adviseOnOutOfMemory(ModuleOp module, ModuleOp forward, const CompileOptions &options,
                          const IPUPipelineOptions &ipu) {
   bool staged = module->hasAttr("graph.stages");
   struct Lever {
     std::string flag;
     double proportion;
     int64_t numIPUs;
+    bool recompute = false;
   };
   SmallVector<Lever> levers;
   for (auto [p, text] : {std::pair(0.3, "0.3"), std::pair(0.15, "0.15")})
     if (p < ipu.availableMemoryProportion)
       levers.push_back({std::string("--available-memory-proportion ") + text, p,
                         options.target.numIPUs});
+  if (forward && !staged)
+    levers.push_back({"--recompute auto", ipu.availableMemoryProportion, options.target.numIPUs,
+                      /*recompute=*/true});
   for (int64_t n = options.target.numIPUs * 2; n <= 16 && !staged; n *= 2)
     levers.push_back({"--num-ipus " + std::to_string(n), ipu.availableMemoryProportion, n});
   SmallVector<std::string> tried;
@@ -346,18 +366,26 @@ void adviseOnOutOfMemory(ModuleOp module, const CompileOptions &options,
       llvm::consumeError(target.takeError());
       continue;
     }
-    OwningOpRef<ModuleOp> trial = module.clone();
-    ipu::setTarget(*trial, *target);
+    OwningOpRef<ModuleOp> trial = (lever.recompute ? forward : module).clone();
     IPUPipelineOptions ipuOptions = ipu;
     ipuOptions.availableMemoryProportion = lever.proportion;
     ipuOptions.reportPath.clear();
     ipuOptions.explainPlans = false;
-    PassManager pm(module->getContext(), ModuleOp::getOperationName());
-    buildIPUPipeline(pm, ipuOptions);
-    bool fits;
+    bool fits = true;
     {
       ScopedDiagnosticHandler quiet(module->getContext(), [](Diagnostic &) { return success(); });
-      fits = succeeded(pm.run(*trial));
+      if (lever.recompute) {
+        PassManager build(module->getContext(), ModuleOp::getOperationName());
+        TrainingPipelineOptions training = trainingPipelineOptions(options);
+        training.recompute = "auto";
+        buildTrainingPipeline(build, training);
+        buildLinalgPipeline(build);
+        fits = succeeded(build.run(*trial));
+      }
+      ipu::setTarget(*trial, *target);
+      PassManager pm(module->getContext(), ModuleOp::getOperationName());
+      buildIPUPipeline(pm, ipuOptions);
+      fits = fits && succeeded(pm.run(*trial));
     }
     if (fits) {
       InFlightDiagnostic note = emitRemark(module.getLoc())
@@ -581,15 +609,15 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options,
              << "this training step was made for " << (made ? made.getInt() : 1)
              << " replica(s), not " << options.replicas
              << ": compile the model itself with --replicas " << options.replicas;
-  if (options.training.enabled && !(main && main->hasAttr("graph.optimizer")) &&
+  // An out-of-memory error's advice may try recomputation: a training step
+  // that keeps every activation is built again from its forward graph.
+  OwningOpRef<ModuleOp> forward;
+  bool buildsStep = options.training.enabled && !(main && main->hasAttr("graph.optimizer"));
+  if (buildsStep && (options.training.recompute.empty() || options.training.recompute == "none"))
+    forward = module.clone();
+  if (buildsStep &&
       failed(runPipeline([&](OpPassManager &pm) {
-        TrainingPipelineOptions training = options.training;
-        training.precision = options.graph.precision;
-        training.partialsType = options.graph.partialsType;
-        training.targetName = options.target.name;
-        training.tiles = options.target.totalTiles();
-        training.replicas = options.replicas;
-        buildTrainingPipeline(pm, training);
+        buildTrainingPipeline(pm, trainingPipelineOptions(options));
       })))
     return failure();
   // Inference replicas only draw their own random numbers.
@@ -677,7 +705,7 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options,
     if (failed(mappedOk)) {
       (void)referenceDone();
       if (outOfMemory)
-        adviseOnOutOfMemory(module, options, ipuOptions);
+        adviseOnOutOfMemory(module, forward ? *forward : ModuleOp(), options, ipuOptions);
       return failure();
     }
   }

@@ -12,11 +12,21 @@
 # RUN: test -s %t/b.tess
 # A proportion already at its smallest tried is not advised again.
 # RUN: not tessera-compile %t/matmul.onnx --tiles-per-ipu=7 --available-memory-proportion=0.1 -o %t/c.tess 2>&1 | FileCheck %s --check-prefix=SMALL
+# A training step keeping every activation overflows one tile: no
+# proportion helps, recomputing the activations does (tried before more
+# IPUs), and following that advice compiles.
+# RUN: %python %S/recompute.py %t
+# RUN: not tessera-compile %t/res.onnx --train --loss mse --micro-batch-size 128 --tiles-per-ipu=1 -o %t/d.tess 2>&1 | FileCheck %s --check-prefix=RECOMPUTE
+# RUN: test ! -e %t/d.tess
+# RUN: tessera-compile %t/res.onnx --train --loss mse --micro-batch-size 128 --tiles-per-ipu=1 --recompute auto -o %t/d.tess
+# RUN: test -s %t/d.tess
 
 # SERIAL: remark: y: split into {{[0-9]+}} serial steps along reduction loop 2 (640 iterations)
 # IPUS: error: out of tile memory: tile {{[0-9]+}} needs
 # IPUS: remark: the model fits with --num-ipus 2 (tried first, does not fit: --available-memory-proportion 0.3, --available-memory-proportion 0.15)
 # SMALL: remark: the model fits with --num-ipus 2{{$}}
+# RECOMPUTE: error: out of tile memory: tile 0 needs
+# RECOMPUTE: remark: the model fits with --recompute auto (tried first, does not fit: --available-memory-proportion 0.3, --available-memory-proportion 0.15)
 
 import numpy as np
 from onnx_gen import T, init, node, save, vi
