@@ -13,8 +13,15 @@ def IPUFuseElementwise
     such generic reads (a residual Add and the Relu after it) is fused into
     that reader: the tile mapper then makes one compute set of the two, one
     step, one sync and one pass over tile memory fewer, and no tile memory
-    for the intermediate result. Producers with other readers stay (fusing
-    them would compute them twice), as do reductions and their readers.
+    for the intermediate result. So is one only a reduction reads, through
+    a permutation of all the reduction's loops, each element once (a batch
+    norm's squared deviations into their sum, a softmax's exponentials into
+    theirs): `linalg.reduce` ops become generics first, and the reduction's
+    body computes each element as it adds it in. Producers with other
+    readers stay (fusing them would compute them twice), as do those a
+    reader reads more than once (a matmul's or a convolution's operand:
+    computed once per use, and no longer a contraction), and reductions'
+    results.
   }];
   let dependentDialects = ["::mlir::linalg::LinalgDialect",
                            "::mlir::affine::AffineDialect"];
