@@ -151,3 +151,43 @@ func.func @not_into_matmul(%a: tensor<4x8xf32>, %b: tensor<8x2xf32>, %init: tens
   } -> tensor<4x2xf32>
   return %mm : tensor<4x2xf32>
 }
+
+// -----
+
+// A matmul's bias Add stays its epilogue (the tile mapper runs it in the
+// matmul's vertices, where the result is) even when only a sum reads it.
+
+#lhs = affine_map<(d0, d1, d2) -> (d0, d2)>
+#rhs = affine_map<(d0, d1, d2) -> (d2, d1)>
+#out = affine_map<(d0, d1, d2) -> (d0, d1)>
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#col = affine_map<(d0, d1) -> (d1)>
+// CHECK-LABEL: func.func @epilogue_stays
+// CHECK: %[[MM:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]
+// CHECK: %[[BIAS:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel"]
+// CHECK-SAME: ins(%[[MM]], %arg1
+// CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]
+// CHECK-SAME: ins(%[[BIAS]]
+func.func @epilogue_stays(%a: tensor<4x8xf32>, %bias: tensor<2xf32>, %b: tensor<8x2xf32>,
+                          %init: tensor<4x2xf32>, %sumInit: tensor<4xf32>) -> tensor<4xf32> {
+  %mm = linalg.generic {indexing_maps = [#lhs, #rhs, #out], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%a, %b : tensor<4x8xf32>, tensor<8x2xf32>) outs(%init : tensor<4x2xf32>) {
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %p = arith.mulf %x, %y : f32
+    %s = arith.addf %o, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<4x2xf32>
+  %e = tensor.empty() : tensor<4x2xf32>
+  %biased = linalg.generic {indexing_maps = [#id, #col, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%mm, %bias : tensor<4x2xf32>, tensor<2xf32>) outs(%e : tensor<4x2xf32>) {
+  ^bb0(%x: f32, %c: f32, %o: f32):
+    %s = arith.addf %x, %c : f32
+    linalg.yield %s : f32
+  } -> tensor<4x2xf32>
+  %sum = linalg.reduce ins(%biased : tensor<4x2xf32>) outs(%sumInit : tensor<4xf32>) dimensions = [1]
+    (%in: f32, %acc: f32) {
+      %t = arith.addf %in, %acc : f32
+      linalg.yield %t : f32
+    }
+  return %sum : tensor<4xf32>
+}

@@ -11,7 +11,9 @@
 // body then computes each element as it adds it in. A reader that reads
 // an element many times (a matmul's or a convolution's operand) would
 // compute it as many times, and stop being a contraction the code
-// generator tiles for the multiply-accumulate rate.
+// generator tiles for the multiply-accumulate rate. A chain that starts
+// from a contraction's result stays that contraction's epilogue (the tile
+// mapper runs it in the contraction's vertices, where the result is).
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,6 +24,7 @@
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
@@ -38,6 +41,30 @@ bool allParallel(linalg::GenericOp op) {
   return op.getNumLoops() == op.getNumParallelLoops();
 }
 
+/// Whether `op` reads the result of a reduction (a convolution, a matmul)
+/// that nothing else reads, directly, through a reshape or through a chain
+/// of elementwise ops read once (which fusion makes one with it): the tile
+/// mapper runs it as that reduction's epilogue, in the reduction's own
+/// vertices, on the tiles that hold the result already.
+bool isEpilogueOfReduction(linalg::GenericOp op) {
+  for (Value in : op.getDpsInputs()) {
+    Value result = in;
+    while (result.hasOneUse() &&
+           isa_and_present<tensor::ReshapeOp, tensor::CollapseShapeOp, tensor::ExpandShapeOp>(
+               result.getDefiningOp()))
+      result = result.getDefiningOp()->getOperand(0);
+    if (!result.hasOneUse())
+      continue;
+    if (auto producer = result.getDefiningOp<linalg::LinalgOp>();
+        producer && producer.getNumReductionLoops() > 0)
+      return true;
+    if (auto producer = result.getDefiningOp<linalg::GenericOp>();
+        producer && allParallel(producer) && isEpilogueOfReduction(producer))
+      return true;
+  }
+  return false;
+}
+
 struct IPUFuseElementwise
     : tessera::ipu::impl::IPUFuseElementwiseBase<IPUFuseElementwise> {
   void runOnOperation() override {
@@ -52,24 +79,34 @@ struct IPUFuseElementwise
       if (failed(linalg::generalizeNamedOp(rewriter, op)))
         return signalPassFailure();
     }
-    linalg::ControlFusionFn control = [](OpOperand *operand) {
-      auto producer = operand->get().getDefiningOp<linalg::GenericOp>();
-      auto consumer = dyn_cast<linalg::GenericOp>(operand->getOwner());
-      // A fused op keeps no mark: a recomputed op (graph-recompute) fused
-      // could be merged by CSE with the fusion of the ops it repeats.
-      auto recomputed = [](Operation *op) {
-        return op->hasAttr(tessera::graph::kRecomputedAttrName);
+    // Elementwise chains first, then what of them only a reduction reads:
+    // a chain is judged whole (isEpilogueOfReduction), with the ops fused
+    // into it gone.
+    for (bool intoReductions : {false, true}) {
+      linalg::ControlFusionFn control = [intoReductions](OpOperand *operand) {
+        auto producer = operand->get().getDefiningOp<linalg::GenericOp>();
+        auto consumer = dyn_cast<linalg::GenericOp>(operand->getOwner());
+        // A fused op keeps no mark: a recomputed op (graph-recompute) fused
+        // could be merged by CSE with the fusion of the ops it repeats.
+        auto recomputed = [](Operation *op) {
+          return op->hasAttr(tessera::graph::kRecomputedAttrName);
+        };
+        if (!producer || !consumer || !producer->hasOneUse() || !allParallel(producer) ||
+            recomputed(producer) || recomputed(consumer))
+          return false;
+        if (allParallel(consumer))
+          return true;
+        // A reduction that reads each element once (see the top), unless
+        // the producer is a reduction's epilogue: computed where that
+        // result is, it moves no more data than the reduction reading it.
+        return intoReductions && consumer.getMatchingIndexingMap(operand).isPermutation() &&
+               !isEpilogueOfReduction(producer);
       };
-      if (!producer || !consumer || !producer->hasOneUse() || !allParallel(producer) ||
-          recomputed(producer) || recomputed(consumer))
-        return false;
-      // The reader reads each element once (see the top).
-      return allParallel(consumer) || consumer.getMatchingIndexingMap(operand).isPermutation();
-    };
-    RewritePatternSet patterns(&getContext());
-    linalg::populateElementwiseOpsFusionPatterns(patterns, control);
-    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
-      return signalPassFailure();
+      RewritePatternSet patterns(&getContext());
+      linalg::populateElementwiseOpsFusionPatterns(patterns, control);
+      if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+        return signalPassFailure();
+    }
   }
 };
 

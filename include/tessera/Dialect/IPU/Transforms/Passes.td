@@ -17,11 +17,13 @@ def IPUFuseElementwise
     a permutation of all the reduction's loops, each element once (a batch
     norm's squared deviations into their sum, a softmax's exponentials into
     theirs): `linalg.reduce` ops become generics first, and the reduction's
-    body computes each element as it adds it in. Producers with other
-    readers stay (fusing them would compute them twice), as do those a
-    reader reads more than once (a matmul's or a convolution's operand:
-    computed once per use, and no longer a contraction), and reductions'
-    results.
+    body computes each element as it adds it in (elementwise chains are
+    fused first; a chain that starts from a matmul's or a convolution's
+    result stays that op's epilogue, run where the result is). Producers
+    with other readers stay (fusing them would compute them twice), as do
+    those a reader reads more than once (a matmul's or a convolution's
+    operand: computed once per use, and no longer a contraction), and
+    reductions' results.
   }];
   let dependentDialects = ["::mlir::linalg::LinalgDialect",
                            "::mlir::affine::AffineDialect"];
