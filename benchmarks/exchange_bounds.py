@@ -11,7 +11,8 @@ ipu2 (the numbers of include/tessera/Target/IPUTarget.h, repeated below):
   then a compute phase, then a sync, so a step takes its busiest tile's
   receive plus its slowest tile's compute;
 - the planned estimate (`tessera-compile --summary`, every step of the op);
-- bound / roofline, estimate / bound and estimate / roofline; the ops
+- bound / roofline, the steps bound / roofline, estimate / steps bound
+  and estimate / roofline; the ops
   planned over 4x their roofline; and for the whole program, the planned
   cycles on the device against the roofline and the bound.
 

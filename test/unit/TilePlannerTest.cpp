@@ -338,4 +338,23 @@ TEST(FinestGrids, AreTheSmallestPiecesOfAllGridsThatFit) {
   EXPECT_EQ(resnet[0], (std::vector<int64_t>{1, 20, 8, 56}));
 }
 
+// The node bound cuts the search short: what it returns still fits the
+// tiles, and it is not the whole search's answer (the bound is what keeps
+// compile time in check on ops of many long dimensions).
+TEST(FinestGrids, StopAfterTheNodeBound) {
+  std::vector<int64_t> shape{16, 256, 56, 56};
+  std::vector<std::vector<int64_t>> whole =
+      tessera::ipu::tiling::finestGrids(shape, 1472, 16, 1000000);
+  std::vector<std::vector<int64_t>> cut = tessera::ipu::tiling::finestGrids(shape, 1472, 16, 20);
+  ASSERT_EQ(whole.size(), 16u);
+  EXPECT_LE(cut.size(), 16u);
+  EXPECT_NE(cut, whole);
+  for (const std::vector<int64_t> &grid : cut) {
+    int64_t pieces = 1;
+    for (size_t j = 0; j < shape.size(); ++j)
+      pieces *= (shape[j] + grid[j] - 1) / grid[j];
+    EXPECT_LE(pieces, 1472);
+  }
+}
+
 } // namespace

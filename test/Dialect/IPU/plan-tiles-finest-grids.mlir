@@ -9,7 +9,10 @@
 // grid (in ResNet-50, where a split costed 3,500, the op was split: 4.74x
 // its roofline). A contraction's grids with the smallest pieces, over
 // every chunk size, are costed too, so the unsplit option weighed is the
-// plan the op then gets.
+// plan the op then gets. (The first line's two figures are the same by
+// construction for an op not split; the second line, the final plan's
+// estimate, is what fails when the final search finds a grid the trial
+// did not.)
 
 // CHECK: remark: not split along reduction loop 4 (64 iterations): [[CYCLES:[0-9]+]] estimated cycles, against [[CYCLES]] unsplit
 // CHECK: remark: #ipu.plan<mapping = #ipu.mapping<{{.*}}>, epilogue, in_place>: [[CYCLES]] estimated cycles on its slowest vertex{{$}}

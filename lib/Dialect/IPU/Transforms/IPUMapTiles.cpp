@@ -242,10 +242,7 @@ private:
 };
 
 FailureOr<func::FuncOp> KernelOutliner::outline(StringRef name) {
-  loops.offsets.assign(numLoops, 0);
-  loops.sizes.assign(plan.loopRanges.begin(), plan.loopRanges.end());
-  for (auto [j, l] : llvm::enumerate(plan.outputLoops))
-    loops.sizes[l] = pieceSizes[j];
+  loops = loopsOfPiece(plan, Box(SmallVector<int64_t>(pieceSizes.size(), 0), pieceSizes));
   createFunction(name);
   cloneOntoPlaceholders();
   if (failed(tile()) || failed(bindOperands()))
@@ -307,7 +304,6 @@ void KernelOutliner::createFunction(StringRef name) {
   func->setAttr(ipu::kVertexAttrName, UnitAttr::get(ctx));
   entry = func.addEntryBlock();
   builder.emplace(OpBuilder::atBlockBegin(entry));
-
 }
 
 Value KernelOutliner::argTensor(unsigned argIndex, RankedTensorType type, bool writable) {
@@ -728,11 +724,7 @@ LogicalResult TileMapper::emitComputeSet(Plan &plan, OpBuilder &b) {
       kernels.push_back(FlatSymbolRefAttr::get(shared.getSymNameAttr()));
       foldsFill = plan.fillsInit() && fillIsFolded(shared);
     }
-    Box loops;
-    loops.offsets.assign(plan.loopRanges.size(), 0);
-    loops.sizes.assign(plan.loopRanges.begin(), plan.loopRanges.end());
-    for (auto [j, l] : llvm::enumerate(plan.outputLoops))
-      loops.sizes[l] = shape[j];
+    Box loops = loopsOfPiece(plan, Box(SmallVector<int64_t>(shape.size(), 0), shape));
     int64_t fillBytes = 0;
     if (plan.fillsInit() && !foldsFill) {
       fillBytes = elementBytes(op->getResult(0).getType());

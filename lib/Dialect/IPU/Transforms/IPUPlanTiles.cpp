@@ -1016,8 +1016,10 @@ static int64_t hashOperations(linalg::GenericOp op, bool withOp, llvm::hash_code
 /// that fits bounds the rest, and a candidate whose compute alone takes
 /// longer is not costed (see GridSearch::choose).
 constexpr size_t kBoundingStride = 8;
-/// Grids costed per op at most (an op is planned several times when its
-/// reduction may split): bounds compile time on many-dimensional ops.
+/// The odometer's grids costed per op at most (an op is planned several
+/// times when its reduction may split): bounds compile time on
+/// many-dimensional ops. The state's home and the kFinestGrids finest
+/// grids come on top.
 constexpr int64_t kMaxCandidatesCosted = 1000;
 /// An op's grids with the smallest pieces, over every chunk size, costed
 /// besides those (see finestGrids). ResNet-50's plans get better with more
@@ -1028,7 +1030,7 @@ constexpr int64_t kFinestGrids = 128;
 /// The most nodes finestGrids' search visits (a bound on compile time for
 /// ops of many long dimensions; ResNet-50's and maxvit_t's need far fewer).
 constexpr int64_t kMaxFinestGridNodes = 1000000;
-/// The same bound while comparing an op with its reduction splits: the
+/// The same cap while comparing an op with its reduction splits: the
 /// comparison needs each option's rough cost, the chosen one is then
 /// planned with the full bound.
 constexpr int64_t kMaxCandidatesCostedInTrials = 300;
@@ -1094,7 +1096,6 @@ public:
   struct Best {
     bool valid = false;
     Score score;
-    int64_t pieces = 0;
     const Candidate *candidate = nullptr;
     bool mirror = false; ///< with the candidate's mirrorable weights mirrored
   };
@@ -1185,13 +1186,14 @@ private:
   // mirrors' price, none negative). It takes no operand's mapping or
   // region, which costing mostly is.
   int64_t computeBound(const Costing &c, const TileMapping &m) const;
+  static constexpr int64_t kNoBound = std::numeric_limits<int64_t>::max();
   // Costs one candidate as it is (its first score) and with its mirrorable
   // weights mirrored (its second; not fitting when none is, or when the
   // copies would pass the cap): the two differ only in those weights'
   // reads and resident pieces, and share the rest of the costing. None
   // when its compute alone passes `bound`.
-  static constexpr int64_t kNoBound = std::numeric_limits<int64_t>::max();
   std::optional<Scores> evaluate(Costing &c, const Candidate &candidate, int64_t bound);
+  static constexpr size_t kMinCandidatesPerThread = 32, kCandidatesPerClaim = 8;
   // Costs the candidates numbered `which`, the threads taking runs of a
   // few consecutive ones in turn (consecutive candidates, differing in the
   // last dimensions the odometer turns, read the same regions of most
@@ -1200,16 +1202,16 @@ private:
   // tightens as candidates that fit are costed (the fewest cycles of
   // those), on every thread. Each thread's unplaced leaves take variables
   // of their own, gone with the costing.
-  static constexpr size_t kMinCandidatesPerThread = 32, kCandidatesPerClaim = 8;
   void costAll(const std::vector<Candidate> &candidates, ArrayRef<size_t> which,
                int64_t initialBound, std::vector<Scores> &scores, std::vector<char> &costed);
-  // Takes the better of each candidate in turn: one that fits, then the
-  // fewest cycles, then the fewest pieces; when none fits, the least memory.
-  // A mirrored weight's copies are priced in cycles (a Lagrangian price on
-  // memory), so that a plan pays for its memory only where it saves more.
+  /// A score's cycles with its mirrored copies' memory priced in cycles
+  /// (kMirrorCyclesPerByte: a Lagrangian price on memory), so that a plan
+  /// pays for its memory only where it saves more.
   int64_t priced(const Score &score) const;
   /// Costs `candidates` (every one that could be chosen) and keeps the
-  /// better of the best so far and theirs.
+  /// better of the best so far and theirs, taking each candidate in turn:
+  /// one that fits, then the fewest priced cycles, then the fewest pieces;
+  /// when none fits, the least memory.
   void choose(const std::vector<Candidate> &candidates);
 };
 
@@ -1227,6 +1229,7 @@ GridSearch::GridSearch(Planner &planner, Plan &plan)
   if (plan.epilogueWritesOwnResult())
     outBytes += elementBytes(plan.epilogue->getResult(0).getType());
 
+  // Candidate chunks per dimension, including the chunks of inputs that the
   // output can follow so elementwise chains stay on their tiles.
   cands.resize(rank);
   for (int64_t j = 0; j < rank; ++j) {
@@ -1336,10 +1339,7 @@ int64_t GridSearch::computeBound(const Costing &c, const TileMapping &m) const {
 std::optional<GridSearch::Scores> GridSearch::evaluate(Costing &c, const Candidate &candidate,
                                                        int64_t bound) {
   TileMapping &m = c.m;
-  if (candidate.given)
-    m = *candidate.given;
-  else
-    gridOf(candidate.chunks, m);
+  mappingOf(candidate, m);
   findCostedPieces(c, m);
   if (bound != kNoBound && computeBound(c, m) > bound)
     return std::nullopt;
@@ -1504,7 +1504,7 @@ void GridSearch::choose(const std::vector<Candidate> &candidates) {
   // tightens as each pass costs more of them. A candidate left out has
   // more cycles, mirrored or not, than one that fits: it could not be
   // chosen, nor lower the least cycles without mirrors below, and one
-  // that ties the best_ is never left out. The choice is the one costing
+  // that ties the best is never left out. The choice is the one costing
   // them all makes, on any number of threads.
   std::vector<Scores> scores(candidates.size());
   std::vector<char> costed(candidates.size(), false);
@@ -1528,7 +1528,7 @@ void GridSearch::choose(const std::vector<Candidate> &candidates) {
       return score.memory < best_.score.memory;
     if (priced(score) != priced(best_.score))
       return priced(score) < priced(best_.score);
-    return pieces < best_.pieces;
+    return pieces < best_.candidate->pieces;
   };
   // Mirrors are taken only where they save a good part of the op's
   // cycles: on an op its compute dominates, copies would take memory for
@@ -1541,11 +1541,11 @@ void GridSearch::choose(const std::vector<Candidate> &candidates) {
     if (!wasCosted)
       continue;
     if (better(both[0], candidate.pieces))
-      best_ = {true, both[0], candidate.pieces, &candidate, false};
+      best_ = {true, both[0], &candidate, false};
     if (both[1].fits &&
         both[1].cycles <= (1.0 - kMinMirrorSaving) * static_cast<double>(plainCycles) &&
         better(both[1], candidate.pieces))
-      best_ = {true, both[1], candidate.pieces, &candidate, true};
+      best_ = {true, both[1], &candidate, true};
   }
 }
 
@@ -1638,14 +1638,15 @@ LogicalResult Planner::planGeneric(Plan &plan) {
       return plan.op.emitError(
           "ipu-plan-tiles: an operand was not placed before "
           "its use (internal error)");
+  // No grid helps a table too large for every tile: said before searching.
+  if (failed(checkDataDependentReads(plan)))
+    return failure();
   GridSearch search(*this, plan);
   search.run(inTrial_ ? kMaxCandidatesCostedInTrials : kMaxCandidatesCosted);
   const GridSearch::Best &best = search.best();
   if (!best.valid)
     return plan.op.emitError("ipu-plan-tiles: no way to split this op over ")
          << windowTiles_ << " tiles";
-  if (failed(checkDataDependentReads(plan)))
-    return failure();
   search.mappingOf(*best.candidate, plan.mapping);
   plan.cycles = best.score.cycles;
   plan.fits = best.score.fits;
