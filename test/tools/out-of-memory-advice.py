@@ -21,7 +21,7 @@
 # RUN: tessera-compile %t/res.onnx --train --loss mse --micro-batch-size 128 --tiles-per-ipu=1 --recompute auto -o %t/d.tess
 # RUN: test -s %t/d.tess
 
-# SERIAL: remark: y: split into {{[0-9]+}} serial steps along reduction loop 2 (640 iterations): {{[0-9]+}} estimated cycles; no parallel split fits the memory budget; weighed: unsplit {{[0-9]+}}; 2 partial results: {{[0-9]+}} ({{[0-9]+}} partial sums + {{[0-9]+}} combining + sync)
+# SERIAL: remark: y: split into {{[0-9]+}} serial steps along reduction loop 2 (640 iterations): {{[0-9]+}} estimated cycles; no parallel split fits the memory budget; weighed: unsplit {{[0-9]+}}; 2 partial results: {{[0-9]+}} ({{[0-9]+}} partial sums + {{[0-9]+}} combining + sync; over the memory budget)
 # IPUS: error: out of tile memory: tile {{[0-9]+}} needs
 # IPUS: remark: the model fits with --num-ipus 2 (tried first, does not fit: --available-memory-proportion 0.3, --available-memory-proportion 0.15)
 # SMALL: remark: the model fits with --num-ipus 2{{$}}
