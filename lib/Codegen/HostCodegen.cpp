@@ -599,11 +599,28 @@ std::string indexEntryPath(const KernelCache &cache, StringRef code) {
   return std::string(path);
 }
 
+/// Whether the cache entry at `path` can only have been written by this
+/// user (or is not there); if not, it is left unread and the first such
+/// entry's error is recorded in `cache.refusal`.
+bool trustedEntry(KernelCache &cache, StringRef path) {
+  if (!llvm::sys::fs::exists(path))
+    return true;
+  std::string why = runtime::whyUntrusted(path);
+  if (why.empty())
+    return true;
+  if (cache.refusal.empty())
+    cache.refusal = runtime::untrustedCacheMessage(path, why);
+  return false;
+}
+
 /// The object of the kernel named `name` by its code, if the cache holds an
 /// entry that defines its entry point (anything else, a damaged file, is
 /// compiled again and replaced).
-std::optional<std::string> cachedObject(const KernelCache &cache, StringRef name) {
-  auto entry = llvm::MemoryBuffer::getFile(cacheEntryPath(cache, name), /*IsText=*/false,
+std::optional<std::string> cachedObject(KernelCache &cache, StringRef name) {
+  std::string path = cacheEntryPath(cache, name);
+  if (!trustedEntry(cache, path))
+    return std::nullopt;
+  auto entry = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
                                            /*RequiresNullTerminator=*/false);
   if (!entry || !(*entry)->getBuffer().contains((name + "_entry").str()))
     return std::nullopt;
@@ -624,6 +641,8 @@ void takeCachedKernels(ModuleOp module, KernelCache &cache) {
       continue;
     std::string name = kernel.getSymName().str();
     std::string key = indexEntryPath(cache, codeBeforeLowering(kernel));
+    if (!trustedEntry(cache, key))
+      continue;
     // An index entry holds one name by code: vertex_ and 32 hex digits (a
     // suffix when two codes hashed alike).
     auto entry = llvm::MemoryBuffer::getFile(key, /*IsText=*/true);
@@ -706,6 +725,8 @@ FailureOr<HostCode> emitHostObjects(ModuleOp module, const HostCPU &cpu,
       missing.push_back(name);
     }
   }
+  if (!cache->refusal.empty())
+    return module.emitError(cache->refusal);
   std::vector<OwningOpRef<ModuleOp>> parts;
   for (const std::string &name : missing) {
     llvm::StringSet<> one;
@@ -717,14 +738,18 @@ FailureOr<HostCode> emitHostObjects(ModuleOp module, const HostCPU &cpu,
     return failure();
   bool storing = !missing.empty() || !cache->keysBeforeLowering.empty();
   if (storing) {
-    std::error_code ec = llvm::sys::fs::create_directories(cache->directory);
+    using namespace llvm::sys::fs;
+    std::error_code ec = create_directories(
+        cache->directory, /*IgnoreExisting=*/true,
+        static_cast<perms>(owner_all | group_read | group_exe | others_read | others_exe));
     if (ec || !llvm::sys::fs::is_directory(cache->directory))
       cache->warning = "cannot create the kernel cache " + cache->directory + ": " +
                        (ec ? ec.message() : std::string("a file of that name is in the way"));
   }
   for (auto [name, object] : llvm::zip(missing, compiled)) {
     if (cache->warning.empty())
-      if (llvm::Error err = runtime::writeFileAtomically(cacheEntryPath(*cache, name), object))
+      if (llvm::Error err = runtime::writeFileAtomically(cacheEntryPath(*cache, name), object,
+                                                          runtime::kCodeFileMode))
         cache->warning = "could not store a kernel in the cache: " + llvm::toString(std::move(err));
     objects[name] = std::move(object);
     ++cache->misses;
@@ -736,7 +761,7 @@ FailureOr<HostCode> emitHostObjects(ModuleOp module, const HostCPU &cpu,
     auto to = renamed.find(from);
     if (to == renamed.end() || !objects.count(to->second) || !cache->warning.empty())
       continue;
-    if (llvm::Error err = runtime::writeFileAtomically(key, to->second + "\n"))
+    if (llvm::Error err = runtime::writeFileAtomically(key, to->second + "\n", runtime::kCodeFileMode))
       cache->warning = "could not store a kernel in the cache: " + llvm::toString(std::move(err));
   }
   cache->keysBeforeLowering.clear();

@@ -5,6 +5,7 @@
 #include "tessera/Dialect/Graph/IR/OpBuilding.h"
 #include "tessera/Dialect/Graph/Transforms/Passes.h"
 #include "tessera/Importers/TorchScript/TorchScriptImporter.h"
+#include "tessera/Runtime/FileUtils.h"
 
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
@@ -199,12 +200,17 @@ buildExecutable(MLIRContext &context, const ExecutableRequest &request,
   // The compiler build's libraries, read once for both caches' keys.
   const std::string compiler = request.cacheDir.empty() ? "" : compilerIdentity();
   if (!request.cacheDir.empty()) {
+    // Before anything in it is read.
+    if (llvm::Error err = checkCacheTrusted(request.cacheDir))
+      return std::move(err);
     auto key = computeCacheKey(request.modelPath, cacheKeyOptions(request) + compiler,
                                fileOf(reinterpret_cast<void *>(&cacheKeyOptions)));
     if (!key)
       return key.takeError();
     cacheKey = *key;
     CacheLookup found = lookupExecutable(request.cacheDir, cacheKey, path);
+    if (found.outcome == CacheOutcome::Untrusted)
+      return fail(found.detail);
     if (onLookup)
       onLookup(found);
     if (found.outcome == CacheOutcome::Hit)

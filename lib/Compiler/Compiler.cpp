@@ -750,6 +750,9 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options,
   LogicalResult kernelsLowered = lowerKernels.run(*kernels);
   if (failed(referenceDone()) || failed(kernelsLowered))
     return failure();
+  // An entry someone else could have written was left unread: refused.
+  if (options.kernelCache && !options.kernelCache->refusal.empty())
+    return module.emitError(options.kernelCache->refusal);
   // The module becomes the lowered reference code, if any, then the kernels.
   module.getBody()->clear();
   ModuleOp head = reference ? *reference : *kernels;

@@ -100,6 +100,15 @@ llvm::Expected<std::string> computeCacheKey(StringRef modelPath,
   return hex(hashBytes(material));
 }
 
+llvm::Error checkCacheTrusted(StringRef dir) {
+  llvm::SmallString<256> kernels(dir);
+  llvm::sys::path::append(kernels, "kernels");
+  for (StringRef path : {dir, StringRef(kernels)})
+    if (std::string why = runtime::whyUntrusted(path); !why.empty())
+      return fail(runtime::untrustedCacheMessage(path, why));
+  return llvm::Error::success();
+}
+
 CacheLookup lookupExecutable(StringRef dir, StringRef key, StringRef outPath) {
   CacheLookup result;
   llvm::SmallString<256> entry(dir);
@@ -107,6 +116,11 @@ CacheLookup lookupExecutable(StringRef dir, StringRef key, StringRef outPath) {
   result.entryPath = entry.str().str();
   if (!llvm::sys::fs::exists(entry))
     return result;
+  if (std::string why = runtime::whyUntrusted(entry); !why.empty()) {
+    result.outcome = CacheOutcome::Untrusted;
+    result.detail = runtime::untrustedCacheMessage(entry, why);
+    return result;
+  }
   // The output is a copy, never a hard link: an output edited in place
   // must not change the entry (and every other output of the model). The
   // copy itself is what is checked, then renamed into place, so a damaged
@@ -157,7 +171,10 @@ CacheLookup lookupExecutable(StringRef dir, StringRef key, StringRef outPath) {
 }
 
 llvm::Expected<std::string> cacheEntryPath(StringRef dir, StringRef key) {
-  if (std::error_code ec = llvm::sys::fs::create_directories(dir))
+  using namespace llvm::sys::fs;
+  if (std::error_code ec = create_directories(
+          dir, /*IgnoreExisting=*/true,
+          static_cast<perms>(owner_all | group_read | group_exe | others_read | others_exe)))
     return fail("cannot create the cache directory '" + dir + "': " + ec.message());
   llvm::SmallString<256> entry(dir);
   llvm::sys::path::append(entry, key + ".tess");

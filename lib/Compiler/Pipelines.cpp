@@ -179,6 +179,7 @@ void buildLinalgPipeline(OpPassManager &pm) {
   // inference): everything after sees a pure function.
   pm.addPass(graph::createGraphExternalizeState());
   pm.addPass(createConvertGraphToLinalg());
+  pm.addPass(createFoldEmptyTensors());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
 }

@@ -317,8 +317,10 @@ struct ExecutableWriter::Impl {
         d.inPlace = true;
         continue;
       }
-      if (std::error_code ec =
-              llvm::sys::fs::createUniqueFile(d.path + ".tmp-%%%%%%", d.fd, d.temporary)) {
+      // A .tess holds native code: writable by its owner only, whatever
+      // the umask (a cache entry others could rewrite would run as you).
+      if (std::error_code ec = llvm::sys::fs::createUniqueFile(
+              d.path + ".tmp-%%%%%%", d.fd, d.temporary, llvm::sys::fs::OF_None, kCodeFileMode)) {
         d.error = "cannot create a file next to '" + d.path + "': " + ec.message();
         d.temporary.clear();
         continue;
@@ -435,7 +437,7 @@ llvm::Error ExecutableWriter::finish(ExecutableMetadata metadata, StringRef code
         for (auto [info, data] : llvm::zip(metadata.weights, weights))
           std::memcpy(section + info.offset, data.data(), data.size());
       });
-      if (llvm::Error err = writeFileAtomically(d.path, image))
+      if (llvm::Error err = writeFileAtomically(d.path, image, kCodeFileMode))
         d.error = llvm::toString(std::move(err));
     } else if (d.os) {
       d.os->seek(0);

@@ -5,11 +5,13 @@
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/Signals.h"
 #include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <new>
@@ -18,7 +20,7 @@
 
 namespace tessera::runtime {
 
-llvm::Error writeFileAtomically(llvm::StringRef path, llvm::StringRef data) {
+llvm::Error writeFileAtomically(llvm::StringRef path, llvm::StringRef data, unsigned mode) {
   auto fail = [](const llvm::Twine &msg) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
   };
@@ -35,7 +37,7 @@ llvm::Error writeFileAtomically(llvm::StringRef path, llvm::StringRef data) {
   llvm::SmallString<256> tmp;
   int fd;
   if (std::error_code ec =
-          llvm::sys::fs::createUniqueFile(path + ".tmp-%%%%%%", fd, tmp))
+          llvm::sys::fs::createUniqueFile(path + ".tmp-%%%%%%", fd, tmp, llvm::sys::fs::OF_None, mode))
     return fail("cannot create a file next to '" + path + "': " + ec.message());
   // Removed if the process dies of a signal or a fatal error meanwhile.
   llvm::sys::RemoveFileOnSignal(tmp);
@@ -55,6 +57,69 @@ llvm::Error writeFileAtomically(llvm::StringRef path, llvm::StringRef data) {
     return fail("cannot rename '" + tmp + "' to '" + path + "': " + ec.message());
   }
   return llvm::Error::success();
+}
+
+namespace {
+/// Why the file or directory with `status` is not this user's alone (empty
+/// when it is), naming it as `what`.
+std::string whyNotOwnersAlone(const llvm::sys::fs::file_status &status, llvm::StringRef what,
+                              bool stickyDirectoryTrusted) {
+  using namespace llvm::sys::fs;
+  unsigned owner = status.getUser();
+  if (owner != ::geteuid() && owner != 0)
+    return (what + " is owned by another user (uid " + llvm::Twine(owner) + ")").str();
+  perms mode = status.permissions();
+  if (stickyDirectoryTrusted && (mode & sticky_bit))
+    return "";
+  char octal[8];
+  std::snprintf(octal, sizeof(octal), "%o", static_cast<unsigned>(mode & all_perms));
+  if (mode & others_write)
+    return (what + " is writable by every user (mode " + octal + ")").str();
+  if (mode & group_write)
+    return (what + " is writable by its group (mode " + octal + ")").str();
+  return "";
+}
+} // namespace
+
+std::string whyUntrusted(llvm::StringRef path) {
+  llvm::SmallString<256> absolute(path);
+  if (llvm::sys::fs::make_absolute(absolute))
+    return ("cannot find where '" + path + "' is").str();
+  llvm::sys::path::remove_dots(absolute, /*remove_dot_dot=*/true);
+  llvm::sys::fs::file_status status;
+  if (!llvm::sys::fs::status(absolute, status, /*follow=*/false)) {
+    // A link's target is where the code comes from: judge it instead.
+    if (status.type() == llvm::sys::fs::file_type::symlink_file) {
+      llvm::SmallString<256> real;
+      if (llvm::sys::fs::real_path(absolute, real))
+        return ("'" + absolute + "' is a link that leads nowhere").str();
+      return whyUntrusted(real);
+    }
+    if (std::string why = whyNotOwnersAlone(status, "'" + absolute.str() + "'", false);
+        !why.empty())
+      return why;
+  }
+  // The directories above it: whoever may rename entries in one of them
+  // may put another directory or file in its place. A sticky one (/tmp)
+  // lets each user rename only their own.
+  for (llvm::StringRef dir = llvm::sys::path::parent_path(absolute); !dir.empty();
+       dir = llvm::sys::path::parent_path(dir)) {
+    if (llvm::sys::fs::status(dir, status))
+      continue; // not there yet: it will be created with the cache
+    if (std::string why = whyNotOwnersAlone(status, "the directory above it, '" + dir.str() + "',",
+                                            /*stickyDirectoryTrusted=*/true);
+        !why.empty())
+      return why;
+  }
+  return "";
+}
+
+std::string untrustedCacheMessage(llvm::StringRef path, llvm::StringRef why) {
+  return ("refusing the cache at '" + path + "': " + why +
+          ". A cache holds native code that Tessera runs, so no one but you may be able to "
+          "write it: use a cache directory of your own, or make this one yours alone "
+          "(chown -R you, chmod -R go-w)")
+      .str();
 }
 
 llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> readRegularFile(llvm::StringRef path) {

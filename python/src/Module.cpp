@@ -11,6 +11,7 @@
 #include "tessera/Compiler/BuildExecutable.h"
 #include "tessera/Compiler/Compiler.h"
 #include "tessera/Compiler/Registration.h"
+#include "tessera/Runtime/FileUtils.h"
 #include "tessera/Runtime/HostRunner.h"
 #include "tessera/Runtime/IPUModel.h"
 #include "tessera/Runtime/Training.h"
@@ -392,6 +393,10 @@ PYBIND11_MODULE(_tessera, m) {
   m.def("compile", &compileModel, py::arg("model"), py::arg("path"),
         py::arg("options") = py::dict(),
         "Builds the executable `path` from `model`; returns the cache's answer");
+  m.def(
+      "why_untrusted", [](const std::string &path) { return runtime::whyUntrusted(path); },
+      py::arg("path"),
+      "Why someone else could have written `path` (empty when only you or root can)");
   py::class_<LoadedExecutable>(m, "Executable")
       .def(py::init<const std::string &, const std::string &, unsigned>(), py::arg("path"),
            py::arg("device") = "ipu", py::arg("threads") = 0)

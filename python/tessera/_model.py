@@ -541,6 +541,13 @@ class LoadedExecutable:
     model: tensors in, tensors out."""
 
     def __init__(self, filename):
+        # A .tess holds native code this process runs, as a shared library
+        # would: say so when someone else could have written it.
+        why = _tessera.why_untrusted(str(filename))
+        if why:
+            warnings.warn(f"{filename}: {why}; a .tess is native code that runs as you: "
+                          "load only executables you or a cache of your own produced",
+                          stacklevel=2)
         self._executable = _tessera.Executable(str(filename), "ipu")
 
     def __call__(self, *args):

@@ -666,6 +666,8 @@ if (!train) {
             << "false cache hit on " << found.entryPath << " (" << found.detail
             << "); recompiling\n";
         break;
+      case tessera::CacheOutcome::Untrusted:
+        break; // an error, said by buildExecutable
       }
       if (showProgress && found.outcome != tessera::CacheOutcome::Hit)
         llvm::errs() << "\r\033[K[import] " << inputPath;

@@ -431,6 +431,12 @@ int main(int argc, char **argv) {
   if (threads > 1024)
     return error("--host-threads must be at most 1024, got " + llvm::Twine(threads));
 
+  // A .tess holds native code this process runs, as a shared library would.
+  if (std::string why = whyUntrusted(executablePath); !why.empty())
+    llvm::WithColor::warning(llvm::errs(), "tessera-run")
+        << executablePath << ": " << why
+        << "; a .tess is native code that runs as you: run only executables you or a "
+           "cache of your own produced\n";
   auto exe = Executable::load(executablePath);
   if (!exe)
     return error(llvm::toString(exe.takeError()));

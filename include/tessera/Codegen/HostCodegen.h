@@ -114,6 +114,9 @@ struct KernelCache {
   int64_t hits = 0, hitsBeforeLowering = 0, misses = 0;
   /// Why an object could not be stored (the executable is still written).
   std::string warning;
+  /// The error of the first entry left unread because someone else could
+  /// have written it (runtime::whyUntrusted): the compile then fails.
+  std::string refusal;
   /// Kernels found before lowering and taken out of the module: each
   /// kernel's name in the program -> its code's name, and each code's
   /// object.

@@ -27,7 +27,14 @@ llvm::Expected<std::string> computeCacheKey(llvm::StringRef modelPath,
                                             llvm::StringRef optionsText,
                                             llvm::StringRef compilerPath);
 
-enum class CacheOutcome { Hit, Miss, Damaged, KeyMismatch };
+enum class CacheOutcome { Hit, Miss, Damaged, KeyMismatch, Untrusted };
+
+/// A cache holds native code that Tessera runs: the cache directory `dir`
+/// and its kernel cache (`dir/kernels`) must be writable by this user
+/// alone (runtime::whyUntrusted), or this error names the path, why, and
+/// the fix. Checked before anything in the cache is read.
+llvm::Error checkCacheTrusted(llvm::StringRef dir);
+
 
 struct CacheLookup {
   CacheOutcome outcome = CacheOutcome::Miss;
@@ -36,13 +43,15 @@ struct CacheLookup {
 };
 
 /// Looks `key` up in `dir`; on a verified hit, copies the entry to `outPath`
-/// atomically.
+/// atomically. An entry someone else could have written is Untrusted (the
+/// detail says why) and is not read.
 CacheLookup lookupExecutable(llvm::StringRef dir, llvm::StringRef key,
                              llvm::StringRef outPath);
 
 /// Where the executable of `key` is stored in `dir` (`<key>.tess`), the
 /// directory created if missing. The compile writes it atomically beside
-/// its output (runtime::ExecutableWriter).
+/// its output (runtime::ExecutableWriter). A directory it creates is
+/// writable by its owner only.
 llvm::Expected<std::string> cacheEntryPath(llvm::StringRef dir, llvm::StringRef key);
 
 /// Removes the temporary files of compiles killed before their rename,

@@ -36,4 +36,33 @@ def ConvertGraphToLinalg : Pass<"convert-graph-to-linalg", "::mlir::ModuleOp"> {
   ];
 }
 
+def FoldEmptyTensors : Pass<"fold-empty-tensors", "::mlir::ModuleOp"> {
+  let summary = "Replace ops that compute nothing by what they would give";
+  let description = [{
+    Zero-size tensors are ordinary values, but an op over one computes
+    nothing, and a loop of size 0 has no tiling: this pass takes such ops
+    out of linalg-on-tensors before anything plans or lowers them.
+
+    - A structured (linalg) op with a loop of size 0 runs its body zero
+      times: its results are its inits. Where only reduction loops are
+      empty that is the reduction's identity (a matmul over a 0-long
+      reduction gives the zeros it starts from, a product over nothing 1).
+    - Any other op without side effects whose results are all statically
+      empty yields `tensor.empty`.
+    - `tensor.pad` of an empty source with a pad value defined outside its
+      body is a `linalg.fill` of the value; `tensor.insert_slice` of an
+      empty source is its destination; `tensor.concat` drops empty
+      operands.
+
+    A maximum or minimum over nothing never gets here: the graph dialect
+    refuses it, naming the op, as ONNX Runtime does.
+
+    Assumes: static shapes. Guarantees: every structured op left has only
+    non-empty loops, and no op but `tensor.empty` (and loads, arguments)
+    produces an empty tensor.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 #endif // TESSERA_CONVERSION_PASSES_TD

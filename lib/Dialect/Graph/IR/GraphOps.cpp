@@ -294,17 +294,43 @@ static LogicalResult inferReduce(std::optional<Location> loc, Value input,
   return success();
 }
 
-#define TESSERA_REDUCE_INFER(OP)                                               \
+/// A maximum or minimum over an empty dimension into a result that is not
+/// empty has no value (a sum over nothing is 0, a product 1; ONNX Runtime
+/// refuses these).
+static LogicalResult checkExtremumNotOverNothing(std::optional<Location> l, Value input,
+                                                 ArrayRef<int64_t> axes, StringRef what) {
+  auto type = rankedType(input);
+  if (!type)
+    return success();
+  std::optional<int64_t> emptyAxis;
+  for (auto [i, d] : llvm::enumerate(type.getShape())) {
+    bool reduced = llvm::is_contained(axes, static_cast<int64_t>(i));
+    if (d == 0 && !reduced)
+      return success(); // nothing to compute
+    if (d == 0 && reduced && !emptyAxis)
+      emptyAxis = i;
+  }
+  if (!emptyAxis)
+    return success();
+  return emitOptionalError(l, "reduces over dimension ", *emptyAxis, " of ",
+                           formatShape(type.getShape()), ", which is empty: a ", what,
+                           " over no elements has no value; reduce a non-empty dimension");
+}
+
+#define TESSERA_REDUCE_INFER(OP, EXTREMUM)                                     \
   LogicalResult OP::inferReturnTypes(MLIRContext *, std::optional<Location> l, \
                                      Adaptor a, SmallVectorImpl<Type> &r) {    \
+    if (StringRef what = EXTREMUM; !what.empty() &&                            \
+        failed(checkExtremumNotOverNothing(l, a.getInput(), a.getAxes(), what))) \
+      return failure();                                                        \
     return inferReduce(l, a.getInput(), a.getAxes(), a.getKeepdims(),          \
                        rankedType(a.getInput()).getElementType(), r);          \
   }
-TESSERA_REDUCE_INFER(ReduceSumOp)
-TESSERA_REDUCE_INFER(ReduceMeanOp)
-TESSERA_REDUCE_INFER(ReduceMaxOp)
-TESSERA_REDUCE_INFER(ReduceMinOp)
-TESSERA_REDUCE_INFER(ReduceProdOp)
+TESSERA_REDUCE_INFER(ReduceSumOp, "")
+TESSERA_REDUCE_INFER(ReduceMeanOp, "")
+TESSERA_REDUCE_INFER(ReduceMaxOp, "maximum")
+TESSERA_REDUCE_INFER(ReduceMinOp, "minimum")
+TESSERA_REDUCE_INFER(ReduceProdOp, "")
 #undef TESSERA_REDUCE_INFER
 
 /// An argmax or argmin over an empty dimension has no index to return.
