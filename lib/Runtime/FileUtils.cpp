@@ -62,21 +62,21 @@ llvm::Error writeFileAtomically(llvm::StringRef path, llvm::StringRef data, unsi
 namespace {
 /// Why the file or directory with `status` is not this user's alone (empty
 /// when it is), naming it as `what`.
-std::string whyNotOwnersAlone(const llvm::sys::fs::file_status &status, llvm::StringRef what,
+std::string whyNotOwnersAlone(const llvm::sys::fs::file_status &status, const std::string &what,
                               bool stickyDirectoryTrusted) {
   using namespace llvm::sys::fs;
   unsigned owner = status.getUser();
   if (owner != ::geteuid() && owner != 0)
-    return (what + " is owned by another user (uid " + llvm::Twine(owner) + ")").str();
+    return what + " is owned by another user (uid " + std::to_string(owner) + ")";
   perms mode = status.permissions();
   if (stickyDirectoryTrusted && (mode & sticky_bit))
     return "";
   char octal[8];
   std::snprintf(octal, sizeof(octal), "%o", static_cast<unsigned>(mode & all_perms));
   if (mode & others_write)
-    return (what + " is writable by every user (mode " + octal + ")").str();
+    return what + " is writable by every user (mode " + octal + ")";
   if (mode & group_write)
-    return (what + " is writable by its group (mode " + octal + ")").str();
+    return what + " is writable by its group (mode " + octal + ")";
   return "";
 }
 } // namespace
@@ -95,7 +95,7 @@ std::string whyUntrusted(llvm::StringRef path) {
         return ("'" + absolute + "' is a link that leads nowhere").str();
       return whyUntrusted(real);
     }
-    if (std::string why = whyNotOwnersAlone(status, "'" + absolute.str() + "'", false);
+    if (std::string why = whyNotOwnersAlone(status, "'" + absolute.str().str() + "'", false);
         !why.empty())
       return why;
   }

@@ -226,3 +226,30 @@ func.func @cross_replica_sum_changes_type(%x: tensor<4xf32>) -> tensor<2xf32> {
   %s = graph.cross_replica_sum %x : tensor<4xf32> -> tensor<2xf32>
   return %s : tensor<2xf32>
 }
+
+// -----
+
+// A maximum over nothing has no value (a sum over nothing is 0).
+func.func @reduce_max_over_nothing(%x: tensor<2x0x3xf32>) {
+  // expected-error @+2 {{reduces over dimension 1 of 2x0x3, which is empty: a maximum over no elements has no value}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = graph.reduce_max %x {axes = array<i64: 1>, keepdims = false} : (tensor<2x0x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @reduce_min_over_nothing(%x: tensor<0x4xf32>) {
+  // expected-error @+2 {{reduces over dimension 0 of 0x4, which is empty: a minimum over no elements has no value}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = graph.reduce_min %x {axes = array<i64: 0>, keepdims = true} : (tensor<0x4xf32>) -> tensor<1x4xf32>
+  return
+}
+
+// -----
+
+// Into an empty result there is nothing to compute: no error.
+func.func @reduce_max_into_nothing(%x: tensor<0x4xf32>) -> tensor<0xf32> {
+  %0 = graph.reduce_max %x {axes = array<i64: 1>, keepdims = false} : (tensor<0x4xf32>) -> tensor<0xf32>
+  return %0 : tensor<0xf32>
+}

@@ -2696,6 +2696,17 @@ struct IPUPlanTiles : tessera::ipu::impl::IPUPlanTilesBase<IPUPlanTiles> {
     FailureOr<func::FuncOp> main = mainToMap(module, getArgument());
     if (failed(main))
       return signalPassFailure();
+    // A loop of size 0 has no tiling: such ops compute nothing and
+    // fold-empty-tensors replaces them by what they give.
+    WalkResult empty = main->walk([](linalg::LinalgOp op) {
+      if (!llvm::is_contained(op.getStaticLoopRanges(), 0))
+        return WalkResult::advance();
+      op.emitOpError("has a loop of size 0 (it computes nothing): run --fold-empty-tensors "
+                     "before ipu-plan-tiles, as the linalg pipeline does");
+      return WalkResult::interrupt();
+    });
+    if (empty.wasInterrupted())
+      return signalPassFailure();
     separateInitsFromInputs(*main);
     Planner planner(module, *main, *target, availableMemoryProportion);
     if (explain)
