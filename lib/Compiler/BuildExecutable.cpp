@@ -58,7 +58,7 @@ std::string codeIdentity(const std::string &path) {
 /// Debian's packages, and hashing 200 MB per compile would cost more than
 /// it protects). A rebuilt compiler never takes an older one's
 /// executables.
-std::string compilerIdentity() {
+std::string computeCompilerIdentity() {
   std::string text;
   auto byContent = [&](const std::string &path) { text += codeIdentity(path); };
   FailureOr<Value> (*graphLibrary)(OpBuilder &, Operation *) = &graph::finishCreatedOp;
@@ -76,6 +76,14 @@ std::string compilerIdentity() {
               std::to_string(status.getLastModificationTime().time_since_epoch().count());
   }
   return text;
+}
+
+/// The identity of the code this process runs, computed once: a process
+/// (the Python module's) that compiles many models hashes its libraries
+/// once, not per compile.
+const std::string &compilerIdentity() {
+  static const std::string identity = computeCompilerIdentity();
+  return identity;
 }
 } // namespace
 
@@ -213,8 +221,12 @@ buildExecutable(MLIRContext &context, const ExecutableRequest &request,
       return fail(found.detail);
     if (onLookup)
       onLookup(found);
-    if (found.outcome == CacheOutcome::Hit)
-      return BuildResult{CacheOutcome::Hit, ""};
+    if (found.outcome == CacheOutcome::Hit) {
+      BuildResult hit;
+      hit.outcome = CacheOutcome::Hit;
+      hit.entryPath = found.entryPath;
+      return hit;
+    }
   }
 
   OwningOpRef<ModuleOp> module;
@@ -254,13 +266,15 @@ buildExecutable(MLIRContext &context, const ExecutableRequest &request,
   // The output and the cache's entry are written in one pass from memory,
   // the weights from when they are known, while the tiles are planned.
   std::vector<std::string> destinations{path.str()};
-  std::string cacheWarning;
+  std::string cacheWarning, entryPath;
   if (!cacheKey.empty()) {
-    if (llvm::Expected<std::string> entry = cacheEntryPath(request.cacheDir, cacheKey))
+    if (llvm::Expected<std::string> entry = cacheEntryPath(request.cacheDir, cacheKey)) {
       destinations.push_back(*entry);
-    else
+      entryPath = *entry;
+    } else {
       cacheWarning = "could not store the executable in the cache: " +
                      llvm::toString(entry.takeError());
+    }
   }
   // Declared first, destroyed last: the writer's thread may be reading
   // weights `compiled` owns until the writer is finished or destroyed.
@@ -307,6 +321,8 @@ buildExecutable(MLIRContext &context, const ExecutableRequest &request,
   }
   if (!cacheWarning.empty())
     result.cacheWarning += (result.cacheWarning.empty() ? "" : "; ") + cacheWarning;
+  else
+    result.entryPath = entryPath;
   if (!cacheKey.empty())
     removeStaleCacheTemporaries(request.cacheDir);
   return result;

@@ -1,6 +1,7 @@
 //===- ExecutableCache.cpp - offline executable cache --------------------===//
 
 #include "tessera/Compiler/ExecutableCache.h"
+#include "tessera/Compiler/CommandCache.h"
 #include "tessera/Runtime/Executable.h"
 #include "tessera/Runtime/FileUtils.h"
 
@@ -55,41 +56,11 @@ void removeStaleTemporaries(StringRef dir) {
 llvm::Expected<std::string> computeCacheKey(StringRef modelPath,
                                             StringRef optionsText,
                                             StringRef compilerPath) {
-  std::string material;
-  llvm::raw_string_ostream os(material);
-  auto model = llvm::MemoryBuffer::getFileOrSTDIN(modelPath, false, false);
+  llvm::Expected<std::string> model = modelKeyMaterial(modelPath);
   if (!model)
-    return fail("cannot read '" + modelPath + "': " + model.getError().message());
-  StringRef bytes = (*model)->getBuffer();
-  os << "model " << hex(hashBytes(bytes)) << "\n";
-  // External data files are named by "location" entries of the model's
-  // tensors (protobuf: key "location", then the value string); hash them
-  // too. One scan of the bytes for the serialized key finds them all.
-  StringRef dir = llvm::sys::path::parent_path(modelPath);
-  std::set<std::string> files;
-  static constexpr char kLocationKey[] = "\x0a\x08location\x12";
-  for (size_t at = bytes.find(kLocationKey); at != StringRef::npos;
-       at = bytes.find(kLocationKey, at + 1)) {
-    size_t p = at + sizeof(kLocationKey) - 1;
-    uint64_t length = 0;
-    for (int shift = 0; p < bytes.size() && shift < 35; shift += 7) {
-      uint8_t b = bytes[p++];
-      length |= static_cast<uint64_t>(b & 0x7f) << shift;
-      if (!(b & 0x80))
-        break;
-    }
-    if (length > 0 && length < 4096 && p + length <= bytes.size())
-      files.insert(bytes.substr(p, length).str());
-  }
-  for (const std::string &name : files) {
-    llvm::SmallString<256> path(dir);
-    llvm::sys::path::append(path, name);
-    auto data = llvm::MemoryBuffer::getFile(path, false, false);
-    // A missing file is the importer's error to report, with context.
-    os << "data " << name << " "
-       << (data ? hex(hashBytes((*data)->getBuffer())) : std::string("missing"))
-       << "\n";
-  }
+    return model.takeError();
+  std::string material = *model;
+  llvm::raw_string_ostream os(material);
   os << "options " << optionsText << "\n";
   // The compiler build: its own binary, so any rebuilt compiler misses.
   auto compiler = llvm::MemoryBuffer::getFile(compilerPath, false, false);
@@ -101,9 +72,10 @@ llvm::Expected<std::string> computeCacheKey(StringRef modelPath,
 }
 
 llvm::Error checkCacheTrusted(StringRef dir) {
-  llvm::SmallString<256> kernels(dir);
+  llvm::SmallString<256> kernels(dir), commands(dir);
   llvm::sys::path::append(kernels, "kernels");
-  for (StringRef path : {dir, StringRef(kernels)})
+  llvm::sys::path::append(commands, "commands");
+  for (StringRef path : {dir, StringRef(kernels), StringRef(commands)})
     if (std::string why = runtime::whyUntrusted(path); !why.empty())
       return fail(runtime::untrustedCacheMessage(path, why));
   return llvm::Error::success();

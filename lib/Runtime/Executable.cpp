@@ -1,6 +1,7 @@
 //===- Executable.cpp - the .tess executable container -------------------===//
 
 #include "tessera/Runtime/Executable.h"
+#include "tessera/Runtime/ExecutableImage.h"
 #include "tessera/Runtime/FileUtils.h"
 
 #include "llvm/Support/Endian.h"
@@ -27,80 +28,10 @@ namespace endian = llvm::support::endian;
 namespace tessera::runtime {
 
 namespace {
-constexpr char kMagic[8] = {'T', 'E', 'S', 'S', 'E', 'R', 'A', '\0'};
-constexpr size_t kHeaderSize = 128;
+using namespace image;
 constexpr size_t kAlign = 64;
 
-// Header fields (byte offsets).
-enum : size_t {
-  kVersionAt = 8,      // u32
-  kHeaderSizeAt = 12,  // u32
-  kFileSizeAt = 16,    // u64
-  kChecksumAt = 24,    // u64
-  kMetaOffsetAt = 32,  // u64, then size at 40
-  kCodeOffsetAt = 48,  // u64, then size at 56
-  kWeightOffsetAt = 64 // u64, then size at 72
-};
-
 uint64_t alignTo(uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
-
-/// The checksum hashes the bytes after the header in blocks of this size,
-/// then the header (its checksum field zeroed) with the blocks' hashes: a
-/// writer that produces the file in pieces (the weights first, while the
-/// compile goes on) hashes each block as it passes, with no image of the
-/// whole file in memory.
-constexpr size_t kChecksumBlock = size_t(1) << 20;
-
-/// Hashes what follows the header, fed in file order in pieces of any size.
-class BlockHasher {
-public:
-  void feed(StringRef bytes) {
-    while (!bytes.empty()) {
-      if (partial_.empty() && bytes.size() >= kChecksumBlock) {
-        hashes_.push_back(hash(bytes.take_front(kChecksumBlock)));
-        bytes = bytes.drop_front(kChecksumBlock);
-        continue;
-      }
-      size_t n = std::min(kChecksumBlock - partial_.size(), bytes.size());
-      partial_.append(bytes.take_front(n));
-      bytes = bytes.drop_front(n);
-      if (partial_.size() == kChecksumBlock) {
-        hashes_.push_back(hash(partial_));
-        partial_.clear();
-      }
-    }
-  }
-  /// The checksum of a file with `header` and the bytes fed so far.
-  uint64_t checksum(StringRef header) {
-    if (!partial_.empty()) {
-      hashes_.push_back(hash(partial_));
-      partial_.clear();
-    }
-    std::string combined(header.take_front(kHeaderSize));
-    std::memset(&combined[kChecksumAt], 0, 8);
-    for (uint64_t h : hashes_) {
-      char le[8];
-      endian::write64le(le, h);
-      combined.append(le, 8);
-    }
-    return hash(combined);
-  }
-
-private:
-  static uint64_t hash(StringRef bytes) {
-    return llvm::xxh3_64bits(llvm::arrayRefFromStringRef(bytes));
-  }
-  std::vector<uint64_t> hashes_;
-  std::string partial_;
-};
-
-/// Covers every byte but the checksum field itself, so header damage is
-/// caught too.
-uint64_t fileChecksum(StringRef image) {
-  BlockHasher hasher;
-  hasher.feed(image.drop_front(kHeaderSize));
-  return hasher.checksum(image);
-}
 
 /// Where each section goes: the weights right after the header (they are
 /// written first), then the code, then the metadata (known last).

@@ -9,6 +9,7 @@
 
 #include "tessera/Codegen/HostCodegen.h"
 #include "tessera/Compiler/BuildExecutable.h"
+#include "tessera/Compiler/CommandCache.h"
 #include "tessera/Compiler/Compiler.h"
 #include "tessera/Compiler/Registration.h"
 #include "tessera/Dialect/Graph/Analysis/ModelStats.h"
@@ -33,6 +34,7 @@
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Support/Timing.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Config/llvm-config.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
@@ -412,7 +414,48 @@ LogicalResult printEstimate(StringRef path, const tessera::target::IPUTarget &ta
   return success();
 }
 
+/// Whether a cache hit on this command line prints nothing but the hit, as
+/// the front end's does (FrontEnd.cpp): then the command may be recorded
+/// for it. Options that print more on a hit (--summary, MLIR's timing and
+/// IR printing, anything not this tool's) are not recorded.
+static bool hitPrintsOnlyTheHit() {
+  static const llvm::StringSet<> quietOnAHit = {
+      "o", "compile-to", "input-shape", "input-type", "constant-input", "verify-each",
+      "onnx-opset", "target", "num-ipus", "tiles-per-ipu", "pipeline", "layers-per-ipu",
+      "begin-block", "execution", "partials-type", "precision",
+      "available-memory-proportion", "explain-plans", "device-iterations", "replicas",
+      "output-mode", "host-cpu", "report", "cache-dir", "train", "loss", "loss-output",
+      "optimizer", "micro-batch-size", "gradient-accumulation", "accumulation-reduction",
+      "recompute", "stochastic-rounding", "loss-scaling", "freeze", "progress"};
+  for (const auto &entry : cl::getRegisteredOptions())
+    if (entry.second->getNumOccurrences() && !quietOnAHit.contains(entry.first))
+      return false;
+  return true;
+}
+
+/// Records this command line for the front end (CommandCache.h), once its
+/// executable is `entryPath` in `cacheDir`. A record that cannot be written
+/// only costs the front end's fast hit.
+static void recordForTheFrontEnd(llvm::ArrayRef<std::string> arguments, StringRef cacheDir,
+                                 StringRef entryPath) {
+  if (entryPath.empty() || !hitPrintsOnlyTheHit())
+    return;
+  std::optional<tessera::CacheCommand> command =
+      tessera::readCacheCommand(arguments, cacheDir.str());
+  std::string root = tessera::programRoot();
+  if (!command || command->cacheDir != cacheDir || root.empty())
+    return;
+  llvm::Expected<std::string> key =
+      tessera::commandKey(*command, tessera::compilerFilesIdentity(root));
+  llvm::Error err = key ? tessera::recordCommand(cacheDir, *key, entryPath) : key.takeError();
+  if (err)
+    llvm::WithColor::warning(llvm::errs(), "tessera-compile")
+        << "could not record the command in the cache: " << llvm::toString(std::move(err))
+        << "\n";
+}
+
 int main(int argc, char **argv) {
+  const std::vector<std::string> arguments(argv + 1, argv + argc);
   llvm::InitLLVM init(argc, argv);
   tessera::runtime::installResourceErrorHandlers("tessera-compile");
   registerAsmPrinterCLOptions();
@@ -693,6 +736,8 @@ if (!train) {
       llvm::outs() << "wrote " << path << "\n";
     if (summary && failed(printEstimate(path, *target)))
       return fail();
+    if (!request.cacheDir.empty())
+      recordForTheFrontEnd(arguments, request.cacheDir, built->entryPath);
     return 0;
   }
 

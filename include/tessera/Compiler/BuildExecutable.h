@@ -55,6 +55,9 @@ struct BuildResult {
   /// Why a compiled executable could not be stored in the cache (it was
   /// still written).
   std::string cacheWarning;
+  /// With a cache: the entry the output is a copy of (empty when it could
+  /// not be stored).
+  std::string entryPath;
   /// With a cache, compiled: vertex kernels found in its kernels/ folder
   /// (of which found by their code before lowering, so not lowered again),
   /// and compiled (then stored there).

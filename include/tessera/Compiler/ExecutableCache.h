@@ -30,7 +30,8 @@ llvm::Expected<std::string> computeCacheKey(llvm::StringRef modelPath,
 enum class CacheOutcome { Hit, Miss, Damaged, KeyMismatch, Untrusted };
 
 /// A cache holds native code that Tessera runs: the cache directory `dir`
-/// and its kernel cache (`dir/kernels`) must be writable by this user
+/// its kernel cache (`dir/kernels`) and its command records
+/// (`dir/commands`, CommandCache.h) must be writable by this user
 /// alone (runtime::whyUntrusted), or this error names the path, why, and
 /// the fix. Checked before anything in the cache is read.
 llvm::Error checkCacheTrusted(llvm::StringRef dir);
