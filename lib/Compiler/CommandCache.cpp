@@ -15,6 +15,7 @@
 #include "llvm/TargetParser/Host.h"
 
 #include <cstring>
+#include <sys/stat.h>
 #include <set>
 
 extern char **environ;
@@ -195,18 +196,13 @@ std::string compilerFilesIdentity(StringRef root) {
   return text;
 }
 
-llvm::Expected<std::string> commandKey(const CacheCommand &command,
-                                       StringRef compilerIdentity) {
-  // Bump when what the key covers changes.
-  std::string material = "tessera-compile command 1\n";
+namespace {
+/// What every key of `command` covers but its files: the arguments, the
+/// TESSERA_ environment, the host CPU and the compiler.
+std::string commandMaterial(const CacheCommand &command, StringRef compilerIdentity) {
+  std::string material;
   for (const std::string &argument : command.arguments)
     material += "argument " + argument + "\n";
-  for (const std::string &file : command.files) {
-    llvm::Expected<std::string> hash = hashModelFile(file);
-    if (!hash)
-      return hash.takeError();
-    material += "file " + file + " " + *hash + "\n";
-  }
   // The compiler reads TESSERA_ variables (a plugin's path); the cache
   // directory is where to look, not what to build.
   std::vector<std::string> environment;
@@ -225,6 +221,58 @@ llvm::Expected<std::string> commandKey(const CacheCommand &command,
   for (const std::string &feature : features)
     material += " " + feature;
   material += "\ncompiler " + compilerIdentity.str() + "\n";
+  return material;
+}
+} // namespace
+
+llvm::Expected<std::string> commandKey(const CacheCommand &command, StringRef compilerIdentity,
+                                       bool *namesExternalData) {
+  // Bump when what the key covers changes.
+  std::string material = "tessera-compile command 1\n";
+  material += commandMaterial(command, compilerIdentity);
+  for (const std::string &file : command.files) {
+    llvm::Expected<std::string> model = modelKeyMaterial(file);
+    if (!model)
+      return model.takeError();
+    if (namesExternalData && StringRef(*model).contains("\ndata "))
+      *namesExternalData = true;
+    material += "file " + file + " " + hex(hashBytes(*model)) + "\n";
+  }
+  return hex(hashBytes(material));
+}
+
+FileStamps fileStamps(const CacheCommand &command,
+                      std::chrono::system_clock::time_point settledBefore) {
+  FileStamps stamps;
+  auto stamp = [&](StringRef path) {
+    struct stat s;
+    if (::stat(path.str().c_str(), &s) != 0) {
+      stamps.text += "missing " + path.str() + "\n";
+      stamps.settled = false;
+      return;
+    }
+    auto time = [](const struct timespec &t) {
+      return std::chrono::system_clock::time_point(
+          std::chrono::duration_cast<std::chrono::system_clock::duration>(
+              std::chrono::seconds(t.tv_sec) + std::chrono::nanoseconds(t.tv_nsec)));
+    };
+    stamps.text += "file " + path.str() + " " + std::to_string(s.st_dev) + " " +
+                   std::to_string(s.st_ino) + " " + std::to_string(s.st_size) + " " +
+                   std::to_string(s.st_mtim.tv_sec) + "." + std::to_string(s.st_mtim.tv_nsec) +
+                   " " + std::to_string(s.st_ctim.tv_sec) + "." +
+                   std::to_string(s.st_ctim.tv_nsec) + "\n";
+    if (!(time(s.st_mtim) < settledBefore && time(s.st_ctim) < settledBefore))
+      stamps.settled = false;
+  };
+  for (const std::string &file : command.files)
+    stamp(file);
+  return stamps;
+}
+
+std::string stampedCommandKey(const CacheCommand &command, StringRef compilerIdentity,
+                              const FileStamps &stamps) {
+  std::string material = "tessera-compile stamped command 1\n";
+  material += commandMaterial(command, compilerIdentity) + stamps.text;
   return hex(hashBytes(material));
 }
 

@@ -8,6 +8,7 @@ recorded entry (its checksum checked) without loading MLIR or LLVM's shared
 libraries. Anything else goes to the compiler (libexec/tessera-compile).
 """
 import os
+import time
 
 import numpy as np
 import pytest
@@ -144,3 +145,24 @@ def test_without_a_cache_or_an_output_it_is_the_compiler(tmp_path):
     result = run([tool("tessera-compile"), str(tmp_path / "missing.onnx"), "--cache-dir",
                   str(tmp_path / "cache"), "-o", str(tmp_path / "m.tess")])
     assert result.returncode == 1 and "missing.onnx" in result.stderr, result.stderr
+
+
+def test_a_settled_model_is_found_by_its_stamp_and_a_changed_one_never(compiled):
+    tmp_path = compiled
+    records = tmp_path / "cache" / "commands"
+    time.sleep(1.1)  # files changed in the last second are not stamped
+    result = compile_(tmp_path, "again.tess")  # found by contents, recorded by stamps
+    assert result.stderr.startswith("tessera-compile: cache hit"), result.stderr
+    assert len(list(records.iterdir())) == 2
+    result, loaded = loaded_libraries(tmp_path, "again.tess")  # by stamps
+    assert result.stderr.startswith("tessera-compile: cache hit") and "libMLIR" not in loaded
+    assert len(list(records.iterdir())) == 2
+    # Other weights, the same size and modification time: the change time
+    # moves, the stamp misses, and the contents go to the compiler.
+    stat = os.stat(tmp_path / "mm.onnx")
+    model(tmp_path, seed=1)
+    os.utime(tmp_path / "mm.onnx", ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert os.stat(tmp_path / "mm.onnx").st_size == stat.st_size
+    result = compile_(tmp_path, "changed.tess")
+    assert "cache miss" in result.stderr, result.stderr
+    assert (tmp_path / "changed.tess").read_bytes() != (tmp_path / "first.tess").read_bytes()

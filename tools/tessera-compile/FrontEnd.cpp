@@ -18,12 +18,42 @@
 #include "llvm/Support/Path.h"
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <unistd.h>
 #include <vector>
+
+/// The entry `command` was recorded with, copied to its output: by its
+/// files' stamps, or else by their contents (then recorded by stamps too,
+/// for the next run). Nothing when neither is recorded or checks out.
+static std::optional<std::string> lookUp(const tessera::CacheCommand &command,
+                                         llvm::StringRef root) {
+  // A file whose last change is this recent could still be being written.
+  auto settledBefore = std::chrono::system_clock::now() - std::chrono::seconds(1);
+  std::string identity = tessera::compilerFilesIdentity(root);
+  tessera::FileStamps before = tessera::fileStamps(command, settledBefore);
+  std::string stamped = tessera::stampedCommandKey(command, identity, before);
+  if (before.settled)
+    if (std::optional<std::string> entry =
+            tessera::copyRecordedExecutable(command.cacheDir, stamped, command.outputPath))
+      return entry;
+  bool external = false;
+  llvm::Expected<std::string> key = tessera::commandKey(command, identity, &external);
+  if (!key) {
+    llvm::consumeError(key.takeError()); // the compiler says what it cannot read
+    return std::nullopt;
+  }
+  std::optional<std::string> entry =
+      tessera::copyRecordedExecutable(command.cacheDir, *key, command.outputPath);
+  // The contents read were the stamped ones if the stamps did not move.
+  if (entry && before.settled && !external &&
+      tessera::fileStamps(command, settledBefore).text == before.text)
+    llvm::consumeError(tessera::recordCommand(command.cacheDir, stamped, *entry));
+  return entry;
+}
 
 int main(int argc, char **argv) {
   std::string root = tessera::programRoot();
@@ -33,18 +63,12 @@ int main(int argc, char **argv) {
     cacheDirFromEnv = dir;
   if (std::optional<tessera::CacheCommand> command =
           tessera::readCacheCommand(arguments, cacheDirFromEnv);
-      command && !root.empty()) {
-    llvm::Expected<std::string> key =
-        tessera::commandKey(*command, tessera::compilerFilesIdentity(root));
-    if (!key) {
-      llvm::consumeError(key.takeError()); // the compiler says what it cannot read
-    } else if (std::optional<std::string> entry = tessera::copyRecordedExecutable(
-                   command->cacheDir, *key, command->outputPath)) {
+      command && !root.empty())
+    if (std::optional<std::string> entry = lookUp(*command, root)) {
       std::fprintf(stderr, "tessera-compile: cache hit: %s -> %s\n", entry->c_str(),
                    command->outputPath.c_str());
       return 0;
     }
-  }
   llvm::SmallString<256> compiler(root);
   llvm::sys::path::append(compiler, "libexec", "tessera-compile");
   ::execv(compiler.c_str(), argv);

@@ -7,7 +7,8 @@
 // the files they name, the TESSERA_ environment, the host CPU and the
 // compiler's files. Run again, the front end finds the record, checks the
 // entry it names against the checksum recorded with it, and copies it to
-// the output, without loading MLIR, LLVM's code generators or the model
+// the output (after one such hit, a second record keyed by the files'
+// stamps rather than their contents skips reading the model too), without loading MLIR, LLVM's code generators or the model
 // importers: a hit costs reading the model and copying the executable.
 // Anything else (no record, a record or an entry that does not check out, a
 // command that must print more than the hit) goes to the compiler, whose
@@ -26,6 +27,7 @@
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
@@ -73,9 +75,30 @@ std::string compilerFilesIdentity(llvm::StringRef root);
 std::string programRoot();
 
 /// The command key (32 hex digits) of `command` run by the compiler with
-/// `compilerIdentity`; an error when a file it names cannot be read.
+/// `compilerIdentity`, from the contents of the files it names; an error
+/// when one cannot be read. `namesExternalData` is set when an ONNX model
+/// among them names external data files.
 llvm::Expected<std::string> commandKey(const CacheCommand &command,
-                                       llvm::StringRef compilerIdentity);
+                                       llvm::StringRef compilerIdentity,
+                                       bool *namesExternalData = nullptr);
+
+/// The files a command names as the file system stamps them (device,
+/// inode, size, modification and change times), and whether each last
+/// changed before `settledBefore`: a file changing while it was read could
+/// otherwise keep the stamp it was read with.
+struct FileStamps {
+  std::string text;
+  bool settled = true;
+};
+FileStamps fileStamps(const CacheCommand &command,
+                      std::chrono::system_clock::time_point settledBefore);
+
+/// The key of `command` from its files' stamps instead of their contents,
+/// as ccache's direct mode: recorded only after a hit by content, when the
+/// files had settled and kept their stamps while they were read and name
+/// no external data, so a stamped hit reads no model at all.
+std::string stampedCommandKey(const CacheCommand &command, llvm::StringRef compilerIdentity,
+                              const FileStamps &stamps);
 
 /// Where the record of `key` lives in `cacheDir`.
 std::string commandRecordPath(llvm::StringRef cacheDir, llvm::StringRef key);
