@@ -2,16 +2,18 @@
 """Executable-cache hits against the compiles they save, CLI and Python.
 
 For each model (default ResNet-50 and MNASNet 0.5, random weights, batch 1):
-the compile with no cache, the compiler's own cache hit (the first hit of a
+the compile with no cache; the compiler's own cache hit (the first hit of a
 command line, which runs the compiler: its process start, the key and the
-copy), and the front end's hit (a command line seen before: bin/
+copy); and the front end's hits (a command line seen before: bin/
 tessera-compile copies the recorded entry without loading MLIR or LLVM's
-shared libraries), in turns, `--rounds` times each; then the same model
-through the Python API (`tessera.inferenceModel` with
-`enableExecutableCaching`): the first call of a fresh process that compiles,
-and one that hits. Prints each figure's minimum and median and the ratio
-compile / hit. Not a test: these machines are shared and noisy, so compare
-figures of one sitting.
+shared libraries), first by the model's contents, then by its stamps, which
+reads no model; in turns, `--rounds` times each. Then the same model through
+the Python API (`tessera.inferenceModel(...).compileAndExport` with
+`enableExecutableCaching`) in a fresh process: one that compiles and one
+that hits (both trace the module first, as PopTorch does). Prints each
+figure's minimum and median and the ratio of the compile's minimum to the
+hit's. Not a test: these machines are shared and noisy, so compare figures
+of one sitting.
 
     benchmarks/cache_hit.py [--models resnet50,mnasnet0_5] [--rounds 5]
 """
@@ -46,17 +48,17 @@ x = torch.randn(1, 3, 224, 224)
 opts = tessera.Options()
 if {cache!r}:
     opts.enableExecutableCaching({cache!r})
-start = time.perf_counter()
 model = tessera.inferenceModel(net, opts)
-model.compile(x)
+start = time.perf_counter()
+model.compileAndExport({out!r}, x)
 print(time.perf_counter() - start)
 """
 
 
-def python_seconds(model, cache, build):
+def python_seconds(model, cache, build, out):
     code = PYTHON_CALL.format(python=os.path.join(ROOT, "python"),
                               extension=os.path.join(build, "python"), model=model,
-                              cache=cache)
+                              cache=cache, out=out)
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     if result.returncode != 0:
         sys.exit(f"the Python API failed:\n{result.stderr}")
@@ -80,7 +82,7 @@ def main():
             model = os.path.join(tmp, name + ".onnx")
             export(name, model)
             out = os.path.join(tmp, name + ".tess")
-            compiles, compiler_hits, front_end_hits = [], [], []
+            compiles, compiler_hits, front_end_hits, stamped_hits = [], [], [], []
             for round_ in range(args.rounds):
                 cache = os.path.join(tmp, f"cache-{name}-{round_}")
                 seconds, _ = wall([compiler, model, "-o", out])
@@ -97,24 +99,30 @@ def main():
                                      "--available-memory-proportion", "0.6"])
                 assert err.startswith("tessera-compile: cache hit"), err
                 front_end_hits.append(seconds)
+                seconds, err = wall([compiler, model, "--cache-dir", cache, "-o", out,
+                                     "--available-memory-proportion", "0.6"])
+                assert err.startswith("tessera-compile: cache hit"), err
+                stamped_hits.append(seconds)
                 shutil.rmtree(cache)
             size = os.path.getsize(out) / 2**20
             print(f"{name} ({size:.1f} MiB executable), CLI, {args.rounds} rounds in turn:")
             print("  " + summary("compile", compiles))
             print("  " + summary("compiler's hit", compiler_hits) +
                   f" ({min(compiles) / min(compiler_hits):.0f}x faster)")
-            print("  " + summary("front end's hit", front_end_hits) +
+            print("  " + summary("front end's hit by contents", front_end_hits) +
                   f" ({min(compiles) / min(front_end_hits):.0f}x faster)")
+            print("  " + summary("front end's hit by stamps", stamped_hits) +
+                  f" ({min(compiles) / min(stamped_hits):.0f}x faster)")
             if args.skip_python:
                 continue
             python_compiles, python_hits = [], []
             for round_ in range(max(2, args.rounds // 2)):
                 cache = os.path.join(tmp, f"pycache-{name}-{round_}")
-                python_compiles.append(python_seconds(name, cache, args.build))
-                python_hits.append(python_seconds(name, cache, args.build))
+                python_compiles.append(python_seconds(name, cache, args.build, out))
+                python_hits.append(python_seconds(name, cache, args.build, out))
                 shutil.rmtree(cache)
-            print(f"  Python, first call (trace, key, compile or copy, load), "
-                  f"{len(python_hits)} rounds:")
+            print(f"  Python, compileAndExport in a fresh process (trace, key, compile or "
+                  f"copy), {len(python_hits)} rounds:")
             print("    " + summary("compile", python_compiles))
             print("    " + summary("hit", python_hits) +
                   f" ({min(python_compiles) / min(python_hits):.1f}x faster)")

@@ -395,7 +395,7 @@ class _Executor:
         # Tracing runs the model: keep its buffers (running statistics) as
         # they were. The traced module shares the tensors, so restoring
         # them restores what is saved.
-        saved = {k: v.clone() for k, v in model.state_dict().items()}
+        saved = _cloned_state(model)
         try:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", torch.jit.TracerWarning)
@@ -534,6 +534,18 @@ def trainingModel(model, options=None, optimizer=None):
     if optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer):
         raise Error(f"optimizer must be a torch.optim optimizer, got {type(optimizer).__name__}")
     return TrainingExecutor(model, options, training=True, optimizer=optimizer)
+
+
+def _cloned_state(model):
+    """A copy of `model`'s state dict that load_state_dict takes back,
+    with its version metadata (torchvision's MNASNet refuses a state dict
+    without it)."""
+    state = model.state_dict()
+    cloned = type(state)((k, v.clone()) for k, v in state.items())
+    metadata = getattr(state, "_metadata", None)
+    if metadata is not None:
+        cloned._metadata = metadata
+    return cloned
 
 
 class LoadedExecutable:

@@ -786,3 +786,28 @@ def test_ipu_config_errors(tmp_path):
     assert tessera.IPUConfig(replication_factor=2).to_options().replication_factor == 2
     with pytest.raises(tessera.Error, match="no ipu_config.json"):
         tessera.IPUConfig.from_pretrained(tmp_path)
+
+
+class Versioned(torch.nn.Module):
+    """A module that checks its state dict's version metadata on load, as
+    torchvision's MNASNet does."""
+    _version = 2
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 3)
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, *args):
+        if local_metadata.get("version") != 2:
+            raise ValueError(f"version should be 2, got {local_metadata.get('version')}")
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, *args)
+
+    def forward(self, x):
+        return torch.relu(self.fc(x))
+
+
+def test_a_module_whose_state_dict_carries_metadata_compiles():
+    torch.manual_seed(0)
+    model = Versioned().eval()
+    x = torch.randn(2, 4)
+    close(tessera.inferenceModel(model)(x), model(x), "versioned module")
