@@ -29,15 +29,6 @@ llvm::Error fail(const llvm::Twine &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
 }
 
-std::string hex(llvm::XXH128_hash_t h) {
-  return llvm::utohexstr(h.high64, /*LowerCase=*/true, 16) +
-         llvm::utohexstr(h.low64, /*LowerCase=*/true, 16);
-}
-
-llvm::XXH128_hash_t hashBytes(StringRef bytes) {
-  return llvm::xxh3_128bits(llvm::arrayRefFromStringRef(bytes));
-}
-
 bool isRegularFile(StringRef path) {
   llvm::sys::fs::file_status status;
   return !llvm::sys::fs::status(path, status) && llvm::sys::fs::is_regular_file(status);
@@ -56,6 +47,12 @@ StringRef optionName(StringRef argument) {
 /// Options whose value names a file the compile writes, not one it reads.
 bool namesAnOutput(StringRef option) { return option == "o" || option == "report"; }
 } // namespace
+
+std::string hashHex(StringRef bytes) {
+  llvm::XXH128_hash_t h = llvm::xxh3_128bits(llvm::arrayRefFromStringRef(bytes));
+  return llvm::utohexstr(h.high64, /*LowerCase=*/true, 16) +
+         llvm::utohexstr(h.low64, /*LowerCase=*/true, 16);
+}
 
 std::optional<CacheCommand> readCacheCommand(llvm::ArrayRef<std::string> arguments,
                                              std::optional<std::string> cacheDirFromEnv) {
@@ -121,7 +118,7 @@ llvm::Expected<std::string> modelKeyMaterial(StringRef path) {
   if (!model)
     return fail("cannot read '" + path + "': " + model.getError().message());
   StringRef bytes = (*model)->getBuffer();
-  std::string material = "model " + hex(hashBytes(bytes)) + "\n";
+  std::string material = "model " + hashHex(bytes) + "\n";
   // External data files are named by "location" entries of the model's
   // tensors (protobuf: key "location", then the value string); hash them
   // too. One scan of the bytes for the serialized key finds them all.
@@ -150,7 +147,7 @@ llvm::Expected<std::string> modelKeyMaterial(StringRef path) {
     auto data = llvm::MemoryBuffer::getFile(file, false, false);
     // A missing file is the importer's error to report, with context.
     material += "data " + name + " " +
-                (data ? hex(hashBytes((*data)->getBuffer())) : std::string("missing")) + "\n";
+                (data ? hashHex((*data)->getBuffer()) : std::string("missing")) + "\n";
   }
   return material;
 }
@@ -159,7 +156,7 @@ llvm::Expected<std::string> hashModelFile(StringRef path) {
   llvm::Expected<std::string> material = modelKeyMaterial(path);
   if (!material)
     return material.takeError();
-  return hex(hashBytes(*material));
+  return hashHex(*material);
 }
 
 std::string programRoot() {
@@ -182,7 +179,7 @@ std::string compilerFilesIdentity(StringRef root) {
         path({"lib", "libTesseraTorchScriptPlugin.so"})}) {
     auto bytes = llvm::MemoryBuffer::getFile(file, false, false);
     text += ";code " + file + "=" +
-            (bytes ? hex(hashBytes((*bytes)->getBuffer())) : std::string("missing"));
+            (bytes ? hashHex((*bytes)->getBuffer()) : std::string("missing"));
   }
   // Debian's MLIR and LLVM change only with their packages.
   for (StringRef library : {"libMLIR.so", "libLLVM.so"}) {
@@ -236,9 +233,9 @@ llvm::Expected<std::string> commandKey(const CacheCommand &command, StringRef co
       return model.takeError();
     if (namesExternalData && StringRef(*model).contains("\ndata "))
       *namesExternalData = true;
-    material += "file " + file + " " + hex(hashBytes(*model)) + "\n";
+    material += "file " + file + " " + hashHex(*model) + "\n";
   }
-  return hex(hashBytes(material));
+  return hashHex(material);
 }
 
 FileStamps fileStamps(const CacheCommand &command,
@@ -273,7 +270,7 @@ std::string stampedCommandKey(const CacheCommand &command, StringRef compilerIde
                               const FileStamps &stamps) {
   std::string material = "tessera-compile stamped command 1\n";
   material += commandMaterial(command, compilerIdentity) + stamps.text;
-  return hex(hashBytes(material));
+  return hashHex(material);
 }
 
 std::string commandRecordPath(StringRef cacheDir, StringRef key) {

@@ -24,15 +24,6 @@ llvm::Error fail(const llvm::Twine &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
 }
 
-std::string hex(llvm::XXH128_hash_t h) {
-  return llvm::utohexstr(h.high64, /*LowerCase=*/true, 16) +
-         llvm::utohexstr(h.low64, /*LowerCase=*/true, 16);
-}
-
-llvm::XXH128_hash_t hashBytes(StringRef bytes) {
-  return llvm::xxh3_128bits(llvm::arrayRefFromStringRef(bytes));
-}
-
 /// Temporary files of compiles killed before their rename ("X.tess.tmp-
 /// abc123"): removed once they are older than any compile still running
 /// could be (an hour).
@@ -67,8 +58,8 @@ llvm::Expected<std::string> computeCacheKey(StringRef modelPath,
   if (!compiler)
     return fail("cannot read the compiler '" + compilerPath +
                 "': " + compiler.getError().message());
-  os << "compiler " << hex(hashBytes((*compiler)->getBuffer())) << "\n";
-  return hex(hashBytes(material));
+  os << "compiler " << hashHex((*compiler)->getBuffer()) << "\n";
+  return hashHex(material);
 }
 
 llvm::Error checkCacheTrusted(StringRef dir) {

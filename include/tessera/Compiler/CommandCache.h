@@ -34,6 +34,10 @@
 
 namespace tessera {
 
+/// The xxh3-128 hash of `bytes` as 32 hex digits: the form of every cache
+/// key, and of the hashes of what they cover.
+std::string hashHex(llvm::StringRef bytes);
+
 /// What the front end reads of a tessera-compile command line.
 struct CacheCommand {
   std::string outputPath; ///< -o
