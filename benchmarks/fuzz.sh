@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every fuzzer (.npy, .npz, .tess, ONNX models, TensorProtos) long
+# Runs every fuzzer (.npy, .npz, .tess, ONNX models, TensorProtos, the whole
+# compile) long
 # (default 10 minutes each) from fresh seed corpora
 # and prints libFuzzer's totals: executions, coverage, peak memory.
 #   benchmarks/fuzz.sh [SECONDS]
@@ -17,3 +18,9 @@ for target in npy npz executable onnx pb; do
     "$work/$target" "$work/seeds/$target" "$seconds" 2>&1 |
     grep -E "stat::|DONE|ERROR|SUMMARY"
 done
+# The whole compile on generated models (a seeded generator, not libFuzzer):
+# as many models as fit the same time, from a seed of the day.
+echo "== compile ($seconds s)"
+mkdir -p "$work/compile"
+build/bin/tessera-fuzz-compile --seed "$(date +%s)" --runs 100000000 --seconds "$seconds" \
+  --save "$work/compile"
