@@ -14,6 +14,7 @@
 #include "llvm/Support/xxhash.h"
 #include "llvm/TargetParser/Host.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <sys/stat.h>
 #include <set>
@@ -97,7 +98,9 @@ std::optional<CacheCommand> readCacheCommand(llvm::ArrayRef<std::string> argumen
   if (llvm::sys::fs::exists(command.outputPath) && !isRegularFile(command.outputPath))
     return std::nullopt;
   // The files the compile reads: an argument that is one, or whose part
-  // after '=' is one, outputs left out.
+  // after an '=' is one (a model's path may hold '=' too), outputs left
+  // out. Something to read that is not a regular file (a pipe,
+  // /dev/stdin) has no contents to key on: no lookup then.
   for (size_t i = 0; i < command.arguments.size(); ++i) {
     StringRef argument = command.arguments[i];
     if (namesAnOutput(optionName(argument))) {
@@ -105,9 +108,18 @@ std::optional<CacheCommand> readCacheCommand(llvm::ArrayRef<std::string> argumen
         ++i; // its value follows
       continue;
     }
-    StringRef named = argument.contains('=') ? argument.split('=').second : argument;
-    if (!named.empty() && isRegularFile(named))
-      command.files.push_back(named.str());
+    for (size_t from = 0; from != StringRef::npos;) {
+      StringRef named = argument.drop_front(from);
+      from = argument.find('=', from);
+      if (from != StringRef::npos)
+        ++from;
+      if (named.empty() || !llvm::sys::fs::exists(named))
+        continue;
+      if (isRegularFile(named))
+        command.files.push_back(named.str());
+      else if (!llvm::sys::fs::is_directory(named))
+        return std::nullopt;
+    }
   }
   return command;
 }
@@ -174,9 +186,13 @@ std::string compilerFilesIdentity(StringRef root) {
       llvm::sys::path::append(p, part);
     return std::string(p);
   };
+  // The TorchScript importer the compiler loads: the one
+  // $TESSERA_TORCHSCRIPT_PLUGIN names, or its own.
+  std::string plugin = path({"lib", "libTesseraTorchScriptPlugin.so"});
+  if (const char *named = std::getenv("TESSERA_TORCHSCRIPT_PLUGIN"); named && *named)
+    plugin = named;
   for (const std::string &file :
-       {path({"libexec", "tessera-compile"}), path({"lib", "libTesseraGraphIR.so"}),
-        path({"lib", "libTesseraTorchScriptPlugin.so"})}) {
+       {path({"libexec", "tessera-compile"}), path({"lib", "libTesseraGraphIR.so"}), plugin}) {
     auto bytes = llvm::MemoryBuffer::getFile(file, false, false);
     text += ";code " + file + "=" +
             (bytes ? hashHex((*bytes)->getBuffer()) : std::string("missing"));
@@ -186,9 +202,12 @@ std::string compilerFilesIdentity(StringRef root) {
     llvm::SmallString<256> file(TESSERA_LLVM_LIBRARY_DIR);
     llvm::sys::path::append(file, library);
     llvm::sys::fs::file_status status;
-    if (!llvm::sys::fs::status(file, status))
-      text += ";library " + std::string(file) + "=" + std::to_string(status.getSize()) + "@" +
-              std::to_string(status.getLastModificationTime().time_since_epoch().count());
+    text += ";library " + std::string(file) + "=" +
+            (llvm::sys::fs::status(file, status)
+                 ? std::string("missing")
+                 : std::to_string(status.getSize()) + "@" +
+                       std::to_string(
+                           status.getLastModificationTime().time_since_epoch().count()));
   }
   return text;
 }
@@ -198,17 +217,24 @@ namespace {
 /// TESSERA_ environment, the host CPU and the compiler.
 std::string commandMaterial(const CacheCommand &command, StringRef compilerIdentity) {
   std::string material;
+  // Each field with its length: no two lists of fields read alike.
+  auto field = [&](StringRef kind, StringRef text) {
+    material += kind.str() + " " + std::to_string(text.size()) + " " + text.str() + "\n";
+  };
   for (const std::string &argument : command.arguments)
-    material += "argument " + argument + "\n";
-  // The compiler reads TESSERA_ variables (a plugin's path); the cache
-  // directory is where to look, not what to build.
+    field("argument", argument);
+  // The compiler reads TESSERA_ variables (a plugin's path), and the
+  // loader's the libraries it runs; the cache directory is where to look,
+  // not what to build.
   std::vector<std::string> environment;
   for (char **variable = environ; variable && *variable; ++variable)
-    if (StringRef v(*variable); v.starts_with("TESSERA_") && !v.starts_with("TESSERA_CACHE_DIR="))
+    if (StringRef v(*variable);
+        (v.starts_with("TESSERA_") && !v.starts_with("TESSERA_CACHE_DIR=")) ||
+        v.starts_with("LD_LIBRARY_PATH=") || v.starts_with("LD_PRELOAD="))
       environment.push_back(v.str());
   llvm::sort(environment);
   for (const std::string &variable : environment)
-    material += "environment " + variable + "\n";
+    field("environment", variable);
   // --host-cpu=native resolves to this machine's CPU and its features.
   material += "host " + llvm::sys::getHostCPUName().str();
   std::vector<std::string> features;
@@ -217,7 +243,8 @@ std::string commandMaterial(const CacheCommand &command, StringRef compilerIdent
   llvm::sort(features);
   for (const std::string &feature : features)
     material += " " + feature;
-  material += "\ncompiler " + compilerIdentity.str() + "\n";
+  material += "\n";
+  field("compiler", compilerIdentity);
   return material;
 }
 } // namespace
@@ -233,7 +260,7 @@ llvm::Expected<std::string> commandKey(const CacheCommand &command, StringRef co
       return model.takeError();
     if (namesExternalData && StringRef(*model).contains("\ndata "))
       *namesExternalData = true;
-    material += "file " + file + " " + hashHex(*model) + "\n";
+    material += "file " + std::to_string(file.size()) + " " + file + " " + hashHex(*model) + "\n";
   }
   return hashHex(material);
 }
@@ -253,7 +280,8 @@ FileStamps fileStamps(const CacheCommand &command,
           std::chrono::duration_cast<std::chrono::system_clock::duration>(
               std::chrono::seconds(t.tv_sec) + std::chrono::nanoseconds(t.tv_nsec)));
     };
-    stamps.text += "file " + path.str() + " " + std::to_string(s.st_dev) + " " +
+    stamps.text += "file " + std::to_string(path.size()) + " " + path.str() + " " +
+                   std::to_string(s.st_dev) + " " +
                    std::to_string(s.st_ino) + " " + std::to_string(s.st_size) + " " +
                    std::to_string(s.st_mtim.tv_sec) + "." + std::to_string(s.st_mtim.tv_nsec) +
                    " " + std::to_string(s.st_ctim.tv_sec) + "." +

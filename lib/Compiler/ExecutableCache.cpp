@@ -97,7 +97,9 @@ CacheLookup lookupExecutable(StringRef dir, StringRef key, StringRef outPath) {
   }
   int fd = -1;
   llvm::SmallString<256> tmp;
-  if (std::error_code ec = llvm::sys::fs::createUniqueFile(outPath + ".tmp-%%%%%%", fd, tmp)) {
+  // A .tess is code: writable by its owner only (runtime::kCodeFileMode).
+  if (std::error_code ec = llvm::sys::fs::createUniqueFile(
+          outPath + ".tmp-%%%%%%", fd, tmp, llvm::sys::fs::OF_None, runtime::kCodeFileMode)) {
     result.outcome = CacheOutcome::Damaged;
     result.detail = "cannot write next to '" + outPath.str() + "': " + ec.message();
     return result;
@@ -146,10 +148,13 @@ llvm::Expected<std::string> cacheEntryPath(StringRef dir, StringRef key) {
 
 void removeStaleCacheTemporaries(StringRef dir) {
   removeStaleTemporaries(dir);
-  // The kernel cache's objects are written the same way, beside them.
-  llvm::SmallString<256> kernels(dir);
-  llvm::sys::path::append(kernels, "kernels");
-  removeStaleTemporaries(kernels);
+  // The kernel cache's objects and the command records are written the
+  // same way, beside them.
+  for (StringRef folder : {"kernels", "commands"}) {
+    llvm::SmallString<256> path(dir);
+    llvm::sys::path::append(path, folder);
+    removeStaleTemporaries(path);
+  }
 }
 
 } // namespace tessera

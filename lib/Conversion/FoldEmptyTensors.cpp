@@ -79,7 +79,7 @@ struct PadOfNothing : OpRewritePattern<tensor::PadOp> {
     if (!type.hasStaticShape())
       return rewriter.notifyMatchFailure(pad, "dynamic result");
     Value empty = tensor::EmptyOp::create(rewriter, pad.getLoc(), type.getShape(),
-                                          type.getElementType());
+                                          type.getElementType(), type.getEncoding());
     rewriter.replaceOpWithNewOp<linalg::FillOp>(pad, value, empty);
     return success();
   }

@@ -92,28 +92,28 @@ std::string whyNotOwnersAlone(const llvm::sys::fs::file_status &status, const st
 }
 } // namespace
 
-std::string whyUntrusted(llvm::StringRef path) {
-  llvm::SmallString<256> absolute(path);
-  if (llvm::sys::fs::make_absolute(absolute))
-    return ("cannot find where '" + path + "' is").str();
-  llvm::sys::path::remove_dots(absolute, /*remove_dot_dot=*/true);
+namespace {
+/// whyUntrusted's check of `path` (absolute) and each directory above it,
+/// as the path names them: links on the way are followed.
+std::string whyUntrustedOnPath(llvm::StringRef path) {
   llvm::sys::fs::file_status status;
-  if (!llvm::sys::fs::status(absolute, status, /*follow=*/false)) {
-    // A link's target is where the code comes from: judge it instead.
+  if (!llvm::sys::fs::status(path, status, /*follow=*/false)) {
+    // A link may be replaced by whoever owns it; what it leads to is
+    // judged on its own path (whyUntrusted).
     if (status.type() == llvm::sys::fs::file_type::symlink_file) {
-      llvm::SmallString<256> real;
-      if (llvm::sys::fs::real_path(absolute, real))
-        return ("'" + absolute + "' is a link that leads nowhere").str();
-      return whyUntrusted(real);
-    }
-    if (std::string why = whyNotOwnersAlone(status, "'" + absolute.str().str() + "'", false);
-        !why.empty())
+      unsigned owner = status.getUser();
+      if (owner != ::geteuid() && owner != 0)
+        return "'" + path.str() + "' is a link owned by another user (uid " +
+               std::to_string(owner) + ")";
+    } else if (std::string why = whyNotOwnersAlone(status, "'" + path.str() + "'", false);
+               !why.empty()) {
       return why;
+    }
   }
   // The directories above it: whoever may rename entries in one of them
   // may put another directory or file in its place. A sticky one (/tmp)
   // lets each user rename only their own.
-  for (llvm::StringRef dir = llvm::sys::path::parent_path(absolute); !dir.empty();
+  for (llvm::StringRef dir = llvm::sys::path::parent_path(path); !dir.empty();
        dir = llvm::sys::path::parent_path(dir)) {
     if (llvm::sys::fs::status(dir, status))
       continue; // not there yet: it will be created with the cache
@@ -122,6 +122,22 @@ std::string whyUntrusted(llvm::StringRef path) {
         !why.empty())
       return why;
   }
+  return "";
+}
+} // namespace
+
+std::string whyUntrusted(llvm::StringRef path) {
+  llvm::SmallString<256> absolute(path);
+  if (llvm::sys::fs::make_absolute(absolute))
+    return ("cannot find where '" + path + "' is").str();
+  llvm::sys::path::remove_dots(absolute, /*remove_dot_dot=*/false);
+  if (std::string why = whyUntrustedOnPath(absolute); !why.empty())
+    return why;
+  // Where the path leads once every link on it is resolved: the file read.
+  llvm::SmallString<256> real;
+  if (llvm::sys::fs::exists(absolute) && !llvm::sys::fs::real_path(absolute, real) &&
+      real != absolute)
+    return whyUntrustedOnPath(real);
   return "";
 }
 

@@ -31,8 +31,9 @@
 /// for the next run). Nothing when neither is recorded or checks out.
 static std::optional<std::string> lookUp(const tessera::CacheCommand &command,
                                          llvm::StringRef root) {
-  // A file whose last change is this recent could still be being written.
-  auto settledBefore = std::chrono::system_clock::now() - std::chrono::seconds(1);
+  // A file whose last change is this recent could still be being written
+  // (and file systems with 2-second times could hide the write).
+  auto settledBefore = std::chrono::system_clock::now() - std::chrono::seconds(3);
   std::string identity = tessera::compilerFilesIdentity(root);
   tessera::FileStamps before = tessera::fileStamps(command, settledBefore);
   std::string stamped = tessera::stampedCommandKey(command, identity, before);
@@ -69,6 +70,11 @@ int main(int argc, char **argv) {
                    command->outputPath.c_str());
       return 0;
     }
+  if (root.empty()) {
+    std::fprintf(stderr, "tessera-compile: error: cannot find where this program is "
+                         "(/proc/self/exe), so not where the compiler is\n");
+    return 1;
+  }
   llvm::SmallString<256> compiler(root);
   llvm::sys::path::append(compiler, "libexec", "tessera-compile");
   ::execv(compiler.c_str(), argv);

@@ -433,22 +433,45 @@ static bool hitPrintsOnlyTheHit() {
   return true;
 }
 
-/// Records this command line for the front end (CommandCache.h), once its
-/// executable is `entryPath` in `cacheDir`. A record that cannot be written
-/// only costs the front end's fast hit.
-static void recordForTheFrontEnd(llvm::ArrayRef<std::string> arguments, StringRef cacheDir,
-                                 StringRef entryPath) {
-  if (entryPath.empty() || !hitPrintsOnlyTheHit())
-    return;
+/// The front end's key of this command line (CommandCache.h), when it
+/// could answer it: the front end reads the command as LLVM's parser did
+/// (the same output, one -o, the model and every --constant-input file
+/// among the files it keys on) and a hit prints nothing but the hit.
+/// Taken before the compile and again after it: a file (or the compiler)
+/// that changed meanwhile keys no record.
+static std::optional<std::string> frontEndKey(llvm::ArrayRef<std::string> arguments,
+                                              StringRef cacheDir) {
+  if (!hitPrintsOnlyTheHit() || outputPath.getNumOccurrences() != 1)
+    return std::nullopt;
   std::optional<tessera::CacheCommand> command =
       tessera::readCacheCommand(arguments, cacheDir.str());
   std::string root = tessera::programRoot();
-  if (!command || command->cacheDir != cacheDir || root.empty())
-    return;
+  if (!command || command->cacheDir != cacheDir || command->outputPath != outputPath ||
+      root.empty())
+    return std::nullopt;
+  std::vector<std::string> read{inputPath};
+  for (StringRef binding : constantInputs)
+    read.push_back(binding.split('=').second.str());
+  for (const std::string &file : read)
+    if (!llvm::is_contained(command->files, file))
+      return std::nullopt;
   llvm::Expected<std::string> key =
       tessera::commandKey(*command, tessera::compilerFilesIdentity(root));
-  llvm::Error err = key ? tessera::recordCommand(cacheDir, *key, entryPath) : key.takeError();
-  if (err)
+  if (!key) {
+    llvm::consumeError(key.takeError());
+    return std::nullopt;
+  }
+  return *key;
+}
+
+/// Records this command line for the front end under `key` (taken before
+/// the compile), once its executable is `entryPath` in `cacheDir`. A record
+/// that cannot be written only costs the front end's fast hit.
+static void recordForTheFrontEnd(llvm::ArrayRef<std::string> arguments, StringRef cacheDir,
+                                 const std::optional<std::string> &key, StringRef entryPath) {
+  if (!key || entryPath.empty() || frontEndKey(arguments, cacheDir) != key)
+    return;
+  if (llvm::Error err = tessera::recordCommand(cacheDir, *key, entryPath))
     llvm::WithColor::warning(llvm::errs(), "tessera-compile")
         << "could not record the command in the cache: " << llvm::toString(std::move(err))
         << "\n";
@@ -717,6 +740,8 @@ if (!train) {
     };
     if (showProgress && request.cacheDir.empty())
       llvm::errs() << "\r\033[K[import] " << inputPath;
+    std::optional<std::string> recordKey =
+        request.cacheDir.empty() ? std::nullopt : frontEndKey(arguments, request.cacheDir);
     auto built = tessera::buildExecutable(context, request, path, report, rootTimer);
     if (!built) {
       std::string message = llvm::toString(built.takeError());
@@ -737,7 +762,7 @@ if (!train) {
     if (summary && failed(printEstimate(path, *target)))
       return fail();
     if (!request.cacheDir.empty())
-      recordForTheFrontEnd(arguments, request.cacheDir, built->entryPath);
+      recordForTheFrontEnd(arguments, request.cacheDir, recordKey, built->entryPath);
     return 0;
   }
 

@@ -56,7 +56,8 @@ CacheLookup lookupExecutable(llvm::StringRef dir, llvm::StringRef key,
 llvm::Expected<std::string> cacheEntryPath(llvm::StringRef dir, llvm::StringRef key);
 
 /// Removes the temporary files of compiles killed before their rename,
-/// from `dir` and its kernel cache, once they are an hour old.
+/// from `dir`, its kernel cache and its command records, once they are an
+/// hour old.
 void removeStaleCacheTemporaries(llvm::StringRef dir);
 
 } // namespace tessera

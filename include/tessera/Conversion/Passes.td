@@ -57,9 +57,11 @@ def FoldEmptyTensors : Pass<"fold-empty-tensors", "::mlir::ModuleOp"> {
     A maximum or minimum over nothing never gets here: the graph dialect
     refuses it, naming the op, as ONNX Runtime does.
 
-    Assumes: static shapes. Guarantees: every structured op left has only
-    non-empty loops, and no op but `tensor.empty` (and loads, arguments)
-    produces an empty tensor.
+    Assumes: static shapes. Guarantees: every structured op on tensors with
+    static shapes left has only non-empty loops, and every pure op with
+    static shapes that yields only empty tensors is a `tensor.empty`. Ops
+    with side effects or regions of control flow, dynamic shapes, and pads
+    whose value depends on the position are left as they are.
   }];
   let dependentDialects = ["::mlir::linalg::LinalgDialect",
                            "::mlir::tensor::TensorDialect"];

@@ -84,3 +84,26 @@ func.func @main(%ids: tensor<2x3xi64>) -> (tensor<f32> {graph.loss}) {
   %2 = graph.reduce_sum %1 {axes = array<i64: 0, 1, 2>, keepdims = false} : (tensor<2x3x4xf32>) -> tensor<f32>
   return %2 : tensor<f32>
 }
+
+// -----
+
+// An empty result's gradient adds nothing to its operands: no rule runs
+// (a pooling's gradient is a depthwise transposed convolution whose groups
+// are the channels, here none), and a weight reached only through empty
+// tensors gets no gradient (tessera-fuzz-compile, seed 140654).
+// CHECK-LABEL: func.func @main
+// CHECK-SAME: -> (tensor<f32> {graph.loss}, tensor<5xf32> {graph.gradient_of = @u, graph.name = "u.grad"})
+// CHECK-NOT: graph.gradient_of = @e
+ml_program.global private @e(dense<1.0> : tensor<5xf32>) : tensor<5xf32>
+ml_program.global private @u(dense<1.0> : tensor<5xf32>) : tensor<5xf32>
+func.func @main(%x: tensor<7x0x3x5xf32>, %y: tensor<5xf32>) -> (tensor<f32> {graph.loss}) {
+  %e = ml_program.global_load_const @e : tensor<5xf32>
+  %u = ml_program.global_load_const @u : tensor<5xf32>
+  %0 = graph.mul %x, %e : (tensor<7x0x3x5xf32>, tensor<5xf32>) -> tensor<7x0x3x5xf32>
+  %1 = graph.avg_pool %0 {kernel_shape = array<i64: 2, 3>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, ceil_mode = false, count_include_pad = false} : (tensor<7x0x3x5xf32>) -> tensor<7x0x2x3xf32>
+  %2 = graph.reduce_sum %1 {axes = array<i64: 0, 1, 2, 3>, keepdims = false} : (tensor<7x0x2x3xf32>) -> tensor<f32>
+  %3 = graph.mul %y, %u : (tensor<5xf32>, tensor<5xf32>) -> tensor<5xf32>
+  %4 = graph.reduce_sum %3 {axes = array<i64: 0>, keepdims = false} : (tensor<5xf32>) -> tensor<f32>
+  %5 = graph.add %2, %4 : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  return %5 : tensor<f32>
+}

@@ -594,6 +594,11 @@ LogicalResult buildGradient(GraphEmitter &e, Operation *op,
   Value g = resultGrads.empty() ? Value() : resultGrads[0];
   if (!g)
     return success();
+  // An empty result's gradient adds nothing to the operands (no element
+  // of the result depends on them): no rule runs, as a rule's geometry
+  // (a pooling's channels as groups) may divide by the empty dimension.
+  if (llvm::is_contained(shapeOf(g), 0))
+    return success();
   // Piecewise-constant ops: zero almost everywhere, as in PyTorch.
   if (isa<SignOp, FloorOp, CeilOp, RoundOp>(op))
     return success();

@@ -199,7 +199,9 @@ struct GraphOptimizerUpdate
       if (main.getResultAttr(i, "graph.gradient_of"))
         gradientResults.push_back(i);
     if (gradientResults.empty()) {
-      main.emitError("no gradients to apply: run graph-autodiff first");
+      main.emitError("no gradients to apply: no trainable weight reaches the loss (all "
+                     "frozen, or every path from a weight to the loss is empty), or "
+                     "graph-autodiff has not run");
       return signalPassFailure();
     }
 

@@ -2701,8 +2701,10 @@ struct IPUPlanTiles : tessera::ipu::impl::IPUPlanTilesBase<IPUPlanTiles> {
     WalkResult empty = main->walk([](linalg::LinalgOp op) {
       if (!llvm::is_contained(op.getStaticLoopRanges(), 0))
         return WalkResult::advance();
-      op.emitOpError("has a loop of size 0 (it computes nothing): run --fold-empty-tensors "
-                     "before ipu-plan-tiles, as the linalg pipeline does");
+      op.emitOpError("has a loop of size 0 (it computes nothing), which has no tiling: "
+                     "fold-empty-tensors replaces such ops on tensors with static shapes "
+                     "by their inits; run it before ipu-plan-tiles, as the linalg "
+                     "pipeline does");
       return WalkResult::interrupt();
     });
     if (empty.wasInterrupted())
