@@ -198,11 +198,24 @@ std::string cacheKeyOptions(const ExecutableRequest &request) {
 }
 
 llvm::Expected<BuildResult>
-buildExecutable(MLIRContext &context, const ExecutableRequest &request,
+buildExecutable(MLIRContext &context, const ExecutableRequest &givenRequest,
                 llvm::StringRef path, llvm::function_ref<void(const CacheLookup &)> onLookup,
                 TimingScope &timing) {
-  if (llvm::Error err = checkExecutableRequest(request))
+  if (llvm::Error err = checkExecutableRequest(givenRequest))
     return std::move(err);
+  // A model read from a pipe (standard input, /dev/stdin) can be read once:
+  // by the importer, not first by the cache's key. It is compiled uncached.
+  ExecutableRequest request = givenRequest;
+  std::string uncachedWarning;
+  if (llvm::sys::fs::file_status status;
+      !request.cacheDir.empty() &&
+      (request.modelPath == "-" || llvm::sys::fs::status(request.modelPath, status) ||
+       !llvm::sys::fs::is_regular_file(status))) {
+    uncachedWarning = "'" + request.modelPath +
+                      "' is not a regular file (a pipe can be read only once): compiled "
+                      "without the cache";
+    request.cacheDir.clear();
+  }
   const TrainingPipelineOptions &training = request.compile.training;
   std::string cacheKey;
   // The compiler build's libraries, read once for both caches' keys.
@@ -319,6 +332,8 @@ buildExecutable(MLIRContext &context, const ExecutableRequest &request,
     result.kernelsCompiled = kernelCache->misses;
     result.cacheWarning = kernelCache->warning;
   }
+  if (!uncachedWarning.empty())
+    cacheWarning = uncachedWarning;
   if (!cacheWarning.empty())
     result.cacheWarning += (result.cacheWarning.empty() ? "" : "; ") + cacheWarning;
   else

@@ -8,6 +8,7 @@ recorded entry (its checksum checked) without loading MLIR or LLVM's shared
 libraries. Anything else goes to the compiler (libexec/tessera-compile).
 """
 import os
+import subprocess
 import time
 
 import numpy as np
@@ -166,3 +167,34 @@ def test_a_settled_model_is_found_by_its_stamp_and_a_changed_one_never(compiled)
     result = compile_(tmp_path, "changed.tess")
     assert "cache miss" in result.stderr, result.stderr
     assert (tmp_path / "changed.tess").read_bytes() != (tmp_path / "first.tess").read_bytes()
+
+
+def test_a_model_path_with_an_equals_sign_is_keyed_by_its_contents(tmp_path):
+    sweep = tmp_path / "lr=0.1"
+    sweep.mkdir()
+    args = [tool("tessera-compile"), str(sweep / "mm.onnx"), *SMALL_TARGET,
+            "--cache-dir", str(tmp_path / "cache")]
+    model(sweep, seed=0)
+    assert run(args + ["-o", str(tmp_path / "a.tess")]).returncode == 0
+    assert run(args + ["-o", str(tmp_path / "a.tess")]).stderr.startswith(
+        "tessera-compile: cache hit")
+    model(sweep, seed=1)
+    result = run(args + ["-o", str(tmp_path / "b.tess")])
+    assert "cache miss" in result.stderr, result.stderr
+    assert (tmp_path / "a.tess").read_bytes() != (tmp_path / "b.tess").read_bytes()
+
+
+def test_a_model_from_a_pipe_is_never_answered_by_a_record(tmp_path):
+    args = [tool("tessera-compile"), "/dev/stdin", *SMALL_TARGET,
+            "--cache-dir", str(tmp_path / "cache")]
+    outputs = []
+    for seed in [0, 1, 0]:
+        model(tmp_path, seed=seed)
+        out = tmp_path / f"pipe{len(outputs)}.tess"
+        result = subprocess.run(args + ["-o", str(out)], capture_output=True,
+                                input=(tmp_path / "mm.onnx").read_bytes())
+        assert result.returncode == 0, result.stderr.decode()
+        outputs.append(out.read_bytes())
+        assert "compiled without the cache" in result.stderr.decode()
+    assert outputs[0] != outputs[1] and outputs[0] == outputs[2]
+    assert not (tmp_path / "cache").exists()

@@ -751,7 +751,8 @@ if (!train) {
     }
     if (!built->cacheWarning.empty())
       llvm::WithColor::warning(llvm::errs(), "tessera-compile") << built->cacheWarning << "\n";
-    if (built->outcome == tessera::CacheOutcome::Miss && !request.cacheDir.empty())
+    if (built->outcome == tessera::CacheOutcome::Miss && !request.cacheDir.empty() &&
+        built->kernelsReused + built->kernelsCompiled > 0)
       llvm::errs() << "tessera-compile: kernel cache: " << built->kernelsReused << " of "
                    << built->kernelsReused + built->kernelsCompiled
                    << " vertex kernels reused (" << built->kernelsFoundBeforeLowering
