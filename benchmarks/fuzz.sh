@@ -23,4 +23,4 @@ done
 echo "== compile ($seconds s)"
 mkdir -p "$work/compile"
 build/bin/tessera-fuzz-compile --seed "$(date +%s)" --runs 100000000 --seconds "$seconds" \
-  --save "$work/compile"
+  --differential 20 --save "$work/compile"

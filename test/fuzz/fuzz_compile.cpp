@@ -10,7 +10,10 @@
 // refused with an error diagnostic; a crash, an assertion, or a failure
 // that says nothing is a failure, and `--save DIR` keeps the model being compiled (DIR/last.onnx)
 // to reproduce it with tessera-compile. A run is a seed: `--seed S --runs 1`
-// replays it.
+// replays it. With `--differential N`, every N-th inference model that
+// compiles is also built into an executable and run on the IPU model and on
+// the host reference with the same random inputs: their outputs must agree
+// within 1e-4 of each output's scale.
 //
 // It is a generator, not a coverage-guided fuzzer: the compiler's libraries
 // are built by g++, which has no libFuzzer instrumentation (the importer's
@@ -18,10 +21,14 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tessera/Codegen/HostCodegen.h"
 #include "tessera/Compiler/Compiler.h"
 #include "tessera/Compiler/Pipelines.h"
 #include "tessera/Compiler/Registration.h"
 #include "tessera/Importers/ONNX/ONNXImporter.h"
+#include "tessera/Runtime/Executable.h"
+#include "tessera/Runtime/HostRunner.h"
+#include "tessera/Runtime/IPUModel.h"
 #include "tessera/Target/IPUTarget.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -35,6 +42,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <random>
@@ -46,6 +54,12 @@ static cl::opt<uint64_t> firstSeed("seed", cl::desc("seed of the first run"), cl
 static cl::opt<uint64_t> runs("runs", cl::desc("models to compile"), cl::init(200));
 static cl::opt<double> seconds("seconds", cl::desc("stop after this long (0: no limit)"),
                                cl::init(0));
+static cl::opt<unsigned> differentialEvery(
+    "differential",
+    cl::desc("every N-th inference model that compiles is also built into an executable "
+             "and run on the IPU model and the host reference, whose outputs must agree "
+             "(0: never)"),
+    cl::init(0));
 static cl::opt<std::string> saveDir("save", cl::desc("keep the model being compiled in "
                                                      "DIR/last.onnx"),
                                     cl::init(""));
@@ -308,6 +322,77 @@ private:
   int counter_ = 0;
 };
 
+/// Builds `module` (imported, not yet compiled) into an executable, runs
+/// it on the IPU model and on the host reference with the same random
+/// inputs, and says how their outputs differ (empty when they agree within
+/// 1e-4 of each output's scale; a build the compiler refuses agrees).
+std::string differential(mlir::ModuleOp module, CompileOptions options, uint64_t seed,
+                         const std::string &dir) {
+  llvm::Expected<HostCPU> cpu = resolveHostCPU("native");
+  if (!cpu)
+    return llvm::toString(cpu.takeError());
+  options.compileTo = Phase::Executable;
+  options.vectorBits = vectorBitsOf(*cpu);
+  CompiledModel compiled;
+  std::string path = dir + "/differential.tess";
+  runtime::ExecutableWriter writer({path});
+  if (llvm::Error err = writer.open())
+    return llvm::toString(std::move(err));
+  if (mlir::failed(compileModule(module, options, &compiled)))
+    return "";
+  runtime::ExecutableMetadata metadata;
+  metadata.target = options.target.name;
+  metadata.numIPUs = options.target.numIPUs;
+  metadata.tilesPerIPU = options.target.tilesPerIPU;
+  if (mlir::failed(writeExecutableFile(module, compiled, *cpu, metadata, writer)))
+    return "";
+  auto exe = runtime::Executable::load(path);
+  if (!exe)
+    return llvm::toString(exe.takeError());
+  auto ipu = runtime::IPUModel::create(**exe);
+  auto host = runtime::HostRunner::create(**exe, compileHostReference);
+  if (!ipu || !host)
+    return "cannot start a runner: " +
+           (ipu ? llvm::toString(host.takeError()) : llvm::toString(ipu.takeError()));
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0, 1);
+  std::vector<runtime::Tensor> inputs;
+  for (const runtime::TensorInfo &info : (*exe)->metadata().inputs) {
+    runtime::Tensor t = runtime::Tensor::zeros(info.dtype, info.shape);
+    if (info.dtype == runtime::DType::F32)
+      for (float &x : llvm::MutableArrayRef<float>(reinterpret_cast<float *>(t.data.data()),
+                                                  t.numElements()))
+        x = normal(rng);
+    inputs.push_back(std::move(t));
+  }
+  auto a = (*ipu)->run(inputs);
+  auto b = (*host)->run(inputs);
+  if (!a || !b)
+    return "a run failed: " + (a ? llvm::toString(b.takeError()) : llvm::toString(a.takeError()));
+  for (size_t i = 0; i < a->size(); ++i) {
+    const runtime::Tensor &x = (*a)[i], &y = (*b)[i];
+    if (x.shape != y.shape || x.dtype != y.dtype)
+      return "output " + std::to_string(i) + " differs in shape or type";
+    if (x.dtype != runtime::DType::F32)
+      continue;
+    llvm::ArrayRef<float> u(reinterpret_cast<const float *>(x.data.data()), x.numElements());
+    llvm::ArrayRef<float> v(reinterpret_cast<const float *>(y.data.data()), y.numElements());
+    float scale = 1e-6f;
+    for (float f : v)
+      if (std::isfinite(f))
+        scale = std::max(scale, std::fabs(f));
+    for (size_t k = 0; k < u.size(); ++k) {
+      bool same = (std::isnan(u[k]) && std::isnan(v[k])) || u[k] == v[k] ||
+                  std::fabs(u[k] - v[k]) <= 1e-4f * scale;
+      if (!same)
+        return "output " + std::to_string(i) + " element " + std::to_string(k) +
+               ": IPU model " + std::to_string(u[k]) + ", host reference " +
+               std::to_string(v[k]);
+    }
+  }
+  return "";
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -331,7 +416,7 @@ int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   registerTesseraDialects(registry);
   auto start = std::chrono::steady_clock::now();
-  uint64_t compiled = 0, refused = 0, trained = 0, done = 0;
+  uint64_t compiled = 0, refused = 0, trained = 0, done = 0, compared = 0;
   for (uint64_t run = 0; run < runs; ++run, ++done) {
     if (seconds > 0 &&
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > seconds)
@@ -367,8 +452,20 @@ int main(int argc, char **argv) {
     }
     mlir::OwningOpRef<mlir::ModuleOp> module =
         onnx_importer::importONNXModel(bytes, &context, importOptions);
+    mlir::OwningOpRef<mlir::ModuleOp> imported = module ? module->clone() : nullptr;
     if (module && mlir::succeeded(compileModule(*module, options))) {
       ++compiled;
+      if (differentialEvery && !options.training.enabled && compiled % differentialEvery == 0) {
+        ++compared;
+        std::string why = differential(*imported, options, seed,
+                                       saveDir.empty() ? std::string("/tmp") : saveDir);
+        if (!why.empty()) {
+          llvm::errs() << "tessera-fuzz-compile: seed " << seed
+                       << ": the IPU model and the host reference disagree: " << why
+                       << " (replay it: --seed " << seed << " --runs 1 --differential 1 --save DIR)\n";
+          return 1;
+        }
+      }
     } else if (errors == 0) {
       llvm::errs() << "tessera-fuzz-compile: seed " << seed
                    << " failed without an error diagnostic (replay it: --seed " << seed
@@ -382,7 +479,8 @@ int main(int argc, char **argv) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   llvm::outs() << "tessera-fuzz-compile: " << done << " models from seed " << firstSeed << " ("
                << trained << " training steps): " << compiled << " compiled to the ipu phase, "
-               << refused << " refused with diagnostics, no crash; "
+               << refused << " refused with diagnostics, no crash; " << compared
+               << " run on the IPU model and the host reference, agreeing; "
                << llvm::format("%.1f", elapsed) << " s, "
                << llvm::format("%.1f", done ? 1000 * elapsed / done : 0.0) << " ms per model\n";
   return 0;

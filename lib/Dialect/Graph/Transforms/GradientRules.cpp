@@ -594,11 +594,18 @@ LogicalResult buildGradient(GraphEmitter &e, Operation *op,
   Value g = resultGrads.empty() ? Value() : resultGrads[0];
   if (!g)
     return success();
-  // An empty result's gradient adds nothing to the operands (no element
-  // of the result depends on them): no rule runs, as a rule's geometry
-  // (a pooling's channels as groups) may divide by the empty dimension.
-  if (llvm::is_contained(shapeOf(g), 0))
-    return success();
+  // No element of an empty result depends on the operands: their
+  // gradients are zeros, as autograd's are (a weight reached only through
+  // it still trains, with weight decay), and no rule runs, as a rule's
+  // geometry (a pooling's channels as groups) may divide by the empty
+  // dimension.
+  if (llvm::is_contained(shapeOf(g), 0)) {
+    for (unsigned i = 0; i < op->getNumOperands(); ++i)
+      if (isDifferentiableOperand(op, i))
+        operandGrads[i] =
+            e.splat(elementOf(op->getOperand(i)), shapeOf(op->getOperand(i)), 0.0);
+    return success(!e.failed());
+  }
   // Piecewise-constant ops: zero almost everywhere, as in PyTorch.
   if (isa<SignOp, FloorOp, CeilOp, RoundOp>(op))
     return success();
