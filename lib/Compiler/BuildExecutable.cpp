@@ -198,38 +198,37 @@ std::string cacheKeyOptions(const ExecutableRequest &request) {
 }
 
 llvm::Expected<BuildResult>
-buildExecutable(MLIRContext &context, const ExecutableRequest &givenRequest,
+buildExecutable(MLIRContext &context, const ExecutableRequest &request,
                 llvm::StringRef path, llvm::function_ref<void(const CacheLookup &)> onLookup,
                 TimingScope &timing) {
-  if (llvm::Error err = checkExecutableRequest(givenRequest))
+  if (llvm::Error err = checkExecutableRequest(request))
     return std::move(err);
   // A model read from a pipe (standard input, /dev/stdin) can be read once:
   // by the importer, not first by the cache's key. It is compiled uncached.
-  ExecutableRequest request = givenRequest;
-  std::string uncachedWarning;
+  std::string cacheDir = request.cacheDir, uncachedWarning;
   if (llvm::sys::fs::file_status status;
-      !request.cacheDir.empty() &&
+      !cacheDir.empty() &&
       (request.modelPath == "-" || llvm::sys::fs::status(request.modelPath, status) ||
        !llvm::sys::fs::is_regular_file(status))) {
     uncachedWarning = "'" + request.modelPath +
                       "' is not a regular file (a pipe can be read only once): compiled "
                       "without the cache";
-    request.cacheDir.clear();
+    cacheDir.clear();
   }
   const TrainingPipelineOptions &training = request.compile.training;
   std::string cacheKey;
   // The compiler build's libraries, read once for both caches' keys.
-  const std::string compiler = request.cacheDir.empty() ? "" : compilerIdentity();
-  if (!request.cacheDir.empty()) {
+  const std::string compiler = cacheDir.empty() ? "" : compilerIdentity();
+  if (!cacheDir.empty()) {
     // Before anything in it is read.
-    if (llvm::Error err = checkCacheTrusted(request.cacheDir))
+    if (llvm::Error err = checkCacheTrusted(cacheDir))
       return std::move(err);
     auto key = computeCacheKey(request.modelPath, cacheKeyOptions(request) + compiler,
                                fileOf(reinterpret_cast<void *>(&cacheKeyOptions)));
     if (!key)
       return key.takeError();
     cacheKey = *key;
-    CacheLookup found = lookupExecutable(request.cacheDir, cacheKey, path);
+    CacheLookup found = lookupExecutable(cacheDir, cacheKey, path);
     if (found.outcome == CacheOutcome::Untrusted)
       return fail(found.detail);
     if (onLookup)
@@ -262,9 +261,9 @@ buildExecutable(MLIRContext &context, const ExecutableRequest &givenRequest,
   // The kernel cache: the compiler build (its libraries, this code's file)
   // and the target CPU are part of every key.
   std::optional<KernelCache> kernelCache;
-  if (!request.cacheDir.empty()) {
+  if (!cacheDir.empty()) {
     kernelCache.emplace();
-    llvm::SmallString<256> directory(request.cacheDir);
+    llvm::SmallString<256> directory(cacheDir);
     llvm::sys::path::append(directory, "kernels");
     kernelCache->directory = std::string(directory);
     kernelCache->identity =
@@ -281,7 +280,7 @@ buildExecutable(MLIRContext &context, const ExecutableRequest &givenRequest,
   std::vector<std::string> destinations{path.str()};
   std::string cacheWarning, entryPath;
   if (!cacheKey.empty()) {
-    if (llvm::Expected<std::string> entry = cacheEntryPath(request.cacheDir, cacheKey)) {
+    if (llvm::Expected<std::string> entry = cacheEntryPath(cacheDir, cacheKey)) {
       destinations.push_back(*entry);
       entryPath = *entry;
     } else {
@@ -339,7 +338,7 @@ buildExecutable(MLIRContext &context, const ExecutableRequest &givenRequest,
   else
     result.entryPath = entryPath;
   if (!cacheKey.empty())
-    removeStaleCacheTemporaries(request.cacheDir);
+    removeStaleCacheTemporaries(cacheDir);
   return result;
 }
 

@@ -452,10 +452,13 @@ int main(int argc, char **argv) {
     }
     mlir::OwningOpRef<mlir::ModuleOp> module =
         onnx_importer::importONNXModel(bytes, &context, importOptions);
-    mlir::OwningOpRef<mlir::ModuleOp> imported = module ? module->clone() : nullptr;
+    // The imported module, kept for a comparison only when one may follow.
+    bool mayCompare = differentialEvery && !options.training.enabled;
+    mlir::OwningOpRef<mlir::ModuleOp> imported =
+        module && mayCompare ? module->clone() : nullptr;
     if (module && mlir::succeeded(compileModule(*module, options))) {
       ++compiled;
-      if (differentialEvery && !options.training.enabled && compiled % differentialEvery == 0) {
+      if (mayCompare && compiled % differentialEvery == 0) {
         ++compared;
         std::string why = differential(*imported, options, seed,
                                        saveDir.empty() ? std::string("/tmp") : saveDir);
