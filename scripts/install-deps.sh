@@ -23,6 +23,8 @@ PACKAGES=(
   clang-22 libclang-rt-22-dev
   # the training example's data set (8x8 digits, shipped with the package)
   python3-sklearn
+  # the report page's tests: headless Chromium driven over WebDriver
+  chromium chromium-driver
 )
 
 missing=()

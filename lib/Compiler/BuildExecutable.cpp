@@ -5,7 +5,9 @@
 #include "tessera/Dialect/Graph/IR/OpBuilding.h"
 #include "tessera/Dialect/Graph/Transforms/Passes.h"
 #include "tessera/Importers/TorchScript/TorchScriptImporter.h"
+#include "tessera/Report/Report.h"
 #include "tessera/Runtime/FileUtils.h"
+#include "tessera/Runtime/PhasePool.h"
 
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
@@ -13,6 +15,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Threading.h"
 #include "llvm/Support/xxhash.h"
 
 #include <optional>
@@ -197,10 +200,10 @@ std::string cacheKeyOptions(const ExecutableRequest &request) {
   return text;
 }
 
+namespace {
 llvm::Expected<BuildResult>
-buildExecutable(MLIRContext &context, const ExecutableRequest &request,
-                llvm::StringRef path, llvm::function_ref<void(const CacheLookup &)> onLookup,
-                TimingScope &timing) {
+buildUnreported(MLIRContext &context, const ExecutableRequest &request, llvm::StringRef path,
+                llvm::function_ref<void(const CacheLookup &)> onLookup, TimingScope &timing) {
   if (llvm::Error err = checkExecutableRequest(request))
     return std::move(err);
   // A model read from a pipe (standard input, /dev/stdin) can be read once:
@@ -273,6 +276,9 @@ buildExecutable(MLIRContext &context, const ExecutableRequest &request,
   }
   CompileOptions options = request.compile;
   options.compileTo = Phase::Executable;
+  // A program that does not fit gets its report from the allocator (there
+  // is no executable); one that fits, from its executable, below.
+  options.ipu.reportDir = request.reportDir;
   options.vectorBits = vectorBitsOf(request.cpu);
   options.kernelCache = kernelCache ? &*kernelCache : nullptr;
   // The output and the cache's entry are written in one pass from memory,
@@ -340,6 +346,26 @@ buildExecutable(MLIRContext &context, const ExecutableRequest &request,
   if (!cacheKey.empty())
     removeStaleCacheTemporaries(cacheDir);
   return result;
+}
+} // namespace
+
+llvm::Expected<BuildResult>
+buildExecutable(MLIRContext &context, const ExecutableRequest &request,
+                llvm::StringRef path, llvm::function_ref<void(const CacheLookup &)> onLookup,
+                TimingScope &timing) {
+  llvm::Expected<BuildResult> built = buildUnreported(context, request, path, onLookup, timing);
+  if (!built || request.reportDir.empty())
+    return built;
+  // Built or copied from the cache: the report of what was written, with
+  // its host streams and training figures.
+  TimingScope reportTimer = timing.nest("report");
+  runtime::PhasePool pool(llvm::hardware_concurrency().compute_thread_count());
+  llvm::Expected<llvm::json::Value> data = report::buildExecutableReport(path, nullptr, &pool);
+  llvm::Error err = data ? report::writeReport(request.reportDir, *data) : data.takeError();
+  if (err)
+    return fail("the executable '" + path.str() + "' was written, but not its report in '" +
+                request.reportDir + "': " + llvm::toString(std::move(err)));
+  return built;
 }
 
 } // namespace tessera

@@ -369,7 +369,7 @@ void adviseOnOutOfMemory(ModuleOp module, ModuleOp forward, const CompileOptions
     OwningOpRef<ModuleOp> trial = (lever.recompute ? forward : module).clone();
     IPUPipelineOptions ipuOptions = ipu;
     ipuOptions.availableMemoryProportion = lever.proportion;
-    ipuOptions.reportPath.clear();
+    ipuOptions.reportDir.clear();
     ipuOptions.explainPlans = false;
     bool fits = true;
     {

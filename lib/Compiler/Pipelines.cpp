@@ -201,7 +201,7 @@ void buildIPUPipeline(OpPassManager &pm, const IPUPipelineOptions &options) {
     pm.addPass(ipu::createIPUStashActivations({options.pipelineStages}));
   pm.addPass(createSymbolDCEPass());
   ipu::IPUAllocateMemoryOptions allocate;
-  allocate.reportPath = options.reportPath;
+  allocate.reportDir = options.reportDir;
   pm.addPass(ipu::createIPUAllocateMemory(allocate));
 }
 } // namespace tessera

@@ -48,8 +48,9 @@ struct IPUPipelineCLOptions
       *this, "available-memory-proportion",
       llvm::cl::desc("Share of tile memory a vertex's buffers may take"),
       llvm::cl::init(0.6)};
-  Option<std::string> report{*this, "report",
-                             llvm::cl::desc("Write the memory report here")};
+  Option<std::string> report{
+      *this, "report",
+      llvm::cl::desc("Write the report page to this directory (also when the program does not fit)")};
 };
 } // namespace
 
@@ -80,7 +81,7 @@ void registerTesseraPasses() {
         [](mlir::OpPassManager &pm, const IPUPipelineCLOptions &cl) {
           IPUPipelineOptions options;
           options.availableMemoryProportion = cl.availableMemoryProportion;
-          options.reportPath = cl.report;
+          options.reportDir = cl.report;
           buildIPUPipeline(pm, options);
         });
     mlir::PassPipelineRegistration<>(

@@ -194,7 +194,8 @@ json::Value OutOfMemory::toJSON() const {
 }
 
 Expected<MemoryPlan> planMemory(const MachineProgram &program, int64_t numTiles,
-                                int64_t bytesPerTile, OutOfMemory *report, PhasePool *pool) {
+                                int64_t bytesPerTile, OutOfMemory *report, PhasePool *pool,
+                                MemoryLayout *layout) {
   if (auto err = program.verify(numTiles))
     return std::move(err);
   const int64_t numSteps = program.steps.size();
@@ -317,6 +318,29 @@ Expected<MemoryPlan> planMemory(const MachineProgram &program, int64_t numTiles,
     for (auto &entry : symbols)
       for (int tile : entry.second.second.set_bits())
         code[tile] += entry.second.first;
+  }
+
+  if (layout) {
+    // Before placing, so that a program that does not fit still tells
+    // what it would need.
+    std::vector<int64_t> variableOf(allocs.size(), -1);
+    for (size_t v = 0; v < numVars; ++v)
+      if (varAlloc[v] >= 0)
+        variableOf[varAlloc[v]] = v;
+    std::vector<std::pair<int64_t, int64_t>> bufferOf(allocs.size(), {-1, -1});
+    for (size_t c = 0; c < recvAlloc.size(); ++c)
+      for (size_t i = 0; i < recvAlloc[c].size(); ++i)
+        if (recvAlloc[c][i] >= 0)
+          bufferOf[recvAlloc[c][i]] = {int64_t(c), int64_t(i)};
+    layout->items.clear();
+    layout->items.reserve(allocs.size());
+    for (size_t i = 0; i < allocs.size(); ++i) {
+      const Allocation &a = allocs[i];
+      layout->items.push_back({a.name, categoryName(a.category), variableOf[i], bufferOf[i].first,
+                               bufferOf[i].second, a.birth, a.death, a.perTile});
+    }
+    layout->code = code;
+    layout->steps = numSteps;
   }
 
   // Everything live at step `t` on `tile`, largest first, for reports.

@@ -216,9 +216,10 @@ cl::opt<std::string> hostCPU(
     cl::init("native"), cl::cat(category));
 cl::opt<std::string> reportPath(
     "report",
-    cl::desc("Write the tile memory report (JSON) here; written also when "
+    cl::desc("Write the report page here (DIR/report.html, its data in DIR/report.json): "
+             "tile memory, liveness, the steps' cycles and plans; written also when "
              "the program does not fit"),
-    cl::value_desc("file.json"), cl::cat(category));
+    cl::value_desc("DIR"), cl::cat(category));
 cl::opt<std::string> cacheDir(
     "cache-dir",
     cl::desc("Executable cache directory (default: $TESSERA_CACHE_DIR); a "
@@ -424,7 +425,7 @@ static bool hitPrintsOnlyTheHit() {
       "onnx-opset", "target", "num-ipus", "tiles-per-ipu", "pipeline", "layers-per-ipu",
       "begin-block", "execution", "partials-type", "precision",
       "available-memory-proportion", "explain-plans", "device-iterations", "replicas",
-      "output-mode", "host-cpu", "report", "cache-dir", "train", "loss", "loss-output",
+      "output-mode", "host-cpu", "cache-dir", "train", "loss", "loss-output",
       "optimizer", "micro-batch-size", "gradient-accumulation", "accumulation-reduction",
       "recompute", "stochastic-rounding", "loss-scaling", "freeze", "progress"};
   for (const auto &entry : cl::getRegisteredOptions())
@@ -674,7 +675,10 @@ if (!train) {
   request.compile.target = *target;
   request.compile.ipu.availableMemoryProportion = availableMemoryProportion;
   request.compile.ipu.explainPlans = explainPlans;
-  request.compile.ipu.reportPath = reportPath;
+  request.reportDir = reportPath;
+  // Before the executable phase there is no executable: the allocator
+  // writes the report of the program it places.
+  request.compile.ipu.reportDir = reportPath;
   if (llvm::Error err = tessera::checkExecutableRequest(request)) {
     llvm::errs() << "error: " << llvm::toString(std::move(err)) << "\n";
     return fail();

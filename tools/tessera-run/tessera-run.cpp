@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tessera/Compiler/Compiler.h"
+#include "tessera/Report/Report.h"
 #include "tessera/Runtime/Executable.h"
 #include "tessera/Runtime/FileUtils.h"
 #include "tessera/Runtime/HostRunner.h"
@@ -67,6 +68,12 @@ cl::opt<std::string> profileDir(
     "profile",
     cl::desc("Write the IPU model's profile (DIR/profile.json) and timeline "
              "(DIR/trace.json, Chrome trace format for Perfetto)"),
+    cl::value_desc("DIR"), cl::cat(category));
+cl::opt<std::string> reportDir(
+    "report",
+    cl::desc("Write the report page (DIR/report.html, its data in DIR/report.json): the "
+             "executable's memory, liveness and steps, with the IPU model's host time per "
+             "step next to the estimate"),
     cl::value_desc("DIR"), cl::cat(category));
 cl::opt<int64_t> randomSeed(
     "seed",
@@ -261,6 +268,39 @@ void writeFailureProfile(const ExecutableMetadata &meta, const std::string &mess
     llvm::consumeError(std::move(err));
 }
 
+/// --report: the executable's report, with the run's profile (or, when
+/// the IPU model could not be created, with `failure`'s out-of-memory
+/// report).
+llvm::Error writeRunReport(const ExecutableMetadata &meta, const IPUModel *model,
+                           const std::string &failure = "") {
+  if (!meta.program)
+    return llvm::createStringError("the executable has no machine program to report on");
+  tessera::report::ReportSource source;
+  source.program = &*meta.program;
+  source.metadata = &meta;
+  source.source = meta.source.empty() ? executablePath.getValue() : meta.source;
+  std::optional<llvm::json::Value> profile;
+  if (model) {
+    source.target = model->target();
+    profile = model->profileJSON();
+    source.execution = &*profile;
+  } else {
+    auto target = tessera::target::makeTarget(meta.target, meta.numIPUs, meta.tilesPerIPU);
+    if (!target)
+      return target.takeError();
+    source.target = *target;
+    source.error = failure;
+  }
+  auto data = tessera::report::buildReport(source);
+  if (!data)
+    return data.takeError();
+  if (auto err = tessera::report::writeReport(reportDir, *data))
+    return err;
+  llvm::outs() << "report written to " << reportDir << "/" << tessera::report::kReportPage
+               << "\n";
+  return llvm::Error::success();
+}
+
 } // namespace
 
 /// --train-data: the training loop over a data set, one line per run.
@@ -270,6 +310,11 @@ int train(const Executable &exe) {
     return error("give the length of training with --epochs E or --steps S (one of them)");
   if (!inputSpecs.empty() || !outputPath.empty() || !profileDir.empty())
     return error("--input, --output and --profile do not go with --train-data");
+  if (!reportDir.empty())
+    return error("--report does not go with --train-data: a training step's report comes "
+                 "from its executable (tessera-report " +
+                 executablePath.getValue() +
+                 " -o DIR) or from one profiled run (--input ... --report DIR)");
   auto arrays = readNpz(trainData);
   if (!arrays)
     return error(llvm::toString(arrays.takeError()));
@@ -426,6 +471,8 @@ int main(int argc, char **argv) {
 
   if (reference && !profileDir.empty())
     return error("--profile needs the IPU model; drop --reference");
+  if (reference && !reportDir.empty())
+    return error("--report needs the IPU model; drop --reference");
   if (iterations == 0)
     return error("--iterations must be at least 1");
   if (threads > 1024)
@@ -513,6 +560,10 @@ int main(int argc, char **argv) {
       std::string message = llvm::toString(created.takeError());
       if (!profileDir.empty())
         writeFailureProfile(meta, message);
+      if (!reportDir.empty() && llvm::StringRef(message).starts_with(kOutOfTileMemory))
+        if (auto err = writeRunReport(meta, nullptr, message))
+          llvm::WithColor::warning(llvm::errs(), "tessera-run")
+              << "the report could not be written: " << llvm::toString(std::move(err)) << "\n";
       return error(message);
     }
     model = std::move(*created);
@@ -588,6 +639,9 @@ int main(int argc, char **argv) {
     llvm::outs() << "profile written to " << profileDir << "/profile.json and "
                  << profileDir << "/trace.json\n";
   }
+  if (model && !reportDir.empty())
+    if (auto err = writeRunReport(meta, model.get()))
+      return error("the report could not be written: " + llvm::toString(std::move(err)));
   if (!outputPath.empty()) {
     std::vector<std::pair<std::string, Tensor>> named;
     for (auto [info, t] : llvm::zip(meta.outputs, outputs))

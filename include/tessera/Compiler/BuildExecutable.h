@@ -33,6 +33,10 @@ struct ExecutableRequest {
   HostCPU cpu;
   /// The executable cache (none if empty).
   std::string cacheDir;
+  /// Where to write the report page (report.html, report.json): of the
+  /// executable, or of what a program that does not fit would need. Not
+  /// part of the cache key: a cache hit writes it too.
+  std::string reportDir;
 };
 
 /// Checks the request's numbers (device iterations, gradient accumulation,

@@ -144,8 +144,9 @@ struct IPUPipelineOptions {
   /// PopTorch's availableMemoryProportion: the share of each tile's memory
   /// a vertex's output and receive buffers may take.
   double availableMemoryProportion = 0.6;
-  /// Where ipu-allocate-memory writes the memory report (none if empty).
-  std::string reportPath;
+  /// Where ipu-allocate-memory writes the report page of a program that
+  /// does not fit (none if empty).
+  std::string reportDir;
   /// ipu-plan-tiles' `explain`: a remark per op on its plan.
   bool explainPlans = false;
   /// Pipeline stages a training step's activations are stashed for

@@ -97,13 +97,38 @@ struct OutOfMemory {
   llvm::json::Value toJSON() const;
 };
 
+/// What the plan places and when, for reports (the report page's memory
+/// and liveness views): every allocation with its live steps and its bytes
+/// per tile, whether or not the program fits.
+struct MemoryLayout {
+  struct Item {
+    std::string name;
+    std::string category; ///< "weights", "activations" or "temporaries"
+    /// The storage variable it holds, or -1 for a receive buffer.
+    int64_t variable = -1;
+    /// A receive buffer's compute set and input, else -1.
+    int64_t computeSet = -1, input = -1;
+    /// Steps it is live in, inclusive (weights: the whole program).
+    int64_t birth = 0, death = 0;
+    /// (tile, bytes), bytes > 0; a stashed variable's copies included.
+    std::vector<std::pair<int64_t, int64_t>> perTile;
+  };
+  std::vector<Item> items;
+  /// Per tile: the vertex code it holds, for the whole program.
+  std::vector<int64_t> code;
+  int64_t steps = 0;
+};
+
 /// Plans `program` on `numTiles` tiles of `bytesPerTile`. On overflow returns
 /// an error whose message is `report->message()` and fills `report`. With a
 /// `pool`, the receive buffers are sized on its threads (the same plan).
+/// With a `layout`, fills it with what the plan places (also on overflow:
+/// then it is what the program would need).
 llvm::Expected<MemoryPlan> planMemory(const MachineProgram &program,
                                       int64_t numTiles, int64_t bytesPerTile,
                                       OutOfMemory *report = nullptr,
-                                      PhasePool *pool = nullptr);
+                                      PhasePool *pool = nullptr,
+                                      MemoryLayout *layout = nullptr);
 
 /// `v` with thousands separated by commas, as reports print counts.
 std::string withCommas(int64_t v);

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tessera/Dialect/IPU/Transforms/Passes.h"
+#include "tessera/Report/Report.h"
 #include "tessera/Runtime/FileUtils.h"
 #include "tessera/Runtime/MemoryPlan.h"
 #include "tessera/Runtime/PhasePool.h"
@@ -30,14 +31,21 @@ struct IPUAllocateMemory
     : tessera::ipu::impl::IPUAllocateMemoryBase<IPUAllocateMemory> {
   using IPUAllocateMemoryBase::IPUAllocateMemoryBase;
 
-  void writeReport(const llvm::json::Value &report) {
-    if (reportPath.empty())
-      return;
-    std::string text;
-    llvm::raw_string_ostream(text) << llvm::formatv("{0:2}", report);
-    if (llvm::Error err = runtime::writeFileAtomically(reportPath, text))
-      getOperation().emitWarning("could not write the memory report: ")
-          << llvm::toString(std::move(err));
+  /// The report page of the program: what it places, or for a program
+  /// that does not fit (`oom`), what every tile would need. Returns an
+  /// error when it cannot be written.
+  llvm::Error writeReport(const runtime::MachineProgram &program,
+                          const target::IPUTarget &target, const runtime::OutOfMemory *oom,
+                          const std::string &message, runtime::PhasePool &pool) {
+    report::ReportSource source;
+    source.program = &program;
+    source.target = target;
+    source.outOfMemory = oom;
+    source.error = message;
+    if (auto loc = dyn_cast<FileLineColLoc>(getOperation().getLoc()))
+      source.source = loc.getFilename().str();
+    llvm::Expected<llvm::json::Value> data = report::buildReport(source, &pool);
+    return data ? report::writeReport(reportDir, *data) : data.takeError();
   }
 
   void runOnOperation() override {
@@ -56,14 +64,22 @@ struct IPUAllocateMemory
                                     target->bytesPerTile, &oom, &pool);
     if (!plan) {
       std::string message = llvm::toString(plan.takeError());
-      writeReport(llvm::json::Object{{"fits", false}, {"out_of_memory", oom.toJSON()}});
       // On the location, not the op: a note dumping the module helps nobody.
       auto diag = mlir::emitError(module.getLoc(), message);
-      if (!reportPath.empty())
-        diag.attachNote() << "memory report written to '" << reportPath << "'";
+      if (!reportDir.empty() && llvm::StringRef(message).starts_with(runtime::kOutOfTileMemory)) {
+        if (llvm::Error err = writeReport(*program, *target, &oom, message, pool))
+          diag.attachNote() << "the report could not be written to '" << reportDir
+                            << "': " << llvm::toString(std::move(err));
+        else
+          diag.attachNote() << "report written to '" << reportDir << "/"
+                            << report::kReportPage << "'";
+      }
       return signalPassFailure();
     }
-    writeReport(runtime::memoryReportJSON(*program, *plan));
+    if (!reportDir.empty())
+      if (llvm::Error err = writeReport(*program, *target, nullptr, "", pool))
+        module.emitWarning("the report could not be written to '")
+            << reportDir << "': " << llvm::toString(std::move(err));
     int64_t peak = 0, peakTile = 0;
     for (auto [tile, bytes] : llvm::enumerate(plan->peakBytes))
       if (bytes > peak) {

@@ -279,13 +279,18 @@ def IPUAllocateMemory : Pass<"ipu-allocate-memory", "::mlir::ModuleOp"> {
     model uses to lay out its tile memories). A program that does not fit
     fails here with a diagnostic naming the tile, the bytes needed and
     available, and the largest live variables by category (weights,
-    activations, temporaries, code). With `report`, the memory report (per
-    tile, by category) is written as JSON, also when allocation fails. On
-    success @main gets `ipu.memory = {peak_bytes, peak_tile, bytes_per_tile}`.
+    activations, temporaries, code). With `report`, a directory, the report
+    page is written there (`report.html`, with its data in `report.json`):
+    every tile's memory by category, what is live where and when, the
+    steps' estimated cycles; for a program that does not fit, what every
+    tile would need, with the failing tile highlighted and the advice. (An
+    executable's report, `tessera-report` or `tessera-compile --report`,
+    adds its host streams and training figures.) On success @main gets
+    `ipu.memory = {peak_bytes, peak_tile, bytes_per_tile}`.
   }];
   let options = [
-    Option<"reportPath", "report", "std::string", /*default=*/"",
-           "Write the memory report (JSON) to this file">,
+    Option<"reportDir", "report", "std::string", /*default=*/"",
+           "Write the report page to this directory (also when the program does not fit)">,
   ];
 }
 

@@ -1,0 +1,18 @@
+# Writes INPUT (the report page) to OUTPUT as a C++ raw string literal
+# `kReportPageText`, in pieces: compilers limit one literal's length.
+file(READ ${INPUT} text)
+string(FIND "${text}" ")page\"" clash)
+if(NOT clash EQUAL -1)
+  message(FATAL_ERROR "${INPUT} contains the raw string's delimiter )page\"")
+endif()
+string(LENGTH "${text}" length)
+set(out "// Generated from report.html by EmbedPage.cmake; do not edit.\nstatic const char kReportPageText[] =\n")
+set(offset 0)
+while(offset LESS length)
+  string(SUBSTRING "${text}" ${offset} 8000 piece)
+  string(APPEND out "R\"page(${piece})page\"\n")
+  math(EXPR offset "${offset} + 8000")
+endwhile()
+string(APPEND out ";\n")
+file(WRITE ${OUTPUT}.tmp "${out}")
+file(RENAME ${OUTPUT}.tmp ${OUTPUT})
