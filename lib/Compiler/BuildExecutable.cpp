@@ -279,6 +279,7 @@ buildUnreported(MLIRContext &context, const ExecutableRequest &request, llvm::St
   // A program that does not fit gets its report from the allocator (there
   // is no executable); one that fits, from its executable, below.
   options.ipu.reportDir = request.reportDir;
+  options.ipu.reportWhenItFits = false;
   options.vectorBits = vectorBitsOf(request.cpu);
   options.kernelCache = kernelCache ? &*kernelCache : nullptr;
   // The output and the cache's entry are written in one pass from memory,

@@ -202,6 +202,7 @@ void buildIPUPipeline(OpPassManager &pm, const IPUPipelineOptions &options) {
   pm.addPass(createSymbolDCEPass());
   ipu::IPUAllocateMemoryOptions allocate;
   allocate.reportDir = options.reportDir;
+  allocate.reportWhenItFits = options.reportWhenItFits;
   pm.addPass(ipu::createIPUAllocateMemory(allocate));
 }
 } // namespace tessera

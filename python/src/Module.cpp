@@ -159,7 +159,7 @@ std::string compileModel(const std::string &model, const std::string &path,
       "cache_dir", "train", "loss", "optimizer", "micro_batch_size",
       "gradient_accumulation", "accumulation_reduction", "freeze", "blocks", "pipeline",
       "layers_per_ipu", "execution", "recompute", "stochastic_rounding", "loss_scaling",
-      "precision", "partials_type", "replicas"};
+      "precision", "partials_type", "replicas", "report"};
   for (auto item : options) {
     std::string key = py::str(item.first);
     if (std::find_if(std::begin(known), std::end(known),
@@ -212,6 +212,7 @@ std::string compileModel(const std::string &model, const std::string &path,
   request.outputEvery = mode.outputEvery;
   request.cpu = take(resolveHostCPU(get<std::string>(options, "host_cpu", "native")));
   request.cacheDir = get<std::string>(options, "cache_dir", "");
+  request.reportDir = get<std::string>(options, "report", "");
   if (train) {
     TrainingPipelineOptions &t = request.compile.training;
     t.enabled = true;

@@ -14,7 +14,7 @@ the IPU model (tile memory, exchanges and cycle counts of the real chip).
 """
 from _tessera import Error, version as __version__
 
-from . import optim
+from . import optim, profile
 from .blocks import (BeginBlock, Block, BlockFunction, PipelinedExecution, ShardedExecution,
                      Stage, recomputationCheckpoint)
 from ._model import (LoadedExecutable, identity_loss, inferenceModel, load,
@@ -27,5 +27,5 @@ __all__ = [
     "BeginBlock", "Block", "BlockFunction", "PipelinedExecution", "ShardedExecution", "Stage",
     "recomputationCheckpoint",
     "DataLoader", "Error", "IPUConfig", "LoadedExecutable", "Options", "OutputMode", "ReductionType",
-    "identity_loss", "inferenceModel", "load", "optim", "trainingModel",
+    "identity_loss", "inferenceModel", "load", "optim", "profile", "trainingModel",
 ]

@@ -104,6 +104,29 @@ class _PrecisionOptions:
         return self
 
 
+def _report_directory(profile_dir):
+    """Where the report pages go: enableProfiling's directory, else Poplar's
+    autoReport options in POPLAR_ENGINE_OPTIONS (what Lightning's
+    IPUStrategy(autoreport=True) and PopTorch users set), else nowhere."""
+    if profile_dir:
+        return profile_dir
+    text = os.environ.get("POPLAR_ENGINE_OPTIONS")
+    if not text:
+        return None
+    try:
+        engine = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise Error(f"POPLAR_ENGINE_OPTIONS is not valid JSON ({e}): set it to an object "
+                    'such as {"autoReport.all": "true", "autoReport.directory": "./report"}'
+                    ) from None
+    if not isinstance(engine, dict):
+        raise Error("POPLAR_ENGINE_OPTIONS must be a JSON object, such as "
+                    '{"autoReport.all": "true", "autoReport.directory": "./report"}')
+    wanted = any(key.startswith("autoReport.") and key != "autoReport.directory" and
+                 str(value).lower() == "true" for key, value in engine.items())
+    return str(engine.get("autoReport.directory", ".")) if wanted else None
+
+
 class Options:
     """What a model is compiled and run with (PopTorch's poptorch.Options)."""
 
@@ -122,6 +145,7 @@ class Options:
         "available_memory_proportion": None,
         "stochastic_rounding": False,
         "partials_type": "float",
+        "profile_dir": None,
     }
 
     def __init__(self):
@@ -171,6 +195,15 @@ class Options:
         if isinstance(random_seed, bool) or not isinstance(random_seed, int) or random_seed < 0:
             raise Error(f"randomSeed must be a non-negative integer, got {random_seed!r}")
         self._values["random_seed"] = random_seed
+        return self
+
+    def enableProfiling(self, profile_dir=None):
+        """Writes the report page of every compile (PopTorch's
+        enableProfiling): PROFILE_DIR/training/report.html or
+        PROFILE_DIR/inference/report.html (default: the current directory).
+        Setting Poplar's autoReport options in POPLAR_ENGINE_OPTIONS does the
+        same."""
+        self._values["profile_dir"] = str(profile_dir) if profile_dir else "."
         return self
 
     def enableExecutableCaching(self, path):
@@ -250,6 +283,7 @@ class Options:
                     ReductionType[v]),
             "random_seed": lambda v: self.randomSeed(v) if v is not None else None,
             "cache_dir": self.enableExecutableCaching,
+            "profile_dir": lambda v: self.enableProfiling(v) if v else None,
             "available_memory_proportion":
                 lambda v: self.setAvailableMemoryProportion({"IPU0": v}) if v else None,
             "stochastic_rounding": self.Precision.enableStochasticRounding,
@@ -335,6 +369,9 @@ class Options:
             options["available_memory_proportion"] = self._values["available_memory_proportion"]
         if self._values["cache_dir"]:
             options["cache_dir"] = self._values["cache_dir"]
+        report = _report_directory(self._values["profile_dir"])
+        if report:
+            options["report"] = os.path.join(report, "training" if training else "inference")
         if training:
             options["gradient_accumulation"] = self._values["gradient_accumulation"]
             options["accumulation_reduction"] = self._values["accumulation_reduction"].lower()

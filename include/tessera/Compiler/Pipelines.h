@@ -147,6 +147,9 @@ struct IPUPipelineOptions {
   /// Where ipu-allocate-memory writes the report page of a program that
   /// does not fit (none if empty).
   std::string reportDir;
+  /// Whether it also writes it when the program fits (an executable's
+  /// report, written after, has more).
+  bool reportWhenItFits = true;
   /// ipu-plan-tiles' `explain`: a remark per op on its plan.
   bool explainPlans = false;
   /// Pipeline stages a training step's activations are stashed for

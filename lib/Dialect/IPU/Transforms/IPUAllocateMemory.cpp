@@ -76,7 +76,7 @@ struct IPUAllocateMemory
       }
       return signalPassFailure();
     }
-    if (!reportDir.empty())
+    if (!reportDir.empty() && reportWhenItFits)
       if (llvm::Error err = writeReport(*program, *target, nullptr, "", pool))
         module.emitWarning("the report could not be written to '")
             << reportDir << "': " << llvm::toString(std::move(err));

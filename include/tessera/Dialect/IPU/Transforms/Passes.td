@@ -291,6 +291,9 @@ def IPUAllocateMemory : Pass<"ipu-allocate-memory", "::mlir::ModuleOp"> {
   let options = [
     Option<"reportDir", "report", "std::string", /*default=*/"",
            "Write the report page to this directory (also when the program does not fit)">,
+    Option<"reportWhenItFits", "report-when-it-fits", "bool", /*default=*/"true",
+           "With report: write it also when the program fits (false when an "
+           "executable's fuller report follows)">,
   ];
 }
 
