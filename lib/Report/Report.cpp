@@ -93,28 +93,28 @@ json::Object planOf(const ComputeSet &cs, const MachineProgram &program) {
   return plan;
 }
 
-/// What part of a step its step belongs to. The program has no phase
-/// marks: a training step's program is its forward ops, the loss (located
-/// "loss"), the backward ops, and the optimizer's (located "optimizer"),
-/// in that order, and the all-reduce of the gradients between.
+/// What part of a training step a step belongs to: the backward pass is
+/// what graph-autodiff added (Step::backward), the update the optimizer's
+/// ops (located "optimizer") and what runs once per weight update, the
+/// loss what graph-build-loss added (located "loss"); the rest is forward.
 struct PhaseOf {
-  int64_t firstLoss = -1;
   bool training = false;
   PhaseOf(const MachineProgram &program, const ExecutableMetadata *meta) {
-    for (size_t t = 0; t < program.steps.size() && firstLoss < 0; ++t)
-      if (program.stepLocation(t) == "loss")
-        firstLoss = t;
-    training = meta ? !meta->loss.empty() || !meta->optimizer.empty() : firstLoss >= 0;
+    training = meta ? !meta->loss.empty() || !meta->optimizer.empty()
+                    : llvm::any_of(program.steps, [](const Step &s) { return s.backward; });
   }
   llvm::StringRef operator()(const MachineProgram &program, int64_t t) const {
-    if (program.steps[t].kind == Step::Kind::AllReduce)
+    const Step &step = program.steps[t];
+    if (step.kind == Step::Kind::AllReduce)
       return "all-reduce";
-    std::string location = program.stepLocation(t);
-    if (location == "optimizer" || program.steps[t].perUpdate)
-      return "update";
-    if (!training || firstLoss < 0 || t < firstLoss)
+    if (!training)
       return "forward";
-    return location == "loss" ? "loss" : "backward";
+    std::string location = program.stepLocation(t);
+    if (location == "optimizer" || step.perUpdate)
+      return "update";
+    if (step.backward)
+      return "backward";
+    return location == "loss" ? "loss" : "forward";
   }
 };
 

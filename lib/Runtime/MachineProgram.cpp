@@ -1815,6 +1815,8 @@ json::Value MachineProgram::toJSON() const {
                        s.index}};
     if (s.perUpdate)
       step["per_update"] = true;
+    if (s.backward)
+      step["backward"] = true;
     stepList.push_back(std::move(step));
   }
   return json::Object{{"variables", std::move(vars)},
@@ -1998,6 +2000,12 @@ Expected<MachineProgram> MachineProgram::fromJSON(const json::Value &value) {
           r.problem(path + ".per_update", "must be true or false");
         else
           p.steps.back().perUpdate = *flag->getAsBoolean();
+      }
+      if (const json::Value *flag = o->get("backward"); flag && !r.failed()) {
+        if (!flag->getAsBoolean())
+          r.problem(path + ".backward", "must be true or false");
+        else
+          p.steps.back().backward = *flag->getAsBoolean();
       }
     }
 

@@ -51,9 +51,10 @@ def test_ipu_model_and_reference_match_pytorch(name, opset, tmp_path):
 def test_out_of_tile_memory_names_the_tile_and_the_variables(tmp_path):
     """resnet18 on a 64-tile chip does not fit: the compile fails with the
     report (tile, bytes needed vs available, largest variables by category),
-    writes the partial memory report, and leaves no executable behind."""
+    writes the report page of what each tile would need, and leaves no
+    executable behind."""
     onnx_path, tess = tmp_path / "resnet18.onnx", tmp_path / "resnet18.tess"
-    report = tmp_path / "memory.json"
+    report = tmp_path / "report"
     export_model.export("resnet18", str(onnx_path), 17)
     result = run([tool("tessera-compile"), str(onnx_path), "--tiles-per-ipu", "64",
                   "--report", str(report), "-o", str(tess)])
@@ -66,4 +67,4 @@ def test_out_of_tile_memory_names_the_tile_and_the_variables(tmp_path):
     for category in ["weights", "activations", "temporaries", "code"]:
         assert category in err, err
     assert not tess.exists()
-    assert report.exists()
+    assert (report / "report.html").exists() and (report / "report.json").exists()

@@ -345,6 +345,11 @@ int fail() { return 1; }
 std::optional<FileLineColLoc> sourcePosition(Location loc) {
   if (auto name = dyn_cast<NameLoc>(loc))
     return sourcePosition(name.getChildLoc());
+  // A backward op's location is its forward op's, marked (markBackward).
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location l : fused.getLocations())
+      if (auto position = sourcePosition(l))
+        return position;
   auto file = dyn_cast<FileLineColLoc>(loc);
   if (file && file.getLine() > 0)
     return file;

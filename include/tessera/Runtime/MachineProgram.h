@@ -248,6 +248,9 @@ struct Step {
   /// keep the old state, it is skipped, as Poplar runs the update outside
   /// the accumulation loop.
   bool perUpdate = false;
+  /// Of the backward pass (graph-autodiff's ops): for reports, which split
+  /// a training step's cycles into forward, backward and update.
+  bool backward = false;
 };
 
 struct MachineProgram {

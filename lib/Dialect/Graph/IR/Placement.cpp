@@ -66,4 +66,22 @@ void completePlacement(Block &block) {
   }
 }
 
+Location markBackward(Location loc) {
+  if (isBackwardLocation(loc))
+    return loc;
+  return FusedLoc::get(loc.getContext(), {loc},
+                       StringAttr::get(loc.getContext(), kBackwardAttrName));
+}
+
+bool isBackwardLocation(Location loc) {
+  bool found = false;
+  loc->walk([&](Location l) {
+    auto fused = dyn_cast<FusedLoc>(l);
+    auto tag = fused ? dyn_cast_or_null<StringAttr>(fused.getMetadata()) : StringAttr();
+    found = tag && tag.getValue() == kBackwardAttrName;
+    return found ? WalkResult::interrupt() : WalkResult::advance();
+  });
+  return found;
+}
+
 } // namespace tessera::graph

@@ -222,8 +222,10 @@ struct GraphAutodiff : impl::GraphAutodiffBase<GraphAutodiff> {
     for (Operation &op : llvm::make_range(
              lastForward ? std::next(lastForward->getIterator()) : main.front().begin(),
              ret->getIterator()))
-      if (op.getNumOperands() > 0)
+      if (op.getNumOperands() > 0) {
         op.setAttr(kBackwardAttrName, builder.getUnitAttr());
+        op.setLoc(markBackward(op.getLoc()));
+      }
     setResults(main, results, resultAttrs);
     completePlacement(main.front());
   }

@@ -94,13 +94,16 @@ LogicalResult TargetAttr::verify(function_ref<InFlightDiagnostic()> emitError, S
 }
 
 std::string locationName(Location loc, StringRef fallback) {
-  if (auto fused = dyn_cast<FusedLoc>(loc))
-    for (Location l : fused.getLocations())
-      if (auto n = dyn_cast<NameLoc>(l))
-        return n.getName().str();
-  if (auto n = dyn_cast<NameLoc>(loc))
-    return n.getName().str();
-  return fallback.str();
+  // The first name, looking into fused locations (an op fused from others,
+  // a backward op's marked location) and their children.
+  std::string name = fallback.str();
+  loc->walk([&](Location l) {
+    auto n = dyn_cast<NameLoc>(l);
+    if (n)
+      name = n.getName().str();
+    return n ? WalkResult::interrupt() : WalkResult::advance();
+  });
+  return name;
 }
 
 FailureOr<target::IPUTarget> getTarget(ModuleOp module) {

@@ -159,6 +159,7 @@ FailureOr<runtime::MachineProgram> exportMachineProgram(ModuleOp module) {
       c.dstOffsets.assign(copy.getDestOffsets().begin(), copy.getDestOffsets().end());
       program.steps.push_back({runtime::Step::Kind::Copy,
                                static_cast<int64_t>(program.copies.size())});
+      program.steps.back().backward = graph::isBackwardLocation(copy.getLoc());
       program.copies.push_back(std::move(c));
       vars[copy.getResult()] = *dst;
       continue;
@@ -235,6 +236,7 @@ FailureOr<runtime::MachineProgram> exportMachineProgram(ModuleOp module) {
       }
       program.steps.push_back({runtime::Step::Kind::Compute,
                                static_cast<int64_t>(program.computeSets.size())});
+      program.steps.back().backward = graph::isBackwardLocation(cs.getLoc());
       program.computeSets.push_back(std::move(set));
       continue;
     }

@@ -32,6 +32,11 @@ inline constexpr llvm::StringLiteral kPerUpdateAttrName = "graph.per_update";
 inline constexpr llvm::StringLiteral kMicroBatchCounterAttrName = "graph.micro_batch_counter";
 /// On the ops graph-autodiff adds: the backward pass.
 inline constexpr llvm::StringLiteral kBackwardAttrName = "graph.backward";
+/// The same mark in their locations (`loc(fused<"graph.backward">[...])`),
+/// which, unlike an attribute, outlives the rewrites down to the machine
+/// program (reports split a training step's cycles with it).
+mlir::Location markBackward(mlir::Location loc);
+bool isBackwardLocation(mlir::Location loc);
 /// On an op whose results graph-recompute keeps (a user's checkpoint).
 inline constexpr llvm::StringLiteral kCheckpointAttrName = "graph.checkpoint";
 /// On @main when its loss is scaled (graph-loss-scaling): "static" or
