@@ -10,6 +10,7 @@ lazily: on copyWeightsToHost, and when the executor's parameters(),
 named_parameters() or state_dict() are read.
 """
 import inspect
+import keyword
 import os
 import re
 import tempfile
@@ -37,8 +38,11 @@ _INPUT_TYPES = {
 _HALF = (torch.float16, torch.bfloat16)
 
 
-def _trace(model, example):
-    """torch.jit.trace of `model` at `example`, and the model's outputs.
+def _trace(model, example, call):
+    """torch.jit.trace of `model` at `example`, the tensors of `call`, the
+    model's outputs, and whether it was traced through _flat_call (when the
+    call is more than tensors in the forward's leading parameters, or the
+    outputs more than tensors).
 
     PyTorch's CPU kernels mostly lack fp16 (a model.half() cannot run on the
     host), so a model with 16-bit float weights or inputs is traced as an
@@ -48,26 +52,34 @@ def _trace(model, example):
     tensors = dict(model.named_parameters())
     tensors.update(model.named_buffers())
     half = {n for n, t in tensors.items() if t.dtype in _HALF}
-    if not half and not any(e.dtype in _HALF for e in example):
-        outputs = model(*example)
-        return torch.jit.trace(model, example, check_trace=False, strict=False), outputs
-    import copy
-    widened = copy.deepcopy(model)
-    with torch.no_grad():
-        for name, t in list(widened.named_parameters()) + list(widened.named_buffers()):
-            if name in half:
-                t.data = t.data.float()
-    wide_example = tuple(e.float() if e.dtype in _HALF else e for e in example)
-    outputs = widened(*wide_example)
-    traced = torch.jit.trace(widened, wide_example, check_trace=False, strict=False)
+    widened = model
+    if half or any(e.dtype in _HALF for e in example):
+        import copy
+        widened = copy.deepcopy(model)
+        with torch.no_grad():
+            for name, t in list(widened.named_parameters()) + list(widened.named_buffers()):
+                if name in half:
+                    t.data = t.data.float()
+        example = tuple(e.float() if e.dtype in _HALF else e for e in example)
+    target = widened if call.plain else _flat_call(widened, call)
+    outputs = target(*example)
+    if target is widened and _flatten(outputs)[1] != _flatten(outputs, tensors_only=True)[1]:
+        target = _flat_call(widened, call)  # None or numbers among the outputs
+        outputs = target(*example)
+    outputs = getattr(target, "outputs", outputs)
+    traced = torch.jit.trace(target, example, check_trace=False, strict=False)
+    if widened is model:
+        return traced, outputs, target is not widened
     # The trace holds the copy's tensors, which its two runs (in training
     # mode) updated: batch norms' running statistics and step counts. It
     # takes the model's own values, in their own types.
+    prefix = "" if target is widened else "model."
     with torch.no_grad():
         for name, t in list(traced.named_parameters()) + list(traced.named_buffers()):
+            name = name[len(prefix):] if name.startswith(prefix) else name
             if name in tensors:
                 t.data = tensors[name].detach().clone()
-    return traced, outputs
+    return traced, outputs, target is not widened
 
 
 # The training executor of each module: an inference model of the same
@@ -88,60 +100,173 @@ def identity_loss(x, reduction):
     raise Error(f"identity_loss: reduction must be 'sum', 'mean' or 'none', got {reduction!r}")
 
 
-def _flatten(value):
-    if isinstance(value, torch.Tensor):
-        return [value]
+# Arguments and outputs as PopTorch takes them: tensors, nested in tuples,
+# lists and dicts, with None, Python numbers and strings among them. A
+# spec is that nesting with every tensor a numbered leaf and everything
+# else a constant: ("tensor", i), ("const", value), ("tuple" | "list",
+# [specs]) or ("dict", type, [(key, spec)]). The traced function takes the
+# tensors alone, in the spec's order; the constants are compiled in.
+_CONSTANTS = (type(None), bool, int, float, complex, str)
+
+
+def _split(value, where, name, leaves, names):
+    """`value`'s spec; its tensors are appended to `leaves`, named for the
+    traced function (`names`) after their place in it."""
+    if isinstance(value, (torch.Tensor, np.ndarray)):
+        leaves.append(value)
+        names.append(name)
+        return ("tensor", len(leaves) - 1)
+    if isinstance(value, _CONSTANTS):
+        return ("const", value)
     if isinstance(value, (tuple, list)):
-        return [t for v in value for t in _flatten(v)]
+        kind = "tuple" if isinstance(value, tuple) else "list"
+        return (kind, [_split(v, f"{where}[{i}]", f"{name}_{i}", leaves, names)
+                       for i, v in enumerate(value)])
     if isinstance(value, dict):
-        return [t for v in value.values() for t in _flatten(v)]
-    raise Error(f"the model returns a {type(value).__name__}; outputs must be tensors, "
-                "or tuples, lists or dicts of them")
+        return ("dict", type(value),
+                [(k, _split(v, f"{where}[{k!r}]", f"{name}_{k}", leaves, names))
+                 for k, v in value.items()])
+    raise Error(f"{where} is a {type(value).__name__}: the model takes tensors, tuples, "
+                "lists and dicts of them, None, and Python numbers and strings")
 
 
-def _skeleton(value):
-    """`value`'s nesting with every tensor an empty placeholder (keeps no
-    data or autograd graph alive)."""
-    if isinstance(value, torch.Tensor):
-        return torch.empty(0)
-    if isinstance(value, dict):
-        return type(value)((k, _skeleton(v)) for k, v in value.items())
-    items = [_skeleton(v) for v in value]
-    return tuple(items) if isinstance(value, tuple) else items
+def _join(spec, leaves):
+    """The value of `spec` with its tensors taken from `leaves`."""
+    kind = spec[0]
+    if kind == "tensor":
+        return leaves[spec[1]]
+    if kind == "const":
+        return spec[1]
+    if kind == "dict":
+        return spec[1]((k, _join(v, leaves)) for k, v in spec[2])
+    items = [_join(v, leaves) for v in spec[1]]
+    return tuple(items) if kind == "tuple" else items
 
 
-def _rebuild(structure, flat):
-    """`flat` tensors (an iterator) in the nesting of `structure`, the
-    model's traced output: a tensor, or tuples, lists and dicts of them."""
-    if isinstance(structure, torch.Tensor):
-        return next(flat)
-    if isinstance(structure, dict):
-        return type(structure)((k, _rebuild(v, flat)) for k, v in structure.items())
-    items = [_rebuild(v, flat) for v in structure]
-    return tuple(items) if isinstance(structure, tuple) else items
+def _shape_of(spec):
+    """`spec` without its constants' values: what must match for a call to
+    run the compiled model."""
+    kind = spec[0]
+    if kind in ("tensor", "const"):
+        return kind
+    if kind == "dict":
+        return ("dict", tuple((k, _shape_of(v)) for k, v in spec[2]))
+    return (kind, tuple(_shape_of(v) for v in spec[1]))
 
 
-def _keyword_call(model, names):
-    """A module whose forward(names...) calls `model` with them by keyword:
-    what is traced when a call names inputs that are not the forward's
-    first ones in order (`model(input_ids, token_type_ids=t)`). Its forward
-    is written out so the trace names its inputs; the names are Python
-    identifiers from the model's own signature."""
-    source = (f"def forward(self, {', '.join(names)}):\n"
-              f"    return self.model({', '.join(f'{n}={n}' for n in names)})\n")
+def _has_tensor(spec):
+    kind = spec[0]
+    if kind in ("tensor", "const"):
+        return kind == "tensor"
+    return any(_has_tensor(v) for v in (spec[1] if kind != "dict" else [v for _, v in spec[2]]))
+
+
+def _flatten(value, where="the model's output", tensors_only=False):
+    """The tensors of a model's output and its spec; `tensors_only`, the
+    spec of the same nesting with only its tensors (what a trace can
+    return)."""
+    leaves = []
+    spec = _split(value, where, "output", leaves, [])
+    return leaves, (_drop_constants(spec) if tensors_only else spec)
+
+
+def _drop_constants(spec):
+    kind = spec[0]
+    if kind == "dict":
+        return ("dict", spec[1], [(k, _drop_constants(v)) for k, v in spec[2]
+                                  if _drop_constants(v) is not None])
+    if kind in ("tuple", "list"):
+        return (kind, [d for d in map(_drop_constants, spec[1]) if d is not None])
+    return spec if kind == "tensor" else None
+
+
+def _identifier(name, taken):
+    """`name` as a unique Python identifier (the traced function's input)."""
+    name = re.sub(r"\W", "_", name)
+    if not name or name[0].isdigit() or keyword.iskeyword(name):
+        name = "input_" + name
+    base, n = name, 1
+    while name in taken:
+        name, n = f"{base}_{n}", n + 1
+    taken.add(name)
+    return name
+
+
+class _Call:
+    """One call's arguments, bound to the model's forward: their tensors in
+    signature order (with names), and the spec that rebuilds the rest."""
+
+    def __init__(self, model, args, kwargs):
+        self.signature = inspect.signature(model.forward)
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise Error(f"the inputs do not fit {type(model).__name__}.forward: {e}") from None
+        self.arguments = list(bound.arguments)
+        self.tensors, raw, taken = [], [], set()
+        self.specs = []
+        for name, value in bound.arguments.items():
+            self.specs.append(_split(value, f"argument '{name}'", name, self.tensors, raw))
+        self.names = [_identifier(n, taken) for n in raw]
+        parameters = list(self.signature.parameters.values())
+        # The model can be traced directly when its leading parameters get a
+        # tensor each; anything else is traced through a module that takes
+        # the tensors and calls the model with the rest rebuilt.
+        self.plain = (all(s[0] == "tensor" for s in self.specs) and
+                      self.arguments == [p.name for p in parameters[:len(self.arguments)]] and
+                      all(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+                          for p in parameters[:len(self.arguments)]))
+
+    def shape(self):
+        """Where the tensors are: what the compiled model takes. Arguments
+        holding none (None, numbers) are compiled in: `constants()`."""
+        return tuple((n, _shape_of(s)) for n, s in zip(self.arguments, self.specs)
+                     if _has_tensor(s))
+
+    def constants(self):
+        return list(zip(self.arguments, self.specs))
+
+    def rebuild(self, leaves):
+        """(args, kwargs) of the call, its tensors taken from `leaves`."""
+        arguments = {n: _join(s, leaves) for n, s in zip(self.arguments, self.specs)}
+        bound = inspect.BoundArguments(self.signature, arguments)
+        return bound.args, bound.kwargs
+
+    def describe(self):
+        return ", ".join(self.names) if self.names else "no tensors"
+
+
+def _flat_call(model, call):
+    """A module whose forward takes `call`'s tensors (named as `call` names
+    them, so the trace's inputs are) and returns the model's output
+    tensors, flattened: what is traced when a call is more than tensors in
+    the forward's leading parameters, or an output is more than tensors.
+    The model's full output (constants included) is kept in `.outputs`
+    after each run. The names are Python identifiers made by _identifier."""
+    params = ", ".join(["self"] + call.names)
+    source = (f"def forward({params}):\n"
+              f"    return self._run([{', '.join(call.names)}])\n")
     namespace = {}
-    exec(source, namespace)  # noqa: S102 -- identifiers from inspect.signature only
-    wrapper = type("KeywordCall", (torch.nn.Module,), {"forward": namespace["forward"]})()
+    exec(source, namespace)  # noqa: S102 -- identifiers made by _identifier only
+
+    def run(self, leaves):
+        args, kwargs = call.rebuild(leaves)
+        self.outputs = self.model(*args, **kwargs)
+        flat, _ = _flatten(self.outputs)
+        return flat[0] if len(flat) == 1 else tuple(flat)
+
+    wrapper = type("FlatCall", (torch.nn.Module,), {"forward": namespace["forward"],
+                                                     "_run": run})()
     wrapper.model = model
     return wrapper
 
 
-def _as_array(value, index):
+def _as_array(value, name):
     if isinstance(value, torch.Tensor):
         return value.detach().cpu().contiguous().numpy()
     if isinstance(value, np.ndarray):
         return value
-    raise Error(f"argument {index} is a {type(value).__name__}; the model takes tensors")
+    raise Error(f"input '{name}' is a {type(value).__name__}; the model takes tensors")
 
 
 class _Executor:
@@ -162,8 +287,11 @@ class _Executor:
         self._executable = None    # _tessera.Executable, while attached
         self._signature = None     # [(name, dtype, shape)] of one call's inputs
         self._micro_batch = None
-        self._output_structure = None  # the model's output nesting
-        self._keyword_names = None  # inputs passed by keyword (see _positional)
+        self._output_spec = None   # the model's output nesting (_split)
+        self._call_shape = None    # the compiled call's nesting (_Call.shape)
+        self._call_specs = None    # ... with its constants' values
+        self._call_names = None    # its tensors' names
+        self._wrapped = False      # traced through _flat_call
         self._host_stale = False   # the device's weights are newer
         self._steps_unsynced = 0   # micro-batches run since the host's copy
         self._updates = 0          # training calls run (the weights' version)
@@ -176,15 +304,22 @@ class _Executor:
     # -- PopTorch's interface ------------------------------------------------
 
     def __call__(self, *args, **kwargs):
-        args = self._positional(args, kwargs)
+        call = _Call(self._model, args, kwargs)
         trainer = self._trainer()
         if trainer is not None and self._trained_version != trainer._updates:
             self._path = self._executable = None  # trained since: new weights
+        if (self._path is not None and call.shape() == self._call_shape and
+                call.constants() != self._call_specs):
+            # The same inputs with other constants (None for a tensor, a
+            # Python number) compile in: compiled again, with the weights
+            # the device has.
+            self.copyWeightsToHost()
+            self._path = self._executable = None
         if self._path is None:
-            self._compile(args, self._executable_path())
+            self._compile(call, self._executable_path())
         if self._executable is None:
             self.attachToDevice()
-        arrays = self._check_call(args)
+        arrays = self._check_call(call)
         outputs = self._executable.run(arrays)
         if self._training:
             self._host_stale = True
@@ -193,19 +328,19 @@ class _Executor:
                 steps *= 1 if name == "replicas" else v
             self._steps_unsynced += steps
             self._updates += 1
-        return _rebuild(self._output_structure, iter(torch.from_numpy(o) for o in outputs))
+        return _join(self._output_spec, [torch.from_numpy(o) for o in outputs])
 
     def compile(self, *args, **kwargs):
         """Compiles for these inputs (as the first call would) without running;
         attaches to the device unless the options name an offline target."""
-        self._compile(self._positional(args, kwargs), self._executable_path())
+        self._compile(_Call(self._model, args, kwargs), self._executable_path())
         if self._executable is None and not self._options._values["compile_only"]:
             self.attachToDevice()
 
     def compileAndExport(self, filename, *args, export_model=True, **kwargs):
         """Compiles for these inputs into `filename`, a .tess that
         tessera.load (or tessera-run) runs."""
-        self._compile(self._positional(args, kwargs), str(filename))
+        self._compile(_Call(self._model, args, kwargs), str(filename))
 
     def isCompiled(self):
         return self._path is not None
@@ -317,39 +452,9 @@ class _Executor:
 
     def _state_key(self, name):
         name = name[len("self."):] if name.startswith("self.") else name
-        if self._keyword_names is not None and name.startswith("model."):
-            name = name[len("model."):]  # traced through _keyword_call
+        if self._wrapped and name.startswith("model."):
+            name = name[len("model."):]  # traced through _flat_call
         return name
-
-    def _positional(self, args, kwargs):
-        """The call's tensors in the order the model was (or will be) traced
-        with: positional as given, or, with keywords, bound to the forward's
-        signature -- a call that names a later input than the ones before it
-        is traced through _keyword_call."""
-        if not kwargs:
-            if self._keyword_names is not None:
-                raise Error("the model was compiled for the inputs "
-                            f"{', '.join(self._keyword_names)} by keyword; pass them so")
-            return args
-        try:
-            bound = inspect.signature(self._model.forward).bind(*args, **kwargs)
-        except TypeError as e:
-            raise Error(f"the inputs do not fit {type(self._model).__name__}.forward: {e}") \
-                from None
-        names = list(bound.arguments)
-        parameters = list(inspect.signature(self._model.forward).parameters)
-        if any(inspect.signature(self._model.forward).parameters[n].kind in
-               (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
-               for n in names):
-            raise Error("a forward that takes *args or **kwargs needs its inputs positionally")
-        leading = names == parameters[:len(names)]
-        if self._signature is None:
-            self._keyword_names = None if leading else names
-        elif names != (self._keyword_names or parameters[:len(self._signature)]):
-            compiled = self._keyword_names or parameters[:len(self._signature)]
-            raise Error(f"the model was compiled for the inputs {', '.join(compiled)}; "
-                        f"got {', '.join(names)}")
-        return tuple(bound.arguments.values())
 
     def _factors(self):
         """The host batch's factors past the micro-batch, as (name, value)."""
@@ -368,28 +473,32 @@ class _Executor:
             total *= v
         return " x ".join(parts) + f" = {total} samples"
 
-    def _compile(self, args, path):
-        if not args:
-            raise Error("the model needs example inputs to compile (call it, or "
-                        "compile(*args), with a batch)")
+    def _combined(self):
+        combined = 1
+        for _, v in self._factors():
+            combined *= v
+        return combined
+
+    def _compile(self, call, path):
         trainer = self._trainer()
         if trainer is not None:
             trainer.copyWeightsToHost()
             self._trained_version = trainer._updates
-        arrays = [_as_array(a, i) for i, a in enumerate(args)]
-        combined = 1
-        for _, v in self._factors():
-            combined *= v
-        for i, a in enumerate(arrays):
-            if a.ndim == 0 or a.shape[0] % combined or a.shape[0] == 0:
-                factors = " x ".join(f"{n} {v}" for n, v in self._factors())
-                raise Error(f"argument {i} has {a.shape[0] if a.ndim else 0} samples in "
-                            f"dimension 0, not a positive multiple of {factors} = {combined}")
-        micro = arrays[0].shape[0] // combined
-        example = tuple(torch.from_numpy(a[:micro].copy()) for a in arrays)
+        arrays = [_as_array(a, n) for a, n in zip(call.tensors, call.names)]
+        combined = self._combined()
+        factors = " x ".join(f"{n} {v}" for n, v in self._factors())
+        for name, a in zip(call.names, arrays):
+            if a.ndim == 0:
+                if combined != 1:
+                    raise Error(f"input '{name}' is a 0-d tensor: with {factors} = {combined} "
+                                "every input needs a batch dimension to split")
+            elif a.shape[0] % combined or a.shape[0] == 0:
+                raise Error(f"input '{name}' has {a.shape[0]} samples in dimension 0, not a "
+                            f"positive multiple of {factors} = {combined}")
+        batched = [a for a in arrays if a.ndim > 0]
+        micro = batched[0].shape[0] // combined if batched else 1
+        example = tuple(torch.from_numpy((a[:micro] if a.ndim else a).copy()) for a in arrays)
         model = self._model
-        traced_model = model if self._keyword_names is None else \
-            _keyword_call(model, self._keyword_names)
         was_training = model.training
         model.train(self._training)
         # Tracing runs the model: keep its buffers (running statistics) as
@@ -400,7 +509,7 @@ class _Executor:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", torch.jit.TracerWarning)
                 with _blocks._Tracing(self._options._strategy) as placed:
-                    traced, outputs = _trace(traced_model, example)
+                    traced, outputs, self._wrapped = _trace(model, example, call)
             torch_dir = os.path.dirname(torch.__file__)
             for w in caught:
                 # Warnings from inside torch are about its own checks, not the
@@ -417,7 +526,7 @@ class _Executor:
         pt = os.path.join(self._dir.name, "model.pt")
         traced.save(pt)
         names = [re.sub(r"\.\d+$", "", i.debugName()) for i in traced.graph.inputs()][1:]
-        flat = _flatten(outputs)
+        flat, output_spec = _flatten(outputs)
         options = self._options._compile_options(self._training)
         rules = _blocks.block_rules(model, self._options._strategy)
         if (rules or placed.ipus) and "layers_per_ipu" in options:
@@ -429,7 +538,7 @@ class _Executor:
         if rules:
             # Op names are the traced module's paths: the keyword wrapper
             # adds its own prefix.
-            prefix = "model." if traced_model is not model else ""
+            prefix = "model." if self._wrapped else ""
             options["blocks"] = [prefix + r for r in rules]
             ipus = 1 + max(int(r.split("=")[1].split(":")[0]) for r in rules)
             options["num_ipus"] = max(options.get("num_ipus", 1), ipus)
@@ -451,23 +560,29 @@ class _Executor:
                 options["loss_scaling"] = repr(float(scale))
         _tessera.compile(pt, str(path), options)
         self.compilations += 1
-        self._signature = [(n, e.dtype, tuple(e.shape[1:])) for n, e in zip(names, example)]
+        self._signature = [(n, e.dtype, tuple(e.shape[1:]) if e.dim() else None)
+                           for n, e in zip(names, example)]
         self._micro_batch = micro
-        self._output_structure = _skeleton(outputs)
+        self._output_spec = output_spec
+        self._call_shape, self._call_specs = call.shape(), call.constants()
+        self._call_names = call.names
         if str(path) == self._executable_path():
             self._path = str(path)
 
-    def _check_call(self, args):
-        if len(args) != len(self._signature):
-            raise Error(f"the model was compiled for {len(self._signature)} inputs, got "
-                        f"{len(args)}")
+    def _check_call(self, call):
+        if call.shape() != self._call_shape:
+            raise Error(f"the model was compiled for the inputs {', '.join(self._call_names)}; "
+                        f"got {call.describe()} (another executor of the model compiles "
+                        "for these)")
         arrays = []
-        for i, (a, (name, dtype, rest)) in enumerate(zip(args, self._signature)):
-            a = _as_array(a, i)
-            expected = self._micro_batch
-            for _, v in self._factors():
-                expected *= v
-            if a.ndim == 0 or a.shape[0] != expected or tuple(a.shape[1:]) != rest:
+        expected = self._micro_batch * self._combined()
+        for a, (name, dtype, rest) in zip(call.tensors, self._signature):
+            a = _as_array(a, name)
+            if rest is None:
+                if a.ndim != 0:
+                    raise Error(f"input '{name}' has shape {tuple(a.shape)}; the model was "
+                                "compiled for a 0-d tensor")
+            elif a.ndim == 0 or a.shape[0] != expected or tuple(a.shape[1:]) != rest:
                 raise Error(f"input '{name}' has shape {tuple(a.shape)}; the model was compiled "
                             f"for {(expected,) + rest}: {self._describe_batch()} per call")
             arrays.append(a)
