@@ -9,6 +9,7 @@ between calls. The host's copy of the weights is brought up to date
 lazily: on copyWeightsToHost, and when the executor's parameters(),
 named_parameters() or state_dict() are read.
 """
+import copyreg
 import inspect
 import keyword
 import os
@@ -206,7 +207,7 @@ class _Call:
         self.tensors, raw, taken = [], [], set()
         self.specs = []
         for name, value in bound.arguments.items():
-            self.specs.append(_split(value, f"argument '{name}'", name, self.tensors, raw))
+            self.specs.append(_split(value, f"argument {name}", name, self.tensors, raw))
         self.names = [_identifier(n, taken) for n in raw]
         parameters = list(self.signature.parameters.values())
         # The model can be traced directly when its leading parameters get a
@@ -269,6 +270,92 @@ def _as_array(value, name):
     raise Error(f"input '{name}' is a {type(value).__name__}; the model takes tensors")
 
 
+# The user's module in sync with the device, as PopTorch keeps it: after a
+# training call, reading the module's parameters or buffers (net.fc.weight,
+# net.state_dict(), net.parameters()), calling it on the CPU or pickling it
+# first copies the device's weights into it. Each of its modules' class is
+# swapped for a subclass that does so (the same subclass for every instance
+# of a class); destroy() swaps them back. A reference to a tensor taken
+# before training sees the new values once anything above has been read:
+# they are copied into the same tensors.
+_SYNCED = {}  # original class -> its syncing subclass
+
+
+def _sync(module):
+    ref = module.__dict__.get("_tessera_executor")
+    executor = ref() if ref is not None else None
+    if executor is not None:
+        executor._sync_host()
+
+
+def _synced_class(cls):
+    sub = _SYNCED.get(cls)
+    if sub is not None:
+        return sub
+
+    def synced(method):
+        def call(self, *args, **kwargs):
+            _sync(self)
+            return method(self, *args, **kwargs)
+        call.__name__ = method.__name__
+        call.__doc__ = method.__doc__
+        return call
+
+    def reduce_ex(self, protocol):
+        # Pickled (torch.save, copy.deepcopy) as the user's own class, with
+        # the device's weights and without the link to the executor.
+        _sync(self)
+        state = {k: v for k, v in self.__dict__.items() if k != "_tessera_executor"}
+        return copyreg._reconstructor, (cls, object, None), state
+
+    namespace = {name: synced(getattr(cls, name)) for name in (
+        "__getattr__", "state_dict", "parameters", "named_parameters", "buffers",
+        "named_buffers", "__call__")}
+    namespace.update(__reduce_ex__=reduce_ex, __module__=cls.__module__,
+                     __qualname__=cls.__qualname__, _tessera_original=cls)
+    sub = _SYNCED[cls] = type(cls.__name__, (cls,), namespace)
+    return sub
+
+
+def _keep_in_sync(model, executor):
+    ref = weakref.ref(executor)
+    for module in model.modules():
+        object.__setattr__(module, "_tessera_executor", ref)
+        module.__class__ = _synced_class(getattr(type(module), "_tessera_original",
+                                                 type(module)))
+
+
+def _release(model):
+    for module in model.modules():
+        module.__dict__.pop("_tessera_executor", None)
+        original = getattr(type(module), "_tessera_original", None)
+        if original is not None:
+            module.__class__ = original
+
+
+class _Unsynced:
+    """The model's own classes while it is traced (TorchScript records them)."""
+
+    def __init__(self, model):
+        self.model = model
+        self.swapped = []
+
+    def __enter__(self):
+        for module in self.model.modules():
+            original = getattr(type(module), "_tessera_original", None)
+            if original is not None:
+                self.swapped.append((module, module.__class__,
+                                     module.__dict__.pop("_tessera_executor", None)))
+                module.__class__ = original
+        return self
+
+    def __exit__(self, *exc):
+        for module, cls, ref in self.swapped:
+            module.__class__ = cls
+            if ref is not None:
+                object.__setattr__(module, "_tessera_executor", ref)
+
+
 class _Executor:
     """What inference and training executors share."""
 
@@ -298,6 +385,7 @@ class _Executor:
         self._trained_version = None  # inference: the updates compiled in
         if training:
             _TRAINING[model] = weakref.ref(self)
+            _keep_in_sync(model, self)
         self._detached_state = None
         self.compilations = 0      # how many times the model was compiled
 
@@ -378,8 +466,13 @@ class _Executor:
             self._executable.set_seed(self._options.random_seed)
 
     def destroy(self):
+        """Frees the device and the executable; the module's weights are the
+        device's and it is the user's own again (no longer kept in sync)."""
+        self._sync_host()
         self._executable = None
         self._path = None
+        if self._training:
+            _release(self._model)
         self._dir.cleanup()
 
     def copyWeightsToHost(self):
@@ -447,7 +540,8 @@ class _Executor:
         return os.path.join(self._dir.name, "model.tess")
 
     def _sync_host(self):
-        if self._host_stale:
+        if self._host_stale and self._executable is not None:
+            self._host_stale = False  # copyWeightsToHost reads the module
             self.copyWeightsToHost()
 
     def _state_key(self, name):
@@ -508,7 +602,7 @@ class _Executor:
         try:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", torch.jit.TracerWarning)
-                with _blocks._Tracing(self._options._strategy) as placed:
+                with _blocks._Tracing(self._options._strategy) as placed, _Unsynced(model):
                     traced, outputs, self._wrapped = _trace(model, example, call)
             torch_dir = os.path.dirname(torch.__file__)
             for w in caught:
