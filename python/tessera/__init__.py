@@ -16,7 +16,7 @@ from _tessera import Error, version as __version__
 
 from . import optim, profile
 from .blocks import (BeginBlock, Block, BlockFunction, PipelinedExecution, ShardedExecution,
-                     Stage, recomputationCheckpoint)
+                     Stage, recomputationCheckpoint, removeBlocks)
 from ._model import (LoadedExecutable, identity_loss, inferenceModel, load,
                      trainingModel)
 from .data import DataLoader
@@ -25,7 +25,7 @@ from .options import Options, OutputMode, ReductionType
 
 __all__ = [
     "BeginBlock", "Block", "BlockFunction", "PipelinedExecution", "ShardedExecution", "Stage",
-    "recomputationCheckpoint",
+    "recomputationCheckpoint", "removeBlocks",
     "DataLoader", "Error", "IPUConfig", "LoadedExecutable", "Options", "OutputMode", "ReductionType",
     "identity_loss", "inferenceModel", "load", "optim", "profile", "trainingModel",
 ]

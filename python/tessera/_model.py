@@ -436,6 +436,20 @@ class _Executor:
     def isAttached(self):
         return self._executable is not None
 
+    isAttachedToDevice = isAttached
+
+    @property
+    def model(self):
+        """The user's module (kept in sync with the device when training)."""
+        return self._model
+
+    def cycleCount(self):
+        """The cycles one call takes on the IPU (PopTorch's, with
+        logCycleCount): the estimate the IPU model counts."""
+        if self._executable is None:
+            raise Error("cycleCount: the model has not run yet")
+        return self._executable.cycles
+
     def detachFromDevice(self):
         """Frees the device, keeping its state on the host for attachToDevice."""
         if self._executable is None:

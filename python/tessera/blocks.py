@@ -24,19 +24,49 @@ def _place(ipu_id, what):
         raise Error(f"{what}: ipu_id must be a non-negative integer, got {ipu_id!r}")
 
 
-class BeginBlock(torch.nn.Module):
-    """Wraps `layer`: it and what follows run on `ipu_id` (PopTorch's
-    poptorch.BeginBlock)."""
+def BeginBlock(layer, user_id=None, ipu_id=None):
+    """`layer` and what runs after it run on `ipu_id` (PopTorch's
+    poptorch.BeginBlock). A module is marked and returned itself, as
+    PopTorch does (its parameters keep their names); a function is wrapped
+    in a module that calls it."""
+    _place(ipu_id, "BeginBlock")
+    if user_id is not None and not isinstance(user_id, str):
+        raise Error(f"BeginBlock: user_id must be a string, got {user_id!r}")
+    if not isinstance(layer, torch.nn.Module):
+        if not callable(layer):
+            raise Error(f"BeginBlock takes a module or a function, got {type(layer).__name__}")
+        layer = _BlockFunctionModule(layer)
+    if _BLOCK in layer.__dict__:
+        raise Error(f"BeginBlock: this {type(layer).__name__} already begins a block "
+                    f"{layer.__dict__[_BLOCK]}")
+    layer.__dict__[_BLOCK] = (user_id, ipu_id)
+    return layer
 
-    def __init__(self, layer, user_id=None, ipu_id=None):
+
+_BLOCK = "_tessera_begin_block"
+
+
+def removeBlocks(module):
+    """Takes every BeginBlock off `module` and its submodules (PopTorch's)."""
+    for m in module.modules():
+        m.__dict__.pop(_BLOCK, None)
+    return module
+
+
+def begin_block_of(module):
+    """(user_id, ipu_id) of the block `module` begins, or None."""
+    return module.__dict__.get(_BLOCK)
+
+
+class _BlockFunctionModule(torch.nn.Module):
+    """A function begun a block with BeginBlock (PopTorch's LegacyBeginBlockFn)."""
+
+    def __init__(self, fn):
         super().__init__()
-        _place(ipu_id, "BeginBlock")
-        self.layer = layer
-        self.user_id = user_id
-        self.ipu_id = ipu_id
+        self.fn = fn
 
     def forward(self, *args, **kwargs):
-        return self.layer(*args, **kwargs)
+        return self.fn(*args, **kwargs)
 
 
 class _Tracing:
@@ -65,6 +95,8 @@ def Block(user_id=None, ipu_id=None):
     places the operations by."""
     _place(ipu_id, "Block")
     tracing = _Tracing.current
+    if ipu_id is None and tracing is not None and tracing.strategy is not None:
+        ipu_id = tracing.strategy.ipu_of(user_id)  # its stage's (Stage.ipu)
     if ipu_id is None or tracing is None or not torch.jit.is_tracing():
         yield
         return
@@ -95,6 +127,13 @@ class Stage:
         if not block_ids or not all(isinstance(b, str) for b in block_ids):
             raise Error("Stage takes the user ids (strings) of its blocks")
         self.block_ids = block_ids
+        self._ipu = None
+
+    def ipu(self, ipu):
+        """Runs the stage's blocks on IPU `ipu` (those that name none)."""
+        _place(ipu, "Stage.ipu")
+        self._ipu = ipu
+        return self
 
 
 class _Execution:
@@ -110,6 +149,11 @@ class _Execution:
             if user_id in stage.block_ids:
                 return index
         return None
+
+    def ipu_of(self, user_id):
+        """The IPU a block's stage names (Stage.ipu), or None."""
+        index = self.stage_of(user_id)
+        return None if index is None else self.stages[index]._ipu
 
 
 class PipelinedExecution(_Execution):
@@ -129,17 +173,25 @@ def block_rules(model, strategy=None):
     by its path in `model` (what tracing keeps in the op names)."""
     rules = []
     for name, module in model.named_modules():
-        if isinstance(module, BeginBlock) and module.ipu_id is not None:
+        block = begin_block_of(module)
+        if block is None:
+            continue
+        user_id, ipu = block
+        if ipu is None and strategy is not None:
+            ipu = strategy.ipu_of(user_id)
+        if ipu is not None:
             if not name:
                 raise Error("BeginBlock wraps the whole model: wrap its submodules instead")
-            stage = strategy.stage_of(module.user_id) if strategy is not None else None
-            rules.append(f"{name}={module.ipu_id}" + (f":{stage}" if stage is not None else ""))
+            stage = strategy.stage_of(user_id) if strategy is not None else None
+            rules.append(f"{name}={ipu}" + (f":{stage}" if stage is not None else ""))
     return rules
 
 
 def recomputationCheckpoint(*tensors):
     """Where a pipelined backward pass would recompute activations from;
     returns its inputs (nothing is recomputed without pipelining)."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        return tensors[0]  # one list or tuple of them: the same back
     if not all(isinstance(t, torch.Tensor) for t in tensors):
         raise Error("recomputationCheckpoint takes tensors")
     return tensors[0] if len(tensors) == 1 else tensors

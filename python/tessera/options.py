@@ -16,10 +16,11 @@ from ._errors import Error, not_available
 
 
 class OutputMode(enum.IntEnum):
-    """Which iterations' outputs a host call returns (PopTorch's)."""
-    All = 0
-    Final = 1
-    EveryN = 2
+    """Which iterations' outputs a host call returns (PopTorch's, with its
+    values)."""
+    Final = 0
+    EveryN = 1
+    All = 2
     Sum = 3
     Default = 4
 
@@ -31,12 +32,35 @@ class ReductionType(enum.IntEnum):
     NoReduction = 2
 
 
+class MeanReductionStrategy(enum.IntEnum):
+    """How a mean of accumulated gradients is taken (PopTorch's): as they
+    add up, or once at the end; the same mean either way."""
+    Running = 0
+    Post = 1
+    PostAndLoss = 2
+
+
+class ConnectionType(enum.IntEnum):
+    """When the device is attached (PopTorch's): Never compiles only."""
+    Always = 0
+    OnDemand = 1
+    Never = 2
+
+
+class SyncPattern(enum.IntEnum):
+    Full = 0
+    SinglePipeline = 1
+    ReplicaAndLadder = 2
+
+
 def _arguments(text):
     """A setter call's arguments: literals, and the enum members and torch
     dtypes the setters take (never evaluated as code)."""
-    names = {"OutputMode": OutputMode, "ReductionType": ReductionType,
-             "tessera.OutputMode": OutputMode, "tessera.ReductionType": ReductionType,
-             "poptorch.OutputMode": OutputMode, "poptorch.ReductionType": ReductionType}
+    enums = {"OutputMode": OutputMode, "ReductionType": ReductionType,
+             "MeanReductionStrategy": MeanReductionStrategy, "ConnectionType": ConnectionType,
+             "SyncPattern": SyncPattern}
+    names = {f"{prefix}{name}": e for name, e in enums.items()
+             for prefix in ("", "tessera.", "poptorch.", "enums.", "poptorch.enums.")}
 
     def value(node):
         if isinstance(node, ast.Attribute):
@@ -76,14 +100,114 @@ class _TrainingOptions:
         self._options._values["accumulation_reduction"] = ReductionType(reduction_type).name
         return self
 
+    def setMeanAccumulationAndReplicationReductionStrategy(self, mean_reduction_strategy):
+        """Running or Post: the same mean of the gradients either way."""
+        MeanReductionStrategy(mean_reduction_strategy)
+        return self
+
+    def setAutomaticLossScaling(self, enabled):
+        """PopART's automatic loss scaling (--loss-scaling auto)."""
+        if enabled:
+            self._options._stages["loss_scaling"] = "auto"
+        else:
+            self._options._stages.pop("loss_scaling", None)
+        return self
+
+    def setConvolutionDithering(self, enabled):
+        if enabled:
+            not_available("Training.setConvolutionDithering(True)", "convolution dithering")
+        return self
+
     @property
     def gradient_accumulation(self):
         return self._options._values["gradient_accumulation"]
 
 
+class _JitOptions:
+    def traceModel(self, trace_model):
+        """Models are always traced (torch.jit.trace), as PopTorch 3's
+        dispatcher path does not: PopTorch refuses True; Tessera takes both."""
+        return self
+
+
+class _DistributedOptions:
+    """One process: tessera-launch's instances (issue 57) are not built."""
+
+    def disable(self):
+        return self
+
+    def setEnvVarNames(self, var_num_processes, var_process_id):
+        if int(os.environ.get(var_num_processes, "1")) != 1:
+            not_available("Distributed over several processes", "multi-process execution")
+        return self
+
+    def configureProcessId(self, process_id, num_processes):
+        if num_processes != 1:
+            not_available("Distributed.configureProcessId", "multi-process execution")
+        return self
+
+    @property
+    def processId(self):
+        return 0
+
+    @property
+    def numProcesses(self):
+        return 1
+
+
+class _TensorLocationOptions:
+    def _refuse(self, what):
+        not_available(f"TensorLocations.{what}", "remote and streaming memory")
+
+    def numIOTiles(self, num_tiles):
+        self._refuse("numIOTiles")
+
+    def setActivationLocation(self, location):
+        self._refuse("setActivationLocation")
+
+    def setWeightLocation(self, location):
+        self._refuse("setWeightLocation")
+
+    def setOptimizerLocation(self, location):
+        self._refuse("setOptimizerLocation")
+
+    def setAccumulatorLocation(self, location):
+        self._refuse("setAccumulatorLocation")
+
+
+class _PopartOptions:
+    """PopART's own options: Tessera is not PopART, so none applies."""
+
+    def set(self, key, value):
+        not_available(f"_Popart.set({key!r})", "PopART options")
+
+    def setEngineOptions(self, engine_options):
+        not_available("_Popart.setEngineOptions", "Poplar engine options (use "
+                      "POPLAR_ENGINE_OPTIONS' autoReport options for reports)")
+
+    def setPatterns(self, patterns, level=2):
+        not_available("_Popart.setPatterns", "PopART patterns")
+
+
 class _PrecisionOptions:
     def __init__(self, options):
         self._options = options
+
+    def halfFloatCasting(self, half_float_casting):
+        """Deprecated in PopTorch, where it does nothing: so here."""
+        return self
+
+    def runningStatisticsAlwaysFloat(self, value):
+        """Deprecated in PopTorch, where it does nothing: so here."""
+        if not isinstance(value, bool):
+            raise Error(f"runningStatisticsAlwaysFloat takes True or False, got {value!r}")
+        return self
+
+    def enableFloatingPointExceptions(self, enabled):
+        if enabled:
+            not_available("Precision.enableFloatingPointExceptions(True)",
+                          "floating-point exceptions on the device")
+        return self
 
     def enableStochasticRounding(self, enabled):
         """fp16 weights' updates round stochastically (a model in fp16:
@@ -161,6 +285,9 @@ class Options:
         # automatic loss scaling).
         self._strategy = None
         self._stages = {}
+        # What PopTorch's setters record that no compile reads (names,
+        # log settings, the buffers copyNamedBuffersToDevice copies).
+        self._values_extra = {}
 
     # -- PopTorch's setters --------------------------------------------------
 
@@ -262,6 +389,145 @@ class Options:
     @property
     def random_seed(self):
         return self._values["random_seed"]
+
+    # -- PopTorch's other setters: what the IPU model makes true already,
+    # what only names or reports things, and what Tessera cannot do (an
+    # error naming it, never a silent no-op).
+
+    def useIpuModel(self, use_model):
+        """Tessera always runs on its IPU model (True is what it does; False
+        asks for hardware it does not drive)."""
+        if not use_model:
+            not_available("useIpuModel(False)", "running on IPU hardware")
+        return self
+
+    def connectionType(self, connection_type):
+        """Always and OnDemand attach when the model first runs; Never
+        compiles only (as useOfflineIpuTarget)."""
+        connection_type = ConnectionType(connection_type)
+        if connection_type == ConnectionType.Never:
+            self._values["compile_only"] = True
+        return self
+
+    def syncPattern(self, sync_pattern):
+        if SyncPattern(sync_pattern) != SyncPattern.Full:
+            not_available(f"syncPattern({SyncPattern(sync_pattern).name})",
+                          "sync patterns other than Full")
+        return self
+
+    def useIpuId(self, ipu_id):
+        """Which IPU (or multi-IPU device) to run on: the IPU model is the one."""
+        if isinstance(ipu_id, bool) or not isinstance(ipu_id, int) or ipu_id < 0:
+            raise Error(f"useIpuId takes a non-negative integer, got {ipu_id!r}")
+        return self
+
+    def autoRoundNumIPUs(self, auto_round_num_ipus=True):
+        """The IPU model takes any number of IPUs: nothing needs rounding."""
+        return self
+
+    def enableSyntheticData(self, enabled):
+        if enabled:
+            not_available("enableSyntheticData(True)", "synthetic data on the device")
+        return self
+
+    def enableStableNorm(self, enabled):
+        """Norms' variances are always the mean of squared deviations (the
+        stable form)."""
+        return self
+
+    def logCycleCount(self, log_cycle_count):
+        """The executor's cycleCount() is always available (the estimate the
+        IPU model counts)."""
+        self._values_extra["log_cycle_count"] = bool(log_cycle_count)
+        return self
+
+    def modelName(self, name):
+        self._values_extra["model_name"] = str(name)
+        return self
+
+    def logDir(self, log_dir):
+        self._values_extra["log_dir"] = str(log_dir)
+        return self
+
+    def maxRepeatLogs(self, max_lines):
+        return self
+
+    def showCompilationProgressBar(self, show=True):
+        return self
+
+    def relaxOptimizerAttributesChecks(self, relax=True):
+        return self
+
+    def disableModuleNamescope(self):
+        return self
+
+    def sourceLocationExcludes(self, excludes):
+        return self
+
+    def appendToLocationExcludes(self, *excludes):
+        return self
+
+    def broadcastBuffers(self, broadcast_buffers=True):
+        """Replicas start from the host's buffers (True, the default);
+        False keeps each replica's own, which the runtime does not do."""
+        if not broadcast_buffers:
+            not_available("broadcastBuffers(False)", "buffers kept per replica on load")
+        return self
+
+    def updatableNamedBuffers(self, buffers):
+        """The buffers copyNamedBuffersToDevice() copies."""
+        self._values_extra["updatable_named_buffers"] = list(buffers)
+        return self
+
+    def inputReplicaGrouping(self, input_group_size, input_group_type):
+        if input_group_size != 1:
+            not_available("inputReplicaGrouping", "replicas sharing their inputs")
+        return self
+
+    def anchorTensor(self, short_name, long_name, output_mode=None, output_return_period=1):
+        not_available("anchorTensor", "anchoring intermediate tensors")
+
+    def defaultOutputMode(self):
+        return self._values["output_mode"] == "Default"
+
+    def clone(self):
+        import copy
+        return copy.deepcopy(self)
+
+    def from_json(self, string):
+        """PopTorch's {"Dotted.path.method": value} (a list is the
+        arguments; "Enum.Member" strings are enum members)."""
+        try:
+            values = json.loads(string)
+        except json.JSONDecodeError as e:
+            raise Error(f"from_json: not valid JSON: {e}") from None
+        for path, value in values.items():
+            target, *names = path.split(".")
+            owner = self
+            for name in [target] + names[:-1]:
+                owner = getattr(owner, name)
+            setter = getattr(owner, names[-1] if names else target) if names else \
+                getattr(self, target)
+            args = value if isinstance(value, list) else [value]
+            args = [_arguments(a)[0] if isinstance(a, str) and "." in a else a for a in args]
+            setter(*args)
+        return self
+
+    @property
+    def Jit(self):
+        return _JitOptions()
+
+    @property
+    def Distributed(self):
+        return _DistributedOptions()
+
+    @property
+    def TensorLocations(self):
+        return _TensorLocationOptions()
+
+    @property
+    def _Popart(self):
+        return _PopartOptions()
 
     def toDict(self):
         """Every option by name, as JSON takes it."""
