@@ -17,7 +17,7 @@ from tessera import (BeginBlock, Block, BlockFunction, DataLoader, Error, IPUCon
                      removeBlocks, trainingModel)
 from tessera.data import AsynchronousDataAccessor, DataLoaderMode
 from tessera.ops import (for_loop, ipu_print_tensor, isRunningOnIpu, nop,
-                         set_available_memory)
+                         serializedMatMul, set_available_memory)
 from tessera._model import InferenceExecutor, TrainingExecutor
 from tessera import __version__ as _tessera_version
 
@@ -93,5 +93,5 @@ __all__ = [
     "VariableRetrievalMode", "enums", "for_loop",
     "identity_loss", "inferenceModel", "ipuHardwareIsAvailable", "ipuHardwareVersion",
     "ipu_print_tensor", "isRunningOnIpu", "load", "nop", "optim", "profile",
-    "recomputationCheckpoint", "removeBlocks", "set_available_memory", "setLogLevel", "trainingModel",
+    "recomputationCheckpoint", "removeBlocks", "serializedMatMul", "set_available_memory", "setLogLevel", "trainingModel",
 ]

@@ -110,9 +110,11 @@ def identity_loss(x, reduction):
 _CONSTANTS = (type(None), bool, int, float, complex, str)
 
 
-def _split(value, where, name, leaves, names):
+def _split(value, where, name, leaves, names, sort_dicts=False):
     """`value`'s spec; its tensors are appended to `leaves`, named for the
-    traced function (`names`) after their place in it."""
+    traced function (`names`) after their place in it. With `sort_dicts`
+    (inputs), a dict's keys are taken in sorted order, so that a call's
+    dicts may list them in any order (as PopTorch takes them)."""
     if isinstance(value, (torch.Tensor, np.ndarray)):
         leaves.append(value)
         names.append(name)
@@ -121,12 +123,15 @@ def _split(value, where, name, leaves, names):
         return ("const", value)
     if isinstance(value, (tuple, list)):
         kind = "tuple" if isinstance(value, tuple) else "list"
-        return (kind, [_split(v, f"{where}[{i}]", f"{name}_{i}", leaves, names)
+        return (kind, [_split(v, f"{where}[{i}]", f"{name}_{i}", leaves, names, sort_dicts)
                        for i, v in enumerate(value)])
     if isinstance(value, dict):
+        items = list(value.items())
+        if sort_dicts:
+            items.sort(key=lambda kv: str(kv[0]))
         return ("dict", type(value),
-                [(k, _split(v, f"{where}[{k!r}]", f"{name}_{k}", leaves, names))
-                 for k, v in value.items()])
+                [(k, _split(v, f"{where}[{k!r}]", f"{name}_{k}", leaves, names, sort_dicts))
+                 for k, v in items])
     raise Error(f"{where} is a {type(value).__name__}: the model takes tensors, tuples, "
                 "lists and dicts of them, None, and Python numbers and strings")
 
@@ -203,17 +208,24 @@ class _Call:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as e:
             raise Error(f"the inputs do not fit {type(model).__name__}.forward: {e}") from None
+        # Defaults are inputs too (a tensor default is one), as in PopTorch:
+        # a call that leaves out an argument and one that passes it are the
+        # same model.
+        passed = len(bound.arguments)
+        bound.apply_defaults()
         self.arguments = list(bound.arguments)
         self.tensors, raw, taken = [], [], set()
         self.specs = []
         for name, value in bound.arguments.items():
-            self.specs.append(_split(value, f"argument {name}", name, self.tensors, raw))
+            self.specs.append(_split(value, f"argument {name}", name, self.tensors, raw,
+                                     sort_dicts=True))
         self.names = [_identifier(n, taken) for n in raw]
         parameters = list(self.signature.parameters.values())
         # The model can be traced directly when its leading parameters get a
         # tensor each; anything else is traced through a module that takes
         # the tensors and calls the model with the rest rebuilt.
-        self.plain = (all(s[0] == "tensor" for s in self.specs) and
+        self.plain = (len(self.arguments) == passed and
+                      all(s[0] == "tensor" for s in self.specs) and
                       self.arguments == [p.name for p in parameters[:len(self.arguments)]] and
                       all(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
                           for p in parameters[:len(self.arguments)]))
@@ -260,6 +272,12 @@ def _flat_call(model, call):
                                                      "_run": run})()
     wrapper.model = model
     return wrapper
+
+
+def _narrowed(tensor):
+    """PopTorch's outputs: the IPU has no 64-bit integers, and PopTorch
+    returns int64 results (argmax, arange, a sum of int64) as int32."""
+    return tensor.to(torch.int32) if tensor.dtype == torch.int64 else tensor
 
 
 def _as_array(value, name):
@@ -416,7 +434,7 @@ class _Executor:
                 steps *= 1 if name == "replicas" else v
             self._steps_unsynced += steps
             self._updates += 1
-        return _join(self._output_spec, [torch.from_numpy(o) for o in outputs])
+        return _join(self._output_spec, [_narrowed(torch.from_numpy(o)) for o in outputs])
 
     def compile(self, *args, **kwargs):
         """Compiles for these inputs (as the first call would) without running;
@@ -485,9 +503,13 @@ class _Executor:
         self._sync_host()
         self._executable = None
         self._path = None
+        self._signature = self._call_shape = self._call_specs = None
+        self._detached_state = None
         if self._training:
             _release(self._model)
+        # Called again, it compiles again (PopTorch's executor does).
         self._dir.cleanup()
+        self._dir = tempfile.TemporaryDirectory(prefix="tessera-")
 
     def copyWeightsToHost(self):
         """Copies the device's weights and buffers into the model."""
@@ -588,6 +610,8 @@ class _Executor:
         return combined
 
     def _compile(self, call, path):
+        if self._training and "_tessera_executor" not in self._model.__dict__:
+            _keep_in_sync(self._model, self)  # trained again after destroy()
         trainer = self._trainer()
         if trainer is not None:
             trainer.copyWeightsToHost()
@@ -595,17 +619,22 @@ class _Executor:
         arrays = [_as_array(a, n) for a, n in zip(call.tensors, call.names)]
         combined = self._combined()
         factors = " x ".join(f"{n} {v}" for n, v in self._factors())
+        # Each input's dimension 0 holds `combined` micro-batches of its own
+        # (PopTorch divides each input's batch); one micro-batch a call, the
+        # inputs are taken whole.
         for name, a in zip(call.names, arrays):
+            if combined == 1:
+                continue
             if a.ndim == 0:
-                if combined != 1:
-                    raise Error(f"input '{name}' is a 0-d tensor: with {factors} = {combined} "
-                                "every input needs a batch dimension to split")
-            elif a.shape[0] % combined or a.shape[0] == 0:
+                raise Error(f"input '{name}' is a 0-d tensor: with {factors} = {combined} "
+                            "every input needs a batch dimension to split")
+            if a.shape[0] % combined or a.shape[0] == 0:
                 raise Error(f"input '{name}' has {a.shape[0]} samples in dimension 0, not a "
                             f"positive multiple of {factors} = {combined}")
-        batched = [a for a in arrays if a.ndim > 0]
-        micro = batched[0].shape[0] // combined if batched else 1
-        example = tuple(torch.from_numpy((a[:micro] if a.ndim else a).copy()) for a in arrays)
+        example = tuple(torch.from_numpy((a[:a.shape[0] // combined] if a.ndim else a).copy())
+                        for a in arrays)
+        batched = [e for e in example if e.dim() > 0]
+        micro = batched[0].shape[0] if batched else 1
         model = self._model
         was_training = model.training
         model.train(self._training)
@@ -668,8 +697,7 @@ class _Executor:
                 options["loss_scaling"] = repr(float(scale))
         _tessera.compile(pt, str(path), options)
         self.compilations += 1
-        self._signature = [(n, e.dtype, tuple(e.shape[1:]) if e.dim() else None)
-                           for n, e in zip(names, example)]
+        self._signature = [(n, e.dtype, tuple(e.shape)) for n, e in zip(names, example)]
         self._micro_batch = micro
         self._output_spec = output_spec
         self._call_shape, self._call_specs = call.shape(), call.constants()
@@ -679,20 +707,28 @@ class _Executor:
 
     def _check_call(self, call):
         if call.shape() != self._call_shape:
+            missing = [n for n in self._call_names if n not in call.names]
+            extra = [n for n in call.names if n not in self._call_names]
+            detail = "".join([f" Missing arguments: {', '.join(missing)}." if missing else "",
+                              f" Unexpected arguments: {', '.join(extra)}." if extra else ""])
             raise Error(f"the model was compiled for the inputs {', '.join(self._call_names)}; "
                         f"got {call.describe()} (another executor of the model compiles "
-                        "for these)")
+                        f"for these).{detail}")
         arrays = []
-        expected = self._micro_batch * self._combined()
-        for a, (name, dtype, rest) in zip(call.tensors, self._signature):
-            a = _as_array(a, name)
-            if rest is None:
-                if a.ndim != 0:
-                    raise Error(f"input '{name}' has shape {tuple(a.shape)}; the model was "
-                                "compiled for a 0-d tensor")
-            elif a.ndim == 0 or a.shape[0] != expected or tuple(a.shape[1:]) != rest:
-                raise Error(f"input '{name}' has shape {tuple(a.shape)}; the model was compiled "
-                            f"for {(expected,) + rest}: {self._describe_batch()} per call")
+        combined = self._combined()
+        for t, (name, dtype, compiled) in zip(call.tensors, self._signature):
+            a = _as_array(t, name)
+            got = t.dtype if isinstance(t, torch.Tensor) else torch.from_numpy(a[:0]).dtype
+            if got != dtype:
+                raise Error(f"input '{name}': expected {dtype} but got {got} (the type the "
+                            "model was compiled for; destroy() it to compile for another)")
+            expected = list(compiled)
+            if expected and combined > 1:
+                expected[0] *= combined
+            if list(a.shape) != expected:
+                raise Error(f"input '{name}': expected torch.Size({expected}) but got "
+                            f"torch.Size({list(a.shape)}): the model was compiled for "
+                            f"{self._describe_batch()} per call")
             arrays.append(a)
         return arrays
 

@@ -69,3 +69,17 @@ def ipu_print_tensor(tensor, title=""):
     _warn_once("ipu_print_tensor", "the IPU model does not print tensors while it runs; "
                "return the tensor as an output to see it")
     return tensor
+
+
+def serializedMatMul(lhs, rhs, mode, factor=0, keep_precision=False):
+    """torch.matmul(lhs, rhs) (PopTorch's serializedMatMul): PopTorch splits
+    it into `factor` pieces to save memory; Tessera's planner chooses serial
+    steps itself when memory is short (ipu-plan-tiles), so the hint is not
+    needed: the result is the product."""
+    from .enums import MatMulSerializationMode
+    if not isinstance(mode, MatMulSerializationMode):
+        raise Error(f"serializedMatMul: mode must be a MatMulSerializationMode, got {mode!r}")
+    if mode != MatMulSerializationMode.Disabled and (
+            isinstance(factor, bool) or not isinstance(factor, int) or factor < 1):
+        raise Error(f"serializedMatMul: factor must be a positive integer, got {factor!r}")
+    return torch.matmul(lhs, rhs)

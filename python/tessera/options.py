@@ -204,9 +204,14 @@ class _PrecisionOptions:
         return self
 
     def enableFloatingPointExceptions(self, enabled):
+        """PopTorch traps on the device's floating-point overflow, invalid
+        operation and division by zero. The IPU model does not trap: a
+        warning says so once; the results are the same."""
         if enabled:
-            not_available("Precision.enableFloatingPointExceptions(True)",
-                          "floating-point exceptions on the device")
+            import warnings
+            warnings.warn("Precision.enableFloatingPointExceptions(True): the IPU model "
+                          "computes as the chip does but does not trap floating-point "
+                          "exceptions; check outputs with torch.isfinite", stacklevel=2)
         return self
 
     def enableStochasticRounding(self, enabled):
@@ -313,8 +318,7 @@ class Options:
                 raise Error("outputMode(OutputMode.EveryN) needs output_return_period")
             self._values["output_return_period"] = _positive_int("output_return_period",
                                                                  output_return_period)
-        elif output_return_period is not None:
-            raise Error("output_return_period applies to OutputMode.EveryN only")
+        # Another mode ignores a period, as PopTorch does.
         self._values["output_mode"] = output_mode.name
         return self
 
@@ -371,6 +375,13 @@ class Options:
                         f"tessera.ShardedExecution(...), got {strategy!r}")
         self._strategy = strategy
         return self
+
+    @property
+    def _execution_strategy(self):
+        """The execution strategy (PopTorch's attribute): pipelined unless
+        set."""
+        from .blocks import PipelinedExecution
+        return self._strategy if self._strategy is not None else PipelinedExecution()
 
     # -- Reading -------------------------------------------------------------
 
