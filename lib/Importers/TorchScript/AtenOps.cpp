@@ -14,7 +14,10 @@
 #include "tessera/Dialect/Graph/IR/Recurrent.h"
 #include "tessera/Dialect/Graph/IR/ShapeUtils.h"
 
+#include <ATen/ops/arange.h>
 #include <ATen/ops/full.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/triu.h>
 
 #include <cmath>
 #include <type_traits>
@@ -1209,9 +1212,10 @@ template <typename OpTy> LogicalResult reduce(OpContext &c) {
       return c.unsupported("this dtype");
     TESSERA_ASSIGN_OR_FAIL(xc, c.castTo(x, t));
     x = xc;
-  } else if (std::is_same_v<OpTy, g::ReduceSumOp> &&
+  } else if ((std::is_same_v<OpTy, g::ReduceSumOp> ||
+              std::is_same_v<OpTy, g::ReduceProdOp>) &&
              !isa<FloatType>(elementOf(x))) {
-    // Integer and bool sums accumulate in int64.
+    // Integer and bool sums and products accumulate in int64.
     TESSERA_ASSIGN_OR_FAIL(xc, c.castTo(x, c.builder().getI64Type()));
     x = xc;
   }
@@ -2005,6 +2009,262 @@ LogicalResult transformerEncoderLayer(OpContext &c) {
   return c.setResult(x2);
 }
 
+//===----------------------------------------------------------------------===//
+// Compositions: activations, cumulative sums, counting and bucketing
+//===----------------------------------------------------------------------===//
+
+/// glu(self, dim): the first half times the sigmoid of the second.
+LogicalResult glu(OpContext &c) {
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(d, c.getInt(1));
+  TESSERA_ASSIGN_OR_FAIL(axis, c.normalizeDim(d, rankOf(x)));
+  int64_t size = shapeOf(x)[axis];
+  if (size % 2)
+    return c.error() << "halves dimension " << d << " of size " << size
+                     << ": it must be even";
+  TESSERA_ASSIGN_OR_FAIL(a, sliceAxis(c, x, axis, 0, size / 2, 1));
+  TESSERA_ASSIGN_OR_FAIL(b, sliceAxis(c, x, axis, size / 2, size, 1));
+  TESSERA_ASSIGN_OR_FAIL(s, c.build<g::SigmoidOp>(b.getType(), b));
+  TESSERA_ASSIGN_OR_FAIL(v, c.infer<g::MulOp>(a, s));
+  return c.setResult(v);
+}
+
+/// prelu(self, weight): x where positive, else weight * x; a weight per
+/// channel (dimension 1) or one for all.
+LogicalResult prelu(OpContext &c) {
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(w, c.tensor(1));
+  int64_t n = typeOf(w).getNumElements();
+  if (n > 1) {
+    if (rankOf(x) < 2 || shapeOf(x)[1] != n)
+      return c.error() << "has " << n << " weights for an input of shape "
+                       << g::formatShape(shapeOf(x)) << ": one per channel (dimension 1)";
+    Ints shape(rankOf(x), 1);
+    shape[1] = n;
+    TESSERA_ASSIGN_OR_FAIL(r, c.reshape(w, shape));
+    w = r;
+  } else {
+    TESSERA_ASSIGN_OR_FAIL(r, c.reshape(w, {}));
+    w = r;
+  }
+  TESSERA_ASSIGN_OR_FAIL(wx, c.infer<g::MulOp>(w, x));
+  TESSERA_ASSIGN_OR_FAIL(pos, c.infer<g::GreaterOp>(x, c.scalar(elementOf(x), 0)));
+  TESSERA_ASSIGN_OR_FAIL(v, c.infer<g::SelectOp>(pos, x, wx));
+  return c.setResult(v);
+}
+
+/// selu(self): scale * elu(x, alpha) with SELU's constants.
+LogicalResult selu(OpContext &c) {
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  constexpr double alpha = 1.6732632423543772848170429916717;
+  constexpr double scale = 1.0507009873554804934193349852946;
+  TESSERA_ASSIGN_OR_FAIL(e, c.build<g::EluOp>(x.getType(), x,
+                                                 c.builder().getF64FloatAttr(alpha)));
+  TESSERA_ASSIGN_OR_FAIL(v, scaled(c, e, scale));
+  return c.setResult(v);
+}
+
+/// celu(self, alpha) = alpha * elu(x / alpha, 1).
+LogicalResult celu(OpContext &c) {
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(alpha, c.getDouble(1));
+  if (alpha == 0)
+    return c.error() << "alpha must not be 0";
+  TESSERA_ASSIGN_OR_FAIL(xs, scaled(c, x, 1 / alpha));
+  TESSERA_ASSIGN_OR_FAIL(e, c.build<g::EluOp>(x.getType(), xs,
+                                                 c.builder().getF64FloatAttr(1.0)));
+  TESSERA_ASSIGN_OR_FAIL(v, scaled(c, e, alpha));
+  return c.setResult(v);
+}
+
+/// softshrink(self, lambd): x - lambd above lambd, x + lambd below -lambd,
+/// else 0; hardshrink(self, lambd): x where |x| > lambd, else 0.
+template <bool Soft> LogicalResult shrink(OpContext &c) {
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  double lambd = 0.5;
+  if (c.numInputs() > 1) {
+    TESSERA_ASSIGN_OR_FAIL(l, c.getDouble(1));
+    lambd = l;
+  }
+  Type t = elementOf(x);
+  Value zero = c.scalar(t, 0);
+  TESSERA_ASSIGN_OR_FAIL(above, c.infer<g::GreaterOp>(x, c.scalar(t, lambd)));
+  TESSERA_ASSIGN_OR_FAIL(below, c.infer<g::LessOp>(x, c.scalar(t, -lambd)));
+  Value up = x, down = x;
+  if (Soft) {
+    TESSERA_ASSIGN_OR_FAIL(u, c.infer<g::SubOp>(x, c.scalar(t, lambd)));
+    TESSERA_ASSIGN_OR_FAIL(d, c.infer<g::AddOp>(x, c.scalar(t, lambd)));
+    up = u;
+    down = d;
+  }
+  TESSERA_ASSIGN_OR_FAIL(lower, c.infer<g::SelectOp>(below, down, zero));
+  TESSERA_ASSIGN_OR_FAIL(v, c.infer<g::SelectOp>(above, up, lower));
+  return c.setResult(v);
+}
+
+/// cumsum(self, dim, dtype): a product with the upper triangle of ones
+/// along the dim (each output sums its prefix; a vertex's matmul).
+LogicalResult cumsum(OpContext &c) {
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(d, c.getInt(1));
+  if (c.numInputs() > 2 && !c.isNone(2)) {
+    TESSERA_ASSIGN_OR_FAIL(dt, c.getInt(2));
+    Type t = elementTypeOf(static_cast<c10::ScalarType>(dt), c.context());
+    if (!t)
+      return c.unsupported("this dtype");
+    TESSERA_ASSIGN_OR_FAIL(xc, c.castTo(x, t));
+    x = xc;
+  }
+  if (!isa<FloatType>(elementOf(x)))
+    return c.unsupported("cumsum of integers (cast to float first)");
+  if (rankOf(x) == 0)
+    return c.setResult(x);
+  TESSERA_ASSIGN_OR_FAIL(axis, c.normalizeDim(d, rankOf(x)));
+  int64_t n = shapeOf(x)[axis];
+  std::optional<c10::ScalarType> dtype = scalarTypeOf(elementOf(x));
+  if (!dtype)
+    return c.unsupported("this dtype");
+  at::Tensor upper = at::ones({n, n}, at::TensorOptions().dtype(*dtype)).triu();
+  TESSERA_ASSIGN_OR_FAIL(u, c.constant(upper, "cumsum_triangle"));
+  int64_t last = rankOf(x) - 1;
+  Ints perm;
+  for (int64_t i = 0; i <= last; ++i)
+    perm.push_back(i);
+  std::swap(perm[axis], perm[last]);
+  TESSERA_ASSIGN_OR_FAIL(xt, axis == last ? FailureOr<Value>(x) : c.transpose(x, perm));
+  TESSERA_ASSIGN_OR_FAIL(p, c.infer<g::MatmulOp>(xt, u));
+  TESSERA_ASSIGN_OR_FAIL(v, axis == last ? FailureOr<Value>(p) : c.transpose(p, perm));
+  return c.setResult(v);
+}
+
+/// one_hot(self, num_classes): int64 ones where the class is the index.
+LogicalResult oneHot(OpContext &c) {
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(n, c.getInt(1));
+  if (n < 0)
+    return c.unsupported("one_hot without num_classes (it depends on the data: pass "
+                         "num_classes)");
+  TESSERA_ASSIGN_OR_FAIL(xi, c.castTo(x, c.builder().getI64Type()));
+  TESSERA_ASSIGN_OR_FAIL(classes, c.constant(at::arange(n, at::kLong), "one_hot_classes"));
+  Ints shape(shapeOf(xi).begin(), shapeOf(xi).end());
+  shape.push_back(1);
+  TESSERA_ASSIGN_OR_FAIL(col, c.reshape(xi, shape));
+  TESSERA_ASSIGN_OR_FAIL(eq, c.infer<g::EqualOp>(col, classes));
+  TESSERA_ASSIGN_OR_FAIL(v, c.castTo(eq, c.builder().getI64Type()));
+  return c.setResult(v);
+}
+
+/// bucketize(self, boundaries, out_int32, right): how many boundaries are
+/// below each element (right: at or below).
+LogicalResult bucketize(OpContext &c) {
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(bounds, c.tensor(1));
+  TESSERA_ASSIGN_OR_FAIL(outInt32, c.getBool(2));
+  TESSERA_ASSIGN_OR_FAIL(right, c.getBool(3));
+  if (rankOf(bounds) != 1)
+    return c.error() << "boundaries must be 1-D, got " << g::formatShape(shapeOf(bounds));
+  Ints shape(shapeOf(x).begin(), shapeOf(x).end());
+  shape.push_back(1);
+  TESSERA_ASSIGN_OR_FAIL(col, c.reshape(x, shape));
+  Type t = elementOf(x);
+  TESSERA_ASSIGN_OR_FAIL(bc, c.castTo(bounds, t));
+  FailureOr<Value> below = right ? c.infer<g::LessEqualOp>(bc, col) : c.infer<g::LessOp>(bc, col);
+  if (failed(below))
+    return failure();
+  TESSERA_ASSIGN_OR_FAIL(count, c.castTo(*below, c.builder().getI64Type()));
+  auto &b = c.builder();
+  TESSERA_ASSIGN_OR_FAIL(
+      sum, c.infer<g::ReduceSumOp>(count, b.getDenseI64ArrayAttr({rankOf(count) - 1}),
+                                   b.getBoolAttr(false)));
+  if (!outInt32)
+    return c.setResult(sum);
+  TESSERA_ASSIGN_OR_FAIL(v, c.castTo(sum, b.getI32Type()));
+  return c.setResult(v);
+}
+
+/// nansum(self, dim, keepdim, dtype): a sum with NaNs as zeros.
+LogicalResult nansum(OpContext &c) {
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  if (!isa<FloatType>(elementOf(x)))
+    return reduce<g::ReduceSumOp>(c);
+  TESSERA_ASSIGN_OR_FAIL(same, c.infer<g::EqualOp>(x, x)); // false for NaN
+  TESSERA_ASSIGN_OR_FAIL(clean, c.infer<g::SelectOp>(same, x, c.scalar(elementOf(x), 0)));
+  Ints axes;
+  bool keepdim = false;
+  if (c.numInputs() > 2) {
+    TESSERA_ASSIGN_OR_FAIL(a, reductionAxes(c, 1, rankOf(x)));
+    axes = a;
+    TESSERA_ASSIGN_OR_FAIL(k, c.getBool(2));
+    keepdim = k;
+  } else {
+    for (int64_t d = 0; d < rankOf(x); ++d)
+      axes.push_back(d);
+  }
+  auto &b = c.builder();
+  TESSERA_ASSIGN_OR_FAIL(v, c.infer<g::ReduceSumOp>(clean, b.getDenseI64ArrayAttr(axes),
+                                                       b.getBoolAttr(keepdim)));
+  return c.setResult(v);
+}
+
+/// count_nonzero(self, dim): int64 counts.
+LogicalResult countNonzero(OpContext &c) {
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(axes, reductionAxes(c, 1, rankOf(x)));
+  TESSERA_ASSIGN_OR_FAIL(nz, c.castTo(x, c.builder().getI1Type()));
+  TESSERA_ASSIGN_OR_FAIL(n, c.castTo(nz, c.builder().getI64Type()));
+  auto &b = c.builder();
+  TESSERA_ASSIGN_OR_FAIL(v, c.infer<g::ReduceSumOp>(n, b.getDenseI64ArrayAttr(axes),
+                                                       b.getBoolAttr(false)));
+  return c.setResult(v);
+}
+
+/// all/any(self) or (self, dim, keepdim): whether every/some element is
+/// non-zero, as bool.
+template <bool All> LogicalResult allAny(OpContext &c) {
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  Ints axes;
+  bool keepdim = false;
+  if (c.numInputs() > 1) {
+    TESSERA_ASSIGN_OR_FAIL(a, reductionAxes(c, 1, rankOf(x)));
+    axes = a;
+    TESSERA_ASSIGN_OR_FAIL(k, c.getBool(2));
+    keepdim = k;
+  } else {
+    for (int64_t d = 0; d < rankOf(x); ++d)
+      axes.push_back(d);
+  }
+  auto &b = c.builder();
+  TESSERA_ASSIGN_OR_FAIL(nz, c.castTo(x, b.getI1Type()));
+  TESSERA_ASSIGN_OR_FAIL(n, c.castTo(nz, b.getI32Type()));
+  FailureOr<Value> r = All ? c.infer<g::ReduceMinOp>(n, b.getDenseI64ArrayAttr(axes),
+                                                     b.getBoolAttr(keepdim))
+                           : c.infer<g::ReduceMaxOp>(n, b.getDenseI64ArrayAttr(axes),
+                                                     b.getBoolAttr(keepdim));
+  if (failed(r))
+    return failure();
+  TESSERA_ASSIGN_OR_FAIL(v, c.castTo(*r, b.getI1Type()));
+  return c.setResult(v);
+}
+
+/// flip(self, dims): each dim read backwards (a gather of reversed indices).
+LogicalResult flip(OpContext &c) {
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(dims, c.getInts(1));
+  Value v = x;
+  for (int64_t d : dims) {
+    TESSERA_ASSIGN_OR_FAIL(axis, c.normalizeDim(d, rankOf(x)));
+    int64_t n = shapeOf(x)[axis];
+    if (n <= 1)
+      continue;
+    TESSERA_ASSIGN_OR_FAIL(index, c.constant(at::arange(n - 1, -1, -1, at::kLong),
+                                              "flip_index"));
+    TESSERA_ASSIGN_OR_FAIL(g, c.infer<g::GatherOp>(v, index,
+                                                      c.builder().getI64IntegerAttr(axis)));
+    v = g;
+  }
+  return c.setResult(v);
+}
+
 } // namespace
 
 const llvm::StringMap<AtenConverter> &atenConverters() {
@@ -2038,6 +2298,22 @@ const llvm::StringMap<AtenConverter> &atenConverters() {
       {"aten::gelu", gelu},
       {"aten::leaky_relu", leakyRelu},
       {"aten::elu", elu},
+      {"aten::glu", glu},
+      {"aten::prelu", prelu},
+      {"aten::selu", selu},
+      {"aten::celu", celu},
+      {"aten::softshrink", shrink<true>},
+      {"aten::hardshrink", shrink<false>},
+      {"aten::cumsum", cumsum},
+      {"aten::one_hot", oneHot},
+      {"aten::bucketize", bucketize},
+      {"aten::nansum", nansum},
+      {"aten::count_nonzero", countNonzero},
+      {"aten::all", allAny<true>},
+      {"aten::any", allAny<false>},
+      {"aten::flip", flip},
+      {"aten::prod", reduce<g::ReduceProdOp>},
+      {"aten::addmv", addmm},
       {"aten::softplus", softplus},
       {"aten::add", addSub<g::AddOp>},
       {"aten::sub", addSub<g::SubOp>},

@@ -139,6 +139,9 @@ public:
   mlir::Value scalar(mlir::Type elementType, double v) {
     return splat(elementType, {}, v);
   }
+  /// A constant tensor the converter computed on the host (an index table,
+  /// a triangular matrix), named `name` where it becomes a global.
+  mlir::FailureOr<mlir::Value> constant(const at::Tensor &t, llvm::StringRef name);
   mlir::FailureOr<mlir::Value> reshape(mlir::Value v,
                                        llvm::ArrayRef<int64_t> shape);
   mlir::FailureOr<mlir::Value> transpose(mlir::Value v,

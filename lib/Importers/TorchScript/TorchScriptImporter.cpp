@@ -171,6 +171,13 @@ public:
   FailureOr<Value> materialize(const at::Tensor &tensor, Location loc,
                                const std::string &name,
                                bool moduleState = false);
+  /// A tensor a converter computed: kept alive with the import, since
+  /// materialize caches by the tensor's storage.
+  FailureOr<Value> materializeComputed(at::Tensor tensor, Location loc,
+                                       const std::string &name) {
+    computed_.push_back(tensor);
+    return materialize(computed_.back(), loc, name);
+  }
   /// The module path ("layer1.0.conv1") of the module a node came from.
   std::string modulePath(jit::Node *n) const;
   Location locOf(jit::Node *n);
@@ -198,6 +205,7 @@ private:
   std::unordered_map<const jit::Value *, ImportedValue> values_;
   /// Constant tensors already materialised (weights used twice, shared).
   llvm::DenseMap<const c10::TensorImpl *, Value> materialized_;
+  std::vector<at::Tensor> computed_;
   /// Keeps materialised tensors alive so their TensorImpl keys stay unique.
   std::vector<at::Tensor> keepAlive_;
   llvm::StringSet<> globalNames_;
@@ -1116,6 +1124,10 @@ FailureOr<Value> OpContext::tensor(size_t i, Type scalarType) {
     }
   }
   return error() << "argument '" << argName(i) << "' must be a tensor";
+}
+
+FailureOr<Value> OpContext::constant(const at::Tensor &t, StringRef name) {
+  return evaluator_.materializeComputed(t, loc_, name.str());
 }
 
 FailureOr<int64_t> OpContext::getInt(size_t i) {
