@@ -34,11 +34,37 @@ for p in "${PACKAGES[@]}"; do
 done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#PACKAGES[@]} packages present"
-  exit 0
+else
+  echo "install-deps: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -q
+  $SUDO apt-get install -y -q "${missing[@]}"
 fi
-echo "install-deps: installing ${missing[*]}"
-SUDO=""
-[ "$(id -u)" -eq 0 ] || SUDO="sudo"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -q
-$SUDO apt-get install -y -q "${missing[@]}"
+
+# PyPI packages (python/requirements.txt: Hugging Face transformers, pinned)
+# in .venv, over Debian's: made from /usr/bin/python3 with
+# --system-site-packages, so torch, numpy and the tessera and poptorch
+# packages (build.sh's .pth file) are Debian's and this checkout's. The
+# constraints hold torch and numpy at the versions pip sees installed: pip
+# never installs a second torch. Done again only when the list changes.
+cd "$(dirname "$0")/.."
+VENV=.venv
+if [ ! -x "$VENV/bin/python" ] || ! cmp -s python/requirements.txt "$VENV/requirements.txt"; then
+  echo "install-deps: PyPI packages into $VENV (python/requirements.txt)"
+  /usr/bin/python3 -m venv --system-site-packages "$VENV"
+  /usr/bin/python3 - > "$VENV/constraints.txt" <<'PY'
+import importlib.metadata as m
+for name in ("torch", "torchvision", "numpy", "onnx"):
+    try:
+        print(f"{name}=={m.version(name)}")
+    except m.PackageNotFoundError:
+        pass
+PY
+  "$VENV/bin/pip" install -q --disable-pip-version-check \
+    -r python/requirements.txt -c "$VENV/constraints.txt"
+  cp python/requirements.txt "$VENV/requirements.txt"
+else
+  echo "install-deps: $VENV has python/requirements.txt's packages"
+fi

@@ -274,6 +274,37 @@ def _flat_call(model, call):
     return wrapper
 
 
+def _loss_index(flat, spec):
+    """Which of a training model's output tensors is its loss: the one a
+    dict (a Hugging Face ModelOutput) calls "loss", else the last output
+    when it is a scalar, else the only scalar among them."""
+    keyed = []
+
+    def walk(s, key):
+        if s[0] == "tensor":
+            if key == "loss":
+                keyed.append(s[1])
+        elif s[0] == "dict":
+            for k, v in s[2]:
+                walk(v, k)
+        elif s[0] in ("tuple", "list"):
+            for v in s[1]:
+                walk(v, None)
+
+    walk(spec, None)
+    scalars = [i for i, t in enumerate(flat) if t.dim() == 0 and t.is_floating_point()]
+    if len(keyed) == 1 and keyed[0] in scalars:
+        return keyed[0]
+    if flat and flat[-1].dim() == 0:
+        return len(flat) - 1
+    if len(scalars) == 1:
+        return scalars[0]
+    raise Error("a trainingModel's model must return its loss, a scalar, as its only or last "
+                "output, or as the only scalar or a dict's 'loss' (tessera.identity_loss makes "
+                "one); " + (f"the last output has shape {tuple(flat[-1].shape)}" if flat
+                            else "it returns no tensors"))
+
+
 def _narrowed(tensor):
     """PopTorch's outputs: the IPU has no 64-bit integers, and PopTorch
     returns int64 results (argmax, arange, a sum of int64) as int32."""
@@ -683,14 +714,9 @@ class _Executor:
         options["input_types"] = {n: _INPUT_TYPES[e.dtype] for n, e in zip(names, example)
                                   if e.dtype != torch.float32}
         if self._training:
-            loss = flat[-1]
-            if loss.dim() != 0:
-                raise Error("a trainingModel's model must return its loss, a scalar, as its "
-                            "only or last output (tessera.identity_loss makes one); the last "
-                            f"output has shape {tuple(loss.shape)}")
+            index = _loss_index(flat, output_spec)
             options["train"] = True
-            options["loss"] = "output:" + ("output" if len(flat) == 1
-                                           else f"output_{len(flat) - 1}")
+            options["loss"] = "output:" + ("output" if len(flat) == 1 else f"output_{index}")
             options["optimizer"] = _optim.spec(self._optimizer)
             scale = getattr(self._optimizer, "loss_scaling", None)
             if scale not in (None, 1, 1.0) and "loss_scaling" not in options:
