@@ -1,7 +1,8 @@
 """TorchScript operators built from the graph dialect's ops, against
 PyTorch: activations (glu, prelu, selu, celu, softshrink, hardshrink),
 cumsum (a product with a triangle of ones), one_hot, bucketize, nansum,
-count_nonzero, all/any, flip, prod, addmv; and a training step through
+count_nonzero, all/any, flip, prod, addmv, indexing by one tensor; and a
+training step through
 them that reaches PyTorch's weights."""
 import pytest
 import torch
@@ -35,6 +36,9 @@ CASES = {
     "prod_int": (torch.prod, [torch.randint(1, 3, (2, 3))]),
     "addmv": (lambda a, m, v: torch.addmv(a, m, v, beta=0.5, alpha=2.0),
               [torch.randn(3), torch.randn(3, 4), torch.randn(4)]),
+    "index_first": (lambda t, i: t[i], [X, torch.tensor([[0, 2], [1, 1]])]),
+    "index_middle": (lambda t, i: t[:, i] * 2, [X, torch.tensor([3, 0])]),
+    "index_last": (lambda t, i: t[..., i], [X, torch.tensor([4, 0, 2])]),
 }
 
 
@@ -100,5 +104,7 @@ def test_what_depends_on_the_data_is_refused_by_name():
     with pytest.raises(tessera.Error, match="one_hot without num_classes"):
         tessera.inferenceModel(Op(lambda t: torch.nn.functional.one_hot(t)))(
             torch.randint(0, 3, (4,)))
+    with pytest.raises(tessera.Error, match="indexing with a boolean mask"):
+        tessera.inferenceModel(Op(lambda t: t[t > 0]))(X)
     with pytest.raises(tessera.Error, match="cumsum of integers"):
         tessera.inferenceModel(Op(lambda t: torch.cumsum(t, 0)))(torch.arange(4))

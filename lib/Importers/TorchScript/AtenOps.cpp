@@ -2246,6 +2246,35 @@ template <bool All> LogicalResult allAny(OpContext &c) {
   return c.setResult(v);
 }
 
+/// index(self, indices): `self[..., idx, ...]` with one index tensor and
+/// the other dims whole (None): a gather along that dim. Several index
+/// tensors (broadcast together) and boolean masks (their result's shape
+/// depends on the data) are refused by name.
+LogicalResult index(OpContext &c) {
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(indices, c.tensorList(1, /*allowNone=*/true));
+  std::optional<int64_t> axis;
+  Value idx;
+  for (auto [k, v] : llvm::enumerate(indices)) {
+    if (!v)
+      continue;
+    if (axis)
+      return c.unsupported("indexing with several index tensors");
+    axis = k;
+    idx = v;
+  }
+  if (!axis)
+    return c.setResult(x);
+  if (elementOf(idx).isInteger(1))
+    return c.unsupported("indexing with a boolean mask (the result's shape depends on the "
+                         "data: use torch.where)");
+  if (*axis >= rankOf(x))
+    return c.error() << "indexes dimension " << *axis << " of a rank-" << rankOf(x) << " tensor";
+  TESSERA_ASSIGN_OR_FAIL(ii, c.castTo(idx, c.builder().getI64Type()));
+  TESSERA_ASSIGN_OR_FAIL(v, c.infer<g::GatherOp>(x, ii, c.builder().getI64IntegerAttr(*axis)));
+  return c.setResult(v);
+}
+
 /// flip(self, dims): each dim read backwards (a gather of reversed indices).
 LogicalResult flip(OpContext &c) {
   TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
@@ -2312,6 +2341,7 @@ const llvm::StringMap<AtenConverter> &atenConverters() {
       {"aten::all", allAny<true>},
       {"aten::any", allAny<false>},
       {"aten::flip", flip},
+      {"aten::index", index},
       {"aten::prod", reduce<g::ReduceProdOp>},
       {"aten::addmv", addmm},
       {"aten::softplus", softplus},

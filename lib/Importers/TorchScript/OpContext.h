@@ -119,8 +119,9 @@ public:
     auto v = getInt(i);
     return mlir::succeeded(v) ? std::optional<int64_t>(*v) : std::nullopt;
   }
-  /// A list of tensors (cat, stack).
-  mlir::FailureOr<llvm::SmallVector<mlir::Value>> tensorList(size_t i);
+  /// A list of tensors (cat, stack); with `allowNone`, of optional
+  /// tensors (index's), None a null Value.
+  mlir::FailureOr<llvm::SmallVector<mlir::Value>> tensorList(size_t i, bool allowNone = false);
 
   //===--- Building -------------------------------------------------------===//
   template <typename OpTy, typename... Args>

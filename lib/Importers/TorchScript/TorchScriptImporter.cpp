@@ -1195,7 +1195,7 @@ FailureOr<SmallVector<int64_t>> OpContext::getInts(size_t i) {
                  << "' must be a list of integers known at compile time";
 }
 
-FailureOr<SmallVector<Value>> OpContext::tensorList(size_t i) {
+FailureOr<SmallVector<Value>> OpContext::tensorList(size_t i, bool allowNone) {
   if (i >= numInputs())
     return error() << "missing input " << i;
   const ImportedValue &v = input(i);
@@ -1217,6 +1217,10 @@ FailureOr<SmallVector<Value>> OpContext::tensorList(size_t i) {
   for (auto [k, e] : llvm::enumerate(elements)) {
     if (e.kind == ImportedValue::Kind::Tensor) {
       out.push_back(e.tensor);
+      continue;
+    }
+    if (allowNone && e.isNone()) {
+      out.push_back(Value());
       continue;
     }
     if (e.kind != ImportedValue::Kind::Constant || !e.constant.isTensor())
