@@ -1765,6 +1765,46 @@ LogicalResult gather(OpContext &c) {
   return c.setResult(v);
 }
 
+/// take_along_dim(self, indices, dim): gather along `dim`, the indices and
+/// the input broadcast against each other in the other dims (numpy's
+/// take_along_axis). Without a dim, both are flattened.
+LogicalResult takeAlongDim(OpContext &c) {
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(index, c.tensor(1));
+  if (c.isNone(2)) {
+    TESSERA_ASSIGN_OR_FAIL(fx, c.reshape(x, {typeOf(x).getNumElements()}));
+    TESSERA_ASSIGN_OR_FAIL(fi, c.reshape(index, {typeOf(index).getNumElements()}));
+    x = fx;
+    index = fi;
+  }
+  int64_t d = 0;
+  if (!c.isNone(2)) {
+    TESSERA_ASSIGN_OR_FAIL(dim, c.getInt(2));
+    d = dim;
+  }
+  TESSERA_ASSIGN_OR_FAIL(axis, c.normalizeDim(d, rankOf(x)));
+  if (rankOf(index) != rankOf(x))
+    return c.error() << "indices of rank " << rankOf(index) << " for an input of rank "
+                     << rankOf(x) << ": they must have the same rank";
+  // Broadcast each to the other's size in every dim but the axis.
+  Ints xShape(shapeOf(x).begin(), shapeOf(x).end()), iShape(shapeOf(index).begin(),
+                                                            shapeOf(index).end());
+  for (int64_t k = 0; k < rankOf(x); ++k) {
+    if (k == axis)
+      continue;
+    int64_t size = std::max(xShape[k], iShape[k]);
+    if ((xShape[k] != size && xShape[k] != 1) || (iShape[k] != size && iShape[k] != 1))
+      return c.error() << "input " << g::formatShape(shapeOf(x)) << " and indices "
+                       << g::formatShape(shapeOf(index)) << " do not broadcast in dim " << k;
+    xShape[k] = iShape[k] = size;
+  }
+  TESSERA_ASSIGN_OR_FAIL(xb, c.expand(x, xShape));
+  TESSERA_ASSIGN_OR_FAIL(ib, c.expand(index, iShape));
+  TESSERA_ASSIGN_OR_FAIL(v, c.infer<g::GatherElementsOp>(
+                                   xb, ib, c.builder().getI64IntegerAttr(axis)));
+  return c.setResult(v);
+}
+
 /// constant_pad_nd(self, pad, value) and pad(self, pad, mode, value); the
 /// pad list runs from the last dim backwards, (before, after) per dim.
 LogicalResult pad(OpContext &c) {
@@ -2275,22 +2315,18 @@ LogicalResult index(OpContext &c) {
   return c.setResult(v);
 }
 
-/// flip(self, dims): each dim read backwards (a gather of reversed indices).
+/// flip(self, dims): each dim read backwards (GraphEmitter::flip).
 LogicalResult flip(OpContext &c) {
   TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
   TESSERA_ASSIGN_OR_FAIL(dims, c.getInts(1));
+  g::GraphEmitter e(c.builder(), c.loc());
   Value v = x;
   for (int64_t d : dims) {
     TESSERA_ASSIGN_OR_FAIL(axis, c.normalizeDim(d, rankOf(x)));
-    int64_t n = shapeOf(x)[axis];
-    if (n <= 1)
-      continue;
-    TESSERA_ASSIGN_OR_FAIL(index, c.constant(at::arange(n - 1, -1, -1, at::kLong),
-                                              "flip_index"));
-    TESSERA_ASSIGN_OR_FAIL(g, c.infer<g::GatherOp>(v, index,
-                                                      c.builder().getI64IntegerAttr(axis)));
-    v = g;
+    v = e.flip(v, axis);
   }
+  if (e.failed())
+    return failure();
   return c.setResult(v);
 }
 
@@ -2342,6 +2378,7 @@ const llvm::StringMap<AtenConverter> &atenConverters() {
       {"aten::any", allAny<false>},
       {"aten::flip", flip},
       {"aten::index", index},
+      {"aten::take_along_dim", takeAlongDim},
       {"aten::prod", reduce<g::ReduceProdOp>},
       {"aten::addmv", addmm},
       {"aten::softplus", softplus},

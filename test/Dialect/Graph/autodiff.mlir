@@ -109,3 +109,24 @@ func.func @main(%x: tensor<7x0x3x5xf32>, %y: tensor<5xf32>) -> (tensor<f32> {gra
   %5 = graph.add %2, %4 : (tensor<f32>, tensor<f32>) -> tensor<f32>
   return %5 : tensor<f32>
 }
+
+// -----
+
+// gather_elements' gradient: a one-hot of the indices times the result's
+// gradient, summed over the axis, the axis back in its place, padded where
+// the indices cover less of the input (the axis is last here: no
+// transpose).
+// CHECK-LABEL: func.func @main
+// CHECK: graph.gather_elements
+// CHECK: %[[EQ:.*]] = graph.equal {{.*}} -> tensor<2x2x5xi1>
+// CHECK: graph.reduce_sum {{.*}}axes = array<i64: 1>{{.*}} -> tensor<2x5xf32>
+// CHECK: %[[G:.*]] = graph.pad {{.*}} -> tensor<3x5xf32>
+// CHECK: return %{{.*}}, %[[G]]
+ml_program.global private @w(dense<1.0> : tensor<3x5xf32>) : tensor<3x5xf32>
+func.func @main(%ids: tensor<2x2xi64>) -> (tensor<f32> {graph.loss}) {
+  %w = ml_program.global_load_const @w : tensor<3x5xf32>
+  %0 = graph.gather_elements %w, %ids {axis = 1 : i64} : (tensor<3x5xf32>, tensor<2x2xi64>) -> tensor<2x2xf32>
+  %1 = graph.mul %0, %0 : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x2xf32>
+  %2 = graph.reduce_sum %1 {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x2xf32>) -> tensor<f32>
+  return %2 : tensor<f32>
+}
