@@ -18,11 +18,11 @@ func.func @main(%x: tensor<2xf32>) -> (tensor<2xf32> {graph.loss}) {
 // -----
 
 ml_program.global private @t(dense<1.0> : tensor<4x2xf32>) : tensor<4x2xf32>
-func.func @main(%i: tensor<4x1xi64>) -> (tensor<f32> {graph.loss}) {
+func.func @main(%x: tensor<4x2xf32>) -> (tensor<f32> {graph.loss}) {
   %t = ml_program.global_load_const @t : tensor<4x2xf32>
-  // expected-error @+1 {{no gradient rule for 'graph.gather_elements'}}
-  %0 = graph.gather_elements %t, %i {axis = 1 : i64} : (tensor<4x2xf32>, tensor<4x1xi64>) -> tensor<4x1xf32>
-  %1 = graph.reduce_sum %0 {axes = array<i64: 0, 1>, keepdims = false} : (tensor<4x1xf32>) -> tensor<f32>
+  // expected-error @+1 {{no gradient rule for 'graph.rem'}}
+  %0 = graph.rem %t, %x : (tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<4x2xf32>
+  %1 = graph.reduce_sum %0 {axes = array<i64: 0, 1>, keepdims = false} : (tensor<4x2xf32>) -> tensor<f32>
   return %1 : tensor<f32>
 }
 
