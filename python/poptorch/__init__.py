@@ -16,8 +16,8 @@ from tessera import (BeginBlock, Block, BlockFunction, DataLoader, Error, IPUCon
                      identity_loss, inferenceModel, load, profile, recomputationCheckpoint,
                      removeBlocks, trainingModel)
 from tessera.data import AsynchronousDataAccessor, DataLoaderMode
-from tessera.ops import (for_loop, ipu_print_tensor, isRunningOnIpu, nop,
-                         serializedMatMul, set_available_memory)
+from tessera.ops import (dynamic_slice, dynamic_update, for_loop, ipu_print_tensor,
+                         isRunningOnIpu, nop, serializedMatMul, set_available_memory)
 from tessera._model import InferenceExecutor, TrainingExecutor
 from tessera import __version__ as _tessera_version
 
@@ -90,7 +90,7 @@ __all__ = [
     "MatMulSerializationMode", "MeanReductionStrategy", "MultiConvPlanType", "Options",
     "OutputMode", "OverlapMode", "PipelinedExecution", "RecoverableError", "ReductionType",
     "ShardedExecution", "SharingStrategy", "Stage", "SyncPattern", "UnrecoverableError",
-    "VariableRetrievalMode", "enums", "for_loop",
+    "VariableRetrievalMode", "dynamic_slice", "dynamic_update", "enums", "for_loop",
     "identity_loss", "inferenceModel", "ipuHardwareIsAvailable", "ipuHardwareVersion",
     "ipu_print_tensor", "isRunningOnIpu", "load", "nop", "optim", "profile",
     "recomputationCheckpoint", "removeBlocks", "serializedMatMul", "set_available_memory", "setLogLevel", "trainingModel",

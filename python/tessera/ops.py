@@ -83,3 +83,59 @@ def serializedMatMul(lhs, rhs, mode, factor=0, keep_precision=False):
             isinstance(factor, bool) or not isinstance(factor, int) or factor < 1):
         raise Error(f"serializedMatMul: factor must be a positive integer, got {factor!r}")
     return torch.matmul(lhs, rhs)
+
+
+def _check_size(size, name):
+    """PopTorch's messages for a slice of no elements or fewer."""
+    if isinstance(size, bool) or not isinstance(size, int):
+        raise Error(f"{name}: size must be an integer, got {size!r}")
+    if size == 0:
+        raise Error(f"{name}: The start and end of a slice must be different.")
+    if size < 0:
+        raise Error(f"{name}: Taking a slice of a tensor with the end less than the start is "
+                    "not supported.")
+
+
+def _dynamic_start(start, name):
+    if not isinstance(start, torch.Tensor) or start.numel() != 1 or start.is_floating_point():
+        raise Error(f"{name}: start must be an integer tensor of one element, got {start!r}")
+    return start.reshape(1).to(torch.int64)
+
+
+def dynamic_slice(tensor, dim, start, size, step):
+    """`size` elements of `tensor` along `dim` from `start`, a tensor the
+    device computes, every `step`-th (PopTorch's dynamic_slice): a gather at
+    start + (0, step, 2 step, ...), the indices kept inside the dimension."""
+    start = _dynamic_start(start, "dynamic_slice")
+    _check_size(size, "dynamic_slice")
+    if isinstance(step, bool) or not isinstance(step, int) or step < 1:
+        raise Error(f"dynamic_slice: step must be a positive integer, got {step!r}")
+    n = tensor.shape[dim]
+    offsets = torch.tensor(list(range(0, size, step)), dtype=torch.int64)
+    index = torch.clamp(start + offsets, 0, n - 1)
+    return torch.index_select(tensor, dim, index)
+
+
+def dynamic_update(input, src, dim, start, size):
+    """`input` with `src` written along `dim` from `start`, a tensor the
+    device computes (PopTorch's dynamic_update): each position of the
+    dimension takes `src`'s element at (position - start) where that is in
+    [0, size), else keeps `input`'s."""
+    start = _dynamic_start(start, "dynamic_update")
+    _check_size(size, "dynamic_update")
+    if input.dim() != src.dim():
+        raise Error("dynamic_update: input and src tensors must have same dimensionality. "
+                    f"({input.dim()}) vs ({src.dim()})")
+    if input.dtype != src.dtype:
+        raise Error("dynamic_update: input and src tensor must have same dtype. "
+                    f"({input.dtype} vs {src.dtype})")
+    if src.shape[dim] != size:
+        raise Error(f"dynamic_update: src has {src.shape[dim]} elements along dim {dim}, "
+                    f"not size {size}")
+    n = input.shape[dim]
+    positions = torch.tensor(list(range(n)), dtype=torch.int64)
+    inside = torch.logical_and(positions >= start, positions < start + size)
+    taken = torch.index_select(src, dim, torch.clamp(positions - start, 0, size - 1))
+    shape = [1] * input.dim()
+    shape[dim] = n
+    return torch.where(inside.reshape(shape), taken, input)

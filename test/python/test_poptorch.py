@@ -189,3 +189,28 @@ def test_asynchronous_data_accessor_keeps_the_order():
 
     with pytest.raises(ValueError, match="bad sample"):
         list(poptorch.DataLoader(opts, Broken(), mode=poptorch.DataLoaderMode.Async))
+
+
+def test_dynamic_slice_and_update_read_their_start_on_the_device():
+    class Slicer(torch.nn.Module):
+        def forward(self, t, start):
+            return poptorch.dynamic_slice(t, 0, start, 3, 2) * 2
+
+    class Updater(torch.nn.Module):
+        def forward(self, t, src, start):
+            return poptorch.dynamic_update(t, src, 1, start, 2)
+
+    t = torch.arange(24.0).reshape(8, 3)
+    slicer = poptorch.inferenceModel(Slicer())
+    # Compiled with one start, run with another: the start is an input.
+    slicer.compile(t, torch.tensor([0]))
+    torch.testing.assert_close(slicer(t, torch.tensor([2])), t[2:5:2] * 2)
+    torch.testing.assert_close(slicer(t, torch.tensor([1])), t[1:4:2] * 2)
+    x, src = torch.zeros(2, 5), torch.ones(2, 2)
+    updater = poptorch.inferenceModel(Updater())
+    for start in (0, 3):
+        want = x.clone()
+        want[:, start:start + 2] = src
+        torch.testing.assert_close(updater(x, src, torch.tensor([start])), want)
+    with pytest.raises(poptorch.Error, match="start and end of a slice must be different"):
+        poptorch.dynamic_slice(t, 0, torch.tensor([1]), 0, 1)
