@@ -10,12 +10,19 @@ Run by .venv's Python (scripts/install-deps.sh installs transformers
 there). Not a test: the models compile for minutes on two cores.
 """
 import argparse
+import os
+import sys
 import time
 
-import torch
-import transformers
+# benchmarks/transformers.py (Tessera's own transformer benchmark) is beside
+# this script: the package is Hugging Face's.
+sys.path = [p for p in sys.path
+            if os.path.abspath(p or ".") != os.path.dirname(os.path.abspath(__file__))]
 
-import tessera
+import torch  # noqa: E402
+import transformers  # noqa: E402
+
+import tessera  # noqa: E402
 
 
 def bert_base():

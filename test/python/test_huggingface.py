@@ -4,7 +4,9 @@ match PyTorch on the IPU model; a BERT classifier fine-tunes pipelined over
 two IPUs with an optimum-graphcore IPUConfig and reaches the weights of the
 unpipelined run. Run by .venv's Python (scripts/install-deps.sh installs
 transformers there, pinned in python/requirements.txt). The models are
-small here (2 layers): benchmarks/huggingface.py runs the published sizes.
+checked at two sizes: small (2 layers) and as published (bert-base,
+gpt2, vit-base-patch16-224: about 10 s each to compile on two cores);
+benchmarks/huggingface.py prints the published sizes' figures.
 """
 import pytest
 import torch
@@ -34,7 +36,26 @@ def vit():
     return transformers.ViTModel(config), {"pixel_values": torch.randn(2, 3, 32, 32)}
 
 
-@pytest.mark.parametrize("build", [bert, gpt2, vit], ids=lambda f: f.__name__)
+def bert_base():
+    config = transformers.BertConfig()
+    ids = torch.randint(0, config.vocab_size, (1, 128))
+    return transformers.BertModel(config), {"input_ids": ids,
+                                            "attention_mask": torch.ones_like(ids)}
+
+
+def gpt2_small():
+    config = transformers.GPT2Config()
+    return transformers.GPT2Model(config), {
+        "input_ids": torch.randint(0, config.vocab_size, (1, 128))}
+
+
+def vit_b16():
+    return transformers.ViTModel(transformers.ViTConfig()), {
+        "pixel_values": torch.randn(1, 3, 224, 224)}
+
+
+@pytest.mark.parametrize("build", [bert, gpt2, vit, bert_base, gpt2_small, vit_b16],
+                         ids=lambda f: f.__name__)
 def test_model_matches_pytorch(build):
     torch.manual_seed(0)
     model, inputs = build()
