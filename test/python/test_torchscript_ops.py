@@ -1,8 +1,8 @@
 """TorchScript operators built from the graph dialect's ops, against
 PyTorch: activations (glu, prelu, selu, celu, softshrink, hardshrink),
 cumsum (a product with a triangle of ones), one_hot, bucketize, nansum,
-count_nonzero, all/any, flip, prod, addmv, indexing by one tensor; and a
-training step through
+count_nonzero, all/any, flip, prod, addmv, indexing by one tensor, random
+sampling; and a training step through
 them that reaches PyTorch's weights."""
 import pytest
 import torch
@@ -143,3 +143,30 @@ def test_what_depends_on_the_data_is_refused_by_name():
         tessera.inferenceModel(Op(lambda t: t[t > 0]))(X)
     with pytest.raises(tessera.Error, match="cumsum of integers"):
         tessera.inferenceModel(Op(lambda t: torch.cumsum(t, 0)))(torch.arange(4))
+
+
+class Random(torch.nn.Module):
+    def forward(self, mean, std):
+        return (torch.rand(400, 250), torch.randn_like(mean), torch.normal(mean, std),
+                torch.bernoulli(torch.full((400, 250), 0.3)),
+                torch.empty(400, 250).uniform_(2, 5),
+                torch.distributions.Normal(mean, std).sample())
+
+
+def test_random_sampling_draws_from_the_programs_generator():
+    """rand, randn_like, normal, bernoulli, uniform_ and a distribution's
+    sample: their statistics (100,000 draws each), fresh numbers every run,
+    the same numbers for the same seed."""
+    mean, std = torch.full((400, 250), 3.0), torch.full((400, 250), 2.0)
+    model = tessera.inferenceModel(Random(), tessera.Options().randomSeed(7))
+    u, n, normal, b, uniform, sample = model(mean, std)
+    assert 0 <= float(u.min()) and float(u.max()) < 1 and abs(float(u.mean()) - 0.5) < 0.01
+    assert abs(float(n.mean())) < 0.02 and abs(float(n.std()) - 1) < 0.02
+    assert abs(float(normal.mean()) - 3) < 0.03 and abs(float(normal.std()) - 2) < 0.03
+    assert abs(float(sample.mean()) - 3) < 0.03 and abs(float(sample.std()) - 2) < 0.03
+    assert set(b.unique().tolist()) == {0.0, 1.0} and abs(float(b.mean()) - 0.3) < 0.01
+    assert 2 <= float(uniform.min()) and float(uniform.max()) < 5
+    again = model(mean, std)
+    assert not torch.equal(again[0], u)
+    same = tessera.inferenceModel(Random(), tessera.Options().randomSeed(7))(mean, std)
+    assert torch.equal(same[0], u) and torch.equal(same[2], normal)

@@ -2315,6 +2315,132 @@ LogicalResult index(OpContext &c) {
   return c.setResult(v);
 }
 
+/// Random numbers from the program's counter-based generator (seeded by
+/// tessera-run --seed / Options.randomSeed, fresh numbers every run, the
+/// same on every tile and replica for an element).
+///
+/// The element type of a factory's `dtype` argument (f32 when None).
+FailureOr<Type> factoryType(OpContext &c, size_t dtypeArg) {
+  if (c.numInputs() <= dtypeArg || c.isNone(dtypeArg))
+    return Type(c.builder().getF32Type());
+  TESSERA_ASSIGN_OR_FAIL(d, c.getInt(dtypeArg));
+  Type t = elementTypeOf(static_cast<c10::ScalarType>(d), c.context());
+  if (!t || !isa<FloatType>(t))
+    return c.error() << "random numbers of a non-float dtype are not supported";
+  return t;
+}
+
+FailureOr<Value> uniform(OpContext &c, Type t, ArrayRef<int64_t> shape, double low,
+                         double high) {
+  return g::createRandomUniform(c.builder(), c.loc(), t, shape, low, high);
+}
+
+/// Standard normal numbers (Box-Muller over two uniforms; 1 - u keeps the
+/// logarithm's argument in (0, 1]).
+FailureOr<Value> standardNormal(OpContext &c, Type t, ArrayRef<int64_t> shape) {
+  TESSERA_ASSIGN_OR_FAIL(u1, uniform(c, t, shape, 0, 1));
+  TESSERA_ASSIGN_OR_FAIL(u2, uniform(c, t, shape, 0, 1));
+  g::GraphEmitter e(c.builder(), c.loc());
+  Value r = e.sqrt(e.mulScalar(e.log(e.sub(e.scalar(u1, 1), u1)), -2));
+  Value v = e.mul(r, e.cos(e.mulScalar(u2, 2 * M_PI)));
+  if (e.failed())
+    return failure();
+  return v;
+}
+
+/// rand/randn(size, dtype, ...) and rand_like/randn_like(self, dtype, ...).
+template <bool Normal, bool Like> LogicalResult randomFactory(OpContext &c) {
+  Ints shape;
+  if (Like) {
+    TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+    shape.assign(shapeOf(x).begin(), shapeOf(x).end());
+  } else {
+    TESSERA_ASSIGN_OR_FAIL(size, c.getInts(0));
+    shape = size;
+  }
+  TESSERA_ASSIGN_OR_FAIL(t, factoryType(c, 1));
+  FailureOr<Value> v = Normal ? standardNormal(c, t, shape) : uniform(c, t, shape, 0, 1);
+  if (failed(v))
+    return failure();
+  return c.setResult(*v);
+}
+
+/// normal(mean, std) with tensors or numbers (a size when both are
+/// numbers), and normal_(self, mean, std) in place: mean + std * N(0, 1).
+LogicalResult normal(OpContext &c) {
+  bool inPlace = c.kind() == "aten::normal_";
+  Ints shape;
+  Type t = c.builder().getF32Type();
+  Value mean, std;
+  if (inPlace) {
+    TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+    shape.assign(shapeOf(x).begin(), shapeOf(x).end());
+    t = elementOf(x);
+    TESSERA_ASSIGN_OR_FAIL(m, c.getDouble(1));
+    TESSERA_ASSIGN_OR_FAIL(s, c.getDouble(2));
+    mean = c.scalar(t, m);
+    std = c.scalar(t, s);
+  } else {
+    bool tensors = c.isTensor(0) || c.isTensor(1);
+    if (tensors) {
+      TESSERA_ASSIGN_OR_FAIL(operands, promoted(c, 0, 1));
+      mean = operands.first;
+      std = operands.second;
+      t = elementOf(mean);
+      g::GraphEmitter e(c.builder(), c.loc());
+      Value sum = e.add(mean, std); // the broadcast shape
+      if (e.failed())
+        return failure();
+      shape.assign(shapeOf(sum).begin(), shapeOf(sum).end());
+    } else {
+      TESSERA_ASSIGN_OR_FAIL(m, c.getDouble(0));
+      TESSERA_ASSIGN_OR_FAIL(s, c.getDouble(1));
+      TESSERA_ASSIGN_OR_FAIL(size, c.getInts(2));
+      shape = size;
+      TESSERA_ASSIGN_OR_FAIL(ft, factoryType(c, 4));
+      t = ft;
+      mean = c.scalar(t, m);
+      std = c.scalar(t, s);
+    }
+  }
+  if (!isa<FloatType>(t))
+    return c.error() << "normal numbers of a non-float type are not supported";
+  TESSERA_ASSIGN_OR_FAIL(z, standardNormal(c, t, shape));
+  TESSERA_ASSIGN_OR_FAIL(sz, c.infer<g::MulOp>(z, std));
+  TESSERA_ASSIGN_OR_FAIL(v, c.infer<g::AddOp>(sz, mean));
+  return c.setResult(v);
+}
+
+/// uniform_(self, from, to): in place, numbers in [from, to).
+LogicalResult uniformInPlace(OpContext &c) {
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(from, c.getDouble(1));
+  TESSERA_ASSIGN_OR_FAIL(to, c.getDouble(2));
+  if (!isa<FloatType>(elementOf(x)))
+    return c.error() << "uniform_ of a non-float tensor is not supported";
+  TESSERA_ASSIGN_OR_FAIL(v, uniform(c, elementOf(x), shapeOf(x), from, to));
+  return c.setResult(v);
+}
+
+/// bernoulli(self) with self the probabilities, or bernoulli(self, p):
+/// 1 where a uniform number is below the probability, in self's type.
+LogicalResult bernoulli(OpContext &c) {
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  Type t = elementOf(x);
+  if (!isa<FloatType>(t))
+    return c.error() << "bernoulli of a non-float tensor is not supported";
+  Value p = x;
+  if (c.numInputs() > 1 && !c.isNone(1) && !c.isTensor(1)) {
+    const ImportedValue &arg = c.input(1);
+    if (arg.kind == ImportedValue::Kind::Constant && arg.constant.isDouble())
+      p = c.scalar(t, arg.constant.toDouble());
+  }
+  TESSERA_ASSIGN_OR_FAIL(u, uniform(c, t, shapeOf(x), 0, 1));
+  TESSERA_ASSIGN_OR_FAIL(below, c.infer<g::LessOp>(u, p));
+  TESSERA_ASSIGN_OR_FAIL(v, c.castTo(below, t));
+  return c.setResult(v);
+}
+
 /// flip(self, dims): each dim read backwards (GraphEmitter::flip).
 LogicalResult flip(OpContext &c) {
   TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
@@ -2377,6 +2503,15 @@ const llvm::StringMap<AtenConverter> &atenConverters() {
       {"aten::all", allAny<true>},
       {"aten::any", allAny<false>},
       {"aten::flip", flip},
+      {"aten::rand", randomFactory<false, false>},
+      {"aten::randn", randomFactory<true, false>},
+      {"aten::rand_like", randomFactory<false, true>},
+      {"aten::randn_like", randomFactory<true, true>},
+      {"aten::normal", normal},
+      {"aten::normal_", normal},
+      {"aten::uniform", uniformInPlace},
+      {"aten::uniform_", uniformInPlace},
+      {"aten::bernoulli", bernoulli},
       {"aten::index", index},
       {"aten::take_along_dim", takeAlongDim},
       {"aten::prod", reduce<g::ReduceProdOp>},
