@@ -39,6 +39,11 @@ CASES = {
     "index_first": (lambda t, i: t[i], [X, torch.tensor([[0, 2], [1, 1]])]),
     "index_middle": (lambda t, i: t[:, i] * 2, [X, torch.tensor([3, 0])]),
     "index_last": (lambda t, i: t[..., i], [X, torch.tensor([4, 0, 2])]),
+    "var": (torch.var, [X]),
+    "var_dim_keepdim": (lambda t: torch.var(t, 1, keepdim=True), [X]),
+    "var_biased": (lambda t: torch.var(t, (0, 2), unbiased=False), [X]),
+    "std_last": (lambda t: torch.std(t, -1), [X]),
+    "std_correction": (lambda t: torch.std(t, dim=1, correction=0), [X]),
     "take_along_dim": (lambda t, i: torch.take_along_dim(t, i, 2),
                        [X, torch.tensor([[[4, 0]], [[1, 1]], [[2, 3]]])]),
 }

@@ -2441,6 +2441,55 @@ LogicalResult bernoulli(OpContext &c) {
   return c.setResult(v);
 }
 
+/// var/std(self, unbiased) or (self, dim, unbiased | correction, keepdim):
+/// the mean of squared deviations over n - correction (1 unbiased, the
+/// default); std its square root.
+template <bool Std> LogicalResult variance(OpContext &c) {
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  if (!isa<FloatType>(elementOf(x)))
+    return c.error() << "var/std of a non-float tensor";
+  Ints axes;
+  bool keepdim = false;
+  int64_t correction = 1;
+  auto readCorrection = [&](size_t i) -> LogicalResult {
+    if (c.isNone(i))
+      return success();
+    const ImportedValue &v = c.input(i);
+    if (v.kind == ImportedValue::Kind::Constant && v.constant.isBool()) {
+      correction = v.constant.toBool() ? 1 : 0;
+      return success();
+    }
+    TESSERA_ASSIGN_OR_FAIL(k, c.getInt(i));
+    correction = k;
+    return success();
+  };
+  if (c.numInputs() <= 2) {
+    for (int64_t d = 0; d < rankOf(x); ++d)
+      axes.push_back(d);
+    if (c.numInputs() == 2 && failed(readCorrection(1)))
+      return failure();
+  } else {
+    TESSERA_ASSIGN_OR_FAIL(a, reductionAxes(c, 1, rankOf(x)));
+    axes = a;
+    if (failed(readCorrection(2)))
+      return failure();
+    TESSERA_ASSIGN_OR_FAIL(k, c.getBool(3));
+    keepdim = k;
+  }
+  int64_t n = 1;
+  for (int64_t a : axes)
+    n *= shapeOf(x)[a];
+  g::GraphEmitter e(c.builder(), c.loc());
+  Value deviation = e.sub(x, e.reduceMean(x, axes, true));
+  Value v = e.mulScalar(e.reduceSum(e.mul(deviation, deviation), axes, keepdim),
+                        1.0 / static_cast<double>(n - correction));
+  if (Std)
+    v = e.sqrt(v);
+  if (e.failed())
+    return failure();
+  return c.setResult(v);
+}
+
 /// flip(self, dims): each dim read backwards (GraphEmitter::flip).
 LogicalResult flip(OpContext &c) {
   TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
@@ -2503,6 +2552,8 @@ const llvm::StringMap<AtenConverter> &atenConverters() {
       {"aten::all", allAny<true>},
       {"aten::any", allAny<false>},
       {"aten::flip", flip},
+      {"aten::var", variance<false>},
+      {"aten::std", variance<true>},
       {"aten::rand", randomFactory<false, false>},
       {"aten::randn", randomFactory<true, false>},
       {"aten::rand_like", randomFactory<false, true>},
