@@ -89,8 +89,8 @@ class AdamW(torch.optim.AdamW):
             accum_type=accum_type,
             first_order_momentum_accum_type=first_order_momentum_accum_type,
             second_order_momentum_accum_type=second_order_momentum_accum_type)
-        if not bias_correction:
-            not_available("AdamW(bias_correction=False)", "AdamW without bias correction")
+        # PopTorch's: False uses the moments without bias correction.
+        self.bias_correction = bool(bias_correction)
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                          amsgrad=amsgrad, maximize=maximize)
         self.loss_scaling = loss_scaling
@@ -163,6 +163,8 @@ def hyperparameters(optimizer):
         values = {"lr": g["lr"], "beta1": g["betas"][0], "beta2": g["betas"][1],
                   "eps": g["eps"], "weight-decay": g["weight_decay"],
                   "amsgrad": float(g["amsgrad"])}
+        if not getattr(optimizer, "bias_correction", True):
+            values["bias-correction"] = 0.0
     elif isinstance(optimizer, torch.optim.RMSprop):
         name = "rmsprop"
         values = {"lr": g["lr"], "alpha": g["alpha"], "eps": g["eps"],

@@ -214,3 +214,43 @@ def test_dynamic_slice_and_update_read_their_start_on_the_device():
         torch.testing.assert_close(updater(x, src, torch.tensor([start])), want)
     with pytest.raises(poptorch.Error, match="start and end of a slice must be different"):
         poptorch.dynamic_slice(t, 0, torch.tensor([1]), 0, 1)
+
+
+def test_adamw_without_bias_correction_uses_the_moments_as_they_are():
+    """poptorch.optim.AdamW(bias_correction=False) (PopART's ADAMW_NO_BIAS):
+    w <- w (1 - lr wd) - lr m / (sqrt(v) + eps), against that update by hand."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 2)
+    weights = {k: v.clone() for k, v in model.state_dict().items()}
+    x, y = torch.randn(8, 4), torch.randn(8, 2)
+
+    class WithLoss(torch.nn.Module):
+        def __init__(self, net):
+            super().__init__()
+            self.net = net
+
+        def forward(self, x, y):
+            out = self.net(x)
+            return out, torch.nn.functional.mse_loss(out, y)
+
+    lr, betas, eps, wd = 0.01, (0.9, 0.999), 1e-8, 0.01
+    optimizer = poptorch.optim.AdamW(model.parameters(), lr=lr, betas=betas, eps=eps,
+                                     weight_decay=wd, bias_correction=False)
+    training = poptorch.trainingModel(WithLoss(model), poptorch.Options(), optimizer)
+    reference = torch.nn.Linear(4, 2)
+    reference.load_state_dict(weights)
+    moments = {n: (torch.zeros_like(p), torch.zeros_like(p))
+               for n, p in reference.named_parameters()}
+    for _ in range(3):
+        training(x, y)
+        reference.zero_grad()
+        torch.nn.functional.mse_loss(reference(x), y).backward()
+        with torch.no_grad():
+            for n, p in reference.named_parameters():
+                m, v = moments[n]
+                m.mul_(betas[0]).add_((1 - betas[0]) * p.grad)
+                v.mul_(betas[1]).add_((1 - betas[1]) * p.grad * p.grad)
+                p.mul_(1 - lr * wd).sub_(lr * m / (v.sqrt() + eps))
+    for name, want in reference.state_dict().items():
+        torch.testing.assert_close(model.state_dict()[name], want, rtol=1e-4, atol=1e-6,
+                                   msg=name)

@@ -85,9 +85,13 @@ FailureOr<OptimizerSpec> parseSpec(StringRef text, Location loc) {
          {"weight-decay", 0}, {"nesterov", 0}, {"velocity-scaling", 1}};
     spec.structural.insert("nesterov");
   } else if (spec.name == "adam" || spec.name == "adamw") {
+    // bias-correction 0: PopTorch's AdamW(bias_correction=False) (PopART's
+    // ADAMW_NO_BIAS): the moments used as they are.
     v = {{"lr", 1e-3}, {"beta1", 0.9}, {"beta2", 0.999}, {"eps", 1e-8},
-         {"weight-decay", spec.name == "adamw" ? 0.01 : 0.0}, {"amsgrad", 0}};
+         {"weight-decay", spec.name == "adamw" ? 0.01 : 0.0}, {"amsgrad", 0},
+         {"bias-correction", 1}};
     spec.structural.insert("amsgrad");
+    spec.structural.insert("bias-correction");
   } else if (spec.name == "rmsprop") {
     v = {{"lr", 0.01}, {"alpha", 0.99}, {"eps", 1e-8}, {"weight-decay", 0},
          {"momentum", 0}, {"centered", 0}};
@@ -533,8 +537,9 @@ struct GraphOptimizerUpdate
                                  e.div(r1, r2), e.scalar(r1, 1.0));
           updated = e.sub(w, e.mul(e.mul(lr, trust), dir));
         } else {
-          Value bc1 = e.sub(one, e.pow(b1, nextStep));
-          Value bc2 = e.sub(one, e.pow(b2, nextStep));
+          bool corrected = flag("bias-correction");
+          Value bc1 = corrected ? e.sub(one, e.pow(b1, nextStep)) : one;
+          Value bc2 = corrected ? e.sub(one, e.pow(b2, nextStep)) : one;
           Value second = newV;
           if (flag("amsgrad")) {
             auto [maxGlobal, vmax] = slot("max_exp_avg_sq", kSecondOrderType);
