@@ -2,7 +2,8 @@
 PyTorch: activations (glu, prelu, selu, celu, softshrink, hardshrink),
 cumsum (a product with a triangle of ones), one_hot, bucketize, nansum,
 count_nonzero, all/any, flip, prod, addmv, indexing by one tensor, random
-sampling; and a training step through
+sampling, var/std, smooth L1, Huber, soft margin and KL losses, pairwise
+distances and cosine similarity; and a training step through
 them that reaches PyTorch's weights."""
 import pytest
 import torch
@@ -44,6 +45,23 @@ CASES = {
     "var_biased": (lambda t: torch.var(t, (0, 2), unbiased=False), [X]),
     "std_last": (lambda t: torch.std(t, -1), [X]),
     "std_correction": (lambda t: torch.std(t, dim=1, correction=0), [X]),
+    "smooth_l1_loss": (lambda x, y: torch.nn.functional.smooth_l1_loss(x, y, beta=0.5),
+                       [X, X.flip(0)]),
+    "huber_loss_sum": (lambda x, y: torch.nn.functional.huber_loss(x, y, reduction="sum",
+                                                                    delta=0.7), [X, X.flip(0)]),
+    "soft_margin_loss": (torch.nn.functional.soft_margin_loss,
+                         [X, torch.sign(X.flip(2)) + (X.flip(2) == 0).float()]),
+    "kl_div_sum": (lambda x, y: torch.nn.functional.kl_div(x, y, reduction="sum"),
+                   [torch.log_softmax(X, 1), torch.softmax(X.flip(0), 1)]),
+    "kl_div_log_target": (lambda x, y: torch.nn.functional.kl_div(x, y, log_target=True,
+                                                                  reduction="none"),
+                          [torch.log_softmax(X, 1), torch.log_softmax(X.flip(0), 1)]),
+    "pairwise_distance": (torch.nn.functional.pairwise_distance, [X, X.flip(0)]),
+    "pairwise_distance_p1": (lambda x, y: torch.nn.functional.pairwise_distance(
+        x, y, p=1.0, keepdim=True), [X, X.flip(0)]),
+    "cosine_similarity": (torch.nn.functional.cosine_similarity, [X, X.flip(0)]),
+    "cdist": (torch.cdist, [torch.randn(2, 5, 3), torch.randn(2, 4, 3)]),
+    "cdist_p1": (lambda x, y: torch.cdist(x, y, p=1), [torch.randn(5, 3), torch.randn(4, 3)]),
     "take_along_dim": (lambda t, i: torch.take_along_dim(t, i, 2),
                        [X, torch.tensor([[[4, 0]], [[1, 1]], [[2, 3]]])]),
 }

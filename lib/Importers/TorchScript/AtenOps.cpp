@@ -1173,6 +1173,108 @@ LogicalResult regressionLoss(OpContext &c, StringRef kind) {
   return c.setResult(loss);
 }
 
+/// smooth_l1_loss(self, target, reduction, beta), huber_loss(self, target,
+/// reduction, delta), soft_margin_loss(self, target, reduction) and
+/// kl_div(self, target, reduction, log_target): graph::buildRegressionLoss.
+LogicalResult parametricLoss(OpContext &c) {
+  std::string kind = c.kind();
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(target, c.tensor(1));
+  TESSERA_ASSIGN_OR_FAIL(reduction, lossReduction(c, 2));
+  if (x.getType() != target.getType())
+    return c.error() << "the loss's prediction " << x.getType() << " and target "
+                     << target.getType() << " differ";
+  StringRef lossKind = kind == "aten::smooth_l1_loss" ? "smooth-l1"
+                       : kind == "aten::huber_loss"   ? "huber"
+                       : kind == "aten::soft_margin_loss" ? "soft-margin"
+                                                          : "kl-div";
+  double parameter = 1.0;
+  if (lossKind == "kl-div") {
+    TESSERA_ASSIGN_OR_FAIL(logTarget, c.getBool(3));
+    if (logTarget)
+      lossKind = "kl-div-log-target";
+  } else if (lossKind != "soft-margin" && c.numInputs() > 3) {
+    TESSERA_ASSIGN_OR_FAIL(p, c.getDouble(3));
+    if (p < 0 || (lossKind == "huber" && p == 0))
+      return c.error() << (lossKind == "huber" ? "delta" : "beta") << " must be "
+                       << (lossKind == "huber" ? "positive" : "non-negative") << ", got " << p;
+    parameter = p;
+  }
+  graph::GraphEmitter e(c.builder(), c.loc());
+  Value loss = graph::buildRegressionLoss(e, lossKind, x, target, reduction, parameter);
+  if (e.failed() || !loss)
+    return c.error() << "could not build the " << lossKind << " loss for " << x.getType();
+  return c.setResult(loss);
+}
+
+/// pairwise_distance(x1, x2, p, eps, keepdim): ||x1 - x2 + eps||_p over the
+/// last dim.
+LogicalResult pairwiseDistance(OpContext &c) {
+  TESSERA_ASSIGN_OR_FAIL(operands, promoted(c, 0, 1));
+  TESSERA_ASSIGN_OR_FAIL(p, c.getDouble(2));
+  TESSERA_ASSIGN_OR_FAIL(eps, c.getDouble(3));
+  TESSERA_ASSIGN_OR_FAIL(keepdim, c.getBool(4));
+  if (p <= 0)
+    return c.unsupported("a p-norm with p <= 0");
+  graph::GraphEmitter e(c.builder(), c.loc());
+  Value d = e.addScalar(e.sub(operands.first, operands.second), eps);
+  int64_t last = rankOf(d) - 1;
+  Value v = p == 2   ? e.sqrt(e.reduceSum(e.mul(d, d), {last}, keepdim))
+            : p == 1 ? e.reduceSum(e.abs(d), {last}, keepdim)
+                     : e.pow(e.reduceSum(e.pow(e.abs(d), e.scalar(d, p)), {last}, keepdim),
+                             e.scalar(d, 1 / p));
+  if (e.failed())
+    return failure();
+  return c.setResult(v);
+}
+
+/// cosine_similarity(x1, x2, dim, eps): x1.x2 / sqrt(max(|x1|^2 |x2|^2, eps^2)).
+LogicalResult cosineSimilarity(OpContext &c) {
+  TESSERA_ASSIGN_OR_FAIL(operands, promoted(c, 0, 1));
+  TESSERA_ASSIGN_OR_FAIL(d, c.getInt(2));
+  TESSERA_ASSIGN_OR_FAIL(eps, c.getDouble(3));
+  auto [a, b] = operands;
+  graph::GraphEmitter e(c.builder(), c.loc());
+  Value ab = e.mul(a, b); // the broadcast shape
+  if (e.failed())
+    return failure();
+  TESSERA_ASSIGN_OR_FAIL(axis, c.normalizeDim(d, rankOf(ab)));
+  Value dot = e.reduceSum(ab, {axis}, false);
+  Value aa = e.reduceSum(e.mul(a, a), {axis}, false);
+  Value bb = e.reduceSum(e.mul(b, b), {axis}, false);
+  Value denom = e.sqrt(e.max(e.mul(aa, bb), e.scalar(dot, eps * eps)));
+  Value v = e.div(dot, denom);
+  if (e.failed())
+    return failure();
+  return c.setResult(v);
+}
+
+/// cdist(x1, x2, p, compute_mode): the p-norm distance between every row of
+/// x1 [..., P, M] and every row of x2 [..., R, M], [..., P, R].
+LogicalResult cdist(OpContext &c) {
+  TESSERA_ASSIGN_OR_FAIL(operands, promoted(c, 0, 1));
+  TESSERA_ASSIGN_OR_FAIL(p, c.getDouble(2));
+  auto [a, b] = operands;
+  if (rankOf(a) < 2 || rankOf(a) != rankOf(b))
+    return c.error() << "takes two tensors of the same rank, at least 2";
+  if (p <= 0)
+    return c.unsupported("a p-norm with p <= 0");
+  int64_t r = rankOf(a);
+  Ints aShape(shapeOf(a).begin(), shapeOf(a).end()), bShape(shapeOf(b).begin(),
+                                                            shapeOf(b).end());
+  aShape.insert(aShape.begin() + r - 1, 1); // [..., P, 1, M]
+  bShape.insert(bShape.begin() + r - 2, 1); // [..., 1, R, M]
+  graph::GraphEmitter e(c.builder(), c.loc());
+  Value d = e.sub(e.reshape(a, aShape), e.reshape(b, bShape));
+  Value v = p == 2   ? e.sqrt(e.reduceSum(e.mul(d, d), {r}, false))
+            : p == 1 ? e.reduceSum(e.abs(d), {r}, false)
+                     : e.pow(e.reduceSum(e.pow(e.abs(d), e.scalar(d, p)), {r}, false),
+                             e.scalar(d, 1 / p));
+  if (e.failed())
+    return failure();
+  return c.setResult(v);
+}
+
 //===----------------------------------------------------------------------===//
 // Reductions
 //===----------------------------------------------------------------------===//
@@ -2552,6 +2654,13 @@ const llvm::StringMap<AtenConverter> &atenConverters() {
       {"aten::all", allAny<true>},
       {"aten::any", allAny<false>},
       {"aten::flip", flip},
+      {"aten::smooth_l1_loss", parametricLoss},
+      {"aten::huber_loss", parametricLoss},
+      {"aten::soft_margin_loss", parametricLoss},
+      {"aten::kl_div", parametricLoss},
+      {"aten::pairwise_distance", pairwiseDistance},
+      {"aten::cosine_similarity", cosineSimilarity},
+      {"aten::cdist", cdist},
       {"aten::var", variance<false>},
       {"aten::std", variance<true>},
       {"aten::rand", randomFactory<false, false>},

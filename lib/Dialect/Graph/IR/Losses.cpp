@@ -35,13 +35,40 @@ Value buildClassLoss(GraphEmitter &e, Value scores, Value labels, bool fromLogit
 }
 
 Value buildRegressionLoss(GraphEmitter &e, StringRef kind, Value pred, Value target,
-                          LossReduction reduction) {
+                          LossReduction reduction, double parameter) {
   Value per;
   if (kind == "mse") {
     Value d = e.sub(pred, target);
     per = e.mul(d, d);
   } else if (kind == "l1") {
     per = e.abs(e.sub(pred, target));
+  } else if (kind == "smooth-l1" || kind == "huber") {
+    // |d| < p: 0.5 d^2 / p (smooth L1) or 0.5 d^2 (Huber); else |d| - 0.5 p
+    // (smooth L1) or p (|d| - 0.5 p) (Huber). Smooth L1 with beta 0 is L1.
+    Value d = e.abs(e.sub(pred, target));
+    if (kind == "smooth-l1" && parameter == 0) {
+      per = d;
+    } else {
+      Value quadratic = e.mulScalar(e.mul(d, d), kind == "huber" ? 0.5 : 0.5 / parameter);
+      Value linear = e.addScalar(d, -0.5 * parameter);
+      if (kind == "huber")
+        linear = e.mulScalar(linear, parameter);
+      per = e.select(e.less(d, e.scalar(d, parameter)), quadratic, linear);
+    }
+  } else if (kind == "soft-margin") {
+    // log(1 + exp(-y x)), softplus for stability.
+    per = e.softplus(e.neg(e.mul(target, pred)));
+  } else if (kind == "kl-div" || kind == "kl-div-log-target") {
+    // target (log target - pred), 0 where the target is 0 (xlogy); with a
+    // log target: exp(target) (target - pred).
+    if (kind == "kl-div-log-target") {
+      per = e.mul(e.exp(target), e.sub(target, pred));
+    } else {
+      Value zero = e.scalar(target, 0.0);
+      Value positive = e.greater(target, zero);
+      Value safe = e.select(positive, target, e.scalar(target, 1.0));
+      per = e.select(positive, e.mul(target, e.sub(e.log(safe), pred)), zero);
+    }
   } else {
     // max(x, 0) - x * y + log(1 + exp(-|x|)), stable for any x.
     Value zero = e.scalar(pred, 0.0);

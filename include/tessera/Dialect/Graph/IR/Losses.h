@@ -26,10 +26,14 @@ mlir::Value buildClassLoss(GraphEmitter &e, mlir::Value scores, mlir::Value labe
                            bool fromLogits, double labelSmoothing, int64_t ignoreIndex,
                            LossReduction reduction);
 
-/// "mse", "l1" or "bce-with-logits" between `pred` and a `target` of its
-/// shape; None: elementwise.
+/// "mse", "l1", "bce-with-logits", "smooth-l1" (`parameter`: beta),
+/// "huber" (delta), "soft-margin" (targets of -1 and 1), "kl-div" (pred
+/// log-probabilities; `parameter` 1: the target is too) or
+/// "kl-div-log-target" between `pred` and a `target` of its shape, as
+/// torch.nn.functional's; None: elementwise.
 mlir::Value buildRegressionLoss(GraphEmitter &e, llvm::StringRef kind, mlir::Value pred,
-                                mlir::Value target, LossReduction reduction);
+                                mlir::Value target, LossReduction reduction,
+                                double parameter = 1.0);
 
 } // namespace tessera::graph
 
