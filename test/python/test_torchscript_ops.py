@@ -3,7 +3,8 @@ PyTorch: activations (glu, prelu, selu, celu, softshrink, hardshrink),
 cumsum (a product with a triangle of ones), one_hot, bucketize, nansum,
 count_nonzero, all/any, flip, prod, addmv, indexing by one tensor, random
 sampling, var/std, smooth L1, Huber, soft margin and KL losses, pairwise
-distances and cosine similarity; and a training step through
+distances and cosine similarity, scatter_add and scatter_reduce (sum,
+mean); and a training step through
 them that reaches PyTorch's weights."""
 import pytest
 import torch
@@ -62,6 +63,14 @@ CASES = {
     "cosine_similarity": (torch.nn.functional.cosine_similarity, [X, X.flip(0)]),
     "cdist": (torch.cdist, [torch.randn(2, 5, 3), torch.randn(2, 4, 3)]),
     "cdist_p1": (lambda x, y: torch.cdist(x, y, p=1), [torch.randn(5, 3), torch.randn(4, 3)]),
+    "scatter_add": (lambda a, s, i: a.scatter_add(1, i, s),
+                    [torch.randn(3, 5), torch.randn(4, 6), torch.tensor([[0, 1, 2], [4, 4, 0]])]),
+    "scatter_reduce_sum_without_self": (
+        lambda a, s, i: a.scatter_reduce(1, i, s, "sum", include_self=False),
+        [torch.randn(3, 5), torch.randn(4, 6), torch.tensor([[0, 1, 2], [4, 4, 0]])]),
+    "scatter_reduce_mean": (
+        lambda a, s, i: a.scatter_reduce(0, i, s, "mean"),
+        [torch.randn(3, 5), torch.randn(4, 6), torch.tensor([[0, 1, 2], [2, 2, 0]])]),
     "take_along_dim": (lambda t, i: torch.take_along_dim(t, i, 2),
                        [X, torch.tensor([[[4, 0]], [[1, 1]], [[2, 3]]])]),
 }
@@ -162,6 +171,9 @@ def test_what_depends_on_the_data_is_refused_by_name():
     with pytest.raises(tessera.Error, match="one_hot without num_classes"):
         tessera.inferenceModel(Op(lambda t: torch.nn.functional.one_hot(t)))(
             torch.randint(0, 3, (4,)))
+    with pytest.raises(tessera.Error, match="scatter_reduce with reduce 'amax'"):
+        tessera.inferenceModel(Op(lambda a, s, i: a.scatter_reduce(0, i, s, "amax")))(
+            torch.randn(3, 5), torch.randn(2, 3), torch.tensor([[0, 1, 2], [2, 2, 0]]))
     with pytest.raises(tessera.Error, match="indexing with a boolean mask"):
         tessera.inferenceModel(Op(lambda t: t[t > 0]))(X)
     with pytest.raises(tessera.Error, match="cumsum of integers"):

@@ -2592,6 +2592,58 @@ template <bool Std> LogicalResult variance(OpContext &c) {
   return c.setResult(v);
 }
 
+/// scatter_add(self, dim, index, src) and scatter_reduce(self, dim, index,
+/// src, reduce, include_self) with reduce "sum" or "mean": src's elements
+/// (over the index's shape) added into self at their index along dim
+/// (GraphEmitter::scatterElementsAdd); "mean" divides each by how many it
+/// got (self counting once when included); without self, a position that
+/// gets none keeps self's value.
+LogicalResult scatterAddReduce(OpContext &c) {
+  TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
+  TESSERA_ASSIGN_OR_FAIL(d, c.getInt(1));
+  TESSERA_ASSIGN_OR_FAIL(index, c.tensor(2));
+  TESSERA_ASSIGN_OR_FAIL(src, c.tensor(3, elementOf(x)));
+  std::string reduce = "sum";
+  bool includeSelf = true;
+  if (c.kind() == "aten::scatter_reduce") {
+    TESSERA_ASSIGN_OR_FAIL(r, c.getString(4));
+    reduce = r;
+    if (c.numInputs() > 5) {
+      TESSERA_ASSIGN_OR_FAIL(inc, c.getBool(5));
+      includeSelf = inc;
+    }
+  }
+  if (reduce != "sum" && reduce != "mean")
+    return c.unsupported("scatter_reduce with reduce '" + reduce + "' (sum and mean are)");
+  if (!isa<FloatType>(elementOf(x)))
+    return c.unsupported("scatter into a non-float tensor");
+  TESSERA_ASSIGN_OR_FAIL(axis, c.normalizeDim(d, rankOf(x)));
+  if (rankOf(index) != rankOf(x) || rankOf(src) != rankOf(x))
+    return c.error() << "self, index and src must have the same rank";
+  TESSERA_ASSIGN_OR_FAIL(sc, c.castTo(src, elementOf(x)));
+  g::GraphEmitter e(c.builder(), c.loc());
+  // The part of src the index covers.
+  Value part = e.slice(sc, Ints(rankOf(x), 0), shapeOf(index), Ints(rankOf(x), 1));
+  Value sum = e.scatterElementsAdd(part, index, axis, shapeOf(x));
+  Value count = e.scatterElementsAdd(e.splat(elementOf(x), shapeOf(index), 1), index, axis,
+                                     shapeOf(x));
+  if (e.failed())
+    return failure();
+  Value got = e.greater(count, e.scalar(count, 0));
+  Value v;
+  if (includeSelf) {
+    v = e.add(x, sum);
+    if (reduce == "mean")
+      v = e.div(v, e.addScalar(count, 1));
+  } else {
+    Value r = reduce == "mean" ? e.div(sum, e.select(got, count, e.scalar(count, 1))) : sum;
+    v = e.select(got, r, x);
+  }
+  if (e.failed())
+    return failure();
+  return c.setResult(v);
+}
+
 /// flip(self, dims): each dim read backwards (GraphEmitter::flip).
 LogicalResult flip(OpContext &c) {
   TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
@@ -2654,6 +2706,8 @@ const llvm::StringMap<AtenConverter> &atenConverters() {
       {"aten::all", allAny<true>},
       {"aten::any", allAny<false>},
       {"aten::flip", flip},
+      {"aten::scatter_add", scatterAddReduce},
+      {"aten::scatter_reduce", scatterAddReduce},
       {"aten::smooth_l1_loss", parametricLoss},
       {"aten::huber_loss", parametricLoss},
       {"aten::soft_margin_loss", parametricLoss},

@@ -350,6 +350,44 @@ Value GraphEmitter::scatterAdd(Value updates, Value indices, int64_t axis,
   return finish(ScatterAddOp::create(b, loc, type, updates, indices, b.getI64IntegerAttr(axis)));
 }
 
+/// Built from a one-hot of the indices (index shape x the axis' size),
+/// multiplied by the updates and summed over the axis: no element scatter
+/// needed, at the cost of that product's size.
+Value GraphEmitter::scatterElementsAdd(Value updates, Value indices, int64_t axis,
+                                       ArrayRef<int64_t> shape) {
+  if (skip({updates, indices}))
+    return {};
+  SmallVector<int64_t> idxShape(mlir::cast<RankedTensorType>(indices.getType()).getShape());
+  int64_t rank = idxShape.size(), n = shape[axis];
+  Type i64 = b.getI64Type();
+  Value index = cast(indices, i64);
+  // Negative indices count from the end.
+  index = select(less(index, scalar(index, 0)), add(index, scalar(index, n)), index);
+  SmallVector<double> values;
+  for (int64_t v = 0; v < n; ++v)
+    values.push_back(v);
+  SmallVector<int64_t> column(idxShape), classesShape(rank, 1);
+  column.push_back(1);
+  classesShape.push_back(n);
+  Type f = mlir::cast<RankedTensorType>(updates.getType()).getElementType();
+  Value oneHot = cast(equal(reshape(index, column), constant(i64, classesShape, values)), f);
+  Value summed = reduceSum(mul(oneHot, reshape(updates, column)), {axis}, false);
+  // [dims but the axis..., n] -> the axis back in its place.
+  SmallVector<int64_t> perm;
+  for (int64_t d = 0, k = 0; d < rank; ++d)
+    perm.push_back(d == axis ? rank - 1 : k++);
+  Value result = transpose(summed, perm);
+  // The indices may cover less than `shape` in the other dims.
+  SmallVector<int64_t> low(rank, 0), high(rank, 0);
+  bool pad = false;
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != axis && idxShape[d] != shape[d]) {
+      high[d] = shape[d] - idxShape[d];
+      pad = true;
+    }
+  return pad ? padOrCut(result, low, high) : result;
+}
+
 namespace {
 /// `w` (C x M x k1 x ... x kn) with every window dimension reversed. A
 /// small window is reversed by a matmul with a permutation matrix, not by

@@ -511,45 +511,6 @@ LogicalResult batchNormGradient(GraphEmitter &e, BatchNormOp op, Value g,
   return success(!e.failed());
 }
 
-/// gather_elements' adjoint: input element v along the axis gets the sum
-/// of the gradient at every position whose index is v. Built from a
-/// one-hot of the indices (index shape x the axis' size), multiplied by
-/// the gradient and summed over the axis: no scatter of elements needed,
-/// at the cost of that product's size.
-Value gatherElementsGradient(GraphEmitter &e, GatherElementsOp op, Value g) {
-  ArrayRef<int64_t> inShape = shapeOf(op.getInput());
-  Value idx = op.getIndices();
-  SmallVector<int64_t> idxShape(shapeOf(idx));
-  int64_t rank = idxShape.size(), axis = op.getAxis(), n = inShape[axis];
-  Type i64 = IntegerType::get(g.getContext(), 64);
-  Value index = e.cast(idx, i64);
-  // Negative indices count from the end.
-  index = e.select(e.less(index, e.scalar(index, 0)), e.add(index, e.scalar(index, n)), index);
-  SmallVector<double> values;
-  for (int64_t v = 0; v < n; ++v)
-    values.push_back(v);
-  SmallVector<int64_t> column(idxShape), classesShape(rank, 1);
-  column.push_back(1);
-  classesShape.push_back(n);
-  Value oneHot = e.cast(e.equal(e.reshape(index, column), e.constant(i64, classesShape, values)),
-                        elementOf(g));
-  Value summed = e.reduceSum(e.mul(oneHot, e.reshape(g, column)), {axis}, false);
-  // [dims but the axis..., n] -> the axis back in its place.
-  SmallVector<int64_t> perm;
-  for (int64_t d = 0, k = 0; d < rank; ++d)
-    perm.push_back(d == axis ? rank - 1 : k++);
-  Value grad = e.transpose(summed, perm);
-  // The indices may cover less than the input in the other dims.
-  SmallVector<int64_t> low(rank, 0), high(rank, 0);
-  bool pad = false;
-  for (int64_t d = 0; d < rank; ++d)
-    if (d != axis && idxShape[d] != inShape[d]) {
-      high[d] = inShape[d] - idxShape[d];
-      pad = true;
-    }
-  return pad ? e.padOrCut(grad, low, high) : grad;
-}
-
 LogicalResult sliceGradient(GraphEmitter &e, SliceOp op, Value g,
                             MutableArrayRef<Value> grads) {
   ArrayRef<int64_t> in = shapeOf(op.getInput()), out = shapeOf(g);
@@ -721,7 +682,10 @@ LogicalResult buildGradient(GraphEmitter &e, Operation *op,
         return success(!e.failed());
       })
       .Case([&](GatherElementsOp gather) {
-        operandGrads[0] = gatherElementsGradient(e, gather, g);
+        // Input element v along the axis gets the gradient of every
+        // position whose index is v.
+        operandGrads[0] = e.scatterElementsAdd(g, gather.getIndices(), gather.getAxis(),
+                                               shapeOf(gather.getInput()));
         return success(!e.failed());
       })
       .Case([&](SliceOp slice) { return sliceGradient(e, slice, g, operandGrads); })

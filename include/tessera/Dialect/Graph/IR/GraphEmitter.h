@@ -120,6 +120,11 @@ public:
   /// graph.scatter_add of `updates` at `indices` into a zero tensor of `shape`.
   mlir::Value scatterAdd(mlir::Value updates, mlir::Value indices, int64_t axis,
                          llvm::ArrayRef<int64_t> shape);
+  /// The adjoint of graph.gather_elements (torch's scatter_add into zeros):
+  /// a zero tensor of `shape` whose element v along `axis` adds every
+  /// element of `updates` (the shape of `indices`) whose index is v.
+  mlir::Value scatterElementsAdd(mlir::Value updates, mlir::Value indices, int64_t axis,
+                                 llvm::ArrayRef<int64_t> shape);
 
   /// Adds the op the caller created (placeholder result type allowed).
   mlir::Value finish(mlir::Operation *op);
