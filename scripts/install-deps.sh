@@ -25,6 +25,8 @@ PACKAGES=(
   python3-sklearn
   # the report page's tests: headless Chromium driven over WebDriver
   chromium chromium-driver
+  # .venv for the PyPI packages of python/requirements.txt
+  python3-venv python3-pip
 )
 
 missing=()
