@@ -41,6 +41,10 @@ CASES = {
     "index_first": (lambda t, i: t[i], [X, torch.tensor([[0, 2], [1, 1]])]),
     "index_middle": (lambda t, i: t[:, i] * 2, [X, torch.tensor([3, 0])]),
     "index_last": (lambda t, i: t[..., i], [X, torch.tensor([4, 0, 2])]),
+    "index_two": (lambda t, i, j: t[i, j], [X, torch.tensor([[0, 2], [1, -1]]),
+                                            torch.tensor([3, 0])]),
+    "index_two_after_a_dim": (lambda t, i, j: t[:, i, j] * 2,
+                              [X, torch.tensor([[0, 2], [3, -1]]), torch.tensor([4, 1])]),
     "var": (torch.var, [X]),
     "var_dim_keepdim": (lambda t: torch.var(t, 1, keepdim=True), [X]),
     "var_biased": (lambda t: torch.var(t, (0, 2), unbiased=False), [X]),
@@ -174,6 +178,8 @@ def test_what_depends_on_the_data_is_refused_by_name():
     with pytest.raises(tessera.Error, match="scatter_reduce with reduce 'amax'"):
         tessera.inferenceModel(Op(lambda a, s, i: a.scatter_reduce(0, i, s, "amax")))(
             torch.randn(3, 5), torch.randn(2, 3), torch.tensor([[0, 1, 2], [2, 2, 0]]))
+    with pytest.raises(tessera.Error, match="dimensions that are not next to each other"):
+        tessera.inferenceModel(Op(lambda t, i: t[i, :, i]))(X, torch.tensor([0, 1]))
     with pytest.raises(tessera.Error, match="indexing with a boolean mask"):
         tessera.inferenceModel(Op(lambda t: t[t > 0]))(X)
     with pytest.raises(tessera.Error, match="cumsum of integers"):

@@ -2388,32 +2388,59 @@ template <bool All> LogicalResult allAny(OpContext &c) {
   return c.setResult(v);
 }
 
-/// index(self, indices): `self[..., idx, ...]` with one index tensor and
-/// the other dims whole (None): a gather along that dim. Several index
-/// tensors (broadcast together) and boolean masks (their result's shape
-/// depends on the data) are refused by name.
+/// index(self, indices): `self[..., i, j, ...]` with index tensors on
+/// adjacent dims (the others whole, None): the indexed dims merged into one
+/// and read by a gather at the row-major flat index of the broadcast
+/// indices (negative ones counting from the end), so the result is
+/// self.shape[:k] + the indices' broadcast shape + the dims after. Index
+/// tensors on dims apart (numpy moves their dims first) and boolean masks
+/// (the result's shape depends on the data) are refused by name.
 LogicalResult index(OpContext &c) {
   TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
   TESSERA_ASSIGN_OR_FAIL(indices, c.tensorList(1, /*allowNone=*/true));
-  std::optional<int64_t> axis;
-  Value idx;
-  for (auto [k, v] : llvm::enumerate(indices)) {
-    if (!v)
-      continue;
-    if (axis)
-      return c.unsupported("indexing with several index tensors");
-    axis = k;
-    idx = v;
-  }
-  if (!axis)
+  SmallVector<std::pair<int64_t, Value>> used;
+  for (auto [k, v] : llvm::enumerate(indices))
+    if (v)
+      used.push_back({int64_t(k), v});
+  if (used.empty())
     return c.setResult(x);
-  if (elementOf(idx).isInteger(1))
-    return c.unsupported("indexing with a boolean mask (the result's shape depends on the "
-                         "data: use torch.where)");
-  if (*axis >= rankOf(x))
-    return c.error() << "indexes dimension " << *axis << " of a rank-" << rankOf(x) << " tensor";
-  TESSERA_ASSIGN_OR_FAIL(ii, c.castTo(idx, c.builder().getI64Type()));
-  TESSERA_ASSIGN_OR_FAIL(v, c.infer<g::GatherOp>(x, ii, c.builder().getI64IntegerAttr(*axis)));
+  for (auto [k, v] : used) {
+    if (elementOf(v).isInteger(1))
+      return c.unsupported("indexing with a boolean mask (the result's shape depends on the "
+                           "data: use torch.where)");
+    if (k >= rankOf(x))
+      return c.error() << "indexes dimension " << k << " of a rank-" << rankOf(x) << " tensor";
+  }
+  int64_t first = used.front().first, count = used.size();
+  if (used.back().first - first + 1 != count)
+    return c.unsupported("indexing with index tensors on dimensions that are not next to "
+                         "each other");
+  auto i64 = c.builder().getI64Type();
+  if (count == 1) {
+    TESSERA_ASSIGN_OR_FAIL(ii, c.castTo(used.front().second, i64));
+    TESSERA_ASSIGN_OR_FAIL(v, c.infer<g::GatherOp>(x, ii, c.builder().getI64IntegerAttr(first)));
+    return c.setResult(v);
+  }
+  g::GraphEmitter e(c.builder(), c.loc());
+  ArrayRef<int64_t> shape = shapeOf(x);
+  Value flat;
+  int64_t merged = 1;
+  for (auto [k, v] : llvm::reverse(used)) {
+    int64_t size = shape[k];
+    Value idx = e.cast(v, i64);
+    idx = e.select(e.less(idx, e.scalar(idx, 0)), e.add(idx, e.scalar(idx, size)), idx);
+    Value term = merged == 1 ? idx : e.mul(idx, e.scalar(idx, merged));
+    flat = flat ? e.add(term, flat) : term; // broadcasts the indices together
+    merged *= size;
+  }
+  Ints mergedShape(shape.begin(), shape.begin() + first);
+  mergedShape.push_back(merged);
+  mergedShape.append(shape.begin() + first + count, shape.end());
+  Value table = e.reshape(x, mergedShape);
+  if (e.failed())
+    return failure();
+  TESSERA_ASSIGN_OR_FAIL(v, c.infer<g::GatherOp>(table, flat,
+                                                    c.builder().getI64IntegerAttr(first)));
   return c.setResult(v);
 }
 
