@@ -130,33 +130,6 @@ llvm::StringRef stepKind(const Step &step) {
   return "compute";
 }
 
-/// Per tile, bytes by category at the tile's peak: the plan's.
-json::Object tileMemory(const MemoryPlan &plan) {
-  std::vector<int64_t> weights, activations, temporaries, code;
-  for (const MemoryByCategory &c : plan.peakByCategory) {
-    weights.push_back(c.weights);
-    activations.push_back(c.activations);
-    temporaries.push_back(c.temporaries);
-    code.push_back(c.code);
-  }
-  int64_t maxTile = 0, total = 0;
-  for (size_t t = 0; t < plan.peakBytes.size(); ++t) {
-    total += plan.peakBytes[t];
-    if (plan.peakBytes[t] > plan.peakBytes[maxTile])
-      maxTile = t;
-  }
-  int64_t tiles = plan.peakBytes.size();
-  return json::Object{{"peak", toArray(plan.peakBytes)},
-                      {"weights", toArray(weights)},
-                      {"activations", toArray(activations)},
-                      {"temporaries", toArray(temporaries)},
-                      {"code", toArray(code)},
-                      {"max_tile", maxTile},
-                      {"max_bytes", tiles ? plan.peakBytes[maxTile] : 0},
-                      {"mean_bytes", tiles ? total / tiles : 0},
-                      {"total_bytes", total}};
-}
-
 json::Object targetJSON(const target::IPUTarget &t) {
   return json::Object{{"name", t.name},
                       {"description", t.describe()},
@@ -317,9 +290,13 @@ llvm::Expected<json::Value> report::buildReport(const ReportSource &source, Phas
   if (meta.gradientAccumulation > 1)
     estimate["cycles_per_update"] = cost.cyclesPerUpdate(meta.gradientAccumulation);
 
-  json::Object memory = tileMemory(*plan);
-  memory["bytes_per_tile"] = target.bytesPerTile;
-  memory["tiles"] = tiles;
+  // The memory report the IPU model's profile and --summary's line come
+  // from (per tile at its peak, by category; the fullest tile and totals),
+  // with the mean and whether it fits.
+  json::Value memoryValue = memoryReportJSON(program, *plan);
+  json::Object &memory = *memoryValue.getAsObject();
+  memory["mean_bytes"] = tiles ? memory.getObject("total")->getInteger("bytes").value_or(0) / tiles
+                               : 0;
   memory["fits"] = fits;
 
   json::Object result{
@@ -339,7 +316,7 @@ llvm::Expected<json::Value> report::buildReport(const ReportSource &source, Phas
                     {"loss", meta.loss},
                     {"optimizer", meta.optimizer}}},
       {"fits", fits},
-      {"memory", std::move(memory)},
+      {"memory", std::move(memoryValue)},
       {"items", std::move(items)},
       {"liveness", json::Object{{"chip", std::move(chip)},
                                 {"peak_step", peakStep},

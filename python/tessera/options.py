@@ -290,9 +290,6 @@ class Options:
         # automatic loss scaling).
         self._strategy = None
         self._stages = {}
-        # What PopTorch's setters record that no compile reads (names,
-        # log settings, the buffers copyNamedBuffersToDevice copies).
-        self._values_extra = {}
 
     # -- PopTorch's setters --------------------------------------------------
 
@@ -449,15 +446,15 @@ class Options:
     def logCycleCount(self, log_cycle_count):
         """The executor's cycleCount() is always available (the estimate the
         IPU model counts)."""
-        self._values_extra["log_cycle_count"] = bool(log_cycle_count)
         return self
 
     def modelName(self, name):
-        self._values_extra["model_name"] = str(name)
+        """A name for PopART's logs: Tessera's reports are named after the
+        model's file."""
         return self
 
     def logDir(self, log_dir):
-        self._values_extra["log_dir"] = str(log_dir)
+        """Where PopART writes its logs: Tessera writes none."""
         return self
 
     def maxRepeatLogs(self, max_lines):
@@ -486,9 +483,9 @@ class Options:
         return self
 
     def updatableNamedBuffers(self, buffers):
-        """The buffers copyNamedBuffersToDevice() copies."""
-        self._values_extra["updatable_named_buffers"] = list(buffers)
-        return self
+        """The buffers copyNamedBuffersToDevice() copies: that is not built
+        (copyWeightsToDevice copies every weight and buffer)."""
+        not_available("updatableNamedBuffers", "copyNamedBuffersToDevice")
 
     def inputReplicaGrouping(self, input_group_size, input_group_type):
         if input_group_size != 1:

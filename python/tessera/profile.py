@@ -74,7 +74,7 @@ class Tile:
         self._report = report
         self.index = index
         self.ipu = index // report.target["tiles_per_ipu"]
-        self.peak_bytes = memory["peak"][index]
+        self.peak_bytes = memory["peak_bytes"][index]
         self.memory = {c: memory[c][index] for c in CATEGORIES}
         self.capacity = report.target["bytes_per_tile"]
 
@@ -159,7 +159,7 @@ class Report:
 
     @property
     def fullest_tile(self):
-        return self.tiles[self._data["memory"]["max_tile"]]
+        return self.tiles[self._data["memory"]["max"]["tile"]]
 
     @property
     def ops(self):

@@ -85,7 +85,7 @@ def test_page_shows_every_tile_and_the_compilers_numbers(browser, resnet18, tmp_
                if any(f <= 700 < f + n for f, n, _ in i["tiles"])]
     rows = browser.find_all("#tile-variables tr")
     assert len(rows) == 1 + len(on_tile) + (data["memory"]["code"][700] > 0)
-    assert value(browser, "#tile-peak") == data["memory"]["peak"][700]
+    assert value(browser, "#tile-peak") == data["memory"]["peak_bytes"][700]
     # The steps table: one row per step, sortable.
     browser.click("#tab-operations")
     assert len(browser.find_all("#ops-table tr[data-step]")) == len(data["steps"])
@@ -123,7 +123,7 @@ def test_page_of_a_program_that_does_not_fit_highlights_the_tile(browser, resnet
     # The tile is shown over its capacity.
     data = json.loads((report / "report.json").read_text())
     assert data["fits"] is False
-    assert data["memory"]["peak"][named] > data["target"]["bytes_per_tile"]
+    assert data["memory"]["peak_bytes"][named] > data["target"]["bytes_per_tile"]
     assert browser.find_all(f'.tile.over[data-tile="{named}"]')
 
 

@@ -64,18 +64,18 @@ if len(sys.argv) > 2 and sys.argv[2] == "check":
     with open(os.path.join(root, name, "report.json")) as f:
         r = json.load(f)
     assert r["format"] == "tessera-report" and r["version"] == 1
-    assert r["memory"]["tiles"] == tiles and len(r["memory"]["peak"]) == tiles
+    assert r["memory"]["tiles"] == tiles and len(r["memory"]["peak_bytes"]) == tiles
     assert r["fits"] == (kind != "oom"), r.get("error")
     page = open(os.path.join(root, name, "report.html")).read()
     assert "/*TESSERA_REPORT_DATA*/" not in page and '"tessera-report"' in page
     # Every tile's categories add up to its peak.
     m = r["memory"]
     for t in range(tiles):
-        assert m["peak"][t] == sum(m[c][t] for c in
+        assert m["peak_bytes"][t] == sum(m[c][t] for c in
                                    ("weights", "activations", "temporaries", "code"))
     if kind == "oom":
         tile = r["out_of_memory"]["tile"]
-        assert m["peak"][tile] > r["target"]["bytes_per_tile"]
+        assert m["peak_bytes"][tile] > r["target"]["bytes_per_tile"]
         assert "out of tile memory" in r["error"]
     if kind == "executed":
         assert all("host_compute_ms" in s for s in r["steps"])

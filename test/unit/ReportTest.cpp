@@ -81,7 +81,7 @@ TEST(Report, FiguresAreThePlansAndTheEstimates) {
   auto plan = planMemory(b.p, 4, target.bytesPerTile);
   ASSERT_TRUE(static_cast<bool>(plan));
   const llvm::json::Object &memory = *r.getObject("memory");
-  EXPECT_EQ(ints(memory.getArray("peak")), plan->peakBytes);
+  EXPECT_EQ(ints(memory.getArray("peak_bytes")), plan->peakBytes);
   std::vector<int64_t> code = ints(memory.getArray("code"));
   for (int64_t t = 0; t < 4; ++t) {
     EXPECT_EQ(code[t], plan->peakByCategory[t].code);
@@ -150,7 +150,7 @@ TEST(Report, AProgramThatDoesNotFitShowsWhatEachTileWouldNeed) {
   const llvm::json::Object *oom = r.getObject("out_of_memory");
   ASSERT_TRUE(oom);
   int64_t tile = *oom->getInteger("tile");
-  std::vector<int64_t> peak = ints(r.getObject("memory")->getArray("peak"));
+  std::vector<int64_t> peak = ints(r.getObject("memory")->getArray("peak_bytes"));
   EXPECT_GT(peak[tile], 512);
   EXPECT_NE(r.getString("error")->find("out of tile memory"), llvm::StringRef::npos);
 }

@@ -1207,6 +1207,16 @@ LogicalResult parametricLoss(OpContext &c) {
   return c.setResult(loss);
 }
 
+/// The p-norm of `d` over `axis` (p > 0).
+Value pNorm(graph::GraphEmitter &e, Value d, double p, int64_t axis, bool keepdim) {
+  if (p == 2)
+    return e.sqrt(e.reduceSum(e.mul(d, d), {axis}, keepdim));
+  if (p == 1)
+    return e.reduceSum(e.abs(d), {axis}, keepdim);
+  return e.pow(e.reduceSum(e.pow(e.abs(d), e.scalar(d, p)), {axis}, keepdim),
+               e.scalar(d, 1 / p));
+}
+
 /// pairwise_distance(x1, x2, p, eps, keepdim): ||x1 - x2 + eps||_p over the
 /// last dim.
 LogicalResult pairwiseDistance(OpContext &c) {
@@ -1219,10 +1229,7 @@ LogicalResult pairwiseDistance(OpContext &c) {
   graph::GraphEmitter e(c.builder(), c.loc());
   Value d = e.addScalar(e.sub(operands.first, operands.second), eps);
   int64_t last = rankOf(d) - 1;
-  Value v = p == 2   ? e.sqrt(e.reduceSum(e.mul(d, d), {last}, keepdim))
-            : p == 1 ? e.reduceSum(e.abs(d), {last}, keepdim)
-                     : e.pow(e.reduceSum(e.pow(e.abs(d), e.scalar(d, p)), {last}, keepdim),
-                             e.scalar(d, 1 / p));
+  Value v = pNorm(e, d, p, last, keepdim);
   if (e.failed())
     return failure();
   return c.setResult(v);
@@ -1266,10 +1273,7 @@ LogicalResult cdist(OpContext &c) {
   bShape.insert(bShape.begin() + r - 2, 1); // [..., 1, R, M]
   graph::GraphEmitter e(c.builder(), c.loc());
   Value d = e.sub(e.reshape(a, aShape), e.reshape(b, bShape));
-  Value v = p == 2   ? e.sqrt(e.reduceSum(e.mul(d, d), {r}, false))
-            : p == 1 ? e.reduceSum(e.abs(d), {r}, false)
-                     : e.pow(e.reduceSum(e.pow(e.abs(d), e.scalar(d, p)), {r}, false),
-                             e.scalar(d, 1 / p));
+  Value v = pNorm(e, d, p, r, false);
   if (e.failed())
     return failure();
   return c.setResult(v);
@@ -1300,6 +1304,28 @@ FailureOr<Ints> reductionAxes(OpContext &c, size_t i, int64_t rank) {
   }
   llvm::sort(axes);
   return axes;
+}
+
+/// The axes and keepdim of a reduction overloaded as (self, ...) over
+/// everything or (self, dim, keepdim, ...): `dimArg` and `keepdimArg` when
+/// the node has the dim overload (more than `dimArg` + 1 inputs).
+struct ReductionDims {
+  Ints axes;
+  bool keepdim = false;
+};
+FailureOr<ReductionDims> reductionDims(OpContext &c, int64_t rank, size_t dimArg,
+                                       size_t keepdimArg) {
+  ReductionDims r;
+  if (c.numInputs() <= keepdimArg) {
+    for (int64_t d = 0; d < rank; ++d)
+      r.axes.push_back(d);
+    return r;
+  }
+  TESSERA_ASSIGN_OR_FAIL(axes, reductionAxes(c, dimArg, rank));
+  TESSERA_ASSIGN_OR_FAIL(keepdim, c.getBool(keepdimArg));
+  r.axes = axes;
+  r.keepdim = keepdim;
+  return r;
 }
 
 /// mean/sum(self, dim, keepdim, dtype) or mean/sum(self, dtype).
@@ -2331,20 +2357,10 @@ LogicalResult nansum(OpContext &c) {
     return reduce<g::ReduceSumOp>(c);
   TESSERA_ASSIGN_OR_FAIL(same, c.infer<g::EqualOp>(x, x)); // false for NaN
   TESSERA_ASSIGN_OR_FAIL(clean, c.infer<g::SelectOp>(same, x, c.scalar(elementOf(x), 0)));
-  Ints axes;
-  bool keepdim = false;
-  if (c.numInputs() > 2) {
-    TESSERA_ASSIGN_OR_FAIL(a, reductionAxes(c, 1, rankOf(x)));
-    axes = a;
-    TESSERA_ASSIGN_OR_FAIL(k, c.getBool(2));
-    keepdim = k;
-  } else {
-    for (int64_t d = 0; d < rankOf(x); ++d)
-      axes.push_back(d);
-  }
+  TESSERA_ASSIGN_OR_FAIL(dims, reductionDims(c, rankOf(x), 1, 2));
   auto &b = c.builder();
-  TESSERA_ASSIGN_OR_FAIL(v, c.infer<g::ReduceSumOp>(clean, b.getDenseI64ArrayAttr(axes),
-                                                       b.getBoolAttr(keepdim)));
+  TESSERA_ASSIGN_OR_FAIL(v, c.infer<g::ReduceSumOp>(clean, b.getDenseI64ArrayAttr(dims.axes),
+                                                       b.getBoolAttr(dims.keepdim)));
   return c.setResult(v);
 }
 
@@ -2364,24 +2380,14 @@ LogicalResult countNonzero(OpContext &c) {
 /// non-zero, as bool.
 template <bool All> LogicalResult allAny(OpContext &c) {
   TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
-  Ints axes;
-  bool keepdim = false;
-  if (c.numInputs() > 1) {
-    TESSERA_ASSIGN_OR_FAIL(a, reductionAxes(c, 1, rankOf(x)));
-    axes = a;
-    TESSERA_ASSIGN_OR_FAIL(k, c.getBool(2));
-    keepdim = k;
-  } else {
-    for (int64_t d = 0; d < rankOf(x); ++d)
-      axes.push_back(d);
-  }
+  TESSERA_ASSIGN_OR_FAIL(dims, reductionDims(c, rankOf(x), 1, 2));
   auto &b = c.builder();
   TESSERA_ASSIGN_OR_FAIL(nz, c.castTo(x, b.getI1Type()));
   TESSERA_ASSIGN_OR_FAIL(n, c.castTo(nz, b.getI32Type()));
-  FailureOr<Value> r = All ? c.infer<g::ReduceMinOp>(n, b.getDenseI64ArrayAttr(axes),
-                                                     b.getBoolAttr(keepdim))
-                           : c.infer<g::ReduceMaxOp>(n, b.getDenseI64ArrayAttr(axes),
-                                                     b.getBoolAttr(keepdim));
+  auto axes = b.getDenseI64ArrayAttr(dims.axes);
+  auto keepdim = b.getBoolAttr(dims.keepdim);
+  FailureOr<Value> r = All ? c.infer<g::ReduceMinOp>(n, axes, keepdim)
+                           : c.infer<g::ReduceMaxOp>(n, axes, keepdim);
   if (failed(r))
     return failure();
   TESSERA_ASSIGN_OR_FAIL(v, c.castTo(*r, b.getI1Type()));
@@ -2577,33 +2583,19 @@ template <bool Std> LogicalResult variance(OpContext &c) {
   TESSERA_ASSIGN_OR_FAIL(x, c.tensor(0));
   if (!isa<FloatType>(elementOf(x)))
     return c.error() << "var/std of a non-float tensor";
-  Ints axes;
-  bool keepdim = false;
+  TESSERA_ASSIGN_OR_FAIL(dims, reductionDims(c, rankOf(x), 1, 3));
+  auto [axes, keepdim] = dims;
+  // (self, unbiased) or (self, dim, unbiased | correction, keepdim).
+  size_t correctionArg = c.numInputs() <= 2 ? 1 : 2;
   int64_t correction = 1;
-  auto readCorrection = [&](size_t i) -> LogicalResult {
-    if (c.isNone(i))
-      return success();
-    const ImportedValue &v = c.input(i);
+  if (!c.isNone(correctionArg)) {
+    const ImportedValue &v = c.input(correctionArg);
     if (v.kind == ImportedValue::Kind::Constant && v.constant.isBool()) {
       correction = v.constant.toBool() ? 1 : 0;
-      return success();
+    } else {
+      TESSERA_ASSIGN_OR_FAIL(k, c.getInt(correctionArg));
+      correction = k;
     }
-    TESSERA_ASSIGN_OR_FAIL(k, c.getInt(i));
-    correction = k;
-    return success();
-  };
-  if (c.numInputs() <= 2) {
-    for (int64_t d = 0; d < rankOf(x); ++d)
-      axes.push_back(d);
-    if (c.numInputs() == 2 && failed(readCorrection(1)))
-      return failure();
-  } else {
-    TESSERA_ASSIGN_OR_FAIL(a, reductionAxes(c, 1, rankOf(x)));
-    axes = a;
-    if (failed(readCorrection(2)))
-      return failure();
-    TESSERA_ASSIGN_OR_FAIL(k, c.getBool(3));
-    keepdim = k;
   }
   int64_t n = 1;
   for (int64_t a : axes)
