@@ -27,6 +27,8 @@ PACKAGES=(
   chromium chromium-driver
   # .venv for the PyPI packages of python/requirements.txt
   python3-venv python3-pip
+  # tessera-launch: instances over OpenMPI, collectives between processes
+  openmpi-bin libopenmpi-dev
 )
 
 missing=()

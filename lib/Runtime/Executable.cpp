@@ -3,6 +3,7 @@
 #include "tessera/Runtime/Executable.h"
 #include "tessera/Runtime/ExecutableImage.h"
 #include "tessera/Runtime/FileUtils.h"
+#include "tessera/Runtime/Instances.h"
 
 #include "llvm/Support/Endian.h"
 #include "llvm/ADT/SmallString.h"
@@ -405,6 +406,31 @@ llvm::Error writeExecutable(StringRef path, ExecutableMetadata metadata, StringR
   return writer.finish(std::move(metadata), code, weights);
 }
 
+uint64_t Executable::checksum() const {
+  return endian::read64le(file_->getBufferStart() + kChecksumAt);
+}
+
+llvm::Error Executable::runAsInstance(const Instance &self) {
+  ExecutableMetadata &m = metadata_;
+  if (m.replicas == 1 && self.totalReplicas != 1) {
+    // One replica (an evaluation model beside a replicated training one):
+    // every instance runs it whole, on its own.
+    m.share = {};
+    return llvm::Error::success();
+  }
+  if (m.replicas != self.totalReplicas)
+    return fail("the executable was compiled for " + llvm::Twine(m.replicas) +
+                " replica(s) but tessera-launch runs " + llvm::Twine(self.totalReplicas) +
+                " (--num-replicas): compile it with --replicas " +
+                llvm::Twine(self.totalReplicas) + ", or launch with --num-replicas " +
+                llvm::Twine(m.replicas));
+  m.share.first = self.replicaOffset;
+  m.share.count = self.localReplicas;
+  m.share.instance = self.index;
+  m.share.instances = self.numInstances;
+  return llvm::Error::success();
+}
+
 Expected<std::unique_ptr<Executable>> Executable::load(StringRef path) {
   auto file = readRegularFile(path);
   if (!file)
@@ -733,6 +759,11 @@ StringRef Executable::referenceMLIR() const {
 /// " (3 device iterations of batch 2)": what makes the host's batch.
 static std::string batchesNote(const ExecutableMetadata &m, const TensorInfo &t) {
   std::string batch = std::to_string(t.shape.empty() ? 1 : t.shape[0]);
+  if (m.share.count)
+    return " (" + std::to_string(m.deviceIterations) + " device iterations x " +
+           std::to_string(m.gradientAccumulation) + " accumulated micro-batches x " +
+           std::to_string(m.localReplicas()) + " replicas of instance " +
+           std::to_string(m.share.instance) + " of batch " + batch + ")";
   if (m.replicas > 1)
     return " (" + std::to_string(m.deviceIterations) + " device iterations x " +
            std::to_string(m.gradientAccumulation) + " accumulated micro-batches x " +
@@ -751,7 +782,7 @@ llvm::Error checkInputs(const ExecutableMetadata &m, llvm::ArrayRef<Tensor> inpu
   if (inputs.size() != m.inputs.size())
     return fail("the model takes " + llvm::Twine(m.inputs.size()) +
                 " input(s), got " + llvm::Twine(inputs.size()));
-  int64_t blocks = iterationsPerRun(m) * m.replicas;
+  int64_t blocks = iterationsPerRun(m) * m.localReplicas();
   for (auto [given, want] : llvm::zip(inputs, m.inputs)) {
     std::vector<int64_t> shape = hostShape(want, blocks);
     if (given.dtype != want.dtype || given.shape != shape)
@@ -820,8 +851,8 @@ std::vector<int64_t> returnedIterations(const ExecutableMetadata &m) {
 
 std::vector<int64_t> returnedShape(const ExecutableMetadata &m, const TensorInfo &t) {
   if (m.outputMode == ExecutableMetadata::OutputMode::Sum)
-    return hostShape(t, m.replicas);
-  return hostShape(t, static_cast<int64_t>(returnedIterations(m).size()) * m.replicas);
+    return hostShape(t, m.localReplicas());
+  return hostShape(t, static_cast<int64_t>(returnedIterations(m).size()) * m.localReplicas());
 }
 
 std::vector<int64_t> hostShape(const TensorInfo &t, int64_t iterations) {
@@ -832,6 +863,28 @@ std::vector<int64_t> hostShape(const TensorInfo &t, int64_t iterations) {
     return {iterations};
   shape[0] *= iterations;
   return shape;
+}
+
+Tensor localBatches(const ExecutableMetadata &m, const TensorInfo &info, const Tensor &whole) {
+  if (!m.share.count || whole.shape.empty())
+    return whole;
+  // A block is one replica's batch: its rows along dimension 0 (one element
+  // for a scalar input); block b belongs to replica b mod replicas.
+  int64_t rows = info.shape.empty() ? 1 : info.shape[0];
+  int64_t blocks = rows ? whole.shape[0] / rows : 0;
+  size_t blockBytes = blocks ? whole.data.size() / blocks : 0;
+  Tensor local;
+  local.dtype = whole.dtype;
+  local.shape = whole.shape;
+  local.shape[0] = blocks / m.replicas * m.share.count * rows;
+  local.data.reserve(local.shape[0] / std::max<int64_t>(rows, 1) * blockBytes);
+  for (int64_t b = 0; b < blocks; ++b) {
+    int64_t replica = b % m.replicas;
+    if (replica >= m.share.first && replica < m.share.first + m.share.count)
+      local.data.insert(local.data.end(), whole.data.begin() + b * blockBytes,
+                        whole.data.begin() + (b + 1) * blockBytes);
+  }
+  return local;
 }
 
 bool summable(DType t) {
@@ -887,7 +940,7 @@ Expected<std::vector<Tensor>> runDeviceIterations(
     for (auto [slice, input, info] : llvm::zip(slices, inputs, m.inputs)) {
       size_t bytes = input.data.size() / n;
       slice.dtype = input.dtype;
-      slice.shape = hostShape(info, m.replicas);
+      slice.shape = hostShape(info, m.localReplicas());
       slice.data.assign(input.data.begin() + i * bytes,
                         input.data.begin() + (i + 1) * bytes);
     }

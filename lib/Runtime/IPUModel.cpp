@@ -34,6 +34,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tessera/Runtime/IPUModel.h"
+#include "tessera/Runtime/Instances.h"
 
 #include "tessera/Runtime/JIT.h"
 #include "tessera/Runtime/PhasePool.h"
@@ -200,7 +201,10 @@ struct IPUModel::Impl {
   size_t memoryBytes = 0; ///< per replica
   /// The reservation holding every replica's memory, one after another.
   char *reservation = nullptr;
-  int64_t replicas = 1;
+  int64_t replicas = 1; ///< run here: the executable's, or an instance's share
+  /// The other instances, when this process runs a share of the replicas:
+  /// all-reduces span them.
+  std::unique_ptr<InstanceGroup> instances;
   void selectReplica(int64_t r) { memory = reservation + r * memoryBytes; }
   /// Padded views' padding: per (element bytes, element bits), the offset
   /// from `memory` of kPaddingAreaBytes holding that element over and over,
@@ -319,8 +323,9 @@ struct IPUModel::Impl {
   int64_t planStaging();
   StepTable computeTable(int64_t c);
   StepTable copyTable(const Copy &copy);
-  /// Every replica's `dsts[i]` = the sum over the replicas of `srcs[i]`.
-  void runAllReduce(const AllReduce &reduce);
+  /// Every replica's `dsts[i]` = the sum over the replicas (of every
+  /// instance) of `srcs[i]`.
+  llvm::Error runAllReduce(const AllReduce &reduce);
   void runExchange(const StepTable &t);
   void runVertices(const VertexTable &t, llvm::ArrayRef<RowCopy> exchange);
 };
@@ -881,8 +886,13 @@ Expected<std::unique_ptr<IPUModel>> IPUModel::create(const Executable &executabl
 
   // The host's threads, for loading (the memory plan, each step's table)
   // and then for running.
-  impl->pool = std::make_unique<PhasePool>(
-      llvm::hardware_concurrency(threads).compute_thread_count());
+  unsigned poolThreads = llvm::hardware_concurrency(threads).compute_thread_count();
+  // Instances on one host share its cores: by default each takes its part
+  // (threads waiting on the others' collectives would only slow them).
+  if (threads == 0 && meta.share.count)
+    if (const char *local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE"); local && atoi(local) > 1)
+      poolThreads = std::max(1u, poolThreads / static_cast<unsigned>(atoi(local)));
+  impl->pool = std::make_unique<PhasePool>(poolThreads);
   auto plan = planMemory(p, numTiles, target->bytesPerTile, nullptr, impl->pool.get());
   if (!plan)
     return plan.takeError();
@@ -908,7 +918,22 @@ Expected<std::unique_ptr<IPUModel>> IPUModel::create(const Executable &executabl
       st.at += stagingAt;
   // Each replica's memory starts on a huge page's boundary too.
   impl->memoryBytes = (stagingAt + impl->stagingBytes + kHugePage - 1) / kHugePage * kHugePage;
-  impl->replicas = meta.replicas;
+  impl->replicas = meta.localReplicas();
+  if (meta.share.count) {
+    // Every instance must run the same program on its own replicas: the
+    // first collective refuses a mismatch before anything runs.
+    auto group = InstanceGroup::join(Instance{meta.share.instances, meta.share.instance,
+                                              meta.replicas, meta.share.count,
+                                              meta.share.first, meta.numIPUs});
+    if (!group)
+      return group.takeError();
+    impl->instances = std::move(*group);
+    if (auto err = impl->instances->checkSame(
+            "executable (checksum, replicas, replicas per instance)",
+            std::to_string(executable.checksum()) + "/" + std::to_string(meta.replicas) + "/" +
+                std::to_string(meta.share.count)))
+      return std::move(err);
+  }
   void *memory = mmap(nullptr, impl->memoryBytes * impl->replicas, PROT_READ | PROT_WRITE,
                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (memory == MAP_FAILED)
@@ -1000,7 +1025,7 @@ Expected<std::unique_ptr<IPUModel>> IPUModel::create(const Executable &executabl
     for (size_t i = 0; i < meta.state.size(); ++i) {
       int64_t v = p.inputs[meta.inputs.size() + i];
       Tensor initial = meta.state[i].role == StateInfo::Role::ReplicaIndex
-                           ? Tensor::scalar(r)
+                           ? Tensor::scalar(meta.share.first + r)
                            : initialState(executable, i);
       if (initial.shape != p.variables[v].shape || initial.dtype != p.variables[v].dtype)
         return fail("state '" + meta.state[i].name + "' is " + meta.state[i].typeString() +
@@ -1079,7 +1104,8 @@ Expected<std::vector<Tensor>> IPUModel::Impl::runIteration(llvm::ArrayRef<Tensor
       continue;
     if (p.steps[s].kind == Step::Kind::AllReduce) {
       auto start = Clock::now();
-      m.runAllReduce(p.allReduces[p.steps[s].index]);
+      if (auto err = m.runAllReduce(p.allReduces[p.steps[s].index]))
+        return std::move(err);
       m.hostExchangeSeconds[s] += std::chrono::duration<double>(Clock::now() - start).count();
       continue;
     }
@@ -1163,26 +1189,45 @@ void setFloatAt(char *data, DType t, int64_t i, double v) {
 }
 } // namespace
 
-void IPUModel::Impl::runAllReduce(const AllReduce &reduce) {
+llvm::Error IPUModel::Impl::runAllReduce(const AllReduce &reduce) {
   for (auto [src, dst] : llvm::zip(reduce.srcs, reduce.dsts)) {
     const Variable &v = program.variables[src];
     Box all = wholeBox(v.shape);
     int64_t n = all.numElements();
-    std::vector<char> value(n * v.elementBytes());
-    // Summed in replica order, in the tensor's type for f32 (as each ring
-    // step adds in it) and through double for the narrower types.
-    std::vector<double> sum(v.dtype == DType::F32 ? 0 : n, 0.0);
-    std::vector<float> sum32(v.dtype == DType::F32 ? n : 0, 0.0f);
+    size_t bytes = n * v.elementBytes();
+    std::vector<char> value(bytes);
+    // Every replica's value, this process's in order; with instances, every
+    // instance's after the others' (replica order: instance i holds
+    // replicas [i x local, (i + 1) x local)).
+    std::vector<char> local(bytes * replicas);
     for (int64_t r = 0; r < replicas; ++r) {
       selectReplica(r);
-      gather(src, all, value.data());
+      gather(src, all, local.data() + r * bytes);
+    }
+    std::vector<char> everyReplica;
+    if (instances) {
+      everyReplica.resize(local.size() * instances->self().numInstances);
+      if (auto err = instances->allGather(local, everyReplica))
+        return err;
+    } else {
+      everyReplica = std::move(local);
+    }
+    int64_t total = static_cast<int64_t>(everyReplica.size() / std::max<size_t>(bytes, 1));
+    // Summed in replica order, in the tensor's type for f32 (as each ring
+    // step adds in it) and through double for the narrower types: every
+    // instance adds the same numbers in the same order, so all replicas hold
+    // the same sum, bit for bit, as in one process running them all.
+    std::vector<double> sum(v.dtype == DType::F32 ? 0 : n, 0.0);
+    std::vector<float> sum32(v.dtype == DType::F32 ? n : 0, 0.0f);
+    for (int64_t r = 0; r < total; ++r) {
+      const char *contribution = everyReplica.data() + r * bytes;
       if (v.dtype == DType::F32) {
-        const float *f = reinterpret_cast<const float *>(value.data());
+        const float *f = reinterpret_cast<const float *>(contribution);
         for (int64_t i = 0; i < n; ++i)
           sum32[i] += f[i];
       } else {
         for (int64_t i = 0; i < n; ++i)
-          sum[i] += floatAt(value.data(), v.dtype, i);
+          sum[i] += floatAt(contribution, v.dtype, i);
       }
     }
     if (v.dtype == DType::F32)
@@ -1196,6 +1241,7 @@ void IPUModel::Impl::runAllReduce(const AllReduce &reduce) {
     }
   }
   selectReplica(0);
+  return llvm::Error::success();
 }
 
 std::vector<Tensor> IPUModel::readState() {

@@ -67,15 +67,23 @@ int64_t samplesPerRun(const ExecutableMetadata &metadata) {
   int64_t batch = metadata.inputs.empty() || metadata.inputs[0].shape.empty()
                       ? 1
                       : metadata.inputs[0].shape[0];
-  return batch * iterationsPerRun(metadata) * metadata.replicas;
+  return batch * iterationsPerRun(metadata) * metadata.localReplicas();
 }
 
 std::string describeBatch(const ExecutableMetadata &metadata) {
-  int64_t micro = samplesPerRun(metadata) / iterationsPerRun(metadata) / metadata.replicas;
-  return "micro-batch " + std::to_string(micro) + " x gradient accumulation " +
-         std::to_string(metadata.gradientAccumulation) + " x device iterations " +
-         std::to_string(metadata.deviceIterations) + " x replicas " +
-         std::to_string(metadata.replicas);
+  int64_t micro = samplesPerRun(metadata) / iterationsPerRun(metadata) /
+                  metadata.localReplicas();
+  std::string text = "micro-batch " + std::to_string(micro) + " x gradient accumulation " +
+                     std::to_string(metadata.gradientAccumulation) + " x device iterations " +
+                     std::to_string(metadata.deviceIterations) + " x replicas " +
+                     std::to_string(metadata.localReplicas());
+  if (metadata.share.count)
+    text += " (replicas " + std::to_string(metadata.share.first) + " to " +
+            std::to_string(metadata.share.first + metadata.share.count - 1) + " of " +
+            std::to_string(metadata.replicas) + ": instance " +
+            std::to_string(metadata.share.instance) + " of " +
+            std::to_string(metadata.share.instances) + ")";
+  return text;
 }
 
 llvm::Expected<TrainingData> makeTrainingData(const ExecutableMetadata &metadata,
@@ -107,13 +115,20 @@ llvm::Expected<TrainingData> makeTrainingData(const ExecutableMetadata &metadata
   }
   for (const auto &[name, t] : arrays)
     return fail("the training data's array '" + name + "' is not an input of the model");
-  int64_t perRun = samplesPerRun(metadata);
+  // Every instance reads the whole data set and keeps its replicas' rows:
+  // the same global order as one process running every replica.
+  int64_t perRun = samplesPerRun(metadata) / metadata.localReplicas() * metadata.replicas;
   if (data.samples <= 0 || data.samples % perRun != 0)
     return fail("the training data has " + llvm::Twine(data.samples) +
                 " samples, not a multiple of the " + llvm::Twine(perRun) +
                 " each run takes (" + describeBatch(metadata) +
                 "); drop the remainder or change --micro-batch-size, "
                 "--gradient-accumulation, --device-iterations or --replicas");
+  if (metadata.share.count) {
+    for (auto [t, info] : llvm::zip(data.inputs, metadata.inputs))
+      t = localBatches(metadata, info, t);
+    data.samples = data.inputs.front().shape[0];
+  }
   return data;
 }
 
@@ -135,7 +150,8 @@ llvm::Expected<RunStats> trainOnRun(Runner &runner, const ExecutableMetadata &me
     double sum = 0;
     for (int64_t i = 0; i < t.numElements(); ++i)
       sum += elementAsDouble(t, i);
-    int64_t count = summed ? iterationsPerRun(metadata) * metadata.replicas : t.numElements();
+    int64_t count =
+        summed ? iterationsPerRun(metadata) * metadata.localReplicas() : t.numElements();
     stats.loss = count ? sum / count : 0;
   }
   // Accuracy: an N x C float output of the returned iterations against
@@ -148,7 +164,7 @@ llvm::Expected<RunStats> trainOnRun(Runner &runner, const ExecutableMetadata &me
     return stats;
   const Tensor &y = batch[labels - metadata.inputs.begin()];
   // An iteration's rows are every replica's micro-batch.
-  int64_t micro = (labels->shape.empty() ? 1 : labels->shape[0]) * metadata.replicas;
+  int64_t micro = (labels->shape.empty() ? 1 : labels->shape[0]) * metadata.localReplicas();
   std::vector<int64_t> rows; // label row of each returned sample
   for (int64_t it : returnedIterations(metadata))
     for (int64_t n = 0; n < micro; ++n)
@@ -214,22 +230,33 @@ trainedWeights(Runner &runner, const ExecutableMetadata &metadata) {
 }
 
 llvm::Error saveState(Runner &runner, const ExecutableMetadata &metadata,
-                      llvm::StringRef path) {
+                      llvm::StringRef path, int64_t runsDone) {
   std::vector<Tensor> state = runner.readState();
   std::vector<std::pair<std::string, Tensor>> named;
   for (size_t i = 0; i < state.size(); ++i)
     if (metadata.state[i].role != StateInfo::Role::Hyperparameter &&
         metadata.state[i].role != StateInfo::Role::ReplicaIndex)
       named.emplace_back(metadata.state[i].name, std::move(state[i]));
+  if (runsDone >= 0)
+    named.emplace_back(kRunsDoneArray, Tensor::scalar(runsDone));
   return writeNpz(path, named);
 }
 
 llvm::Error loadState(Runner &runner, const ExecutableMetadata &metadata,
-                      llvm::StringRef path) {
+                      llvm::StringRef path, int64_t *runsDone) {
   auto arrays = readNpz(path);
   if (!arrays)
     return arrays.takeError();
+  if (runsDone)
+    *runsDone = -1;
   for (const auto &[name, t] : *arrays) {
+    if (name == kRunsDoneArray) {
+      if (t.dtype != DType::I64 || t.numElements() != 1)
+        return fail("'" + path + "': '" + name + "' must be one i64, got " + t.typeString());
+      if (runsDone)
+        std::memcpy(runsDone, t.data.data(), sizeof *runsDone);
+      continue;
+    }
     std::optional<size_t> index = findState(metadata, name);
     if (!index)
       return fail("'" + path + "' holds '" + name +

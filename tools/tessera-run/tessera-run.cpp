@@ -16,6 +16,7 @@
 #include "tessera/Runtime/FileUtils.h"
 #include "tessera/Runtime/HostRunner.h"
 #include "tessera/Runtime/IPUModel.h"
+#include "tessera/Runtime/Instances.h"
 #include "tessera/Runtime/ONNXExport.h"
 #include "tessera/Runtime/Tensor.h"
 #include "tessera/Runtime/Training.h"
@@ -108,6 +109,18 @@ cl::opt<std::string> loadWeights(
     "load-weights",
     cl::desc("Start from these weights (and optimizer state), e.g. a --save-weights file"),
     cl::value_desc("weights.npz"), cl::cat(trainingCategory));
+
+cl::opt<unsigned> checkpointEvery(
+    "checkpoint-every",
+    cl::desc("Every N runs, write --save-weights (atomically: a reader sees the previous "
+             "checkpoint or this one, whole) with the number of runs done, which --resume "
+             "starts from"),
+    cl::value_desc("N"), cl::init(0), cl::cat(trainingCategory));
+cl::opt<std::string> resumeFrom(
+    "resume",
+    cl::desc("Start from this checkpoint (--save-weights with --checkpoint-every): its "
+             "weights and optimizer state, and the runs it had done are not run again"),
+    cl::value_desc("checkpoint.npz"), cl::cat(trainingCategory));
 
 cl::opt<unsigned> threads("host-threads",
                           cl::desc("Host threads for the IPU model (0: all; at most 1024)"),
@@ -303,9 +316,17 @@ llvm::Error writeRunReport(const ExecutableMetadata &meta, const IPUModel *model
 
 } // namespace
 
+/// Whether this process writes the files a command line names: a single
+/// process does; of tessera-launch's instances, instance 0 alone.
+bool writesFiles(const ExecutableMetadata &meta) { return meta.share.instance == 0; }
+
 /// --train-data: the training loop over a data set, one line per run.
 int train(const Executable &exe) {
   const ExecutableMetadata &meta = exe.metadata();
+  if (checkpointEvery && saveWeights.empty())
+    return error("--checkpoint-every writes --save-weights: name the checkpoint file");
+  if (!resumeFrom.empty() && !loadWeights.empty())
+    return error("--resume and --load-weights both give the starting weights: use one");
   if ((epochs == 0) == (steps == 0))
     return error("give the length of training with --epochs E or --steps S (one of them)");
   if (!inputSpecs.empty() || !outputPath.empty() || !profileDir.empty())
@@ -336,6 +357,15 @@ int train(const Executable &exe) {
   if (!loadWeights.empty())
     if (auto err = loadState(*runner, meta, loadWeights))
       return error(llvm::toString(std::move(err)));
+  int64_t runsDone = 0;
+  if (!resumeFrom.empty()) {
+    if (auto err = loadState(*runner, meta, resumeFrom, &runsDone))
+      return error(llvm::toString(std::move(err)));
+    if (runsDone < 0)
+      return error("--resume: '" + resumeFrom +
+                   "' records no runs done: it is not a checkpoint of --checkpoint-every "
+                   "(start from its weights with --load-weights)");
+  }
   // Fail before training, not after, when the export cannot happen.
   if (!exportONNX.empty()) {
     if (!llvm::sys::fs::exists(meta.source))
@@ -357,11 +387,20 @@ int train(const Executable &exe) {
   // Weight updates: one per device iteration.
   int64_t totalRuns = steps ? (steps + meta.deviceIterations - 1) / meta.deviceIterations
                             : int64_t(epochs) * runsPerEpoch;
-  llvm::outs() << "training " << meta.optimizer << " on " << data->samples
-               << " samples: " << describeBatch(meta) << " = " << perRun
+  if (runsDone > totalRuns)
+    return error("--resume: the checkpoint has done " + llvm::Twine(runsDone) +
+                 " runs, more than the " + llvm::Twine(totalRuns) + " asked for");
+  if (runsDone)
+    llvm::outs() << "resuming after run " << runsDone << " from " << resumeFrom << "\n";
+  // Under tessera-launch, the figures are this instance's; an update
+  // takes every instance's samples.
+  int64_t instances = meta.replicas / meta.localReplicas();
+  llvm::outs() << "training " << meta.optimizer << " on " << data->samples * instances
+               << " samples" << (instances > 1 ? " (" + std::to_string(data->samples) + " here)" : "")
+               << ": " << describeBatch(meta) << " = " << perRun
                << " samples per run, " << totalRuns << " runs ("
                << totalRuns * meta.deviceIterations << " weight updates of "
-               << micro * meta.gradientAccumulation << " samples), output mode "
+               << micro * meta.gradientAccumulation * instances << " samples), output mode "
                << outputModeName(meta)
                << (reference ? " on the host reference\n" : "\n");
   bool terminal = llvm::sys::Process::StandardOutIsDisplayed();
@@ -379,7 +418,7 @@ int train(const Executable &exe) {
     return v;
   };
   int64_t epochSkipped = 0;
-  for (int64_t run = 0; run < totalRuns; ++run) {
+  for (int64_t run = runsDone; run < totalRuns; ++run) {
     auto stats = trainOnRun(*runner, meta, *data, run % runsPerEpoch);
     if (!stats)
       return error(llvm::toString(stats.takeError()));
@@ -432,6 +471,12 @@ int train(const Executable &exe) {
       epochLoss = 0;
       epochCorrect = epochLabelled = epochRuns = epochSkipped = 0;
     }
+    if (checkpointEvery && (run + 1) % checkpointEvery == 0 && run + 1 < totalRuns &&
+        writesFiles(meta)) {
+      if (auto err = saveState(*runner, meta, saveWeights, run + 1))
+        return error("checkpoint after run " + llvm::Twine(run + 1) + ": " +
+                     llvm::toString(std::move(err)));
+    }
   }
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -446,15 +491,16 @@ int train(const Executable &exe) {
     double updatesPerSecond = model->target().clockHz / std::max<int64_t>(perUpdate, 1);
     llvm::outs() << "estimated on " << model->target().name << ": " << withCommas(perUpdate)
                  << " cycles per weight update, "
-                 << withCommas(std::llround(updatesPerSecond * micro * meta.gradientAccumulation))
+                 << withCommas(std::llround(updatesPerSecond * micro * meta.gradientAccumulation *
+                                            instances))
                  << " samples/s\n";
   }
-  if (!saveWeights.empty()) {
-    if (auto err = saveState(*runner, meta, saveWeights))
+  if (!saveWeights.empty() && writesFiles(meta)) {
+    if (auto err = saveState(*runner, meta, saveWeights, checkpointEvery ? totalRuns : -1))
       return error(llvm::toString(std::move(err)));
     llvm::outs() << "weights written to " << saveWeights << "\n";
   }
-  if (!exportONNX.empty()) {
+  if (!exportONNX.empty() && writesFiles(meta)) {
     if (auto err = exportONNXWithInitializers(meta.source, trainedWeights(*runner, meta),
                                               exportONNX))
       return error("--export-onnx: " + llvm::toString(std::move(err)));
@@ -463,8 +509,7 @@ int train(const Executable &exe) {
   return 0;
 }
 
-int main(int argc, char **argv) {
-  llvm::InitLLVM init(argc, argv);
+int run(int argc, char **argv) {
   tessera::runtime::installResourceErrorHandlers("tessera-run");
   cl::HideUnrelatedOptions({&category, &trainingCategory});
   cl::ParseCommandLineOptions(argc, argv, "Run a Tessera executable\n");
@@ -487,13 +532,27 @@ int main(int argc, char **argv) {
   auto exe = Executable::load(executablePath);
   if (!exe)
     return error(llvm::toString(exe.takeError()));
+  // Started by tessera-launch: this instance runs its share of the replicas.
+  auto instance = Instance::fromEnvironment();
+  if (!instance)
+    return error(llvm::toString(instance.takeError()));
+  if (*instance)
+    if (auto err = (*exe)->runAsInstance(**instance))
+      return error(llvm::toString(std::move(err)));
   const ExecutableMetadata &meta = (*exe)->metadata();
   if (!trainData.empty())
     return train(**exe);
   if (epochs || steps || learningRate.getNumOccurrences() || !saveWeights.empty() ||
-      !loadWeights.empty() || !exportONNX.empty())
-    return error("--epochs, --steps, --lr, --save-weights, --load-weights and "
-                 "--export-onnx go with --train-data");
+      !loadWeights.empty() || !exportONNX.empty() || checkpointEvery ||
+      !resumeFrom.empty())
+    return error("--epochs, --steps, --lr, --save-weights, --load-weights, "
+                 "--checkpoint-every, --resume and --export-onnx go with --train-data");
+  if (meta.share.count && !outputPath.empty())
+    return error("--output under tessera-launch: instance " +
+                 llvm::Twine(meta.share.instance) + " holds only replicas " +
+                 llvm::Twine(meta.share.first) + " to " +
+                 llvm::Twine(meta.share.first + meta.share.count - 1) +
+                 "' outputs; run inference whole in one process");
 
   std::map<std::string, Tensor> given;
   for (const std::string &spec : inputSpecs) {
@@ -535,7 +594,8 @@ int main(int argc, char **argv) {
       return error("missing input '" + in.name + "' (" +
                    typeString(hostShape(in, iterationsPerRun(meta) * meta.replicas), in.dtype) +
                    "); give it with --input " + in.name + "=file.npy");
-    inputs.push_back(std::move(it->second));
+    // Every instance reads every replica's input and keeps its own.
+    inputs.push_back(localBatches(meta, in, it->second));
     given.erase(it);
   }
 
@@ -629,7 +689,7 @@ int main(int argc, char **argv) {
                                reference ? "host reference" : "IPU model on the host",
                                ms, static_cast<unsigned>(iterations),
                                iterations == 1 ? "" : "s");
-  if (model && !profileDir.empty()) {
+  if (model && !profileDir.empty() && writesFiles(meta)) {
     if (auto err = makeProfileDir())
       return error(llvm::toString(std::move(err)));
     if (auto err = writeJSON(profileDir, "profile.json", model->profileJSON()))
@@ -639,7 +699,7 @@ int main(int argc, char **argv) {
     llvm::outs() << "profile written to " << profileDir << "/profile.json and "
                  << profileDir << "/trace.json\n";
   }
-  if (model && !reportDir.empty())
+  if (model && !reportDir.empty() && writesFiles(meta))
     if (auto err = writeRunReport(meta, model.get()))
       return error("the report could not be written: " + llvm::toString(std::move(err)));
   if (!outputPath.empty()) {
@@ -650,4 +710,14 @@ int main(int argc, char **argv) {
       return error(llvm::toString(std::move(err)));
   }
   return 0;
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  int status = run(argc, argv);
+  // An instance that fails stops the launch: the others may be waiting for
+  // it in a collective, and would wait for ever.
+  if (status != 0)
+    abortInstances(status);
+  return status;
 }

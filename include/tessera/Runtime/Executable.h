@@ -115,6 +115,16 @@ struct ExecutableMetadata {
   /// is per replica; replicas keep their weights equal by all-reducing the
   /// gradients (MachineProgram's AllReduce steps).
   int64_t replicas = 1;
+  /// The replicas this process runs and feeds when it is one instance of
+  /// several (tessera-launch; Executable::runAsInstance): replicas
+  /// [first, first + count) of `replicas`, whose batches are the host's
+  /// inputs and outputs. Not in the file; count 0: every replica.
+  struct InstanceShare {
+    int64_t first = 0, count = 0;
+    int64_t instance = 0, instances = 1;
+  } share;
+  /// The replicas whose batches the host feeds and reads here.
+  int64_t localReplicas() const { return share.count ? share.count : replicas; }
   /// Which iterations' outputs a run returns (PopTorch's outputMode):
   /// All (every iteration's, concatenated along dimension 0), Final (the
   /// last one's), Sum (their elementwise sum) or EveryN (every
@@ -213,6 +223,14 @@ std::vector<int64_t> returnedShape(const ExecutableMetadata &metadata,
 /// dimension 0 times `blocks`; a scalar becomes a vector of `blocks`.
 std::vector<int64_t> hostShape(const TensorInfo &t, int64_t blocks);
 
+/// This process's part of a host tensor holding whole batches of `info`
+/// for every replica, replica-major within each iteration (a run's input,
+/// or a data set of runs one after another): the blocks of the replicas in
+/// `metadata.share`, in order. The tensor itself when this process runs
+/// every replica.
+Tensor localBatches(const ExecutableMetadata &metadata, const TensorInfo &info,
+                    const Tensor &whole);
+
 /// Runs `once` (one iteration of the compiled program on every replica, on
 /// tensors of the compiled shapes times the replicas) for each iteration of a run: slices every input along
 /// dimension 0 and returns the outputs the output mode asks for. Inputs must
@@ -260,6 +278,8 @@ private:
   std::unique_ptr<Impl> impl_;
 };
 
+struct Instance;
+
 /// A loaded, verified executable (the file is memory-mapped).
 class Executable {
 public:
@@ -269,6 +289,14 @@ public:
   parse(std::unique_ptr<llvm::MemoryBuffer> image, llvm::StringRef path);
 
   const ExecutableMetadata &metadata() const { return metadata_; }
+  /// The checksum its header records (every byte of the file): what
+  /// instances compare to know they run the same executable.
+  uint64_t checksum() const;
+  /// Makes this process run `self`'s share of the replicas (metadata().share):
+  /// host inputs and outputs become those replicas' batches. An executable
+  /// of one replica runs whole on every instance; one compiled for another
+  /// number of replicas than the launch's is refused.
+  llvm::Error runAsInstance(const Instance &self);
   /// The code section: every object of metadata().codeObjects, in order,
   /// then the reference code's bytecode.
   llvm::StringRef codeSection() const { return code_; }

@@ -72,14 +72,20 @@ llvm::Error setLearningRate(Runner &runner, const ExecutableMetadata &metadata,
 std::vector<std::pair<std::string, Tensor>>
 trainedWeights(Runner &runner, const ExecutableMetadata &metadata);
 
+/// The array of a checkpoint (saveState with `runsDone`) that says how many
+/// runs of the data set had trained it: where a resumed run starts.
+constexpr const char *kRunsDoneArray = "checkpoint.runs_done";
+
 /// Writes parameters and optimizer state (not hyperparameters) to `path`
-/// (.npz, atomically).
+/// (.npz, atomically: a reader sees the old file or the new one, whole),
+/// with kRunsDoneArray when `runsDone` >= 0.
 llvm::Error saveState(Runner &runner, const ExecutableMetadata &metadata,
-                      llvm::StringRef path);
+                      llvm::StringRef path, int64_t runsDone = -1);
 /// Loads every array of `path` into the state tensor of its name; a name
-/// the executable does not have, or a wrong shape, is an error.
+/// the executable does not have, or a wrong shape, is an error. A
+/// checkpoint's kRunsDoneArray goes to `runsDone` (-1 without one).
 llvm::Error loadState(Runner &runner, const ExecutableMetadata &metadata,
-                      llvm::StringRef path);
+                      llvm::StringRef path, int64_t *runsDone = nullptr);
 
 } // namespace tessera::runtime
 
