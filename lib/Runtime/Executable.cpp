@@ -406,8 +406,20 @@ llvm::Error writeExecutable(StringRef path, ExecutableMetadata metadata, StringR
   return writer.finish(std::move(metadata), code, weights);
 }
 
-uint64_t Executable::checksum() const {
-  return endian::read64le(file_->getBufferStart() + kChecksumAt);
+std::string Executable::fingerprint() const {
+  StringRef bytes = file_->getBuffer();
+  StringRef metadataSection = bytes.substr(endian::read64le(bytes.data() + kMetaOffsetAt),
+                                           endian::read64le(bytes.data() + kMetaOffsetAt + 8));
+  std::string text = metadataSection.str(), source;
+  llvm::raw_string_ostream(source) << "\"source\":" << json::Value(metadata_.source);
+  if (size_t at = text.find(source); at != std::string::npos)
+    text.erase(at, source.size());
+  // The kernels' code, not the host reference's bytecode, whose locations
+  // name the source file too.
+  std::string fingerprint = llvm::utohexstr(llvm::xxh3_64bits(text));
+  for (StringRef object : kernelObjects())
+    fingerprint += "/" + llvm::utohexstr(llvm::xxh3_64bits(object));
+  return fingerprint + "/" + llvm::utohexstr(llvm::xxh3_64bits(weights_));
 }
 
 llvm::Error Executable::runAsInstance(const Instance &self) {

@@ -929,8 +929,8 @@ Expected<std::unique_ptr<IPUModel>> IPUModel::create(const Executable &executabl
       return group.takeError();
     impl->instances = std::move(*group);
     if (auto err = impl->instances->checkSame(
-            "executable (checksum, replicas, replicas per instance)",
-            std::to_string(executable.checksum()) + "/" + std::to_string(meta.replicas) + "/" +
+            "executable (its program, code, weights and replicas per instance)",
+            executable.fingerprint() + "/" + std::to_string(meta.replicas) + "/" +
                 std::to_string(meta.share.count)))
       return std::move(err);
   }

@@ -14,6 +14,7 @@
 #include "tessera/Runtime/FileUtils.h"
 #include "tessera/Runtime/HostRunner.h"
 #include "tessera/Runtime/IPUModel.h"
+#include "tessera/Runtime/Instances.h"
 #include "tessera/Runtime/Training.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -24,6 +25,7 @@
 #include <pybind11/stl.h>
 
 #include <cstring>
+#include <optional>
 
 namespace py = pybind11;
 using namespace tessera;
@@ -254,8 +256,30 @@ std::string compileModel(const std::string &model, const std::string &path,
 /// A loaded executable and the runner holding its device state.
 class LoadedExecutable {
 public:
-  LoadedExecutable(const std::string &path, const std::string &device, unsigned threads) {
+  /// `instance`: (index, instances) of tessera-launch's instances this
+  /// process is (PopTorch's Distributed.configureProcessId), or None.
+  LoadedExecutable(const std::string &path, const std::string &device, unsigned threads,
+                   std::optional<std::pair<int64_t, int64_t>> instance) {
     executable_ = take(runtime::Executable::load(path));
+    if (instance && instance->second > 1) {
+      auto [index, instances] = *instance;
+      int64_t total = executable_->metadata().replicas;
+      if (index < 0 || index >= instances || total % instances != 0)
+        throw TesseraError("instance " + std::to_string(index) + " of " +
+                           std::to_string(instances) + " cannot run a share of " +
+                           std::to_string(total) +
+                           " replicas (replicationFactor x instances must be the "
+                           "executable's replicas)");
+      runtime::Instance self;
+      self.numInstances = instances;
+      self.index = index;
+      self.totalReplicas = total;
+      self.localReplicas = total / instances;
+      self.replicaOffset = index * self.localReplicas;
+      self.ipusPerReplica = executable_->metadata().numIPUs;
+      if (auto err = executable_->runAsInstance(self))
+        throw TesseraError(llvm::toString(std::move(err)));
+    }
     if (device == "ipu") {
       auto model = take(runtime::IPUModel::create(*executable_, threads));
       ipuModel_ = model.get();
@@ -301,6 +325,8 @@ public:
     d["gradient_accumulation"] = m.gradientAccumulation;
     d["pipeline_stages"] = m.pipelineStages;
     d["replicas"] = m.replicas;
+    d["local_replicas"] = m.localReplicas();
+    d["replica_offset"] = m.share.first;
     d["output_mode"] = runtime::outputModeName(m);
     d["loss"] = m.loss;
     d["optimizer"] = m.optimizer;
@@ -395,12 +421,19 @@ PYBIND11_MODULE(_tessera, m) {
         py::arg("options") = py::dict(),
         "Builds the executable `path` from `model`; returns the cache's answer");
   m.def(
+      "abort_instances", [](int status) { runtime::abortInstances(status); },
+      py::arg("status") = 1,
+      "Stops every instance of a tessera-launch launch (MPI_Abort) when this one has "
+      "joined the others; nothing otherwise");
+  m.def(
       "why_untrusted", [](const std::string &path) { return runtime::whyUntrusted(path); },
       py::arg("path"),
       "Why someone else could have written `path` (empty when only you or root can)");
   py::class_<LoadedExecutable>(m, "Executable")
-      .def(py::init<const std::string &, const std::string &, unsigned>(), py::arg("path"),
-           py::arg("device") = "ipu", py::arg("threads") = 0)
+      .def(py::init<const std::string &, const std::string &, unsigned,
+                    std::optional<std::pair<int64_t, int64_t>>>(),
+           py::arg("path"), py::arg("device") = "ipu", py::arg("threads") = 0,
+           py::arg("instance") = py::none())
       .def_property_readonly("inputs", &LoadedExecutable::inputs)
       .def_property_readonly("outputs", &LoadedExecutable::outputs)
       .def_property_readonly("state", &LoadedExecutable::state)

@@ -14,7 +14,7 @@ the IPU model (tile memory, exchanges and cycle counts of the real chip).
 """
 from _tessera import Error, version as __version__
 
-from . import optim, profile
+from . import distributed, optim, profile
 from .blocks import (BeginBlock, Block, BlockFunction, PipelinedExecution, ShardedExecution,
                      Stage, recomputationCheckpoint, removeBlocks)
 from ._model import (LoadedExecutable, identity_loss, inferenceModel, load,
@@ -26,6 +26,6 @@ from .options import Options, OutputMode, ReductionType
 __all__ = [
     "BeginBlock", "Block", "BlockFunction", "PipelinedExecution", "ShardedExecution", "Stage",
     "recomputationCheckpoint", "removeBlocks",
-    "DataLoader", "Error", "IPUConfig", "LoadedExecutable", "Options", "OutputMode", "ReductionType",
+    "DataLoader", "distributed", "Error", "IPUConfig", "LoadedExecutable", "Options", "OutputMode", "ReductionType",
     "identity_loss", "inferenceModel", "load", "optim", "profile", "trainingModel",
 ]

@@ -518,7 +518,8 @@ class _Executor:
         if self._options._values["compile_only"]:
             raise Error("the options ask for an offline target (useOfflineIpuTarget): "
                         "this model compiles but does not run")
-        self._executable = _tessera.Executable(self._path, "ipu")
+        self._executable = _tessera.Executable(self._path, "ipu",
+                                               instance=_instance(self._options))
         if self._detached_state is not None:
             for name, value in self._detached_state.items():
                 self._executable.write_state(name, value)
@@ -833,6 +834,18 @@ def _cloned_state(model):
     return cloned
 
 
+def _instance(options):
+    """(process id, processes) when the options make this process one of
+    tessera-launch's instances: its executables run its share of the
+    replicas, and an uncaught exception stops the launch."""
+    count = options.Distributed.numProcesses
+    if count <= 1:
+        return None
+    from . import distributed
+    distributed._guard()
+    return (options.Distributed.processId, count)
+
+
 class LoadedExecutable:
     """A .tess from compileAndExport (or tessera-compile), run on the IPU
     model: tensors in, tensors out."""
@@ -845,7 +858,7 @@ class LoadedExecutable:
             warnings.warn(f"{filename}: {why}; a .tess is native code that runs as you: "
                           "load only executables you or a cache of your own produced",
                           stacklevel=2)
-        self._executable = _tessera.Executable(str(filename), "ipu")
+        self._executable = _tessera.Executable(str(filename), "ipu", instance=_instance(Options()))
 
     def __call__(self, *args):
         arrays = [_as_array(a, i) for i, a in enumerate(args)]

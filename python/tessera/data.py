@@ -49,6 +49,35 @@ class DataLoader(torch.utils.data.DataLoader):
         self._async_options = dict(async_options or {})
         if persistent_workers is None:
             persistent_workers = num_workers > 0
+        processes = options.Distributed.numProcesses
+        if processes > 1 and auto_distributed_partitioning and \
+                not isinstance(dataset, torch.utils.data.IterableDataset):
+            # One of tessera-launch's instances: its replicas' rows of each
+            # combined batch of the whole launch, in one process's order
+            # (PopTorch gives each process a block of the data set instead;
+            # this way the launch trains as one process with every replica).
+            if "sampler" in kwargs or "batch_sampler" in kwargs:
+                raise Error("DataLoader: a sampler of your own and several processes: pass "
+                            "auto_distributed_partitioning=False and shard it yourself")
+            if shuffle:
+                generator = kwargs.pop("generator", None)
+                if generator is None and options.random_seed is not None:
+                    # The same order on every instance (PopTorch asks for a
+                    # seed likewise).
+                    generator = torch.Generator()
+                    generator.manual_seed(options.random_seed)
+                order = torch.utils.data.RandomSampler(dataset, generator=generator)
+            else:
+                order = torch.utils.data.SequentialSampler(dataset)
+            from .distributed import InstanceSampler
+            local = options.replication_factor
+            sampler = InstanceSampler(
+                order, batch_size,
+                options.device_iterations * options.Training.gradient_accumulation,
+                local * processes, options.Distributed.processId * local, local, drop_last)
+            super().__init__(dataset, batch_sampler=sampler, num_workers=num_workers,
+                             persistent_workers=persistent_workers, **kwargs)
+            return
         super().__init__(dataset, batch_size=self.combinedBatchSize, shuffle=shuffle,
                          num_workers=num_workers, drop_last=drop_last,
                          persistent_workers=persistent_workers, **kwargs)

@@ -131,28 +131,47 @@ class _JitOptions:
 
 
 class _DistributedOptions:
-    """One process: tessera-launch's instances (issue 57) are not built."""
+    """Which of several processes this is (PopTorch's Options.Distributed):
+    tessera-launch's instances, each running replicationFactor replicas of
+    replicationFactor x numProcesses in all. By default read from OpenMPI's
+    OMPI_COMM_WORLD_SIZE and OMPI_COMM_WORLD_RANK, as PopTorch does;
+    popdist.poptorch.Options sets it from the launcher."""
+
+    def __init__(self, options):
+        self._options = options
 
     def disable(self):
-        return self
+        """One process, whatever the environment says."""
+        return self.configureProcessId(0, 1)
 
     def setEnvVarNames(self, var_num_processes, var_process_id):
-        if int(os.environ.get(var_num_processes, "1")) != 1:
-            not_available("Distributed over several processes", "multi-process execution")
-        return self
+        """Reads numProcesses and processId from these environment variables."""
+        try:
+            count = int(os.environ.get(var_num_processes, "1"))
+            index = int(os.environ.get(var_process_id, "0"))
+        except ValueError:
+            raise Error(f"{var_num_processes}={os.environ.get(var_num_processes)!r} and "
+                        f"{var_process_id}={os.environ.get(var_process_id)!r} must be "
+                        "whole numbers") from None
+        return self.configureProcessId(index, count)
 
     def configureProcessId(self, process_id, num_processes):
-        if num_processes != 1:
-            not_available("Distributed.configureProcessId", "multi-process execution")
+        count = _positive_int("Distributed.configureProcessId's num_processes", num_processes)
+        if isinstance(process_id, bool) or not isinstance(process_id, int) or not (
+                0 <= process_id < count):
+            raise Error(f"Distributed.configureProcessId: process_id {process_id!r} is not in "
+                        f"[0, {count})")
+        self._options._values["process_id"] = process_id
+        self._options._values["num_processes"] = count
         return self
 
     @property
     def processId(self):
-        return 0
+        return self._options._values["process_id"]
 
     @property
     def numProcesses(self):
-        return 1
+        return self._options._values["num_processes"]
 
 
 class _TensorLocationOptions:
@@ -275,6 +294,8 @@ class Options:
         "stochastic_rounding": False,
         "partials_type": "float",
         "profile_dir": None,
+        "process_id": 0,
+        "num_processes": 1,
     }
 
     def __init__(self):
@@ -285,6 +306,8 @@ class Options:
             self._values["cache_dir"] = os.environ["POPTORCH_CACHE_DIR"]
         self.Training = _TrainingOptions(self)
         self.Precision = _PrecisionOptions(self)
+        self._distributed = _DistributedOptions(self)
+        self._distributed.setEnvVarNames("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK")
         # Not file options: the execution strategy, and what an IPUConfig
         # carries beyond PopTorch's options (layers per IPU, recomputation,
         # automatic loss scaling).
@@ -527,7 +550,7 @@ class Options:
 
     @property
     def Distributed(self):
-        return _DistributedOptions()
+        return self._distributed
 
     @property
     def TensorLocations(self):
@@ -572,6 +595,8 @@ class Options:
             elif key == "compile_only":
                 if value:
                     self.useOfflineIpuTarget(values.get("ipu_version", 2))
+            elif key == "num_processes":
+                self.Distributed.configureProcessId(values.get("process_id", 0), value)
             elif key == "partials_type":
                 self.Precision.setPartialsType(
                     {"float": torch.float32, "half": torch.float16}[value])
@@ -633,7 +658,9 @@ class Options:
             "target": target,
             "device_iterations": self.device_iterations,
             "output_mode": self._output_mode_text(training),
-            "replicas": self.replication_factor,
+            # replicationFactor is each process's (PopTorch's): the program
+            # all-reduces over every process's replicas.
+            "replicas": self.replication_factor * self._values["num_processes"],
         }
         # Only when set: the compiler's default is float, and an unset type
         # leaves the compile (and its cache key) as tessera-compile's.

@@ -403,7 +403,10 @@ int train(const Executable &exe) {
                << micro * meta.gradientAccumulation * instances << " samples), output mode "
                << outputModeName(meta)
                << (reference ? " on the host reference\n" : "\n");
-  bool terminal = llvm::sys::Process::StandardOutIsDisplayed();
+  // No progress bar in tessera-launch's instances: mpirun hands each a
+  // terminal of its own even when the launch's output goes to a file.
+  bool terminal =
+      llvm::sys::Process::StandardOutIsDisplayed() && !std::getenv("OMPI_COMM_WORLD_SIZE");
   auto start = std::chrono::steady_clock::now();
   double epochLoss = 0;
   int64_t epochCorrect = 0, epochLabelled = 0, epochRuns = 0;

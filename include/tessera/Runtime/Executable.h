@@ -289,9 +289,11 @@ public:
   parse(std::unique_ptr<llvm::MemoryBuffer> image, llvm::StringRef path);
 
   const ExecutableMetadata &metadata() const { return metadata_; }
-  /// The checksum its header records (every byte of the file): what
-  /// instances compare to know they run the same executable.
-  uint64_t checksum() const;
+  /// The metadata (the program), the kernels' code and the weights, less
+  /// the path of the model it was compiled from (instances compile the same
+  /// model in places of their own): what instances compare to know they run
+  /// the same executable.
+  std::string fingerprint() const;
   /// Makes this process run `self`'s share of the replicas (metadata().share):
   /// host inputs and outputs become those replicas' batches. An executable
   /// of one replica runs whole on every instance; one compiled for another

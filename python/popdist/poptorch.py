@@ -1,0 +1,2 @@
+"""popdist.poptorch: the Options of one instance (tessera.distributed.Options)."""
+from tessera.distributed import InstanceSampler, Options  # noqa: F401
