@@ -107,7 +107,7 @@ llvm::Error checkExecutableRequest(const ExecutableRequest &request) {
     return fail("--replicas " + llvm::Twine(replicas) + " of " + llvm::Twine(ipus) +
                 " IPU(s) each: replicas must be at least 1 and the IPUs in all (replicas x "
                 "--num-ipus) at most " + llvm::Twine(runtime::kMaxReplicas) +
-                " (an IPU-POD64)");
+                " (a Bow Pod1024)");
   if (request.deviceIterations < 1)
     return fail("--device-iterations must be at least 1, got " +
                 llvm::Twine(request.deviceIterations));

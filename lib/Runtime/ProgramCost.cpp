@@ -114,6 +114,7 @@ StepCost allReduceCost(const MachineProgram &program, const target::CostModel &c
       s.ipus |= uint64_t(1) << i;
   }
   s.allReduceCycles = cost.allReduceCycles(busiest, replicas);
+  s.gwLinkCycles = cost.allReduceGWLinkCycles(busiest, replicas);
   return s;
 }
 
@@ -217,6 +218,9 @@ int64_t CostSummary::exchangeCycles() const {
 int64_t CostSummary::syncCycles() const { return sumPerIteration(steps, &StepCost::syncCycles); }
 int64_t CostSummary::allReduceCycles() const {
   return sumPerIteration(steps, &StepCost::allReduceCycles);
+}
+int64_t CostSummary::gwLinkCycles() const {
+  return sumPerIteration(steps, &StepCost::gwLinkCycles);
 }
 
 CostSummary estimateProgramCost(const ExecutableMetadata &meta, const MachineProgram &program,
@@ -368,9 +372,17 @@ void printCostSummary(const CostSummary &cost, const ExecutableMetadata &meta,
      << "), exchange " << withCommas(cost.exchangeCycles()) << " ("
      << share(cost.exchangeCycles()) << "), sync " << withCommas(cost.syncCycles()) << " ("
      << share(cost.syncCycles()) << ")";
-  if (meta.replicas > 1)
+  if (meta.replicas > 1) {
     os << ", all-reduce " << withCommas(cost.allReduceCycles()) << " ("
        << share(cost.allReduceCycles()) << ")";
+    if (int64_t gw = cost.gwLinkCycles()) {
+      int64_t domainReplicas =
+          std::max<int64_t>(1, target.ipuLinkDomainIPUs / std::max<int64_t>(1, target.numIPUs));
+      os << " of which GW-Links " << withCommas(gw) << " ("
+         << (meta.replicas + domainReplicas - 1) / domainReplicas << " IPU-Link domains of "
+         << target.ipuLinkDomainIPUs << " IPUs)";
+    }
+  }
   os << "\n";
   // The share of the fp32 peak `macs` multiply-accumulates in `cycles`
   // reach: the time they would take on every tile at the MAC rate, over

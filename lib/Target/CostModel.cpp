@@ -36,15 +36,46 @@ int64_t CostModel::exchangePhaseCycles(int64_t busiestTileCycles,
   return static_cast<int64_t>(cycles) + target_.exchangeOverheadCycles;
 }
 
+namespace {
+/// Replicas within one IPU-Link domain, and domains.
+std::pair<int64_t, int64_t> linkDomains(const IPUTarget &t, int64_t replicas) {
+  int64_t perDomain = std::max<int64_t>(1, t.ipuLinkDomainIPUs / std::max<int64_t>(1, t.numIPUs));
+  int64_t inDomain = std::min(replicas, perDomain);
+  return {inDomain, (replicas + inDomain - 1) / inDomain};
+}
+} // namespace
+
+/// One ring step: `bytes` over links sending `linkBytesPerSecond` / 2 (half
+/// of a chip's links face each way), then the exchange's overhead and a
+/// sync across IPUs.
+static int64_t ringStepCycles(const IPUTarget &t, double bytes, double linkBytesPerSecond) {
+  double sendBytesPerCycle = linkBytesPerSecond / 2 / t.clockHz;
+  int64_t transfer = sendBytesPerCycle > 0
+                         ? static_cast<int64_t>(std::ceil(std::ceil(bytes) / sendBytesPerCycle))
+                         : 0;
+  return transfer + t.exchangeOverheadCycles + t.globalSyncCycles;
+}
+
+int64_t CostModel::allReduceGWLinkCycles(int64_t bytes, int64_t replicas) const {
+  if (replicas <= 1 || bytes <= 0)
+    return 0;
+  auto [inDomain, domains] = linkDomains(target_, replicas);
+  if (domains <= 1)
+    return 0;
+  double shard = std::ceil(static_cast<double>(bytes) / inDomain);
+  return 2 * (domains - 1) *
+         ringStepCycles(target_, shard / domains, target_.gwLinkBytesPerSecond);
+}
+
 int64_t CostModel::allReduceCycles(int64_t bytes, int64_t replicas) const {
   if (replicas <= 1 || bytes <= 0)
     return 0;
-  double sendBytesPerCycle = target_.ipuLinkBytesPerSecond / 2 / target_.clockHz;
-  double chunk = std::ceil(static_cast<double>(bytes) / replicas);
-  int64_t transfer =
-      sendBytesPerCycle > 0 ? static_cast<int64_t>(std::ceil(chunk / sendBytesPerCycle)) : 0;
-  int64_t step = transfer + target_.exchangeOverheadCycles + target_.globalSyncCycles;
-  return 2 * (replicas - 1) * step;
+  auto [inDomain, domains] = linkDomains(target_, replicas);
+  int64_t within = inDomain > 1 ? 2 * (inDomain - 1) *
+                                      ringStepCycles(target_, static_cast<double>(bytes) / inDomain,
+                                                     target_.ipuLinkBytesPerSecond)
+                                : 0;
+  return within + allReduceGWLinkCycles(bytes, replicas);
 }
 
 int64_t CostModel::hostTransferCycles(int64_t bytes) const {

@@ -23,6 +23,10 @@ std::vector<IPUTarget> knownTargets() {
   ipu1.globalSyncCycles = 600; // [?]
   ipu1.ipuLinkBytesPerSecond = 3 * 64e9;
   ipu1.hostLinkBytesPerSecond = 16e9; // [?] PCIe Gen3 x16
+  // [?] An IPU-Server's 8 C2 cards (16 IPUs) joined by IPU-Links; beyond,
+  // the servers' 100 Gb/s RoCE network shared by their 16 IPUs.
+  ipu1.ipuLinkDomainIPUs = 16;
+  ipu1.gwLinkBytesPerSecond = 12.5e9 / 16;
 
   IPUTarget ipu2 = ipu1;
   ipu2.name = "ipu2";
@@ -33,6 +37,11 @@ std::vector<IPUTarget> knownTargets() {
   ipu2.f32MacsPerCycle = 16; // [D]
   ipu2.ipuLinkBytesPerSecond = 320e9;
   ipu2.hostLinkBytesPerSecond = 64e9; // PCIe Gen4
+  // IPU-Links join a Pod64 rack (16 IPU-Machines of 4 IPUs); racks reach
+  // each other over the IPU-Machines' two 100 Gb/s GW-Links (Graphcore's
+  // Switched GW-Links guide), shared by each machine's 4 IPUs.
+  ipu2.ipuLinkDomainIPUs = 64;
+  ipu2.gwLinkBytesPerSecond = 2 * 12.5e9 / 4;
 
   IPUTarget bow = ipu2;
   bow.name = "bow";

@@ -325,8 +325,8 @@ class Options:
         """Copies of the model, each on its own IPUs with its own slice of
         every batch; a training step sums their gradients (an all-reduce)."""
         replicas = _positive_int("replicationFactor", replication_factor)
-        if replicas > 64:
-            raise Error(f"replicationFactor({replicas}): at most 64 replicas (an IPU-POD64)")
+        if replicas > 1024:
+            raise Error(f"replicationFactor({replicas}): at most 1024 replicas (a Bow Pod1024)")
         self._values["replication_factor"] = replicas
         return self
 

@@ -444,7 +444,7 @@ def test_half_model_trains_from_its_own_running_statistics():
 
 @pytest.mark.parametrize("call,message", [
     (lambda: tessera.Options().deviceIterations(0), "deviceIterations must be a positive"),
-    (lambda: tessera.Options().replicationFactor(65), r"replicationFactor\(65\): at most 64"),
+    (lambda: tessera.Options().replicationFactor(1025), r"replicationFactor\(1025\): at most 1024"),
     (lambda: tessera.Options().Precision.enableStochasticRounding(1), "takes True or False"),
     (lambda: tessera.Options().setAvailableMemoryProportion({"IPU0": 1.5}), r"must be in \(0, 1\]"),
     (lambda: tessera.Options().setAvailableMemoryProportion({"GPU0": 0.5}), "not an IPU name"),

@@ -577,9 +577,9 @@ def test_errors(tmp_path):
     assert result.returncode != 0
     assert "--replicas 0 of 1 IPU(s) each: replicas must be at least 1" in result.stderr
     result = run([tool("tessera-compile"), str(tmp_path / "mlp.onnx"), "--train",
-                  "--replicas", "32", "--num-ipus", "4", "-o", str(tess)])
+                  "--replicas", "512", "--num-ipus", "4", "-o", str(tess)])
     assert result.returncode != 0
-    assert "at most 64 (an IPU-POD64)" in result.stderr
+    assert "at most 1024 (a Bow Pod1024)" in result.stderr
     result = run([tool("tessera-compile"), str(tmp_path / "mlp.onnx"),
                   "--gradient-accumulation", "4", "-o", str(tess)])
     assert result.returncode != 0

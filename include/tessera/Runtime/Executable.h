@@ -194,8 +194,10 @@ std::string buildExecutableImage(llvm::StringRef metadataJSON, llvm::StringRef c
 /// would have it write past the buffers it is given.
 llvm::Error checkProgramAgreesWithSignature(const Executable &executable);
 
-/// The most replicas (an IPU-POD64 of one-IPU replicas).
-constexpr int64_t kMaxReplicas = 64;
+/// The most IPUs in all, replicas x IPUs each (a Bow Pod1024 of one-IPU
+/// replicas); one process runs every replica, or tessera-launch's instances
+/// share them.
+constexpr int64_t kMaxReplicas = 1024;
 
 /// Executions of the compiled program per host call: the device iterations
 /// times the gradient accumulation, at most kMaxIterationsPerRun (so that a

@@ -34,8 +34,11 @@ struct StepCost {
   std::string name;     ///< "cs3", "copy2", "stream-in", "stream-out"
   std::string location; ///< source op
   int64_t exchangeCycles = 0, syncCycles = 0, computeCycles = 0;
-  /// A cross-replica all-reduce's ring over the IPU-Links, its syncs included.
+  /// A cross-replica all-reduce's ring over the IPU-Links, its syncs included
+  /// (and, past one IPU-Link domain, its GW-Link ring between domains).
   int64_t allReduceCycles = 0;
+  /// The part of allReduceCycles on GW-Links (not in total(): included above).
+  int64_t gwLinkCycles = 0;
   int64_t exchangeBytes = 0; ///< moved between tiles (all tiles)
   int64_t tilesUsed = 0;     ///< tiles running a vertex
   int64_t macs = 0;
@@ -82,6 +85,7 @@ struct CostSummary {
   int64_t exchangeCycles() const;
   int64_t syncCycles() const;
   int64_t allReduceCycles() const;
+  int64_t gwLinkCycles() const;
   /// Every step but the host streams.
   int64_t deviceCycles() const;
 };

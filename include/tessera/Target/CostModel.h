@@ -99,8 +99,14 @@ public:
   /// replicas, as a ring (reduce-scatter, then all-gather): 2(R-1) steps,
   /// each sending 1/R of the bytes to the next replica over half the chip's
   /// IPU-Links (the other half face the previous one) and ending in a sync
-  /// across IPUs. Free with one replica.
+  /// across IPUs. Free with one replica. Replicas beyond one IPU-Link domain
+  /// (target.ipuLinkDomainIPUs) reduce hierarchically: a reduce-scatter
+  /// within each domain over IPU-Links, an all-reduce of each IPU's shard
+  /// between domains over GW-Links (a ring of D domains: 2(D-1) steps of
+  /// 1/D of the shard), and an all-gather within the domain.
   int64_t allReduceCycles(int64_t bytes, int64_t replicas) const;
+  /// The part of allReduceCycles spent on GW-Links (0 within one domain).
+  int64_t allReduceGWLinkCycles(int64_t bytes, int64_t replicas) const;
   /// Moving `bytes` between the host and the IPUs over the host link.
   int64_t hostTransferCycles(int64_t bytes) const;
 

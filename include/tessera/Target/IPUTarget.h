@@ -36,6 +36,12 @@ struct IPUTarget {
   int64_t syncCycles = 0;        ///< on-chip
   int64_t globalSyncCycles = 0;  ///< across IPUs
   double ipuLinkBytesPerSecond = 0; ///< per chip, all links
+  /// IPUs that IPU-Links join directly (a Pod64 rack of IPU-Machines);
+  /// beyond, replicas reach each other over GW-Links.
+  int64_t ipuLinkDomainIPUs = 64;
+  /// GW-Link bandwidth per chip, both directions: an IPU-Machine's two
+  /// 100 Gb/s GW-Links shared by its four IPUs.
+  double gwLinkBytesPerSecond = 0;
   double hostLinkBytesPerSecond = 0;
   int64_t randomBitsPerCycle = 64; ///< per tile
   // Cost-model rates (per tile) for vertices that are not contractions and

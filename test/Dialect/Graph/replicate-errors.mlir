@@ -5,7 +5,7 @@
 // Out-of-range options name the option and the values it takes; a model
 // whose own global takes the replica index's name is told so.
 
-// ZERO: replicas must be in [1, 64], got 0
+// ZERO: replicas must be in [1, 1024], got 0
 // REDUCTION: the replicas' gradients combine by mean or sum, got 'max'
 
 // expected-error @+1 {{replication needs the global 'replica.index', which the model already uses for something else}}

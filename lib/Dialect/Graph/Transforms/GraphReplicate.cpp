@@ -94,8 +94,9 @@ struct GraphReplicate : tessera::graph::impl::GraphReplicateBase<GraphReplicate>
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (replicas < 1 || replicas > 64) {
-      module.emitError("replicas must be in [1, 64], got ") << static_cast<int64_t>(replicas);
+    // As many as the IPUs of a Bow Pod1024 (runtime::kMaxReplicas).
+    if (replicas < 1 || replicas > 1024) {
+      module.emitError("replicas must be in [1, 1024], got ") << static_cast<int64_t>(replicas);
       return signalPassFailure();
     }
     if (reduction != "mean" && reduction != "sum") {
