@@ -34,7 +34,7 @@ _PARTITION_FLAGS = ("--numa-aware",)
 # mpirun's words for an instance that failed (OpenMPI 4).
 _SIGNALLED = re.compile(
     r"process rank (\d+) with PID \d+ on node (\S+) exited on signal (\d+) \(([^)]*)\)")
-_ABORTED = re.compile(r"MPI_ABORT was invoked on rank (\d+) .*errorcode (\d+)")
+_ABORTED = re.compile(r"MPI_ABORT was invoked on rank (\d+) [\s\S]*?errorcode (\d+)")
 _EXITED_NAME = re.compile(r"Process name:\s*\[\[\d+,\d+\],(\d+)\]")
 _EXITED_CODE = re.compile(r"Exit code:\s*(\d+)")
 _UNREACHABLE = re.compile(r"(ORTE was unable to reliably start|could not be found|"

@@ -127,7 +127,12 @@ cl::opt<unsigned> threads("host-threads",
                           cl::init(0), cl::cat(category));
 
 int error(const llvm::Twine &msg) {
-  llvm::WithColor::error(llvm::errs(), "tessera-run") << msg << "\n";
+  // One write: tessera-launch's instances share the terminal.
+  std::string line;
+  llvm::raw_string_ostream os(line);
+  os.enable_colors(llvm::errs().has_colors());
+  llvm::WithColor::error(os, "tessera-run") << msg << "\n";
+  llvm::errs() << line;
   return 1;
 }
 
