@@ -13,6 +13,7 @@
 #include <mpi.h>
 
 #include <array>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -204,8 +205,19 @@ void abortInstances(int status) {
   int started = 0, finished = 0;
   MPI_Initialized(&started);
   MPI_Finalized(&finished);
-  if (started && !finished)
-    MPI_Abort(MPI_COMM_WORLD, status ? status : 1);
+  if (!started || finished)
+    return;
+  // Said here, in one write, because mpirun's own report of an abort is
+  // not always printed; tessera-launch names the instance from this line.
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  std::string line = "tessera: instance " + std::to_string(rank) + " of " +
+                     std::to_string(size) + " failed (status " + std::to_string(status) +
+                     "); stopping every instance\n";
+  fputs(line.c_str(), stderr);
+  fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, status ? status : 1);
 }
 
 } // namespace tessera::runtime

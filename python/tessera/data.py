@@ -60,13 +60,10 @@ class DataLoader(torch.utils.data.DataLoader):
                 raise Error("DataLoader: a sampler of your own and several processes: pass "
                             "auto_distributed_partitioning=False and shard it yourself")
             if shuffle:
-                generator = kwargs.pop("generator", None)
-                if generator is None and options.random_seed is not None:
-                    # The same order on every instance (PopTorch asks for a
-                    # seed likewise).
-                    generator = torch.Generator()
-                    generator.manual_seed(options.random_seed)
-                order = torch.utils.data.RandomSampler(dataset, generator=generator)
+                # Drawn as one process draws it (torch's generator, or the
+                # one given): every instance must seed it alike.
+                order = torch.utils.data.RandomSampler(dataset,
+                                                       generator=kwargs.pop("generator", None))
             else:
                 order = torch.utils.data.SequentialSampler(dataset)
             from .distributed import InstanceSampler

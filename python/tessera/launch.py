@@ -34,6 +34,7 @@ _PARTITION_FLAGS = ("--numa-aware",)
 # mpirun's words for an instance that failed (OpenMPI 4).
 _SIGNALLED = re.compile(
     r"process rank (\d+) with PID \d+ on node (\S+) exited on signal (\d+) \(([^)]*)\)")
+_FAILED = re.compile(r"tessera: instance (\d+) of \d+ failed \(status (\d+)\)")
 _ABORTED = re.compile(r"MPI_ABORT was invoked on rank (\d+) [\s\S]*?errorcode (\d+)")
 _EXITED_NAME = re.compile(r"Process name:\s*\[\[\d+,\d+\],(\d+)\]")
 _EXITED_CODE = re.compile(r"Exit code:\s*(\d+)")
@@ -157,7 +158,7 @@ def _explain(lines, code):
     if m:
         return (f"instance {m.group(1)} (on {m.group(2)}) was killed by signal {m.group(3)} "
                 f"({m.group(4)}); the other instances were stopped")
-    m = _ABORTED.search(text)
+    m = _FAILED.search(text) or _ABORTED.search(text)
     if m:
         return (f"instance {m.group(1)} failed (status {m.group(2)}; its error is above); "
                 "the other instances were stopped")
