@@ -143,12 +143,15 @@ def test_options_as_poptorch_reads_and_refuses_them(monkeypatch):
     assert poptorch.enums.VariableRetrievalMode.AllReplicas == 2
     clone = opts.clone().deviceIterations(5)
     assert opts.device_iterations == 2 and clone.device_iterations == 5
+    # Distributed is PopTorch's (tessera-launch's instances; see test_distributed.py).
+    clone.Distributed.configureProcessId(1, 2)
+    assert (clone.Distributed.processId, clone.Distributed.numProcesses) == (1, 2)
+    assert opts.Distributed.numProcesses == 1
     # What Tessera cannot do is an error naming it.
     for refused, match in [
             (lambda: opts.enableSyntheticData(True), "enableSyntheticData"),
             (lambda: opts.TensorLocations.numIOTiles(32), "TensorLocations.numIOTiles"),
             (lambda: opts._Popart.set("saveInitializersToFile", "x.onnx"), "_Popart.set"),
-            (lambda: opts.Distributed.configureProcessId(1, 2), "configureProcessId"),
             (lambda: opts.anchorTensor("grad", "Gradient___x"), "anchorTensor")]:
         with pytest.raises(poptorch.Error, match=match) as info:
             refused()
