@@ -41,10 +41,12 @@
 
 #include "llvm/ADT/APFloat.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
 #include "llvm/Support/Errno.h"
 #include "llvm/Support/Threading.h"
+#include "llvm/Support/xxhash.h"
 
 #include <sys/mman.h>
 
@@ -1286,6 +1288,27 @@ llvm::Error IPUModel::writeState(size_t index, const Tensor &value) {
 
 const target::IPUTarget &IPUModel::target() const { return impl_->target; }
 int64_t IPUModel::replicas() const { return impl_->replicas; }
+
+llvm::Error IPUModel::checkInstancesAgree(llvm::StringRef options) {
+  Impl &m = *impl_;
+  if (!m.instances)
+    return llvm::Error::success();
+  const ExecutableMetadata &meta = m.executable.metadata();
+  // Replica 0 of each instance: its state is every replica's but the index
+  // (and the buffers, which start equal).
+  std::string fingerprint = options.str();
+  for (size_t i = 0; i < meta.state.size(); ++i) {
+    if (meta.state[i].role == StateInfo::Role::ReplicaIndex)
+      continue;
+    Tensor t = readStateAt(i);
+    fingerprint += "/" + meta.state[i].name + "=" +
+                   llvm::utohexstr(llvm::xxh3_64bits(llvm::ArrayRef<uint8_t>(
+                       reinterpret_cast<const uint8_t *>(t.data.data()), t.data.size())));
+  }
+  return m.instances->checkSame("starting state or options (weights, optimizer state, learning "
+                                "rate, seed, or the run's own options)",
+                                fingerprint);
+}
 void IPUModel::resetHostTimes() {
   impl_->hostExchangeSeconds.assign(impl_->hostExchangeSeconds.size(), 0);
   impl_->hostComputeSeconds.assign(impl_->hostComputeSeconds.size(), 0);

@@ -354,6 +354,14 @@ public:
     return result;
   }
 
+  /// Under tessera-launch: refuses when the instances start from different
+  /// state (IPUModel::checkInstancesAgree).
+  void checkInstancesAgree() {
+    if (ipuModel_)
+      if (auto err = ipuModel_->checkInstancesAgree())
+        throw TesseraError(llvm::toString(std::move(err)));
+  }
+
   /// Replica `replica`'s state (replica 0's by default; the IPU model only
   /// runs several).
   py::dict readState(int64_t replica) {
@@ -445,5 +453,6 @@ PYBIND11_MODULE(_tessera, m) {
       .def("write_state", &LoadedExecutable::writeState)
       .def("trained_weights", &LoadedExecutable::trainedWeights)
       .def("set_learning_rate", &LoadedExecutable::setLearningRate)
-      .def("set_seed", &LoadedExecutable::setSeed);
+      .def("set_seed", &LoadedExecutable::setSeed)
+      .def("check_instances_agree", &LoadedExecutable::checkInstancesAgree);
 }

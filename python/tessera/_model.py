@@ -528,6 +528,9 @@ class _Executor:
             self._write_weights()
         if self._options.random_seed is not None:
             self._executable.set_seed(self._options.random_seed)
+        if self._options.Distributed.numProcesses > 1:
+            # Instances that start apart would train apart.
+            self._executable.check_instances_agree()
 
     def destroy(self):
         """Frees the device and the executable; the module's weights are the

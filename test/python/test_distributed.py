@@ -1,7 +1,7 @@
 """tessera-launch and PopDist's API from Python, as PopRun users run them.
 
 A PopTorch-style script (popdist.poptorch.Options, poptorch.DataLoader,
-execute_on_instances) launched as 2 instances x 2 replicas and 4 x 1 trains
+dropout, execute_on_instances) launched as 2 instances x 2 replicas and 4 x 1 trains
 to the same weights, bit for bit, as one process with 4 replicas. An
 instance killed mid-run stops the others within seconds, with a message
 naming it, and leaves a whole checkpoint, from which a resumed launch reaches
@@ -45,7 +45,7 @@ SCRIPT = textwrap.dedent("""
 
         def forward(self, x, y):
             h = torch.nn.functional.max_pool2d(torch.relu(self.norm(self.conv(x))), 2)
-            logits = self.fc(h.flatten(1))
+            logits = self.fc(torch.nn.functional.dropout(h.flatten(1), 0.1, self.training))
             return logits, self.loss(logits, y)
 
     g = torch.Generator().manual_seed(1)
@@ -269,3 +269,17 @@ def test_instance_sampler_splits_every_batch_by_replica():
         mine1 = [r for j, r in enumerate(rows) if (j // 3) % 4 >= 2]
         assert shards[0][batch] == mine0 and shards[1][batch] == mine1
     assert len(InstanceSampler(order, 3, 2, 4, 0, 2, drop_last=False)) == 3
+
+
+def test_instances_that_start_apart_are_refused(tmp_path):
+    # Instance 1 alone with another seed would draw apart. (Another learning
+    # rate compiles into another executable: refused as such.)
+    script = tmp_path / "apart.py"
+    script.write_text(SCRIPT.replace("opts.randomSeed(5)",
+                                     "opts.randomSeed(5 + popdist.getInstanceIndex())"))
+    result = launch("--num-instances", 2, "--num-replicas", 4, sys.executable, script,
+                    tmp_path / "w.npz", 0, timeout=120)
+    assert result.returncode != 0
+    assert ("instance 1's starting state or options (weights, optimizer state, learning rate, "
+            "seed, or the run's own options) differs from instance 0's") in result.stderr
+    assert "tessera-launch: error: instance" in result.stderr

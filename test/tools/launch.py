@@ -7,8 +7,8 @@
 # per replica) at 4 replicas as 2 x 2. Instance 0 alone writes the weights.
 # A checkpoint and --resume reach the uninterrupted run's weights. Errors:
 # replicas that do not split, an executable compiled for other replicas,
-# instances running different executables, a failing instance stopping the
-# launch.
+# instances running different executables or starting apart (a learning
+# rate, a number of steps), a failing instance stopping the launch.
 # RUN: rm -rf %t && %python %s %t
 # RUN: tessera-compile %t/cnn.onnx --train --loss cross-entropy --optimizer adam:lr=0.01 --micro-batch-size 2 --replicas 4 -o %t/cnn4.tess
 # RUN: tessera-run %t/cnn4.tess --train-data %t/digits.npz --epochs 2 --save-weights %t/one.npz
@@ -37,6 +37,8 @@
 # RUN: tessera-compile %t/cnn.onnx --train --loss cross-entropy --optimizer sgd:lr=0.01 --micro-batch-size 2 --replicas 4 -o %t/sgd4.tess
 # RUN: cd %t && not tessera-launch --num-instances 2 --num-replicas 4 sh -c 'exec tessera-run $(test $POPDIST_INSTANCE_INDEX = 0 && echo cnn4 || echo sgd4).tess --train-data digits.npz --steps 1' 2>&1 | FileCheck %s --check-prefix=DIFFER
 # RUN: cd %t && not tessera-launch --num-instances 2 --num-replicas 4 sh -c 'exec tessera-run cnn4.tess --train-data $(test $POPDIST_INSTANCE_INDEX = 0 && echo digits || echo missing).npz --steps 1' 2>&1 | FileCheck %s --check-prefix=FAILS
+# RUN: cd %t && not tessera-launch --num-instances 2 --num-replicas 4 sh -c 'exec tessera-run cnn4.tess --train-data digits.npz --steps 1 --lr $(test $POPDIST_INSTANCE_INDEX = 0 && echo 0.01 || echo 0.02)' 2>&1 | FileCheck %s --check-prefix=APART
+# RUN: cd %t && not tessera-launch --num-instances 2 --num-replicas 4 sh -c 'exec tessera-run cnn4.tess --train-data digits.npz --steps $((POPDIST_INSTANCE_INDEX + 1))' 2>&1 | FileCheck %s --check-prefix=APART
 #
 # TWO: training adam on 128 samples (64 here): micro-batch 2 x gradient accumulation 1 x device iterations 1 x replicas 2 (replicas 0 to 1 of 4: instance 0 of 2) = 4 samples per run, 32 runs (32 weight updates of 8 samples)
 # TWO: weights written to two.npz
@@ -54,6 +56,7 @@
 # REPLICAS: tessera-launch: error: instance {{[01]}}
 # DIFFER: instance 1's executable (its program, code, weights and replicas per instance) differs from instance 0's
 # DIFFER: tessera-launch: error: instance {{[01]}} failed
+# APART: instance 1's starting state or options (weights, optimizer state, learning rate, seed, or the run's own options) differs from instance 0's
 # FAILS: missing.npz
 # FAILS: tessera-launch: error: instance 1
 

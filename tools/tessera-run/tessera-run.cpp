@@ -392,6 +392,11 @@ int train(const Executable &exe) {
   // Weight updates: one per device iteration.
   int64_t totalRuns = steps ? (steps + meta.deviceIterations - 1) / meta.deviceIterations
                             : int64_t(epochs) * runsPerEpoch;
+  if (auto *model = dynamic_cast<IPUModel *>(runner.get()))
+    if (auto err = model->checkInstancesAgree(
+            "runs " + std::to_string(totalRuns) + " from " + std::to_string(runsDone) +
+            ", data " + std::to_string(data->samples)))
+      return error(llvm::toString(std::move(err)));
   if (runsDone > totalRuns)
     return error("--resume: the checkpoint has done " + llvm::Twine(runsDone) +
                  " runs, more than the " + llvm::Twine(totalRuns) + " asked for");

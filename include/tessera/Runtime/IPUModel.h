@@ -47,6 +47,13 @@ public:
   /// running statistics) and replica indices differ.
   Tensor readReplicaStateAt(int64_t replica, size_t index);
   int64_t replicas() const;
+  /// Under tessera-launch, refuses (on every instance alike) when the
+  /// instances' state differs -- weights, optimizer state, hyperparameters
+  /// (a learning rate or seed given to one instance only), the replica
+  /// indices aside -- or `options` (what else the caller runs with) does:
+  /// the instances would train apart. Nothing in one process. Collective:
+  /// every instance calls it at the same point.
+  llvm::Error checkInstancesAgree(llvm::StringRef options = "");
   llvm::Error writeState(size_t index, const Tensor &value) override;
   /// Forgets the host times of the runs so far (warm-up runs): the
   /// profile's host_* figures average the runs after.
