@@ -127,8 +127,9 @@ def _compile_cnn(tmp_path):
     assert result.returncode == 0, result.stderr
 
 
-def _instance_pid(index):
-    """The tessera-run process that is instance `index` of a launch."""
+def _instance_pid(index, cwd):
+    """The tessera-run process that is instance `index` of the launch in
+    `cwd` (other tests' launches may run beside this one)."""
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
@@ -136,6 +137,8 @@ def _instance_pid(index):
             with open(f"/proc/{pid}/comm") as f:
                 if f.read().strip() != "tessera-run":
                     continue
+            if os.readlink(f"/proc/{pid}/cwd") != os.path.realpath(cwd):
+                continue
             with open(f"/proc/{pid}/environ", "rb") as f:
                 env = f.read().split(b"\0")
         except OSError:
@@ -161,7 +164,7 @@ def test_killed_instance_stops_the_launch_and_resumes(tmp_path):
             time.sleep(0.05)
         assert checkpoint.exists(), "no checkpoint was written"
         time.sleep(0.3)
-        victim = _instance_pid(1)
+        victim = _instance_pid(1, tmp_path)
         assert victim is not None and proc.poll() is None
         os.kill(victim, signal.SIGKILL)
         killed = time.time()
@@ -174,7 +177,7 @@ def test_killed_instance_stops_the_launch_and_resumes(tmp_path):
     assert stopped < 10, f"the other instance took {stopped:.1f} s to stop"
     assert "tessera-launch: error: instance 1 (on" in stderr
     assert "was killed by signal 9 (Killed); the other instances were stopped" in stderr
-    assert _instance_pid(0) is None
+    assert _instance_pid(0, tmp_path) is None
     # The checkpoint is whole (written atomically), and says how far it got.
     done = int(np.load(checkpoint)["checkpoint.runs_done"])
     assert done > 0 and done % 50 == 0 and done < steps
