@@ -523,6 +523,11 @@ int train(const Executable &exe) {
 }
 
 int run(int argc, char **argv) {
+  // In tessera-launch's instances standard output is a terminal of mpirun's
+  // (unbuffered: a write per piece of a line); buffered, each line's pieces
+  // go out together instead of between another instance's.
+  if (std::getenv("OMPI_COMM_WORLD_SIZE"))
+    llvm::outs().SetBuffered();
   tessera::runtime::installResourceErrorHandlers("tessera-run");
   cl::HideUnrelatedOptions({&category, &trainingCategory});
   cl::ParseCommandLineOptions(argc, argv, "Run a Tessera executable\n");
