@@ -424,18 +424,20 @@ std::string Executable::fingerprint() const {
 
 llvm::Error Executable::runAsInstance(const Instance &self) {
   ExecutableMetadata &m = metadata_;
-  if (m.replicas == 1 && self.totalReplicas != 1) {
-    // One replica (an evaluation model beside a replicated training one):
-    // every instance runs it whole, on its own.
-    m.share = {};
+  m.share = {};
+  // One replica (an evaluation model beside a replicated training one):
+  // every instance runs it whole, on its own.
+  if (m.replicas == 1 && self.totalReplicas != 1)
     return llvm::Error::success();
-  }
   if (m.replicas != self.totalReplicas)
     return fail("the executable was compiled for " + llvm::Twine(m.replicas) +
                 " replica(s) but tessera-launch runs " + llvm::Twine(self.totalReplicas) +
                 " (--num-replicas): compile it with --replicas " +
                 llvm::Twine(self.totalReplicas) + ", or launch with --num-replicas " +
                 llvm::Twine(m.replicas));
+  // A launch of one instance is one process: nothing to share.
+  if (self.numInstances == 1)
+    return llvm::Error::success();
   m.share.first = self.replicaOffset;
   m.share.count = self.localReplicas;
   m.share.instance = self.index;

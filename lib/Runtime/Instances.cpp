@@ -99,7 +99,9 @@ llvm::Expected<std::optional<Instance>> Instance::fromEnvironment() {
       return v->takeError();
   // The instance's index falls back on MPI's rank (a script started by
   // mpirun directly, with the other variables exported).
-  if (!*index) {
+  if (!*index && self.numInstances == 1) {
+    *index = 0;
+  } else if (!*index) {
     auto rank = integerVariable("OMPI_COMM_WORLD_RANK", 0, self.numInstances - 1);
     if (!rank)
       return rank.takeError();
