@@ -1,6 +1,7 @@
 //===- BuildExecutable.cpp - a model to a .tess, through the cache --------===//
 
 #include "tessera/Compiler/BuildExecutable.h"
+#include "tessera/Support/Error.h"
 
 #include "tessera/Dialect/Graph/IR/OpBuilding.h"
 #include "tessera/Dialect/Graph/Transforms/Passes.h"
@@ -27,10 +28,6 @@ using namespace mlir;
 namespace tessera {
 
 namespace {
-llvm::Error fail(const llvm::Twine &message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
-}
-
 /// The file holding the code at `address`: the tool's executable, the
 /// Python extension, or a shared library.
 std::string fileOf(void *address) {

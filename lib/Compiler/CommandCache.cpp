@@ -1,6 +1,7 @@
 //===- CommandCache.cpp - a cache hit without loading the compiler --------===//
 
 #include "tessera/Compiler/CommandCache.h"
+#include "tessera/Support/Error.h"
 #include "tessera/Runtime/ExecutableImage.h"
 #include "tessera/Runtime/FileUtils.h"
 
@@ -26,10 +27,6 @@ using llvm::StringRef;
 namespace tessera {
 
 namespace {
-llvm::Error fail(const llvm::Twine &msg) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
-}
-
 bool isRegularFile(StringRef path) {
   llvm::sys::fs::file_status status;
   return !llvm::sys::fs::status(path, status) && llvm::sys::fs::is_regular_file(status);

@@ -1,6 +1,7 @@
 //===- ExecutableCache.cpp - offline executable cache --------------------===//
 
 #include "tessera/Compiler/ExecutableCache.h"
+#include "tessera/Support/Error.h"
 #include "tessera/Compiler/CommandCache.h"
 #include "tessera/Runtime/Executable.h"
 #include "tessera/Runtime/FileUtils.h"
@@ -20,10 +21,6 @@ using llvm::StringRef;
 namespace tessera {
 
 namespace {
-llvm::Error fail(const llvm::Twine &msg) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
-}
-
 /// Temporary files of compiles killed before their rename ("X.tess.tmp-
 /// abc123"): removed once they are older than any compile still running
 /// could be (an hour).

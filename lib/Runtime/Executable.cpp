@@ -1,6 +1,7 @@
 //===- Executable.cpp - the .tess executable container -------------------===//
 
 #include "tessera/Runtime/Executable.h"
+#include "tessera/Support/Error.h"
 #include "tessera/Runtime/ExecutableImage.h"
 #include "tessera/Runtime/FileUtils.h"
 #include "tessera/Runtime/Instances.h"
@@ -64,10 +65,6 @@ struct Layout {
 
 /// Zeros enough for any padding to kAlign.
 constexpr char kZeros[kAlign] = {};
-
-llvm::Error fail(const llvm::Twine &msg) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
-}
 
 json::Value tensorJson(const TensorInfo &t) {
   return json::Object{{"name", t.name},

@@ -34,6 +34,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tessera/Runtime/IPUModel.h"
+#include "tessera/Support/Error.h"
 #include "tessera/Runtime/Instances.h"
 
 #include "tessera/Runtime/JIT.h"
@@ -67,10 +68,6 @@ namespace json = llvm::json;
 namespace tessera::runtime {
 
 namespace {
-
-llvm::Error fail(const llvm::Twine &msg) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
-}
 
 /// Bytes of each padding area (see Impl::paddingAreas): a row of padding
 /// longer than this is copied in parts.

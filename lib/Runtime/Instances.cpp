@@ -1,6 +1,7 @@
 //===- Instances.cpp - one process among tessera-launch's instances -------===//
 
 #include "tessera/Runtime/Instances.h"
+#include "tessera/Support/Error.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/Twine.h"
@@ -22,10 +23,6 @@
 namespace tessera::runtime {
 
 namespace {
-llvm::Error fail(const llvm::Twine &message) {
-  return llvm::createStringError(message);
-}
-
 /// An integer environment variable: nullopt when unset, an error when set
 /// to something else than a whole number in [low, high].
 llvm::Expected<std::optional<int64_t>> integerVariable(const char *name, int64_t low,

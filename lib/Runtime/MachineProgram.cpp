@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tessera/Runtime/MachineProgram.h"
+#include "tessera/Support/Error.h"
 
 #include "llvm/ADT/BitVector.h"
 #include "llvm/ADT/STLExtras.h"
@@ -29,10 +30,6 @@ namespace json = llvm::json;
 namespace tessera::runtime {
 
 namespace {
-
-llvm::Error fail(const llvm::Twine &msg) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
-}
 
 int64_t product(llvm::ArrayRef<int64_t> v) {
   int64_t p = 1;

@@ -1,6 +1,7 @@
 //===- ONNXExport.cpp - trained weights back into an ONNX model ----------===//
 
 #include "tessera/Runtime/ONNXExport.h"
+#include "tessera/Support/Error.h"
 #include "tessera/Runtime/FileUtils.h"
 
 #include "llvm/ADT/StringMap.h"
@@ -10,10 +11,6 @@
 
 namespace tessera::runtime {
 namespace {
-
-llvm::Error fail(const llvm::Twine &message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
-}
 
 /// The ONNX element type of `t`, or UNDEFINED.
 int onnxElementType(DType t) {

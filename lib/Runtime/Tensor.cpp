@@ -1,6 +1,7 @@
 //===- Tensor.cpp - host tensors and NumPy files -------------------------===//
 
 #include "tessera/Runtime/Tensor.h"
+#include "tessera/Support/Error.h"
 #include "tessera/Runtime/FileUtils.h"
 
 #include "llvm/ADT/ScopeExit.h"
@@ -42,9 +43,6 @@ const DTypeInfo &info(DType t) {
     if (i.type == t)
       return i;
   llvm_unreachable("unknown dtype");
-}
-llvm::Error fail(const llvm::Twine &msg) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
 }
 } // namespace
 

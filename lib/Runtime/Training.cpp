@@ -1,6 +1,7 @@
 //===- Training.cpp - feed a training executable from a data set ---------===//
 
 #include "tessera/Runtime/Training.h"
+#include "tessera/Support/Error.h"
 
 #include "llvm/ADT/APFloat.h"
 #include "llvm/ADT/STLExtras.h"
@@ -12,10 +13,6 @@
 namespace tessera::runtime {
 
 namespace {
-llvm::Error fail(const llvm::Twine &message) {
-  return llvm::createStringError(message);
-}
-
 /// Samples [first, first + count) of `t` along dimension 0.
 Tensor sliceSamples(const Tensor &t, int64_t first, int64_t count) {
   Tensor s;

@@ -1,6 +1,7 @@
 //===- IPUTarget.cpp - the IPU machine descriptions ----------------------===//
 
 #include "tessera/Target/IPUTarget.h"
+#include "tessera/Support/Error.h"
 
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
@@ -47,10 +48,6 @@ std::vector<IPUTarget> knownTargets() {
   bow.name = "bow";
   bow.clockHz = 1.85e9;
   return {ipu1, ipu2, bow};
-}
-
-llvm::Error fail(const llvm::Twine &msg) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
 }
 
 } // namespace
