@@ -15,6 +15,7 @@
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Support/xxhash.h"
 
+#include <algorithm>
 #include <cstring>
 #include <thread>
 
@@ -439,6 +440,7 @@ llvm::Error Executable::runAsInstance(const Instance &self) {
   m.share.count = self.localReplicas;
   m.share.instance = self.index;
   m.share.instances = self.numInstances;
+  m.share.onThisHost = std::max<int64_t>(1, self.onThisHost);
   return llvm::Error::success();
 }
 

@@ -889,8 +889,7 @@ Expected<std::unique_ptr<IPUModel>> IPUModel::create(const Executable &executabl
   // Instances on one host share its cores: by default each takes its part
   // (threads waiting on the others' collectives would only slow them).
   if (threads == 0 && meta.share.count)
-    if (const char *local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE"); local && atoi(local) > 1)
-      poolThreads = std::max(1u, poolThreads / static_cast<unsigned>(atoi(local)));
+    poolThreads = std::max<unsigned>(1, poolThreads / meta.share.onThisHost);
   impl->pool = std::make_unique<PhasePool>(poolThreads);
   auto plan = planMemory(p, numTiles, target->bytesPerTile, nullptr, impl->pool.get());
   if (!plan)

@@ -116,6 +116,7 @@ llvm::Expected<std::optional<Instance>> Instance::fromEnvironment() {
   self.localReplicas = local->value_or(self.totalReplicas / self.numInstances);
   self.replicaOffset = offset->value_or(self.index * self.localReplicas);
   self.ipusPerReplica = ipus->value_or(1);
+  self.onThisHost = countOnThisHost();
   if (self.localReplicas * self.numInstances != self.totalReplicas ||
       self.replicaOffset != self.index * self.localReplicas)
     return fail("POPDIST_NUM_LOCAL_REPLICAS=" + llvm::Twine(self.localReplicas) +
@@ -127,6 +128,14 @@ llvm::Expected<std::optional<Instance>> Instance::fromEnvironment() {
                 llvm::Twine((self.index + 1) * (self.totalReplicas / self.numInstances) - 1) +
                 ")");
   return self;
+}
+
+int64_t Instance::countOnThisHost() {
+  const char *text = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  int64_t count = 1;
+  if (!text || llvm::StringRef(text).getAsInteger(10, count) || count < 1)
+    return 1;
+  return count;
 }
 
 struct InstanceGroup::Comm {

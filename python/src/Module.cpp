@@ -277,6 +277,7 @@ public:
       self.localReplicas = total / instances;
       self.replicaOffset = index * self.localReplicas;
       self.ipusPerReplica = executable_->metadata().numIPUs;
+      self.onThisHost = runtime::Instance::countOnThisHost();
       if (auto err = executable_->runAsInstance(self))
         throw TesseraError(llvm::toString(std::move(err)));
     }

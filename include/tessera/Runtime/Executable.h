@@ -122,6 +122,7 @@ struct ExecutableMetadata {
   struct InstanceShare {
     int64_t first = 0, count = 0;
     int64_t instance = 0, instances = 1;
+    int64_t onThisHost = 1; ///< instances sharing this host's cores
   } share;
   /// The replicas whose batches the host feeds and reads here.
   int64_t localReplicas() const { return share.count ? share.count : replicas; }

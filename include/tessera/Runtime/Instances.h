@@ -31,6 +31,9 @@ struct Instance {
   int64_t localReplicas = 1;
   int64_t replicaOffset = 0; ///< index * localReplicas
   int64_t ipusPerReplica = 1;
+  /// Instances on this host (OpenMPI's OMPI_COMM_WORLD_LOCAL_SIZE), which
+  /// share its cores.
+  int64_t onThisHost = 1;
 
   /// From the launcher's environment (POPDIST_NUM_INSTANCES,
   /// POPDIST_INSTANCE_INDEX, POPDIST_NUM_TOTAL_REPLICAS,
@@ -38,6 +41,8 @@ struct Instance {
   /// POPDIST_NUM_IPUS_PER_REPLICA): nullopt outside a launch, an error
   /// naming the variable when they disagree with each other.
   static llvm::Expected<std::optional<Instance>> fromEnvironment();
+  /// The instances on this host, by MPI's environment (1 outside a launch).
+  static int64_t countOnThisHost();
 };
 
 /// The instances of a launch, joined over MPI (MPI_Init on first use,
