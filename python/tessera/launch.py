@@ -29,7 +29,7 @@ _PARTITION_OPTIONS = (
     "--update-partition", "--reset-partition", "--remove-partition",
     "--executable-cache-path", "--ipus-per-instance", "--process-placement",
 )
-_PARTITION_FLAGS = ("--numa-aware",)
+_PARTITION_FLAGS = ("--numa-aware", "--offline-mode")
 
 # mpirun's words for an instance that failed (OpenMPI 4).
 _SIGNALLED = re.compile(
@@ -66,6 +66,11 @@ def _parser():
     p.add_argument("--only-output-from-instance", type=int, default=None, metavar="K",
                    help="show the standard output of instance K only (every "
                    "instance's errors still show)")
+    p.add_argument("--num-ilds", type=int, default=None, metavar="D",
+                   help="IPU-Link domains the replicas span (checked: the replicas split "
+                   "evenly over them; the estimate takes its domains from the target)")
+    p.add_argument("--print-topology", action="store_true",
+                   help="print each instance's host and replicas before running")
     p.add_argument("--print-command", action="store_true",
                    help="print the mpirun command line before running it")
     p.add_argument("--dry-run", action="store_true",
@@ -105,6 +110,10 @@ def plan(args):
     if len(hosts) > n:
         raise LaunchError(f"--host names {len(hosts)} hosts for {n} instance(s): give at "
                           "least one instance to each host")
+    if args.num_ilds is not None and (args.num_ilds < 1 or replicas % args.num_ilds or
+                                      n % args.num_ilds):
+        raise LaunchError(f"--num-ilds {args.num_ilds}: the replicas ({replicas}) and instances "
+                          f"({n}) must split evenly over the IPU-Link domains")
     local = replicas // n
     instances = []
     for i in range(n):
@@ -149,6 +158,16 @@ def mpirun_command(args, instances, mpirun="mpirun"):
             program = ["sh", "-c", 'exec "$@" >/dev/null', "tessera-instance"] + program
         cmd += program
     return cmd
+
+
+def topology(instances):
+    """A table: each instance's host and replicas."""
+    rows = ["instance  host         replicas"]
+    for i, (host, env) in enumerate(instances):
+        first = int(env["POPDIST_REPLICA_INDEX_OFFSET"])
+        count = int(env["POPDIST_NUM_LOCAL_REPLICAS"])
+        rows.append(f"{i:8d}  {host or 'localhost':11s}  {first} to {first + count - 1}")
+    return "\n".join(rows)
 
 
 def _explain(lines, code):
@@ -197,6 +216,8 @@ def main(argv=None):
               "openmpi-bin; scripts/install-deps.sh does)", file=sys.stderr)
         return 2
     cmd = mpirun_command(args, instances, mpirun)
+    if args.print_topology:
+        print(topology(instances))
     if args.print_command or args.dry_run:
         print(" ".join(shlex.quote(c) for c in cmd), flush=True)
         if args.dry_run:
