@@ -27,7 +27,7 @@ _PARTITION_OPTIONS = (
     "--vipu-server-host", "--vipu-server-port", "--vipu-server-timeout",
     "--vipu-partition", "--vipu-cluster", "--vipu-allocation",
     "--update-partition", "--reset-partition", "--remove-partition",
-    "--executable-cache-path", "--ipus-per-instance", "--process-placement",
+    "--ipus-per-instance", "--process-placement",
 )
 _PARTITION_FLAGS = ("--numa-aware", "--offline-mode")
 
@@ -66,19 +66,25 @@ def _parser():
     p.add_argument("--only-output-from-instance", type=int, default=None, metavar="K",
                    help="show the standard output of instance K only (every "
                    "instance's errors still show)")
+    p.add_argument("--executable-cache-path", default=None, metavar="DIR",
+                   help="the instances' executable cache (TESSERA_CACHE_DIR): "
+                   "tessera-compile's and the Python API's")
     p.add_argument("--num-ilds", type=int, default=None, metavar="D",
                    help="IPU-Link domains the replicas span (checked: the replicas split "
                    "evenly over them; the estimate takes its domains from the target)")
-    p.add_argument("--print-topology", action="store_true",
+    p.add_argument("--print-topology", nargs="?", const="yes", default="no",
+                   choices=["yes", "no"], metavar="yes|no",
                    help="print each instance's host and replicas before running")
+    p.add_argument("-v", "--vv", dest="verbose", action="store_true",
+                   help="verbose: print the topology and the mpirun command line")
     p.add_argument("--print-command", action="store_true",
                    help="print the mpirun command line before running it")
     p.add_argument("--dry-run", action="store_true",
                    help="print the mpirun command line and stop")
     for option in _PARTITION_OPTIONS:
         p.add_argument(option, default=None, help=argparse.SUPPRESS)
-    for flag in _PARTITION_FLAGS:
-        p.add_argument(flag, action="store_true", help=argparse.SUPPRESS)
+    for flag in _PARTITION_FLAGS:  # --numa-aware or --numa-aware=yes, as PopRun's
+        p.add_argument(flag, nargs="?", const="yes", default=None, help=argparse.SUPPRESS)
     p.add_argument("command", nargs=argparse.REMAINDER, help="the program and its arguments")
     return p
 
@@ -125,6 +131,8 @@ def plan(args):
             "POPDIST_REPLICA_INDEX_OFFSET": str(i * local),
             "POPDIST_NUM_IPUS_PER_REPLICA": str(args.ipus_per_replica),
         }
+        if args.executable_cache_path:
+            env["TESSERA_CACHE_DIR"] = os.path.abspath(args.executable_cache_path)
         host = hosts[i * len(hosts) // n] if hosts else None
         instances.append((host, env))
     return instances
@@ -216,9 +224,9 @@ def main(argv=None):
               "openmpi-bin; scripts/install-deps.sh does)", file=sys.stderr)
         return 2
     cmd = mpirun_command(args, instances, mpirun)
-    if args.print_topology:
+    if args.print_topology == "yes" or args.verbose:
         print(topology(instances))
-    if args.print_command or args.dry_run:
+    if args.print_command or args.dry_run or args.verbose:
         print(" ".join(shlex.quote(c) for c in cmd), flush=True)
         if args.dry_run:
             return 0

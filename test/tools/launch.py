@@ -30,7 +30,7 @@
 # RUN: cmp %t/one.npz %t/resumed.npz
 #
 # RUN: tessera-launch --num-instances 2 --num-replicas 4 --host a,b --dry-run tessera-run x.tess | FileCheck %s --check-prefix=DRY
-# RUN: tessera-launch --num-instances 4 --num-replicas 8 --host a,b --num-ilds 2 --print-topology --dry-run --vipu-partition p8 true 2>&1 | FileCheck %s --check-prefix=TOPOLOGY
+# RUN: tessera-launch --num-instances 4 --num-replicas 8 --host a,b --num-ilds 2 --executable-cache-path cache --print-topology=yes --dry-run --vipu-partition=p8 --reset-partition=no --numa-aware=yes true 2>&1 | FileCheck %s --check-prefix=TOPOLOGY
 # RUN: not tessera-launch --num-instances 3 --num-replicas 4 true 2>&1 | FileCheck %s --check-prefix=SPLIT
 # RUN: not tessera-launch --num-instances 2 --num-replicas 4 --num-ilds 3 true 2>&1 | FileCheck %s --check-prefix=ILDS
 # RUN: not tessera-launch --num-instances 2 --only-output-from-instance 2 true 2>&1 | FileCheck %s --check-prefix=WHICH
@@ -50,12 +50,13 @@
 # RESUME-NOT: run 6/32
 # RESUME: run 7/32
 # DRY: mpirun {{.*}}-np 1 --host a -x POPDIST_NUM_INSTANCES=2 -x POPDIST_INSTANCE_INDEX=0 -x POPDIST_NUM_TOTAL_REPLICAS=4 -x POPDIST_NUM_LOCAL_REPLICAS=2 -x POPDIST_REPLICA_INDEX_OFFSET=0 -x POPDIST_NUM_IPUS_PER_REPLICA=1 tessera-run x.tess : -np 1 --host b {{.*}}POPDIST_INSTANCE_INDEX=1 {{.*}}POPDIST_REPLICA_INDEX_OFFSET=2 {{.*}}tessera-run x.tess
-# TOPOLOGY: note: --vipu-partition choose(s) IPU partitions; every instance runs on its own IPU model
+# TOPOLOGY: note: --vipu-partition, --reset-partition, --numa-aware choose(s) IPU partitions; every instance runs on its own IPU model
 # TOPOLOGY: instance  host         replicas
 # TOPOLOGY-NEXT:        0  a            0 to 1
 # TOPOLOGY-NEXT:        1  a            2 to 3
 # TOPOLOGY-NEXT:        2  b            4 to 5
 # TOPOLOGY-NEXT:        3  b            6 to 7
+# TOPOLOGY: -x POPDIST_NUM_IPUS_PER_REPLICA=1 -x TESSERA_CACHE_DIR={{/.*}}/cache true :
 # SPLIT: tessera-launch: error: --num-replicas 4 is not a multiple of --num-instances 3
 # ILDS: --num-ilds 3: the replicas (4) and instances (2) must split evenly over the IPU-Link domains
 # WHICH: --only-output-from-instance 2 is not an instance (0 to 1)
