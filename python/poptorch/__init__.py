@@ -14,7 +14,8 @@ import os
 from tessera import (BeginBlock, Block, BlockFunction, DataLoader, Error, IPUConfig,
                      LoadedExecutable, Options, PipelinedExecution, ShardedExecution, Stage,
                      identity_loss, inferenceModel, load, profile, recomputationCheckpoint,
-                     removeBlocks, trainingModel)
+                     registerPostCompileHook, registerPreCompileHook, removeBlocks,
+                     trainingModel)
 from tessera.data import AsynchronousDataAccessor, DataLoaderMode
 from tessera.ops import (dynamic_slice, dynamic_update, for_loop, ipu_print_tensor,
                          isRunningOnIpu, nop, serializedMatMul, set_available_memory)

@@ -18,7 +18,7 @@ from . import distributed, optim, profile
 from .blocks import (BeginBlock, Block, BlockFunction, PipelinedExecution, ShardedExecution,
                      Stage, recomputationCheckpoint, removeBlocks)
 from ._model import (LoadedExecutable, identity_loss, inferenceModel, load,
-                     trainingModel)
+                     registerPostCompileHook, registerPreCompileHook, trainingModel)
 from .data import DataLoader
 from .ipu_config import IPUConfig
 from .options import Options, OutputMode, ReductionType
@@ -27,5 +27,6 @@ __all__ = [
     "BeginBlock", "Block", "BlockFunction", "PipelinedExecution", "ShardedExecution", "Stage",
     "recomputationCheckpoint", "removeBlocks",
     "DataLoader", "distributed", "Error", "IPUConfig", "LoadedExecutable", "Options", "OutputMode", "ReductionType",
-    "identity_loss", "inferenceModel", "load", "optim", "profile", "trainingModel",
+    "identity_loss", "inferenceModel", "load", "optim", "profile", "registerPostCompileHook",
+    "registerPreCompileHook", "trainingModel",
 ]

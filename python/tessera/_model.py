@@ -9,6 +9,7 @@ between calls. The host's copy of the weights is brought up to date
 lazily: on copyWeightsToHost, and when the executor's parameters(),
 named_parameters() or state_dict() are read.
 """
+import collections
 import copyreg
 import inspect
 import keyword
@@ -677,6 +678,8 @@ class _Executor:
         # they were. The traced module shares the tensors, so restoring
         # them restores what is saved.
         saved = _cloned_state(model)
+        for hook in list(_PRE_COMPILE_HOOKS.values()):
+            hook()
         try:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", torch.jit.TracerWarning)
@@ -726,6 +729,8 @@ class _Executor:
             if scale not in (None, 1, 1.0) and "loss_scaling" not in options:
                 options["loss_scaling"] = repr(float(scale))
         _tessera.compile(pt, str(path), options)
+        for hook in list(_POST_COMPILE_HOOKS.values()):
+            hook()
         self.compilations += 1
         self._signature = [(n, e.dtype, tuple(e.shape)) for n, e in zip(names, example)]
         self._micro_batch = micro
@@ -835,6 +840,32 @@ def _cloned_state(model):
     if metadata is not None:
         cloned._metadata = metadata
     return cloned
+
+
+# PopTorch's compile hooks: called, in the order registered, before each
+# compile (before the model is traced) and after it.
+_PRE_COMPILE_HOOKS = collections.OrderedDict()
+_POST_COMPILE_HOOKS = collections.OrderedDict()
+
+
+def _register_hook(hooks, hook, when):
+    if not callable(hook):
+        raise Error(f"{when}-compile hook must be callable, got {type(hook).__name__}")
+    handle = torch.utils.hooks.RemovableHandle(hooks)
+    hooks[handle.id] = hook
+    return handle
+
+
+def registerPreCompileHook(hook):
+    """Calls `hook()` before every model compile (PopTorch's); returns a
+    handle whose remove() unregisters it."""
+    return _register_hook(_PRE_COMPILE_HOOKS, hook, "Pre")
+
+
+def registerPostCompileHook(hook):
+    """Calls `hook()` after every model compile (PopTorch's); returns a
+    handle whose remove() unregisters it."""
+    return _register_hook(_POST_COMPILE_HOOKS, hook, "Post")
 
 
 def _instance(options):

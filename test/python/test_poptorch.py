@@ -257,3 +257,22 @@ def test_adamw_without_bias_correction_uses_the_moments_as_they_are():
     for name, want in reference.state_dict().items():
         torch.testing.assert_close(model.state_dict()[name], want, rtol=1e-4, atol=1e-6,
                                    msg=name)
+
+
+def test_compile_hooks_run_around_each_compile():
+    calls = []
+    pre = poptorch.registerPreCompileHook(lambda: calls.append("pre"))
+    post = poptorch.registerPostCompileHook(lambda: calls.append("post"))
+    try:
+        model = poptorch.inferenceModel(torch.nn.Linear(3, 2))
+        model(torch.randn(1, 3))
+        model(torch.randn(1, 3))  # no compile: no hooks
+        assert calls == ["pre", "post"]
+        pre.remove()
+        poptorch.inferenceModel(torch.nn.Linear(3, 4))(torch.randn(1, 3))
+        assert calls == ["pre", "post", "post"]
+    finally:
+        pre.remove()
+        post.remove()
+    with pytest.raises(RuntimeError, match="Pre-compile hook must be callable"):
+        poptorch.registerPreCompileHook(3)
