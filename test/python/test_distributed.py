@@ -286,3 +286,24 @@ def test_instances_that_start_apart_are_refused(tmp_path):
     assert ("instance 1's starting state or options (weights, optimizer state, learning rate, "
             "seed, or the run's own options) differs from instance 0's") in result.stderr
     assert "tessera-launch: error: instance" in result.stderr
+
+
+def test_the_popdist_example_trains_as_one_process(tmp_path):
+    # examples/popdist/train_digits.py, as docs/tessera-launch.md runs it.
+    example = os.path.join(os.environ["TESSERA_SOURCE_DIR"], "examples", "popdist",
+                           "train_digits.py")
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    one = run([sys.executable, example, "--replicas", "4", "--epochs", "1"], cwd=tmp_path / "one",
+              timeout=600)
+    assert one.returncode == 0, one.stderr
+    two = launch("--num-instances", 2, "--num-replicas", 4, sys.executable, example,
+                 "--epochs", 1, cwd=tmp_path / "two", timeout=600)
+    assert two.returncode == 0, two.stderr
+    assert "(24 steps of 32 samples here)" in two.stdout
+    assert "held-out accuracy" in two.stdout
+    a = torch.load(tmp_path / "one" / "digits_weights.pt")
+    b = torch.load(tmp_path / "two" / "digits_weights.pt")
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
