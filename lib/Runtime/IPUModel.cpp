@@ -1194,31 +1194,13 @@ llvm::Error IPUModel::Impl::runAllReduce(const AllReduce &reduce) {
     int64_t n = all.numElements();
     size_t bytes = n * v.elementBytes();
     std::vector<char> value(bytes);
-    // Every replica's value, this process's in order; with instances, every
-    // instance's after the others' (replica order: instance i holds
-    // replicas [i x local, (i + 1) x local)).
-    std::vector<char> local(bytes * replicas);
-    for (int64_t r = 0; r < replicas; ++r) {
-      selectReplica(r);
-      gather(src, all, local.data() + r * bytes);
-    }
-    std::vector<char> everyReplica;
-    if (instances) {
-      everyReplica.resize(local.size() * instances->self().numInstances);
-      if (auto err = instances->allGather(local, everyReplica))
-        return err;
-    } else {
-      everyReplica = std::move(local);
-    }
-    int64_t total = static_cast<int64_t>(everyReplica.size() / std::max<size_t>(bytes, 1));
     // Summed in replica order, in the tensor's type for f32 (as each ring
     // step adds in it) and through double for the narrower types: every
     // instance adds the same numbers in the same order, so all replicas hold
     // the same sum, bit for bit, as in one process running them all.
     std::vector<double> sum(v.dtype == DType::F32 ? 0 : n, 0.0);
     std::vector<float> sum32(v.dtype == DType::F32 ? n : 0, 0.0f);
-    for (int64_t r = 0; r < total; ++r) {
-      const char *contribution = everyReplica.data() + r * bytes;
+    auto add = [&](const char *contribution) {
       if (v.dtype == DType::F32) {
         const float *f = reinterpret_cast<const float *>(contribution);
         for (int64_t i = 0; i < n; ++i)
@@ -1227,6 +1209,28 @@ llvm::Error IPUModel::Impl::runAllReduce(const AllReduce &reduce) {
         for (int64_t i = 0; i < n; ++i)
           sum[i] += floatAt(contribution, v.dtype, i);
       }
+    };
+    if (!instances) {
+      // One process: each replica's value in turn (one tensor's bytes at a
+      // time, however many replicas).
+      for (int64_t r = 0; r < replicas; ++r) {
+        selectReplica(r);
+        gather(src, all, value.data());
+        add(value.data());
+      }
+    } else {
+      // Every instance's replicas, gathered in replica order (instance i
+      // holds replicas [i x local, (i + 1) x local)).
+      std::vector<char> local(bytes * replicas);
+      for (int64_t r = 0; r < replicas; ++r) {
+        selectReplica(r);
+        gather(src, all, local.data() + r * bytes);
+      }
+      std::vector<char> everyReplica(local.size() * instances->self().numInstances);
+      if (auto err = instances->allGather(local, everyReplica))
+        return err;
+      for (size_t at = 0; at + bytes <= everyReplica.size() && bytes; at += bytes)
+        add(everyReplica.data() + at);
     }
     if (v.dtype == DType::F32)
       std::memcpy(value.data(), sum32.data(), n * 4);

@@ -526,8 +526,9 @@ int run(int argc, char **argv) {
   // In tessera-launch's instances standard output is a terminal of mpirun's
   // (unbuffered: a write per piece of a line); buffered, each line's pieces
   // go out together instead of between another instance's.
+  // (SetBuffered would leave a terminal unbuffered: a size is given.)
   if (std::getenv("OMPI_COMM_WORLD_SIZE"))
-    llvm::outs().SetBuffered();
+    llvm::outs().SetBufferSize(1 << 16);
   tessera::runtime::installResourceErrorHandlers("tessera-run");
   cl::HideUnrelatedOptions({&category, &trainingCategory});
   cl::ParseCommandLineOptions(argc, argv, "Run a Tessera executable\n");
