@@ -30,6 +30,9 @@
 # RUN: cmp %t/one.npz %t/resumed.npz
 #
 # RUN: tessera-launch --num-instances 2 --num-replicas 4 --host a,b --dry-run tessera-run x.tess | FileCheck %s --check-prefix=DRY
+# A one-replica executable runs whole on each instance; instance 0 alone writes.
+# RUN: tessera-compile %t/cnn.onnx --train --loss cross-entropy --optimizer adam:lr=0.01 --micro-batch-size 8 -o %t/cnn1.tess
+# RUN: rm -f %t/whole.npz && cd %t && tessera-launch --num-instances 2 --num-replicas 2 sh -c 'exec tessera-run cnn1.tess --train-data digits.npz --steps 2 --save-weights whole.npz' | FileCheck %s --check-prefix=WHOLE
 # RUN: tessera-launch --num-instances 4 --num-replicas 8 --host a,b --num-ilds 2 --executable-cache-path cache --print-topology=yes --dry-run --vipu-partition=p8 --reset-partition=no --numa-aware=yes true 2>&1 | FileCheck %s --check-prefix=TOPOLOGY
 # RUN: not tessera-launch --num-instances 3 --num-replicas 4 true 2>&1 | FileCheck %s --check-prefix=SPLIT
 # RUN: not tessera-launch --num-instances 2 --num-replicas 4 --num-ilds 3 true 2>&1 | FileCheck %s --check-prefix=ILDS
@@ -57,6 +60,8 @@
 # TOPOLOGY-NEXT:        2  b            4 to 5
 # TOPOLOGY-NEXT:        3  b            6 to 7
 # TOPOLOGY: -x POPDIST_NUM_IPUS_PER_REPLICA=1 -x TESSERA_CACHE_DIR={{/.*}}/cache true :
+# WHOLE: weights written to whole.npz
+# WHOLE-NOT: weights written
 # SPLIT: tessera-launch: error: --num-replicas 4 is not a multiple of --num-instances 3
 # ILDS: --num-ilds 3: the replicas (4) and instances (2) must split evenly over the IPU-Link domains
 # WHICH: --only-output-from-instance 2 is not an instance (0 to 1)

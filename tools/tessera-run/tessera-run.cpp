@@ -323,7 +323,10 @@ llvm::Error writeRunReport(const ExecutableMetadata &meta, const IPUModel *model
 
 /// Whether this process writes the files a command line names: a single
 /// process does; of tessera-launch's instances, instance 0 alone.
-bool writesFiles(const ExecutableMetadata &meta) { return meta.share.instance == 0; }
+/// (By the launch, not the executable's share: every instance of a launch
+/// runs a one-replica executable whole, and instance 0 alone writes.)
+int64_t thisInstance = 0;
+bool writesFiles() { return thisInstance == 0; }
 
 /// --train-data: the training loop over a data set, one line per run.
 int train(const Executable &exe) {
@@ -485,7 +488,7 @@ int train(const Executable &exe) {
       epochCorrect = epochLabelled = epochRuns = epochSkipped = 0;
     }
     if (checkpointEvery && (run + 1) % checkpointEvery == 0 && run + 1 < totalRuns &&
-        writesFiles(meta)) {
+        writesFiles()) {
       if (auto err = saveState(*runner, meta, saveWeights, run + 1))
         return error("checkpoint after run " + llvm::Twine(run + 1) + ": " +
                      llvm::toString(std::move(err)));
@@ -508,12 +511,12 @@ int train(const Executable &exe) {
                                             instances))
                  << " samples/s\n";
   }
-  if (!saveWeights.empty() && writesFiles(meta)) {
+  if (!saveWeights.empty() && writesFiles()) {
     if (auto err = saveState(*runner, meta, saveWeights, checkpointEvery ? totalRuns : -1))
       return error(llvm::toString(std::move(err)));
     llvm::outs() << "weights written to " << saveWeights << "\n";
   }
-  if (!exportONNX.empty() && writesFiles(meta)) {
+  if (!exportONNX.empty() && writesFiles()) {
     if (auto err = exportONNXWithInitializers(meta.source, trainedWeights(*runner, meta),
                                               exportONNX))
       return error("--export-onnx: " + llvm::toString(std::move(err)));
@@ -555,9 +558,11 @@ int run(int argc, char **argv) {
   auto instance = Instance::fromEnvironment();
   if (!instance)
     return error(llvm::toString(instance.takeError()));
-  if (*instance)
+  if (*instance) {
+    thisInstance = (*instance)->index;
     if (auto err = (*exe)->runAsInstance(**instance))
       return error(llvm::toString(std::move(err)));
+  }
   const ExecutableMetadata &meta = (*exe)->metadata();
   if (!trainData.empty())
     return train(**exe);
@@ -708,7 +713,7 @@ int run(int argc, char **argv) {
                                reference ? "host reference" : "IPU model on the host",
                                ms, static_cast<unsigned>(iterations),
                                iterations == 1 ? "" : "s");
-  if (model && !profileDir.empty() && writesFiles(meta)) {
+  if (model && !profileDir.empty() && writesFiles()) {
     if (auto err = makeProfileDir())
       return error(llvm::toString(std::move(err)));
     if (auto err = writeJSON(profileDir, "profile.json", model->profileJSON()))
@@ -718,7 +723,7 @@ int run(int argc, char **argv) {
     llvm::outs() << "profile written to " << profileDir << "/profile.json and "
                  << profileDir << "/trace.json\n";
   }
-  if (model && !reportDir.empty() && writesFiles(meta))
+  if (model && !reportDir.empty() && writesFiles())
     if (auto err = writeRunReport(meta, model.get()))
       return error("the report could not be written: " + llvm::toString(std::move(err)));
   if (!outputPath.empty()) {
